@@ -1,0 +1,30 @@
+"""course_utils: the small helper package behind the *PyTorch Hooks, hands-on* notebooks.
+
+One module per concept:
+
+- ``notebook``  -- ``setup_notebook()`` (seeds, threads, print options, PNG figures), ``print_warnings()``
+- ``env_check`` -- ``doctor()`` checks the environment against the pins and says what to do
+- ``hooks``     -- ``HookRegistry`` owns hooks and removes them; ``count_hooks``, ``assert_no_hooks``
+- ``checks``    -- ``check(exercise_id, answer)`` self-checks for the exercises
+
+Usage: ``from course_utils import setup_notebook, HookRegistry, assert_no_hooks, check``
+"""
+
+from course_utils.checks import check
+from course_utils.env_check import doctor
+from course_utils.hooks import HookRegistry, UnknownLayerError, assert_no_hooks, count_hooks, hook_report
+from course_utils.notebook import print_warnings, setup_notebook
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "HookRegistry",
+    "UnknownLayerError",
+    "assert_no_hooks",
+    "check",
+    "count_hooks",
+    "doctor",
+    "hook_report",
+    "print_warnings",
+    "setup_notebook",
+]

@@ -1,0 +1,74 @@
+"""The course map, read from the notebooks' own opening cells (so it can never drift from them).
+
+Each notebook opens with a markdown cell like::
+
+    # 01 · Tensor hooks
+    **You will learn** how to read and change gradients with tensor hooks.
+    **Estimated time:** 35 min
+
+Usage: ``print(course_map_markdown())`` or ``[row.title for row in course_map()]``
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["NOTEBOOKS_DIR", "NotebookInfo", "course_map", "course_map_markdown"]
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+
+_TITLE = re.compile(r"^#\s+(.+?)\s*$", re.MULTILINE)
+_LEARN = re.compile(r"\*\*You will learn\*\*\s*(.+?)\s*$", re.MULTILINE)
+_MINUTES = re.compile(r"\*\*Estimated time:\*\*\s*(\d+)\s*min", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class NotebookInfo:
+    """One row of the course map."""
+
+    file: str
+    title: str
+    learn: str
+    minutes: int
+
+
+def _opening(path: Path) -> str:
+    cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+    if not cells or cells[0].get("cell_type") != "markdown":
+        raise ValueError(f"{path.name}: the first cell must be the markdown opening (title, objectives, time).")
+    source = cells[0]["source"]
+    return "".join(source) if isinstance(source, list) else source
+
+
+def read_opening(path: Path) -> NotebookInfo:
+    """Title, one-line summary and minutes from a notebook's opening cell; a clear error when one is missing."""
+    text = _opening(path)
+    found = {name: pattern.search(text) for name, pattern in (("title", _TITLE), ("learn", _LEARN), ("minutes", _MINUTES))}
+    missing = [name for name, match in found.items() if match is None]
+    if missing:
+        raise ValueError(
+            f"{path.name}: the opening cell lacks {', '.join(missing)} "
+            "(expected '# Title', '**You will learn** ...' and '**Estimated time:** N min')."
+        )
+    return NotebookInfo(path.name, found["title"].group(1), found["learn"].group(1), int(found["minutes"].group(1)))
+
+
+def course_map(notebooks_dir: Path | None = None) -> list[NotebookInfo]:
+    """Every ``NN_topic.ipynb`` in teaching order, with its title, summary and estimated minutes."""
+    folder = NOTEBOOKS_DIR if notebooks_dir is None else Path(notebooks_dir)
+    paths = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+    if not paths:
+        raise FileNotFoundError(f"No course notebooks (NN_topic.ipynb) in {folder.name}/.")
+    return [read_opening(path) for path in paths]
+
+
+def course_map_markdown(notebooks_dir: Path | None = None) -> str:
+    """The course map as a markdown table (the README carries the same table)."""
+    rows = course_map(notebooks_dir)
+    lines = ["| notebook | what you learn | minutes |", "|---|---|---|"]
+    lines += [f"| `{row.file}` | {row.learn} | {row.minutes} |" for row in rows]
+    lines.append(f"| **total** | | **{sum(row.minutes for row in rows)}** |")
+    return "\n".join(lines)

@@ -1,0 +1,3 @@
+"""The exercise catalogue: one module per notebook; importing this package registers them all."""
+
+from course_utils.exercises import nb00  # noqa: F401

@@ -1,0 +1,113 @@
+"""Make every notebook start the same way: seeded, single-threaded, readable numbers, stable output.
+
+Usage (first code cell of every notebook)::
+
+    from course_utils import setup_notebook
+    print(setup_notebook())
+
+:func:`print_warnings` shows a warning the lesson is about as one stable line (category and message)
+instead of as stray stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import sys
+import warnings
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+__all__ = ["setup_notebook", "environment_line", "print_warnings", "EXPECTED_NOISE"]
+
+# Library noise that says nothing about hooks: (category, message regex). Lessons that teach a warning
+# capture it explicitly with print_warnings(), which ignores these filters.
+EXPECTED_NOISE: tuple[tuple[type[Warning], str], ...] = (
+    # JupyterLab/ipykernel start-up chatter that can reach a kernel's stderr on some machines.
+    (DeprecationWarning, r".*Jupyter is migrating its paths.*"),
+    # tqdm's notebook bar falls back to text when ipywidgets has no front end (e.g. under nbval).
+    (UserWarning, r".*IProgress not found.*"),
+)
+
+
+def _configure_matplotlib() -> None:
+    import matplotlib
+
+    matplotlib.rcParams.update({"figure.dpi": 80, "savefig.dpi": 80, "figure.figsize": (6.0, 3.5)})
+    if "ipykernel" in sys.modules:
+        # PNG only: nbval ignores PNG but compares SVG, whose element ids change from run to run.
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("png")
+
+
+def _short_tracebacks() -> None:
+    """Errors print as ``Type: message`` only: stored error cells then hold no machine-specific file paths.
+    (Run ``%xmode Context`` in a cell to get full tracebacks back while debugging.)"""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with ipykernel
+        return
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "InteractiveTB"):
+        shell.InteractiveTB.set_mode(mode="Minimal")
+
+
+def environment_line(seed: int | None = None) -> str:
+    """A short description of the environment that does not change between runs of the same set-up."""
+    torch_version = torch.__version__.split("+")[0]
+    try:
+        import torchvision
+
+        vision = f" | torchvision {torchvision.__version__.split('+')[0]}"
+    except ImportError:  # pragma: no cover - torchvision is pinned
+        vision = ""
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    threads = torch.get_num_threads()
+    line = f"torch {torch_version}{vision} | Python {python} | CPU, {threads} thread{'s' if threads != 1 else ''}"
+    return line if seed is None else f"{line} | seed {seed}"
+
+
+def setup_notebook(seed: int = 0) -> str:
+    """Seed every generator, fix threads and print options, set PNG figures and short error messages;
+    return the environment line.
+
+    One thread: results are bit-identical run to run only at a fixed thread count (1 vs 2 threads
+    changes the low bits of weight gradients), and stored outputs must match in CI.
+
+    Usage: ``print(setup_notebook())``
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}.")
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+    torch.set_printoptions(precision=3, sci_mode=False)
+    np.set_printoptions(precision=3, suppress=True)
+    _configure_matplotlib()
+    _short_tracebacks()
+    for category, pattern in EXPECTED_NOISE:
+        warnings.filterwarnings("ignore", message=pattern, category=category)
+    return environment_line(seed)
+
+
+@contextlib.contextmanager
+def print_warnings() -> Iterator[list[warnings.WarningMessage]]:
+    """Catch every warning raised in the block and print each as ``Category: message``.
+
+    Usage::
+
+        with print_warnings():
+            z.grad          # prints "UserWarning: The .grad attribute of a Tensor that is not a leaf ..."
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield caught
+        finally:
+            for item in caught:
+                message = " ".join(str(item.message).split())
+                print(f"{item.category.__name__}: {message}")

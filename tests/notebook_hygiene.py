@@ -1,0 +1,100 @@
+"""Hygiene rules every course notebook obeys; ``problems(nb)`` lists the rules a notebook breaks.
+
+Each problem starts with the rule's name (a key of RULES), so tests can prove that each rule fires.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+RULES = {
+    "kernelspec": "the kernelspec is python3",
+    "executed": "every code cell ran, execution counts are 1..n in order",
+    "errors": "no error output unless the cell is tagged raises-exception (and a tagged cell does raise)",
+    "stderr": "no stderr in stored outputs",
+    "unstable": "no 0x addresses, hook ids, absolute paths or ipykernel_ paths in stored outputs",
+    "opening": "the first cell is markdown with a title, objectives and estimated minutes",
+    "setup": "the first code cell calls setup_notebook()",
+    "no-hooks-left": "the last code cell calls assert_no_hooks(...)",
+}
+
+UNSTABLE_PATTERNS = {
+    "memory address": re.compile(r"0x[0-9a-fA-F]{6,}"),
+    "hook id": re.compile(r"\(\d+,\s*<(?:function|bound method|built-in)"),
+    "absolute path": re.compile(r"(?<![\w.])(?:/home/|/root/|/work/|/tmp/|/Users/|/opt/|/usr/|[A-Z]:\\\\?)"),
+    "ipykernel path": re.compile(r"ipykernel_\d+"),
+}
+
+_OPENING_TITLE = re.compile(r"^#\s+\S", re.MULTILINE)
+_OPENING_OBJECTIVES = re.compile(r"objective|you will learn", re.IGNORECASE)
+_OPENING_MINUTES = re.compile(r"\b\d+\s*(?:min|minutes)\b", re.IGNORECASE)
+
+
+def _source(cell: Any) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _texts(output: dict[str, Any]) -> Iterator[str]:
+    kind = output.get("output_type")
+    if kind == "stream":
+        yield _join(output.get("text", ""))
+    elif kind in ("execute_result", "display_data"):
+        data = output.get("data", {})
+        for mime in ("text/plain", "text/html", "text/markdown", "text/latex"):
+            if mime in data:
+                yield _join(data[mime])
+    elif kind == "error":
+        yield output.get("evalue", "")
+        yield "\n".join(output.get("traceback", []))
+
+
+def _join(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def problems(nb: dict[str, Any]) -> list[str]:
+    """Every hygiene rule the notebook breaks, one message each (``"rule: detail"``)."""
+    found: list[str] = []
+    cells = nb.get("cells", [])
+    code_cells = [c for c in cells if c.get("cell_type") == "code"]
+
+    kernel = nb.get("metadata", {}).get("kernelspec", {}).get("name")
+    if kernel != "python3":
+        found.append(f"kernelspec: kernelspec name is {kernel!r}, expected 'python3'")
+
+    counts = [c.get("execution_count") for c in code_cells]
+    if counts != list(range(1, len(code_cells) + 1)):
+        found.append(f"executed: execution counts are {counts}, expected 1..{len(code_cells)} (run `make refresh`)")
+
+    for index, cell in enumerate(code_cells, start=1):
+        tags = cell.get("metadata", {}).get("tags", [])
+        outputs = cell.get("outputs", [])
+        has_error = any(o.get("output_type") == "error" for o in outputs)
+        if has_error and "raises-exception" not in tags:
+            found.append(f"errors: code cell {index} has an error output but is not tagged raises-exception")
+        if "raises-exception" in tags and not has_error:
+            found.append(f"errors: code cell {index} is tagged raises-exception but stored no error")
+        for output in outputs:
+            if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                found.append(f"stderr: code cell {index} stored stderr output (catch and print warnings instead)")
+            for text in _texts(output):
+                for label, pattern in UNSTABLE_PATTERNS.items():
+                    match = pattern.search(text)
+                    if match:
+                        found.append(f"unstable: code cell {index} output contains a {label}: {match.group(0)!r}")
+
+    first = cells[0] if cells else {}
+    first_text = _source(first)
+    if first.get("cell_type") != "markdown" or not (
+        _OPENING_TITLE.search(first_text) and _OPENING_OBJECTIVES.search(first_text) and _OPENING_MINUTES.search(first_text)
+    ):
+        found.append("opening: the first cell must be markdown with a '# Title', objectives and estimated minutes")
+
+    if not code_cells or "setup_notebook(" not in _source(code_cells[0]):
+        found.append("setup: the first code cell must call setup_notebook()")
+    if not code_cells or "assert_no_hooks(" not in _source(code_cells[-1]):
+        found.append("no-hooks-left: the last code cell must call assert_no_hooks(...) on the notebook's models")
+    return found

@@ -1,0 +1,127 @@
+"""Every course notebook obeys the hygiene rules, and each rule is proven to catch a notebook that breaks it."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from notebook_hygiene import RULES, problems
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_course_notebook_is_clean(path: Path) -> None:
+    assert problems(nbformat.read(path, as_version=4)) == []
+
+
+def test_the_course_has_notebooks() -> None:
+    assert NOTEBOOKS and NOTEBOOKS[0].name == "00_start_here.ipynb"
+
+
+# -- fixture notebooks ------------------------------------------------------------------------------------
+def clean_notebook() -> Any:
+    nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb.cells = [
+        new_markdown_cell("# A lesson\n\nObjectives: learn a thing.\n\nEstimated time: 10 min"),
+        new_code_cell("from course_utils import setup_notebook\nprint(setup_notebook())", execution_count=1,
+                      outputs=[new_output("stream", name="stdout", text="torch 2.14.1\n")]),
+        new_code_cell("raise ValueError('shown on purpose')", execution_count=2, metadata={"tags": ["raises-exception"]},
+                      outputs=[new_output("error", ename="ValueError", evalue="shown on purpose", traceback=[])]),
+        new_code_cell("assert_no_hooks(model)", execution_count=3),
+    ]
+    return nb
+
+
+def break_kernelspec(nb: Any) -> None:
+    nb.metadata.kernelspec.name = "my-env"
+
+
+def break_execution_order(nb: Any) -> None:
+    nb.cells[2].execution_count = 7
+
+
+def break_unexecuted(nb: Any) -> None:
+    nb.cells[2].execution_count = None
+
+
+def break_untagged_error(nb: Any) -> None:
+    nb.cells[2].metadata = {}
+
+
+def break_tag_without_error(nb: Any) -> None:
+    nb.cells[2].outputs = []
+
+
+def break_stderr(nb: Any) -> None:
+    nb.cells[1].outputs.append(new_output("stream", name="stderr", text="UserWarning: noise\n"))
+
+
+def output_text(text: str) -> Callable[[Any], None]:
+    def breaker(nb: Any) -> None:
+        nb.cells[1].outputs.append(new_output("execute_result", data={"text/plain": text}, execution_count=1))
+
+    return breaker
+
+
+def break_opening_not_markdown(nb: Any) -> None:
+    nb.cells[0] = new_code_cell("# A lesson", execution_count=None)
+
+
+def break_opening_no_minutes(nb: Any) -> None:
+    nb.cells[0].source = "# A lesson\n\nObjectives: learn a thing."
+
+
+def break_opening_no_objectives(nb: Any) -> None:
+    nb.cells[0].source = "# A lesson\n\nAbout 10 minutes."
+
+
+def break_setup(nb: Any) -> None:
+    nb.cells[1].source = "import torch"
+
+
+def break_last_cell(nb: Any) -> None:
+    nb.cells[3].source = "print('done')"
+
+
+BREAKERS = {
+    "kernelspec": [break_kernelspec],
+    "executed": [break_execution_order, break_unexecuted],
+    "errors": [break_untagged_error, break_tag_without_error],
+    "stderr": [break_stderr],
+    "unstable": [
+        output_text("<function f at 0x7f3a2b1c4d60>"),
+        output_text("OrderedDict([(43, <function c_hook at 0x0>)])"),
+        output_text("saved to /home/alice/course/out.png"),
+        output_text("File ipykernel_1234/567.py, line 3"),
+    ],
+    "opening": [break_opening_not_markdown, break_opening_no_minutes, break_opening_no_objectives],
+    "setup": [break_setup],
+    "no-hooks-left": [break_last_cell],
+}
+
+
+def test_clean_fixture_passes() -> None:
+    assert problems(clean_notebook()) == []
+
+
+def test_every_rule_has_breaking_fixtures() -> None:
+    assert set(BREAKERS) == set(RULES)
+
+
+@pytest.mark.parametrize(
+    ("rule", "breaker"),
+    [(rule, breaker) for rule, breakers in BREAKERS.items() for breaker in breakers],
+    ids=[f"{rule}-{i}" for rule, breakers in BREAKERS.items() for i, _ in enumerate(breakers)],
+)
+def test_each_rule_catches_a_notebook_that_breaks_it(rule: str, breaker: Callable[[Any], None]) -> None:
+    nb = copy.deepcopy(clean_notebook())
+    breaker(nb)
+    found = problems(nb)
+    assert any(p.startswith(f"{rule}:") for p in found), found

@@ -1,0 +1,60 @@
+"""setup_notebook seeds, fixes threads and print options; print_warnings shows warnings as one line."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from course_utils.notebook import environment_line, print_warnings, setup_notebook
+
+
+def test_setup_is_deterministic_and_single_threaded() -> None:
+    line = setup_notebook(seed=3)
+    first = torch.randn(4)
+    setup_notebook(seed=3)
+    assert torch.equal(first, torch.randn(4))
+    assert torch.get_num_threads() == 1
+    assert line.startswith("torch 2.14.1 | torchvision 0.29.1 | Python 3.11 | CPU, 1 thread")
+    assert line.endswith("seed 3")
+    assert "+" not in line  # no build suffix (cu130 / cpu): the same line on every build
+
+
+def test_print_options_are_readable() -> None:
+    setup_notebook()
+    assert str(torch.tensor([0.000012345, 2.0])) == "tensor([0.000, 2.000])"
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0", True])
+def test_bad_seed_is_rejected(seed: object) -> None:
+    with pytest.raises(ValueError, match="non-negative int"):
+        setup_notebook(seed)  # type: ignore[arg-type]
+
+
+def test_print_warnings_prints_category_and_message(capsys: pytest.CaptureFixture[str]) -> None:
+    with print_warnings() as caught:
+        warnings.warn("first\n   second", FutureWarning)
+    assert len(caught) == 1
+    assert capsys.readouterr().out == "FutureWarning: first second\n"
+
+
+def test_print_warnings_sees_the_non_leaf_grad_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    x = torch.ones(2, requires_grad=True)
+    z = x * 2
+    with print_warnings():
+        assert z.grad is None
+    out = capsys.readouterr().out
+    assert out.startswith("UserWarning: The .grad attribute of a Tensor that is not a leaf Tensor is being accessed")
+
+
+def test_print_warnings_still_prints_when_the_block_raises(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(KeyError):
+        with print_warnings():
+            warnings.warn("before the error", UserWarning)
+            raise KeyError("x")
+    assert "UserWarning: before the error" in capsys.readouterr().out
+
+
+def test_environment_line_without_seed() -> None:
+    assert "seed" not in environment_line()

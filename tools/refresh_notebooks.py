@@ -1,0 +1,67 @@
+"""Re-execute notebooks in place with the settings nbval uses in CI, so stored outputs are never hand-edited.
+
+Same kernel as ``pytest --nbval-current-env`` (this Python, through ipykernel), same working directory (the
+notebook's folder), same environment variables (set by the Makefile). Cell timing metadata is not recorded,
+so re-running an unchanged notebook leaves the file unchanged.
+
+Usage: ``python tools/refresh_notebooks.py notebooks/01_tensor_hooks.ipynb`` (or ``make refresh NB=...``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import ipykernel.kernelspec
+import nbformat
+from jupyter_client import AsyncKernelManager
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from nbclient import NotebookClient
+
+CURRENT_ENV = "course-current-env"
+
+
+class CurrentEnvKernelSpecs(KernelSpecManager):
+    """Resolve our kernel name to this very Python, as nbval's --nbval-current-env does."""
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        if kernel_name == CURRENT_ENV:
+            return self.kernel_spec_class(resource_dir=ipykernel.kernelspec.RESOURCES, **ipykernel.kernelspec.get_kernel_dict())
+        return super().get_kernel_spec(kernel_name)
+
+
+def refresh(path: Path, timeout: int) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    kernelspec = dict(notebook.metadata.get("kernelspec", {}))
+    kernel_manager = AsyncKernelManager(kernel_name=CURRENT_ENV, kernel_spec_manager=CurrentEnvKernelSpecs())
+    client = NotebookClient(
+        notebook,
+        km=kernel_manager,
+        timeout=timeout,
+        kernel_name=CURRENT_ENV,
+        resources={"metadata": {"path": str(path.parent)}},
+        record_timing=False,
+        allow_errors=False,  # only cells tagged raises-exception may raise
+    )
+    client.execute()
+    # Keep the notebook's own kernelspec (python3), not the internal name used to start this kernel.
+    notebook.metadata["kernelspec"] = kernelspec or {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nbformat.write(notebook, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (as nbval's --nbval-cell-timeout)")
+    args = parser.parse_args(argv)
+    for path in args.notebooks:
+        if path.suffix != ".ipynb" or not path.is_file():
+            parser.error(f"not a notebook file: {path}")
+        print(f"refreshing {path}", flush=True)
+        refresh(path, args.timeout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
