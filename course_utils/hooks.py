@@ -292,51 +292,59 @@ def _global_hook_dicts() -> dict[str, Mapping[Any, Any]]:
     }
 
 
-def hook_report(module: nn.Module, *, include_global: bool = False) -> dict[str, int]:
-    """Non-empty hook dictionaries under ``module``, as ``{"fc1._forward_hooks": 1, ...}``.
+def _tensor_report(tensor: torch.Tensor, prefix: str, report: dict[str, int]) -> None:
+    for dict_name, hooks in _hook_dicts(tensor).items():
+        if hooks:
+            report[f"{prefix}{dict_name}"] = len(hooks)
 
-    Covers every module, every parameter's tensor hooks (``fc1.weight._backward_hooks``,
-    ``..._post_accumulate_grad_hooks``) and, with ``include_global=True``, the global module hooks.
+
+def hook_report(target: nn.Module | torch.Tensor, *, include_global: bool = False) -> dict[str, int]:
+    """Non-empty hook dictionaries of a module (with its children and parameters) or of a tensor.
+
+    Keys look like ``"fc1._forward_hooks"``, ``"fc1.weight._backward_hooks"`` or, for a tensor,
+    ``"_post_accumulate_grad_hooks"``; with ``include_global=True`` the global module hooks are added.
     Usage: ``hook_report(model)``
     """
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"hook_report expects an nn.Module, got {type(module).__name__}.")
     report: dict[str, int] = {}
-    for name, sub in module.named_modules(remove_duplicate=False):
-        prefix = f"{name}." if name else ""
-        for dict_name, hooks in _hook_dicts(sub).items():
-            if hooks:
-                report[f"{prefix}{dict_name}"] = len(hooks)
-        for param_name, param in sub.named_parameters(recurse=False):
-            for dict_name, hooks in _hook_dicts(param).items():
+    if isinstance(target, torch.Tensor):
+        _tensor_report(target, "", report)
+    elif isinstance(target, nn.Module):
+        for name, sub in target.named_modules(remove_duplicate=False):
+            prefix = f"{name}." if name else ""
+            for dict_name, hooks in _hook_dicts(sub).items():
                 if hooks:
-                    report[f"{prefix}{param_name}.{dict_name}"] = len(hooks)
+                    report[f"{prefix}{dict_name}"] = len(hooks)
+            for param_name, param in sub.named_parameters(recurse=False):
+                _tensor_report(param, f"{prefix}{param_name}.", report)
+    else:
+        raise TypeError(f"Expected an nn.Module or a torch.Tensor, got {type(target).__name__}.")
     if include_global:
         report.update(_global_only_report())
     return report
 
 
-def count_hooks(module: nn.Module, *, include_global: bool = False) -> int:
-    """Number of hooks on ``module``, its children and their parameters (flag entries not counted twice).
+def count_hooks(target: nn.Module | torch.Tensor, *, include_global: bool = False) -> int:
+    """Number of hooks on a module (its children and parameters included) or on a tensor; flag entries
+    (with-kwargs, always-call) are not counted twice.
 
     Usage: ``count_hooks(model)``
     """
     return sum(
-        n for key, n in hook_report(module, include_global=include_global).items() if not key.endswith(_FLAG_DICT_SUFFIXES)
+        n for key, n in hook_report(target, include_global=include_global).items() if not key.endswith(_FLAG_DICT_SUFFIXES)
     )
 
 
-def assert_no_hooks(*modules: nn.Module, include_global: bool = True) -> None:
-    """Raise ``AssertionError`` naming every hook (or hook flag) still registered on the given modules.
+def assert_no_hooks(*targets: nn.Module | torch.Tensor, include_global: bool = True) -> None:
+    """Raise ``AssertionError`` naming every hook (or hook flag) still registered on the given models or tensors.
 
-    Usage: ``assert_no_hooks(model, mlp)`` -- the last cell of every notebook.
+    Usage: ``assert_no_hooks(model, mlp)`` or ``assert_no_hooks(x, z)`` -- the last cell of every notebook.
     """
-    if not modules:
-        raise ValueError("Pass the models to check, e.g. assert_no_hooks(model).")
+    if not targets:
+        raise ValueError("Pass the models (or tensors) to check, e.g. assert_no_hooks(model).")
     leftovers: dict[str, int] = {}
-    for index, module in enumerate(modules):
-        label = f"{type(module).__name__}#{index}" if len(modules) > 1 else type(module).__name__
-        for key, n in hook_report(module).items():
+    for index, target in enumerate(targets):
+        label = f"{type(target).__name__}#{index}" if len(targets) > 1 else type(target).__name__
+        for key, n in hook_report(target).items():
             leftovers[f"{label}: {key}"] = n
     if include_global:
         leftovers.update(_global_only_report())

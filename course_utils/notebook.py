@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 import sys
 import warnings
 from collections.abc import Iterator
@@ -96,7 +97,7 @@ def setup_notebook(seed: int = 0) -> str:
 
 @contextlib.contextmanager
 def print_warnings() -> Iterator[list[warnings.WarningMessage]]:
-    """Catch every warning raised in the block and print each as ``Category: message``.
+    """Catch every warning raised in the block and print each as ``Category: message`` (repeats counted).
 
     Usage::
 
@@ -108,6 +109,17 @@ def print_warnings() -> Iterator[list[warnings.WarningMessage]]:
         try:
             yield caught
         finally:
+            counts: dict[str, int] = {}
             for item in caught:
-                message = " ".join(str(item.message).split())
-                print(f"{item.category.__name__}: {message}")
+                line = f"{item.category.__name__}: {_clean_message(str(item.message))}"
+                counts[line] = counts.get(line, 0) + 1
+            for line, count in counts.items():
+                print(line if count == 1 else f"{line} [{count} times]")
+
+
+_TRIGGERED_AT = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
+
+
+def _clean_message(message: str) -> str:
+    """One line, without the C++ source location torch appends (a build-machine path)."""
+    return " ".join(_TRIGGERED_AT.sub("", message).split())

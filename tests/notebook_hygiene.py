@@ -23,7 +23,8 @@ RULES = {
 UNSTABLE_PATTERNS = {
     "memory address": re.compile(r"0x[0-9a-fA-F]{6,}"),
     "hook id": re.compile(r"\(\d+,\s*<(?:function|bound method|built-in)"),
-    "absolute path": re.compile(r"(?<![\w.])(?:/home/|/root/|/work/|/tmp/|/Users/|/opt/|/usr/|[A-Z]:\\\\?)"),
+    # /a/b/c not preceded by a word character, '.', ':' or '/' (so URLs like github.com/x/y do not count)
+    "absolute path": re.compile(r"(?<![\w.:/~])/(?:[\w.-]+/){2,}[\w.-]*|\b[A-Z]:\\[\w.-]+"),
     "ipykernel path": re.compile(r"ipykernel_\d+"),
 }
 

@@ -210,3 +210,15 @@ def test_100_register_remove_cycles_leave_no_growth() -> None:
     tracemalloc.stop()
     assert count_hooks(model) == 0
     assert after - before < 64 * 1024, f"memory grew by {after - before} bytes over 100 cycles"
+
+
+def test_tensors_can_be_checked_too() -> None:
+    x = torch.ones(2, requires_grad=True)
+    z = x * 2
+    with z.register_hook(lambda g: None), x.register_post_accumulate_grad_hook(lambda t: None):
+        assert count_hooks(z) == 1 and count_hooks(x) == 1
+        with pytest.raises(AssertionError, match=r"Tensor#1: _post_accumulate_grad_hooks: 1"):
+            assert_no_hooks(z, x)
+    assert_no_hooks(z, x)
+    with pytest.raises(TypeError, match="nn.Module or a torch.Tensor"):
+        hook_report("model")  # type: ignore[arg-type]

@@ -99,6 +99,8 @@ BREAKERS = {
         output_text("<function f at 0x7f3a2b1c4d60>"),
         output_text("OrderedDict([(43, <function c_hook at 0x0>)])"),
         output_text("saved to /home/alice/course/out.png"),
+        output_text("UserWarning: x (Triggered internally at /__w/pytorch/build/TensorBody.h:488.)"),
+        output_text("C:\\Users\\alice\\course"),
         output_text("File ipykernel_1234/567.py, line 3"),
     ],
     "opening": [break_opening_not_markdown, break_opening_no_minutes, break_opening_no_objectives],
@@ -109,6 +111,12 @@ BREAKERS = {
 
 def test_clean_fixture_passes() -> None:
     assert problems(clean_notebook()) == []
+
+
+def test_urls_and_ratios_are_not_paths() -> None:
+    nb = clean_notebook()
+    output_text("see github.com/pytorch/pytorch/pull/30531 and https://docs.pytorch.org/a/b/c; 1/2/3")(nb)
+    assert problems(nb) == []
 
 
 def test_every_rule_has_breaking_fixtures() -> None:

@@ -46,6 +46,14 @@ def test_print_warnings_sees_the_non_leaf_grad_warning(capsys: pytest.CaptureFix
         assert z.grad is None
     out = capsys.readouterr().out
     assert out.startswith("UserWarning: The .grad attribute of a Tensor that is not a leaf Tensor is being accessed")
+    assert "Triggered internally" not in out and "/" not in out.split("pull/30531")[-1]
+
+
+def test_print_warnings_counts_repeats(capsys: pytest.CaptureFixture[str]) -> None:
+    with print_warnings():
+        for _ in range(3):
+            warnings.warn("again", UserWarning)
+    assert capsys.readouterr().out == "UserWarning: again [3 times]\n"
 
 
 def test_print_warnings_still_prints_when_the_block_raises(capsys: pytest.CaptureFixture[str]) -> None:

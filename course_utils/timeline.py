@@ -1,0 +1,221 @@
+"""Record which hooks fire, in which order, during a forward and backward pass -- and draw it.
+
+A :class:`HookTimeline` registers *observer* hooks (they record and return ``None``, so they change nothing) on
+tensors, autograd nodes, leaves, modules and the global module hooks. Hooks you write yourself can log into the
+same timeline with :meth:`HookTimeline.wrap`. ``retain_grad`` has no hook to observe, so the timeline watches the
+tensor's ``.grad`` instead: a "retain_grad" event is recorded at the first moment ``.grad`` is found filled.
+All observer hooks are removed when the ``with`` block ends.
+
+Usage::
+
+    with HookTimeline() as timeline:
+        timeline.watch_tensor(z, "z")
+        timeline.watch_node(z, "z")
+        loss.backward()
+    print(timeline.table())
+    timeline.plot()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.modules.module as module_globals
+
+from course_utils.hooks import HookRegistry, LayerSpec, resolve_layers
+
+__all__ = ["HookEvent", "HookTimeline", "KIND_ORDER"]
+
+# Lanes of the figure, top to bottom.
+KIND_ORDER = (
+    "global forward pre-hook",
+    "forward pre-hook",
+    "forward hook",
+    "global forward hook",
+    "global backward pre-hook",
+    "backward pre-hook",
+    "tensor hook",
+    "retain_grad",
+    "grad_fn pre-hook",
+    "grad_fn hook",
+    "full backward hook",
+    "global backward hook",
+    "post-accumulate hook",
+    "your hook",
+)
+
+
+@dataclass(frozen=True)
+class HookEvent:
+    """One hook firing: its position, the pass it belongs to, the hook kind and what it is attached to."""
+
+    step: int
+    phase: str
+    kind: str
+    target: str
+
+
+class HookTimeline:
+    """Observer hooks that log every firing; a context manager that removes them on exit.
+
+    Usage: ``with HookTimeline() as t: t.watch_module(model); model(x).sum().backward()``
+    """
+
+    def __init__(self) -> None:
+        self.events: list[HookEvent] = []
+        self._hooks = HookRegistry()
+        self._retained: list[tuple[torch.Tensor, str]] = []
+        self._phase = "forward"
+
+    # -- logging -------------------------------------------------------------------------------------
+    def log(self, kind: str, target: str, phase: str | None = None) -> None:
+        """Record one event (observer hooks call this; so can you)."""
+        self._check_retained()
+        if phase is not None:
+            self._phase = phase
+        self.events.append(HookEvent(len(self.events) + 1, self._phase, kind, target))
+
+    def _check_retained(self) -> None:
+        for tensor, name in list(self._retained):
+            if tensor.grad is not None:
+                self._retained.remove((tensor, name))
+                self.events.append(HookEvent(len(self.events) + 1, "backward", "retain_grad", name))
+
+    def wrap(self, hook: Callable[..., Any], target: str, kind: str = "your hook") -> Callable[..., Any]:
+        """Return ``hook`` wrapped so that each call is logged first; register the wrapper instead of ``hook``."""
+        phase = "forward" if "forward" in kind else "backward"
+
+        def logged(*args: Any, **kwargs: Any) -> Any:
+            self.log(kind, target, phase)
+            return hook(*args, **kwargs)
+
+        logged.__name__ = getattr(hook, "__name__", "hook")
+        return logged
+
+    # -- tensors and autograd nodes ---------------------------------------------------------------------
+    def watch_tensor(self, tensor: torch.Tensor, name: str) -> None:
+        """Log when ``tensor``'s gradient reaches its tensor hooks (``tensor.register_hook``)."""
+        self._hooks.tensor(tensor, lambda grad: self.log("tensor hook", name, "backward"))
+
+    def watch_retain_grad(self, tensor: torch.Tensor, name: str) -> None:
+        """Call ``tensor.retain_grad()`` and log when its ``.grad`` gets stored."""
+        if tensor.is_leaf:
+            raise ValueError(f"{name} is a leaf: its .grad is kept anyway; watch_leaf shows when it is accumulated.")
+        tensor.retain_grad()
+        self._retained.append((tensor, name))
+
+    def watch_node(self, tensor: torch.Tensor, name: str) -> None:
+        """Log the pre-hook and hook of the autograd node that produced ``tensor`` (``tensor.grad_fn``)."""
+        if tensor.grad_fn is None:
+            raise ValueError(f"{name} has no grad_fn (a leaf, or computed without grad): nothing to watch.")
+        node = tensor.grad_fn
+        label = f"{name}.grad_fn ({type(node).__name__})"
+        self._hooks.node(node, lambda grad_outputs: self.log("grad_fn pre-hook", label, "backward"), before=True)
+        self._hooks.node(node, lambda grad_inputs, grad_outputs: self.log("grad_fn hook", label, "backward"))
+
+    def watch_leaf(self, tensor: torch.Tensor, name: str) -> None:
+        """Log when ``.grad`` of a leaf tensor has been accumulated (post-accumulate-grad hook)."""
+        self._hooks.post_accumulate(tensor, lambda leaf: self.log("post-accumulate hook", name, "backward"))
+
+    # -- modules --------------------------------------------------------------------------------------
+    def watch_module(
+        self,
+        model: nn.Module,
+        layers: LayerSpec | Iterable[LayerSpec] | None = None,
+        *,
+        backward: bool = True,
+    ) -> None:
+        """Log forward pre/forward hooks (and, with ``backward=True``, backward pre/full backward hooks) of the
+        given layers of ``model`` (default: every module, the model itself included, named ``"(model)"``)."""
+        named = list(model.named_modules()) if layers is None else resolve_layers(model, layers)
+        for name, module in named:
+            label = name or "(model)"
+            self._hooks.adopt(module.register_forward_pre_hook(self._module_logger("forward pre-hook", label)))
+            self._hooks.adopt(module.register_forward_hook(self._module_logger("forward hook", label)))
+            if backward:
+                self._hooks.adopt(module.register_full_backward_pre_hook(self._module_logger("backward pre-hook", label)))
+                self._hooks.adopt(module.register_full_backward_hook(self._module_logger("full backward hook", label)))
+
+    def _module_logger(self, kind: str, label: str) -> Callable[..., None]:
+        phase = "forward" if "forward" in kind else "backward"
+
+        def observe(*args: Any) -> None:
+            self.log(kind, label, phase)
+
+        return observe
+
+    def watch_global(self, *, backward: bool = True) -> None:
+        """Log the global module hooks, which fire for every module of every model while registered."""
+
+        def name_of(module: nn.Module) -> str:
+            return type(module).__name__
+
+        def logger(kind: str) -> Callable[..., None]:
+            phase = "forward" if "forward" in kind else "backward"
+            return lambda module, *args: self.log(kind, name_of(module), phase)
+
+        self._hooks.adopt(module_globals.register_module_forward_pre_hook(logger("global forward pre-hook")))
+        self._hooks.adopt(module_globals.register_module_forward_hook(logger("global forward hook")))
+        if backward:
+            self._hooks.adopt(module_globals.register_module_full_backward_pre_hook(logger("global backward pre-hook")))
+            self._hooks.adopt(module_globals.register_module_full_backward_hook(logger("global backward hook")))
+
+    # -- results --------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Remove every observer hook (``with`` does this for you)."""
+        self._check_retained()
+        self._hooks.remove()
+        self._retained.clear()
+
+    def __enter__(self) -> HookTimeline:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def order(self) -> list[str]:
+        """The events as ``"kind: target"`` strings, in firing order."""
+        return [f"{event.kind}: {event.target}" for event in self.events]
+
+    def table(self) -> str:
+        """A plain-text table of the events (stable: no ids, no timings)."""
+        if not self.events:
+            return "(no hook fired)"
+        width = max(len(event.kind) for event in self.events)
+        lines = [f"{'#':>3}  {'pass':<8}  {'hook':<{width}}  on"]
+        lines += [f"{e.step:>3}  {e.phase:<8}  {e.kind:<{width}}  {e.target}" for e in self.events]
+        return "\n".join(lines)
+
+    def plot(self, ax: Any = None, title: str = "Which hook fires when") -> Any:
+        """Draw the events: x = firing order, one lane per hook kind, each dot labelled with its target."""
+        import matplotlib.pyplot as plt
+
+        if not self.events:
+            raise ValueError("Nothing to draw: no hook fired while the timeline was recording.")
+        kinds = [kind for kind in KIND_ORDER if any(e.kind == kind for e in self.events)]
+        kinds += sorted({e.kind for e in self.events} - set(kinds))
+        lane = {kind: index for index, kind in enumerate(kinds)}
+        if ax is None:
+            width = max(6.0, 0.7 * len(self.events) + 3.0)
+            _, ax = plt.subplots(figsize=(width, 0.6 * len(kinds) + 1.4))
+        colours = {"forward": "tab:blue", "backward": "tab:red"}
+        for event in self.events:
+            y = lane[event.kind]
+            ax.scatter(event.step, y, s=60, color=colours.get(event.phase, "tab:gray"), zorder=3)
+            ax.annotate(event.target.replace(" (", "\n("), (event.step, y), textcoords="offset points",
+                        xytext=(0, 6), ha="center", va="bottom", fontsize=7)
+        backward_steps = [e.step for e in self.events if e.phase == "backward"]
+        if backward_steps:
+            ax.axvspan(min(backward_steps) - 0.5, max(backward_steps) + 0.5, color="tab:red", alpha=0.06)
+        ax.set_yticks(range(len(kinds)), kinds)
+        ax.set_ylim(len(kinds) - 0.4, -0.8)
+        ax.set_xticks(range(1, len(self.events) + 1))
+        ax.set_xlabel("firing order (blue: forward pass, red: backward pass)")
+        ax.set_title(title)
+        ax.grid(axis="x", alpha=0.3)
+        ax.figure.tight_layout()
+        return ax.figure

@@ -1,0 +1,87 @@
+"""Each exercise accepts a right answer and rejects typical wrong ones with a useful hint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_utils.checks import all_exercises, check
+from course_utils.course import course_map, read_opening
+
+
+def out(capsys: pytest.CaptureFixture[str]) -> str:
+    return capsys.readouterr().out
+
+
+def test_01_1_prediction(capsys: pytest.CaptureFixture[str]) -> None:
+    assert check("01.1", [4, 7, 10, 13])
+    assert not check("01.1", torch.tensor([3.0, 6.0, 9.0, 12.0]))  # forgot the +1 hook
+    assert "last hook returns" in out(capsys)
+
+
+def test_01_2_clamp_hook(capsys: pytest.CaptureFixture[str]) -> None:
+    assert check("01.2", lambda grad: grad.clamp(-1, 1))
+    assert not check("01.2", lambda grad: None)
+    assert "return" in out(capsys)
+    assert not check("01.2", lambda grad: grad.clamp(0, 1))
+    assert "inside [-1, 1]" in out(capsys)
+
+
+def test_01_3_norm_recorder(capsys: pytest.CaptureFixture[str]) -> None:
+    assert check("01.3", lambda norms: (lambda grad: norms.append(grad.norm().item())))
+    assert not check("01.3", lambda norms: (lambda grad: norms.append(grad.norm().item()) or grad * 2))
+    assert "must return None" in out(capsys)
+    assert not check("01.3", lambda norms: (lambda grad: norms.append(grad.abs().sum().item())))
+    assert "L2 norm" in out(capsys)
+
+
+def leaky(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    received: list[torch.Tensor] = []
+    w.register_hook(lambda grad: received.append(grad))
+    ((w * x).sum() ** 2).backward()
+    return received[0]
+
+
+def leaks_only_on_error(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    received: list[torch.Tensor] = []
+    handle = w.register_hook(lambda grad: received.append(grad))
+    ((w * x).sum() ** 2).backward()
+    handle.remove()
+    return received[0]
+
+
+def test_02_2_leaked_handle(capsys: pytest.CaptureFixture[str]) -> None:
+    assert not check("02.2", leaky)
+    assert "still registered" in out(capsys)
+    assert not check("02.2", leaks_only_on_error)
+    assert "finally" in out(capsys)
+
+
+def test_02_3_order_is_checked_live(capsys: pytest.CaptureFixture[str]) -> None:
+    right = ["tensor hook", "retain_grad", "grad_fn pre-hook", "grad_fn hook", "post-accumulate hook"]
+    assert check("02.3", right)
+    assert not check("02.3", ["retain_grad", *right[:1], *right[2:]])  # the PyTorch 1.x intuition
+    assert "Not the order" in out(capsys)
+    assert not check("02.3", right[:3])
+    assert "each once" in out(capsys)
+
+
+def test_every_exercise_is_used_in_a_notebook() -> None:
+    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    sources = "".join(
+        "".join(cell["source"]) for path in notebooks.glob("*.ipynb") for cell in json.loads(path.read_text())["cells"]
+    )
+    for exercise_id in all_exercises():
+        assert f'check("{exercise_id}"' in sources, f"exercise {exercise_id} is not checked in any notebook"
+
+
+def test_course_map_errors_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="No course notebooks"):
+        course_map(tmp_path)
+    bad = tmp_path / "01_x.ipynb"
+    bad.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": "# Title only"}]}))
+    with pytest.raises(ValueError, match="lacks learn, minutes"):
+        read_opening(bad)

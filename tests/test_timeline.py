@@ -1,0 +1,107 @@
+"""HookTimeline records the real firing order, changes no gradient, and leaves no hook behind."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+import torch
+import torch.nn as nn
+
+from course_utils.hooks import assert_no_hooks, count_hooks
+from course_utils.timeline import HookTimeline
+
+
+def small_graph() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    w = torch.tensor([3.0, 4.0], requires_grad=True)
+    z = x * w
+    return x, w, z, (z * z).sum()
+
+
+def test_tensor_level_order_matches_pytorch_2() -> None:
+    x, w, z, loss = small_graph()
+    with HookTimeline() as timeline:
+        timeline.watch_leaf(x, "x")
+        timeline.watch_tensor(z, "z")
+        timeline.watch_retain_grad(z, "z")
+        timeline.watch_node(z, "z")
+        loss.backward()
+    assert timeline.order() == [
+        "tensor hook: z",
+        "retain_grad: z",  # stored after the tensor hooks (PyTorch >= 2.0), before the node runs
+        "grad_fn pre-hook: z.grad_fn (MulBackward0)",
+        "grad_fn hook: z.grad_fn (MulBackward0)",
+        "post-accumulate hook: x",
+    ]
+    assert torch.equal(x.grad, 2 * z.detach() * w.detach())  # observers changed nothing
+    assert_no_hooks(x, w, z)
+
+
+def test_retain_grad_sees_what_a_user_hook_returned() -> None:
+    x, w, z, loss = small_graph()
+    with HookTimeline() as timeline:
+        timeline.watch_retain_grad(z, "z")
+        with z.register_hook(timeline.wrap(lambda grad: grad * 2, "z (x2)")):
+            loss.backward()
+    assert timeline.order() == ["your hook: z (x2)", "retain_grad: z"]
+    assert torch.equal(z.grad, 2 * 2 * z.detach())
+
+
+def test_module_and_global_order() -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    x = torch.ones(1, 2, requires_grad=True)
+    with HookTimeline() as timeline:
+        timeline.watch_global()
+        timeline.watch_module(model, ["0"])
+        model(x).sum().backward()
+    order = timeline.order()
+    assert order[:6] == [
+        "global forward pre-hook: Sequential",
+        "global forward pre-hook: Linear",
+        "forward pre-hook: 0",
+        "global forward hook: Linear",
+        "forward hook: 0",
+        "global forward pre-hook: ReLU",
+    ]
+    assert order.index("backward pre-hook: 0") < order.index("full backward hook: 0")
+    assert {e.phase for e in timeline.events[:6]} == {"forward"}
+    assert timeline.events[-1].phase == "backward"
+    assert count_hooks(model, include_global=True) == 0
+
+
+def test_hooks_removed_when_the_body_raises() -> None:
+    model = nn.Linear(2, 1)
+    with pytest.raises(RuntimeError, match="boom"):
+        with HookTimeline() as timeline:
+            timeline.watch_global()
+            timeline.watch_module(model)
+            raise RuntimeError("boom")
+    assert_no_hooks(model)
+
+
+def test_bad_targets_are_explained() -> None:
+    x, w, z, loss = small_graph()
+    timeline = HookTimeline()
+    with pytest.raises(ValueError, match="is a leaf"):
+        timeline.watch_retain_grad(x, "x")
+    with pytest.raises(ValueError, match="no grad_fn"):
+        timeline.watch_node(x, "x")
+    with pytest.raises(ValueError, match="Nothing to draw"):
+        timeline.plot()
+    timeline.stop()
+
+
+def test_plot_and_table() -> None:
+    x, w, z, loss = small_graph()
+    with HookTimeline() as timeline:
+        timeline.watch_tensor(z, "z")
+        timeline.watch_leaf(w, "w")
+        loss.backward()
+    figure = timeline.plot()
+    labels = [tick.get_text() for tick in figure.axes[0].get_yticklabels()]
+    assert labels == ["tensor hook", "post-accumulate hook"]
+    assert timeline.table().splitlines()[1].split() == ["1", "backward", "tensor", "hook", "z"]
+    assert HookTimeline().table() == "(no hook fired)"
