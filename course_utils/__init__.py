@@ -6,6 +6,9 @@ One module per concept:
 - ``env_check`` -- ``doctor()`` checks the environment against the pins and says what to do
 - ``hooks``     -- ``HookRegistry`` owns hooks and removes them; ``count_hooks``, ``assert_no_hooks``
 - ``checks``    -- ``check(exercise_id, answer)`` self-checks for the exercises
+- ``timeline``  -- ``HookTimeline`` records which hook fires when, and draws it
+- ``models``    -- the articles' fixed-weight MLP (``seed_mlp``) and ``LeNet``
+- ``course``    -- the course map, read from the notebooks' opening cells
 
 Usage: ``from course_utils import setup_notebook, HookRegistry, assert_no_hooks, check``
 """
