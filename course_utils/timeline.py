@@ -134,35 +134,29 @@ class HookTimeline:
         named = list(model.named_modules()) if layers is None else resolve_layers(model, layers)
         for name, module in named:
             label = name or "(model)"
-            self._hooks.adopt(module.register_forward_pre_hook(self._module_logger("forward pre-hook", label)))
-            self._hooks.adopt(module.register_forward_hook(self._module_logger("forward hook", label)))
+            self._hooks.adopt(module.register_forward_pre_hook(self._observer("forward pre-hook", label)))
+            self._hooks.adopt(module.register_forward_hook(self._observer("forward hook", label)))
             if backward:
-                self._hooks.adopt(module.register_full_backward_pre_hook(self._module_logger("backward pre-hook", label)))
-                self._hooks.adopt(module.register_full_backward_hook(self._module_logger("full backward hook", label)))
-
-    def _module_logger(self, kind: str, label: str) -> Callable[..., None]:
-        phase = "forward" if "forward" in kind else "backward"
-
-        def observe(*args: Any) -> None:
-            self.log(kind, label, phase)
-
-        return observe
+                self._hooks.adopt(module.register_full_backward_pre_hook(self._observer("backward pre-hook", label)))
+                self._hooks.adopt(module.register_full_backward_hook(self._observer("full backward hook", label)))
 
     def watch_global(self, *, backward: bool = True) -> None:
-        """Log the global module hooks, which fire for every module of every model while registered."""
-
-        def name_of(module: nn.Module) -> str:
-            return type(module).__name__
-
-        def logger(kind: str) -> Callable[..., None]:
-            phase = "forward" if "forward" in kind else "backward"
-            return lambda module, *args: self.log(kind, name_of(module), phase)
-
-        self._hooks.adopt(module_globals.register_module_forward_pre_hook(logger("global forward pre-hook")))
-        self._hooks.adopt(module_globals.register_module_forward_hook(logger("global forward hook")))
+        """Log the global module hooks, which fire for every module of every model while registered
+        (each event is labelled with the module's type)."""
+        self._hooks.adopt(module_globals.register_module_forward_pre_hook(self._observer("global forward pre-hook")))
+        self._hooks.adopt(module_globals.register_module_forward_hook(self._observer("global forward hook")))
         if backward:
-            self._hooks.adopt(module_globals.register_module_full_backward_pre_hook(logger("global backward pre-hook")))
-            self._hooks.adopt(module_globals.register_module_full_backward_hook(logger("global backward hook")))
+            self._hooks.adopt(module_globals.register_module_full_backward_pre_hook(self._observer("global backward pre-hook")))
+            self._hooks.adopt(module_globals.register_module_full_backward_hook(self._observer("global backward hook")))
+
+    def _observer(self, kind: str, label: str | None = None) -> Callable[..., None]:
+        """A module hook that logs ``kind`` on ``label`` (default: the calling module's type) and returns None."""
+        phase = "forward" if "forward" in kind else "backward"
+
+        def observe(module: nn.Module, *args: Any) -> None:
+            self.log(kind, label or type(module).__name__, phase)
+
+        return observe
 
     # -- results --------------------------------------------------------------------------------------
     def stop(self) -> None:
