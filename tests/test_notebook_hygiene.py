@@ -133,3 +133,22 @@ def test_each_rule_catches_a_notebook_that_breaks_it(rule: str, breaker: Callabl
     breaker(nb)
     found = problems(nb)
     assert any(p.startswith(f"{rule}:") for p in found), found
+
+
+def test_refresh_merges_stream_chunks() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    from refresh_notebooks import coalesce_streams
+
+    nb = clean_notebook()
+    nb.cells[1].outputs = [
+        new_output("stream", name="stdout", text="first line"),
+        new_output("stream", name="stdout", text="\nsecond\n"),
+        new_output("stream", name="stderr", text="err\n"),
+        new_output("stream", name="stdout", text="after\n"),
+    ]
+    coalesce_streams(nb)
+    assert [(o.name, o.text) for o in nb.cells[1].outputs] == [
+        ("stdout", "first line\nsecond\n"), ("stderr", "err\n"), ("stdout", "after\n")
+    ]

@@ -31,6 +31,29 @@ class CurrentEnvKernelSpecs(KernelSpecManager):
         return super().get_kernel_spec(kernel_name)
 
 
+def coalesce_streams(notebook: nbformat.NotebookNode) -> None:
+    """Merge consecutive stdout (or stderr) chunks of a cell into one output.
+
+    The kernel flushes a stream in chunks whose boundaries depend on timing; merged, the stored file is the
+    same on every run (nbval compares the merged text anyway).
+    """
+    for cell in notebook.cells:
+        merged: list[nbformat.NotebookNode] = []
+        for output in cell.get("outputs", []):
+            previous = merged[-1] if merged else None
+            if (
+                output.output_type == "stream"
+                and previous is not None
+                and previous.output_type == "stream"
+                and previous.name == output.name
+            ):
+                previous.text = "".join(previous.text) + "".join(output.text)
+            else:
+                merged.append(output)
+        if "outputs" in cell:
+            cell.outputs = merged
+
+
 def refresh(path: Path, timeout: int) -> None:
     notebook = nbformat.read(path, as_version=4)
     kernelspec = dict(notebook.metadata.get("kernelspec", {}))
@@ -45,6 +68,7 @@ def refresh(path: Path, timeout: int) -> None:
         allow_errors=False,  # only cells tagged raises-exception may raise
     )
     client.execute()
+    coalesce_streams(notebook)
     # Keep the notebook's own kernelspec (python3), not the internal name used to start this kernel.
     notebook.metadata["kernelspec"] = kernelspec or {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     nbformat.write(notebook, path)
