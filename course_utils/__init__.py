@@ -7,6 +7,7 @@ One module per concept:
 - ``hooks``     -- ``HookRegistry`` owns hooks and removes them; ``count_hooks``, ``assert_no_hooks``
 - ``checks``    -- ``check(exercise_id, answer)`` self-checks for the exercises
 - ``timeline``  -- ``HookTimeline`` records which hook fires when, and draws it
+- ``recorder``  -- ``ActivationRecorder`` records outputs, inputs and gradients by layer name
 - ``models``    -- the articles' fixed-weight MLP (``seed_mlp``) and ``LeNet``
 - ``course``    -- the course map, read from the notebooks' opening cells
 

@@ -69,6 +69,66 @@ def test_02_3_order_is_checked_live(capsys: pytest.CaptureFixture[str]) -> None:
     assert "each once" in out(capsys)
 
 
+def test_03_1_conv2_extractor(capsys: pytest.CaptureFixture[str]) -> None:
+    def right(model, x):  # type: ignore[no-untyped-def]
+        grabbed = {}
+        with model.conv2.register_forward_hook(lambda m, a, o: grabbed.update(o=o.detach())):
+            model(x)
+        return grabbed["o"]
+
+    def leaky(model, x):  # type: ignore[no-untyped-def]
+        grabbed = {}
+        model.conv2.register_forward_hook(lambda m, a, o: grabbed.update(o=o.detach()))
+        model(x)
+        return grabbed["o"]
+
+    def wrong_layer(model, x):  # type: ignore[no-untyped-def]
+        grabbed = {}
+        with model.conv1.register_forward_hook(lambda m, a, o: grabbed.update(o=o.detach())):
+            model(x)
+        return grabbed["o"]
+
+    assert check("03.1", right)
+    assert not check("03.1", leaky)
+    assert "still on the model" in out(capsys)
+    assert not check("03.1", wrong_layer)
+    assert "(N, 16, 10, 10)" in out(capsys)
+
+
+def test_03_2_normalising_pre_hook(capsys: pytest.CaptureFixture[str]) -> None:
+    def in_place(module, args):  # type: ignore[no-untyped-def]
+        x = args[0]
+        x.sub_(x.mean(dim=1, keepdim=True)).div_(x.std(dim=1, keepdim=True, unbiased=False))
+
+    assert check("03.2", lambda m, args: ((args[0] - args[0].mean(1, keepdim=True)) / args[0].std(1, keepdim=True, unbiased=False),))
+    assert not check("03.2", in_place)
+    assert "in place" in out(capsys)
+    assert not check("03.2", lambda m, args: None)
+    assert "raw input" in out(capsys)
+
+
+def test_03_3_and_03_4(capsys: pytest.CaptureFixture[str]) -> None:
+    right = ["global forward pre-hook", "forward pre-hook", "global forward hook", "forward hook"]
+    assert check("03.3", right)
+    assert not check("03.3", ["global forward pre-hook", "forward pre-hook", "forward hook", "global forward hook"])
+    assert "Not the order" in out(capsys)
+    assert check("03.4", "The rectified values")
+    assert not check("03.4", "the original values")
+
+
+def test_04_exercises(capsys: pytest.CaptureFixture[str]) -> None:
+    assert check("04.1", ((4,), (2, 3), (3, 4)))
+    assert not check("04.1", ((4,), (2, 3), (4, 3)))  # weight in its own shape: the intuition, not the hook
+    assert "transposed" in out(capsys)
+    assert check("04.2", lambda m, gi, go: tuple(g.clamp(-1, 1) for g in gi))
+    assert not check("04.2", lambda m, gi, go: None)
+    assert "unchanged" in out(capsys)
+    assert check("04.3", ["backward pre-hook: 1", "full backward hook: 1", "backward pre-hook: 0", "full backward hook: 0"])
+    assert not check("04.3", ["backward pre-hook: 0", "full backward hook: 0", "backward pre-hook: 1", "full backward hook: 1"])
+    assert check("04.4", "it sees only the last autograd node")
+    assert not check("04.4", "fc1 has no gradient")
+
+
 def test_every_exercise_is_used_in_a_notebook() -> None:
     notebooks = Path(__file__).resolve().parent.parent / "notebooks"
     sources = "".join(
