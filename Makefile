@@ -19,13 +19,14 @@ NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help venv lab test unit nbval refresh clean
+.PHONY: help venv lab test unit nbval refresh bench clean
 
 help:
 	@echo "make lab      create .venv if needed, then open JupyterLab on notebooks/ (127.0.0.1)"
 	@echo "make test     same environment, then unit tests + strict nbval on every notebook"
 	@echo "make venv     create/update .venv only (a no-op when the pins did not change)"
 	@echo "make refresh  re-execute notebooks in place with CI's settings (NB=notebooks/01_x.ipynb for one)"
+	@echo "make bench    time course_utils.saliency against captum and pytorch-grad-cam (a few minutes)"
 	@echo "make unit     unit tests only;  make nbval  notebook checks only;  make clean  remove .venv and build/"
 
 venv: $(STAMP)
@@ -54,6 +55,9 @@ nbval: venv
 
 refresh: venv
 	$(PY) tools/refresh_notebooks.py --timeout $(CELL_TIMEOUT) $(NB)
+
+bench: venv
+	$(PY) benchmarks/bench_saliency.py
 
 clean:
 	rm -rf $(VENV) build

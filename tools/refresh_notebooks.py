@@ -68,6 +68,12 @@ def refresh(path: Path, timeout: int) -> None:
         allow_errors=False,  # only cells tagged raises-exception may raise
     )
     client.execute()
+    # Widget state (model ids, captured figures) changes every run and is not needed to read the course:
+    # drop it so that refreshing an unchanged notebook leaves it byte-identical.
+    notebook.metadata.pop("widgets", None)
+    for cell in notebook.cells:  # ...and without the state a stored widget view (a random model id) shows nothing
+        for output in cell.get("outputs", []):
+            output.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
     coalesce_streams(notebook)
     # Keep the notebook's own kernelspec (python3), not the internal name used to start this kernel.
     notebook.metadata["kernelspec"] = kernelspec or {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
