@@ -129,6 +129,33 @@ def test_04_exercises(capsys: pytest.CaptureFixture[str]) -> None:
     assert not check("04.4", "fc1 has no gradient")
 
 
+def test_05_exercises(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_utils.exercises.nb05 import exercise_05_2
+    from course_utils.saliency import guided_backprop, vanilla_gradient
+
+    assert check("05.1", lambda x, g: g.clamp(min=0) * (x > 0))
+    assert not check("05.1", lambda x, g: g * (x > 0))
+    assert "plain ReLU backward" in out(capsys)
+    assert not check("05.1", lambda x, g: g.clamp(min=0))
+    assert "deconvnet" in out(capsys)
+    model, x = exercise_05_2()
+    assert check("05.2", guided_backprop(model, x, functional=True))
+    assert not check("05.2", vanilla_gradient(model, x))
+    assert "vanilla gradient" in out(capsys)
+    assert not check("05.3", "the trained network is broken")
+
+
+def test_06_exercises(capsys: pytest.CaptureFixture[str]) -> None:
+    right = lambda a, g: (g.mean(dim=(2, 3), keepdim=True) * a).sum(dim=1).clamp(min=0)  # noqa: E731
+    assert check("06.1", right)
+    assert not check("06.1", lambda a, g: (a * g).sum(dim=1).clamp(min=0))
+    assert "element-wise" in out(capsys)
+    assert not check("06.1", lambda a, g: (g.mean(dim=(2, 3), keepdim=True) * a).sum(dim=1))
+    assert "ReLU" in out(capsys)
+    assert check("06.2", "where the gradient is spatially constant") and not check("06.2", "at every layer")
+    assert check("06.3", "right") and not check("06.3", "left")
+
+
 def test_every_exercise_is_used_in_a_notebook() -> None:
     notebooks = Path(__file__).resolve().parent.parent / "notebooks"
     sources = "".join(
