@@ -156,6 +156,18 @@ def test_06_exercises(capsys: pytest.CaptureFixture[str]) -> None:
     assert check("06.3", "right") and not check("06.3", "left")
 
 
+def test_07_exercises(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_utils.regularize import drop_block, dropout2d
+
+    assert check("07.1", lambda model: dropout2d(model, "2", 0.5))
+    assert not check("07.1", lambda model: dropout2d(model, ["0", "2"], 0.5))
+    assert "Exactly one forward hook" in out(capsys)
+    assert not check("07.1", lambda model: drop_block(model, "2", 0.0, 3))
+    assert "zeroed" in out(capsys)
+    assert check("07.2", "blocks overlap and fewer blocks cover the borders") and not check("07.2", "gamma is rounded down")
+    assert check("07.3", "post-accumulate-grad hook") and not check("07.3", "tensor hook on the parameter")
+
+
 def test_every_exercise_is_used_in_a_notebook() -> None:
     notebooks = Path(__file__).resolve().parent.parent / "notebooks"
     sources = "".join(
