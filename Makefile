@@ -19,13 +19,17 @@ NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help venv lab test unit nbval refresh bench clean
+.PHONY: help venv lab test unit nbval refresh bench learner slides html timings clean
 
 help:
 	@echo "make lab      create .venv if needed, then open JupyterLab on notebooks/ (127.0.0.1)"
 	@echo "make test     same environment, then unit tests + strict nbval on every notebook"
 	@echo "make venv     create/update .venv only (a no-op when the pins did not change)"
 	@echo "make refresh  re-execute notebooks in place with CI's settings (NB=notebooks/01_x.ipynb for one)"
+	@echo "make learner  learner edition (solutions replaced by stubs) in build/learner"
+	@echo "make slides   reveal.js slides per notebook in build/slides (offline)"
+	@echo "make html     static HTML of the executed course in build/html (open build/html/index.html)"
+	@echo "make timings  measure each notebook's execution time (for the instructor guide)"
 	@echo "make bench    time course_utils.saliency against captum and pytorch-grad-cam (a few minutes)"
 	@echo "make unit     unit tests only;  make nbval  notebook checks only;  make clean  remove .venv and build/"
 
@@ -55,6 +59,12 @@ nbval: venv
 
 refresh: venv
 	$(PY) tools/refresh_notebooks.py --timeout $(CELL_TIMEOUT) $(NB)
+
+learner slides html: venv
+	$(PY) tools/build_editions.py $@
+
+timings: venv
+	$(PY) tools/time_notebooks.py
 
 bench: venv
 	$(PY) benchmarks/bench_saliency.py

@@ -15,7 +15,7 @@ RULES = {
     "errors": "no error output unless the cell is tagged raises-exception (and a tagged cell does raise)",
     "stderr": "no stderr in stored outputs",
     "unstable": "no 0x addresses, hook ids, absolute paths or ipykernel_ paths in stored outputs",
-    "opening": "the first cell is markdown with a title, objectives and estimated minutes",
+    "opening": "the first cell is markdown with a title, objectives, estimated minutes and the Binder environment file",
     "setup": "the first code cell calls setup_notebook()",
     "no-hooks-left": "the last code cell calls assert_no_hooks(...)",
 }
@@ -90,9 +90,15 @@ def problems(nb: dict[str, Any]) -> list[str]:
     first = cells[0] if cells else {}
     first_text = _source(first)
     if first.get("cell_type") != "markdown" or not (
-        _OPENING_TITLE.search(first_text) and _OPENING_OBJECTIVES.search(first_text) and _OPENING_MINUTES.search(first_text)
+        _OPENING_TITLE.search(first_text)
+        and _OPENING_OBJECTIVES.search(first_text)
+        and _OPENING_MINUTES.search(first_text)
+        and "environment.yml" in first_text
     ):
-        found.append("opening: the first cell must be markdown with a '# Title', objectives and estimated minutes")
+        found.append(
+            "opening: the first cell must be markdown with a '# Title', objectives, estimated minutes and the "
+            "environment file Binder reads (environment.yml)"
+        )
 
     if not code_cells or "setup_notebook(" not in _source(code_cells[0]):
         found.append("setup: the first code cell must call setup_notebook()")

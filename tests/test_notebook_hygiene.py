@@ -29,7 +29,7 @@ def test_the_course_has_notebooks() -> None:
 def clean_notebook() -> Any:
     nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nb.cells = [
-        new_markdown_cell("# A lesson\n\nObjectives: learn a thing.\n\nEstimated time: 10 min"),
+        new_markdown_cell("# A lesson\n\nObjectives: learn a thing.\n\nEstimated time: 10 min. Binder: environment.yml"),
         new_code_cell("from course_utils import setup_notebook\nprint(setup_notebook())", execution_count=1,
                       outputs=[new_output("stream", name="stdout", text="torch 2.14.1\n")]),
         new_code_cell("raise ValueError('shown on purpose')", execution_count=2, metadata={"tags": ["raises-exception"]},
@@ -82,6 +82,10 @@ def break_opening_no_objectives(nb: Any) -> None:
     nb.cells[0].source = "# A lesson\n\nAbout 10 minutes."
 
 
+def break_opening_no_binder(nb: Any) -> None:
+    nb.cells[0].source = nb.cells[0].source.replace("environment.yml", "requirements")
+
+
 def break_setup(nb: Any) -> None:
     nb.cells[1].source = "import torch"
 
@@ -103,7 +107,7 @@ BREAKERS = {
         output_text("C:\\Users\\alice\\course"),
         output_text("File ipykernel_1234/567.py, line 3"),
     ],
-    "opening": [break_opening_not_markdown, break_opening_no_minutes, break_opening_no_objectives],
+    "opening": [break_opening_not_markdown, break_opening_no_minutes, break_opening_no_objectives, break_opening_no_binder],
     "setup": [break_setup],
     "no-hooks-left": [break_last_cell],
 }

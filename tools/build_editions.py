@@ -1,0 +1,173 @@
+"""Build the workshop editions of the course from the teaching notebooks (nothing here is committed).
+
+- ``learner``: notebooks whose ``solution``-tagged cells become a stub -- ``# YOUR CODE HERE`` and a
+  ``raise NotImplementedError`` -- followed by the cell's original ``check(...)`` line, so the self-check still
+  works once the learner has written an answer. Outputs and execution counts are cleared; everything else is kept.
+- ``slides``: one reveal.js deck per notebook (slide boundaries from each cell's ``slideshow`` metadata; a
+  notebook without any starts a new slide at every ``##`` heading). reveal.js and require.js are copied next to the
+  decks from ``vendor/``, so the decks work offline (formulas show as TeX source without a network: MathJax is
+  not vendored).
+- ``html``: a static, readable rendering of the executed notebooks (images embedded) plus an ``index.html``.
+
+Usage: ``python tools/build_editions.py learner|slides|html [--out build]``  (``make learner``, ``make slides``,
+``make html``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+REVEAL = ROOT / "vendor" / "reveal.js"
+REQUIRE = ROOT / "vendor" / "requirejs"
+JQUERY = ROOT / "vendor" / "jquery"
+OFFLINE_SCRIPTS = {"require_js_url": "requirejs/require.js", "jquery_url": "jquery/jquery.min.js"}
+CHECK_LINE = re.compile(r"^\s*check\(")
+STUB = (
+    "# YOUR CODE HERE: write your answer above the check, then delete the `raise` line and run the cell.\n"
+    'raise NotImplementedError("Exercise {exercise}: your answer goes here")\n'
+)
+
+sys.path.insert(0, str(ROOT))
+from course_utils.course import read_opening  # noqa: E402
+
+
+def course_notebooks() -> list[Path]:
+    found = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if not found:
+        raise SystemExit(f"No course notebooks in {NOTEBOOKS}.")
+    return found
+
+
+# -- learner edition ------------------------------------------------------------------------------------------
+def learner_stub(source: str) -> str:
+    """The stub that replaces a solution cell: YOUR CODE HERE, a raise, then the cell's own check(...) lines."""
+    checks = [line for line in source.splitlines() if CHECK_LINE.match(line)]
+    if not checks:
+        raise ValueError(f"A solution cell has no check(...) line to keep:\n{source}")
+    exercise = re.search(r'check\(\s*"([^"]+)"', checks[0])
+    return STUB.format(exercise=exercise.group(1) if exercise else "?") + "\n".join(checks) + "\n"
+
+
+def learner_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of a teaching notebook with solutions stubbed and outputs cleared."""
+    learner = nbformat.from_dict(notebook)
+    for cell in learner.cells:
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.get("tags", [])
+        if "solution" in tags:
+            cell.source = learner_stub(cell.source)
+            cell.metadata["tags"] = [tag for tag in tags if tag != "solution"] + ["learner-stub"]
+        cell.outputs = []
+        cell.execution_count = None
+    return learner
+
+
+def build_learner(out: Path) -> list[Path]:
+    target = out / "learner"
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    written = []
+    for path in course_notebooks():
+        learner = learner_notebook(nbformat.read(path, as_version=4))
+        nbformat.write(learner, target / path.name)
+        written.append(target / path.name)
+    return written
+
+
+def copy_scripts(target: Path) -> None:
+    """require.js and jQuery next to the pages (nbconvert's templates load them; vendored for offline use)."""
+    shutil.copytree(REQUIRE, target / "requirejs")
+    shutil.copytree(JQUERY, target / "jquery")
+
+
+# -- slides -------------------------------------------------------------------------------------------------
+def with_slide_boundaries(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Keep explicit slideshow metadata; otherwise start a slide at the title and at every ## heading."""
+    deck = nbformat.from_dict(notebook)
+    if any("slideshow" in cell.metadata for cell in deck.cells):
+        return deck
+    for index, cell in enumerate(deck.cells):
+        starts = index == 0 or (cell.cell_type == "markdown" and cell.source.lstrip().startswith("## "))
+        cell.metadata["slideshow"] = {"slide_type": "slide" if starts else "-"}
+    return deck
+
+
+def build_slides(out: Path) -> list[Path]:
+    from nbconvert import SlidesExporter
+
+    if not (REVEAL / "dist" / "reveal.js").exists():
+        raise SystemExit(f"reveal.js is missing from {REVEAL}: it ships with the repository (vendor/).")
+    target = out / "slides"
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    shutil.copytree(REVEAL, target / "reveal.js")
+    copy_scripts(target)
+    exporter = SlidesExporter(reveal_url_prefix="reveal.js", reveal_theme="white", reveal_scroll=True, **OFFLINE_SCRIPTS)
+    written = []
+    for path in course_notebooks():
+        body, _ = exporter.from_notebook_node(with_slide_boundaries(nbformat.read(path, as_version=4)))
+        page = target / f"{path.stem}.slides.html"
+        page.write_text(body, encoding="utf-8")
+        written.append(page)
+    return written
+
+
+# -- static HTML --------------------------------------------------------------------------------------------
+def build_html(out: Path) -> list[Path]:
+    from nbconvert import HTMLExporter
+
+    target = out / "html"
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    copy_scripts(target)
+    exporter = HTMLExporter(template_name="lab", embed_images=True, **OFFLINE_SCRIPTS)
+    exporter.exclude_input_prompt = True
+    exporter.exclude_output_prompt = True
+    rows = []
+    written = []
+    for path in course_notebooks():
+        opening = read_opening(path)
+        body, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4))
+        page = target / f"{path.stem}.html"
+        page.write_text(body, encoding="utf-8")
+        written.append(page)
+        rows.append(
+            f'<li><a href="{page.name}">{html.escape(opening.title)}</a> — {html.escape(opening.learn)} '
+            f"<em>({opening.minutes} min)</em></li>"
+        )
+    index = target / "index.html"
+    index.write_text(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>PyTorch Hooks, hands-on</title>"
+        "<style>body{font-family:sans-serif;max-width:50em;margin:2em auto;line-height:1.5}</style></head><body>"
+        "<h1>PyTorch Hooks, hands-on</h1><p>The executed course, readable without Jupyter. To run it, see the "
+        "repository's README (<code>make lab</code>).</p><ol>" + "\n".join(rows) + "</ol></body></html>\n",
+        encoding="utf-8",
+    )
+    return [index, *written]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("edition", choices=["learner", "slides", "html"])
+    parser.add_argument("--out", type=Path, default=ROOT / "build")
+    args = parser.parse_args()
+    builder = {"learner": build_learner, "slides": build_slides, "html": build_html}[args.edition]
+    written = builder(args.out)
+    print(f"{args.edition}: wrote {len(written)} files under {args.out / args.edition}")
+
+
+if __name__ == "__main__":
+    main()
