@@ -19,11 +19,12 @@ NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help venv lab test unit nbval refresh bench learner slides html timings clean
+.PHONY: help venv lab test test-browser unit nbval refresh bench learner slides html timings clean
 
 help:
 	@echo "make lab      create .venv if needed, then open JupyterLab on notebooks/ (127.0.0.1)"
-	@echo "make test     same environment, then unit tests + strict nbval on every notebook"
+	@echo "make test     same environment, then unit tests + strict nbval on every notebook (+ browser tests if Chromium)"
+	@echo "make test-browser  every notebook run in JupyterLab in headless Chromium (screenshots in build/browser)"
 	@echo "make venv     create/update .venv only (a no-op when the pins did not change)"
 	@echo "make refresh  re-execute notebooks in place with CI's settings (NB=notebooks/01_x.ipynb for one)"
 	@echo "make learner  learner edition (solutions replaced by stubs) in build/learner"
@@ -47,12 +48,20 @@ $(STAMP): requirements.txt pyproject.toml
 lab: venv
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
 
+CHROMIUM ?= /usr/bin/chromium
+export COURSE_CHROMIUM := $(CHROMIUM)
+
 test: venv
-	$(PY) -m pytest -n $(WORKERS) --dist loadfile tests $(NOTEBOOKS) \
+	$(PY) -m pytest -n $(WORKERS) --dist loadfile tests $(NOTEBOOKS) --ignore=tests/browser \
 	    --nbval --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT)
+	@if [ -x "$(CHROMIUM)" ]; then $(MAKE) --no-print-directory test-browser; \
+	else echo "SKIPPED the browser tests: no Chromium at $(CHROMIUM) (apt-get install chromium, or make test CHROMIUM=/path; CI installs it)"; fi
+
+test-browser: venv
+	COURSE_REQUIRE_BROWSER=1 $(PY) -m pytest tests/browser -p no:cacheprovider
 
 unit: venv
-	$(PY) -m pytest -n $(WORKERS) --dist loadfile tests
+	$(PY) -m pytest -n $(WORKERS) --dist loadfile tests --ignore=tests/browser
 
 nbval: venv
 	$(PY) -m pytest -n $(WORKERS) --dist loadfile $(NB) --nbval --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT)
