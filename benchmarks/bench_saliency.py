@@ -16,7 +16,6 @@ import warnings
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 import torchvision
 from captum.attr import GuidedBackprop, LayerAttribution, LayerGradCam
 from pytorch_grad_cam import GradCAM, GuidedBackpropReLUModel

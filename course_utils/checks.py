@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Exercise", "Verdict", "check", "exercise", "register", "all_exercises"]
+__all__ = ["Exercise", "Verdict", "check", "exercise", "register", "all_exercises", "expect_live_order"]
 
 
 @dataclass(frozen=True)
@@ -146,6 +146,22 @@ def expect_choice(expected: str, options: Sequence[str], hint: str) -> Callable[
         if key not in normalised:
             return Verdict(False, f"{answer!r} is not one of the options {list(options)}.")
         return Verdict(normalised[key] == expected, "" if normalised[key] == expected else hint)
+
+    return validate
+
+
+def expect_live_order(record: Callable[[], list[str]], hint: str) -> Callable[[Any], Verdict]:
+    """Validator: a list of strings in exactly the order ``record()`` observes in a live run (e.g. hook firings)."""
+
+    def validate(answer: Any) -> Verdict:
+        if not isinstance(answer, (list, tuple)) or not all(isinstance(item, str) for item in answer):
+            return Verdict(False, f"Answer with a list of strings, got {_type_name(answer)}.")
+        truth = record()
+        if sorted(answer) != sorted(truth):
+            return Verdict(False, f"Use exactly these {len(truth)} entries, each once: {sorted(truth)}.")
+        if list(answer) == truth:
+            return Verdict(True)
+        return Verdict(False, f"Not the order PyTorch uses. {hint}")
 
     return validate
 

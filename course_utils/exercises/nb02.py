@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from course_utils.checks import Exercise, Verdict, expect_callable, expect_choice, register
+from course_utils.checks import Exercise, Verdict, expect_callable, expect_choice, expect_live_order, register
 from course_utils.hooks import count_hooks
 from course_utils.timeline import HookTimeline
 
@@ -69,22 +69,12 @@ def _recorded_order() -> list[str]:
     return [event.kind for event in timeline.events]
 
 
-def _order_test(answer: Any) -> Verdict:
-    if not isinstance(answer, (list, tuple)) or not all(isinstance(item, str) for item in answer):
-        return Verdict(False, f"Answer with a list of hook-kind strings, got {type(answer).__name__}.")
-    truth = _recorded_order()
-    if sorted(answer) != sorted(truth):
-        return Verdict(False, f"Use exactly these five kinds, each once: {sorted(truth)}.")
-    if list(answer) == truth:
-        return Verdict(True)
-    return Verdict(False, "Not the order PyTorch uses. The tensor's own hooks come first; what needs them to be done?")
-
 
 register(
     Exercise(
         "02.3",
         "Put the five hook kinds in the order they fire during one backward (checked against a live recording).",
-        _order_test,
+        expect_live_order(_recorded_order, "The tensor's own hooks come first; what needs them to be done?"),
         praise="Tensor hooks, then retain_grad, then the node's hooks, and the leaf's post-accumulate hook last.",
     )
 )

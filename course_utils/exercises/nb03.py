@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.checks import Exercise, Verdict, expect_callable, expect_choice, register
+from course_utils.checks import Exercise, Verdict, expect_callable, expect_choice, expect_live_order, register
 from course_utils.hooks import count_hooks
 from course_utils.models import LeNet
 from course_utils.timeline import HookTimeline
@@ -84,22 +84,12 @@ def _recorded_forward_order() -> list[str]:
     return [event.kind for event in timeline.events]
 
 
-def _forward_order_test(answer: Any) -> Verdict:
-    if not isinstance(answer, (list, tuple)) or not all(isinstance(item, str) for item in answer):
-        return Verdict(False, f"Answer with a list of hook-kind strings, got {type(answer).__name__}.")
-    truth = _recorded_forward_order()
-    if sorted(answer) != sorted(truth):
-        return Verdict(False, f"Use exactly these four kinds, each once: {sorted(truth)}.")
-    if list(answer) == truth:
-        return Verdict(True)
-    return Verdict(False, "Not the order PyTorch uses. Which runs first before forward, and which first after it?")
-
 
 register(
     Exercise(
         "03.3",
         "Order the global and local forward pre-hooks and forward hooks of one layer (checked against a live run).",
-        _forward_order_test,
+        expect_live_order(_recorded_forward_order, "Which runs first before forward, and which first after it?"),
         praise="Global hooks wrap the local ones on the way in; after forward the global hook runs first too.",
     )
 )

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.checks import Exercise, Verdict, expect_callable, expect_choice, register
+from course_utils.checks import Exercise, Verdict, expect_callable, expect_choice, expect_live_order, register
 from course_utils.hooks import count_hooks
 from course_utils.timeline import HookTimeline
 
@@ -87,22 +87,12 @@ def _recorded_backward_order() -> list[str]:
     return timeline.order()
 
 
-def _backward_order_test(answer: Any) -> Verdict:
-    if not isinstance(answer, (list, tuple)) or not all(isinstance(item, str) for item in answer):
-        return Verdict(False, f"Answer with a list of 'kind: layer' strings, got {type(answer).__name__}.")
-    truth = _recorded_backward_order()
-    if sorted(answer) != sorted(truth):
-        return Verdict(False, f"Use exactly these four events, each once: {sorted(truth)}.")
-    if list(answer) == truth:
-        return Verdict(True)
-    return Verdict(False, "Not the order PyTorch uses. Backward walks the layers last-to-first; within one layer?")
-
 
 register(
     Exercise(
         "04.3",
         "Order the backward pre-hooks and full backward hooks of a Linear -> Tanh model (checked live).",
-        _backward_order_test,
+        expect_live_order(_recorded_backward_order, "Backward walks the layers last-to-first; within one layer?"),
         praise="Last layer first; each layer's pre-hook (grad_output ready) before its full hook (grad_input ready).",
     )
 )
