@@ -17,25 +17,13 @@ from collections.abc import Callable
 
 import torch
 import torchvision
-from captum.attr import GuidedBackprop, LayerAttribution, LayerGradCam
-from pytorch_grad_cam import GradCAM, GuidedBackpropReLUModel
-from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
+from captum.attr import GuidedBackprop
+from pytorch_grad_cam import GuidedBackpropReLUModel
 
+from course_utils.libraries import captum_grad_cam, pytorch_grad_cam
 from course_utils.saliency import grad_cam, guided_backprop
 
 LAYERS = {"resnet18": "layer4", "vgg11": "features.20"}
-
-
-def captum_grad_cam(model: torch.nn.Module, layer: str, x: torch.Tensor, targets: list[int]) -> torch.Tensor:
-    raw = LayerGradCam(model, model.get_submodule(layer)).attribute(x, target=targets, relu_attributions=True)
-    cam = LayerAttribution.interpolate(raw, tuple(x.shape[-2:]), "bilinear")[:, 0]
-    low = cam.flatten(1).min(1).values[:, None, None]
-    return (cam - low) / (cam.flatten(1).max(1).values[:, None, None] - low).clamp_min(1e-12)
-
-
-def library_grad_cam(model: torch.nn.Module, layer: str, x: torch.Tensor, targets: list[int]) -> object:
-    with GradCAM(model=model, target_layers=[model.get_submodule(layer)]) as cam:
-        return cam(input_tensor=x, targets=[ClassifierOutputTarget(t) for t in targets])
 
 
 def library_guided_backprop(model: torch.nn.Module, x: torch.Tensor, targets: list[int]) -> list[object]:
@@ -83,7 +71,7 @@ def main() -> None:
             cam = time_interleaved({
                 "ours": lambda: grad_cam(models["ours"], layer, x, targets),
                 "captum": lambda: captum_grad_cam(models["captum"], layer, x, targets),
-                "lib": lambda: library_grad_cam(models["lib"], layer, x, targets),
+                "lib": lambda: pytorch_grad_cam(models["lib"], layer, x, targets),
             }, args.repeats)
             for method, t in (("Guided Backprop", gbp), ("Grad-CAM", cam)):
                 print(f"{name:9} {batch:>5}  {method:15} {t['ours']:8.3f} {t['captum']:8.3f} {t['lib']:9.3f}  "

@@ -8,7 +8,8 @@ One module per concept:
 - ``checks``    -- ``check(exercise_id, answer)`` self-checks for the exercises
 - ``timeline``  -- ``HookTimeline`` records which hook fires when, and draws it
 - ``recorder``  -- ``ActivationRecorder`` records outputs, inputs and gradients by layer name
-- ``saliency``  -- vanilla gradient, Guided Backprop, Grad-CAM, Guided Grad-CAM (``images``, ``widgets`` help)
+- ``saliency``  -- vanilla gradient, Guided Backprop, Grad-CAM, Guided Grad-CAM (``images``, ``widgets``,
+  ``libraries`` help)
 - ``regularize`` -- DropBlock / Dropout2d plug-ins and gradient clipping through hooks
 - ``models``    -- the articles' fixed-weight MLP (``seed_mlp``) and ``LeNet``
 - ``course``    -- the course map, read from the notebooks' opening cells

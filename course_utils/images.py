@@ -2,6 +2,7 @@
 
 - :func:`load_photo` -- ``"cat"`` (``skimage.data.chelsea()``), ``"coffee"`` (``skimage.data.coffee()``) and
   ``"cat|coffee"``, a 224x224 side-by-side composite with the cat on the left and the espresso on the right.
+- :func:`crop_photo` -- the square crop the model sees, as a uint8 picture (to draw beside a saliency map).
 - :func:`to_input` -- resize (shorter side), centre-crop and normalise a photo into a ``(1, 3, H, W)`` tensor:
   ``style="imagenet"`` (torchvision models: ImageNet mean/std) or ``style="efficientnet-lite"`` ((x - 127) / 128,
   how the EfficientNet-Lite weights were trained).
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["PHOTOS", "load_photo", "to_input", "saliency_to_image", "show_heatmap", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = ["PHOTOS", "load_photo", "crop_photo", "to_input", "saliency_to_image", "show_heatmap", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -26,8 +27,12 @@ PHOTOS = ("cat", "coffee", "cat|coffee")
 Style = Literal["imagenet", "efficientnet-lite"]
 
 
-def _square(image: np.ndarray, size: int) -> np.ndarray:
-    """Resize the shorter side to ``size`` and centre-crop to ``size`` x ``size`` (uint8 RGB in and out)."""
+def crop_photo(image: np.ndarray, size: int = 224) -> np.ndarray:
+    """Resize the shorter side to ``size`` and centre-crop to ``size`` x ``size`` (uint8 RGB in and out): exactly
+    the pixels :func:`to_input` feeds the model.
+
+    Usage: ``plt.imshow(crop_photo(load_photo("cat")))``
+    """
     tensor = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1).float()[None]
     height, width = tensor.shape[-2:]
     scale = size / min(height, width)
@@ -50,8 +55,8 @@ def load_photo(name: str) -> np.ndarray:
     if name == "coffee":
         return data.coffee()
     if name == "cat|coffee":
-        left = _square(data.chelsea(), 224)[:, 56:168]  # the middle half of each square photo
-        right = _square(data.coffee(), 224)[:, 56:168]
+        left = crop_photo(data.chelsea(), 224)[:, 56:168]  # the middle half of each square photo
+        right = crop_photo(data.coffee(), 224)[:, 56:168]
         return np.concatenate([left, right], axis=1)
     raise ValueError(f"Unknown photo {name!r}: choose one of {', '.join(repr(p) for p in PHOTOS)}.")
 
@@ -63,7 +68,7 @@ def to_input(image: np.ndarray, *, size: int = 224, style: Style = "imagenet") -
     """
     if not isinstance(image, np.ndarray) or image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
         raise ValueError("to_input expects a uint8 RGB array of shape (H, W, 3), e.g. load_photo('cat').")
-    pixels = torch.from_numpy(_square(image, size)).permute(2, 0, 1).float()
+    pixels = torch.from_numpy(crop_photo(image, size)).permute(2, 0, 1).float()
     if style == "imagenet":
         mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
         std = torch.tensor(IMAGENET_STD).view(3, 1, 1)

@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 
 from course_utils.hooks import resolve_layers
-from course_utils.images import Style, saliency_to_image, show_heatmap, to_input
+from course_utils.images import Style, crop_photo, saliency_to_image, show_heatmap, to_input
 from course_utils.saliency import grad_cam, guided_backprop, guided_grad_cam, vanilla_gradient
 
 __all__ = ["METHODS", "SaliencyExplorer"]
@@ -130,9 +130,7 @@ class SaliencyExplorer:
         title = f"{s['method']} · {self.categories[s['target']]}" + (f" · {s['layer']}" if self.uses_layer() else "")
         result = self.saliency()
         if result.dim() == 2:
-            photo = (self.inputs[s["photo"]][0].permute(1, 2, 0).numpy())
-            photo = (photo - photo.min()) / (photo.max() - photo.min())
-            show_heatmap(ax, photo, result, title)
+            show_heatmap(ax, crop_photo(self.photos[s["photo"]]), result, title)
         else:
             ax.imshow(saliency_to_image(result))
             ax.set_title(title, fontsize=9)

@@ -11,11 +11,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
-from captum.attr import GuidedBackprop, LayerAttribution, LayerGradCam
-from pytorch_grad_cam import GradCAM
-from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
+from captum.attr import GuidedBackprop
 
 from course_utils.hooks import assert_no_hooks
+from course_utils.libraries import captum_grad_cam as captum_cam
+from course_utils.libraries import pytorch_grad_cam as library_cam
 from course_utils.saliency import (
     element_wise_cam,
     grad_cam,
@@ -136,19 +136,6 @@ def test_functional_relus_warn_and_can_be_caught(in_place: bool) -> None:
 
 
 # -- Grad-CAM --------------------------------------------------------------------------------------------------
-def captum_cam(model: nn.Module, layer: str, x: torch.Tensor, targets: list[int]) -> torch.Tensor:
-    raw = LayerGradCam(model, model.get_submodule(layer)).attribute(x, target=targets, relu_attributions=True)
-    cam = LayerAttribution.interpolate(raw, tuple(x.shape[-2:]), "bilinear")[:, 0]
-    low = cam.flatten(1).min(1).values[:, None, None]
-    high = cam.flatten(1).max(1).values[:, None, None]
-    return (cam - low) / (high - low)
-
-
-def library_cam(model: nn.Module, layer: str, x: torch.Tensor, targets: list[int]) -> torch.Tensor:
-    with GradCAM(model=model, target_layers=[model.get_submodule(layer)]) as cam:
-        return torch.from_numpy(cam(input_tensor=x, targets=[ClassifierOutputTarget(t) for t in targets]))
-
-
 # targets chosen so that no map is flat: with random weights a class's map is often all negative (then all 0)
 @pytest.mark.parametrize(
     ("name", "layer", "size", "targets"), [("resnet18", "layer4", 96, [7, 400]), ("vgg11", "features.20", 160, [7, 2])]
