@@ -19,10 +19,11 @@ NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help venv lab test test-browser unit nbval refresh bench learner slides html timings clean
+.PHONY: help venv lab lab-complete test test-browser unit nbval refresh bench learner slides html timings clean
 
 help:
-	@echo "make lab      create .venv if needed, then open JupyterLab on notebooks/ (127.0.0.1)"
+	@echo "make lab      create .venv if needed, prepare your workspace/ (exercises), open JupyterLab on it (127.0.0.1)"
+	@echo "make lab-complete  JupyterLab on notebooks/, the complete notebooks with every solution (instructors)"
 	@echo "make test     same environment, then unit tests + strict nbval on every notebook (+ browser tests if Chromium)"
 	@echo "make test-browser  every notebook run in JupyterLab in headless Chromium (screenshots in build/browser)"
 	@echo "make venv     create/update .venv only (a no-op when the pins did not change)"
@@ -45,7 +46,16 @@ $(STAMP): requirements.txt pyproject.toml
 	@touch $@
 	@echo "Environment ready: $(VENV) ($(PINS_HASH))"
 
+WORKSPACE ?= workspace
+
+# Self-learners get their own copy of the learner edition (never overwritten); complete notebooks in $(WORKSPACE)/complete.
 lab: venv
+	$(PY) -m course_utils.workspace $(WORKSPACE)
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=$(WORKSPACE) $(ROOT_FLAG) \
+	    --LabApp.default_url=/lab/tree/00_start_here.ipynb
+
+# The instructor's view: the teaching notebooks with every solution.
+lab-complete: venv
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
 
 CHROMIUM ?= /usr/bin/chromium

@@ -1,177 +1,172 @@
-"""Self-checks for the exercises: ``check("01.2", answer)`` prints ✓ or a hint, never the solution.
+"""Exercise checking: ``check("06.1", answer)`` prints ✓ or a hint (never the solution); ``hint("06.1")``.
 
-The expected answers live in ``course_utils.exercises`` (one module per notebook). Each exercise has a
-validator that first checks the answer's type (a wrong type gets a message naming what is expected) and
-then its value. An unknown exercise id raises ``KeyError`` with the closest valid ids.
+``check`` runs the exercise's validator on cases the learner has not seen, inside a sandbox that leaves the
+learner's session as it found it: the random states of torch, numpy and ``random``, grad mode, anomaly mode,
+deterministic-algorithm mode, default dtype, thread count, print options and warning filters are restored.
+An error raised in the learner's own code is reported with the learner's line; an error inside the course's
+validator is reported as a course bug, with what to send the maintainers.
 
 Usage::
 
-    from course_utils.checks import check
-    check("01.1", x.grad)      # ✓ Exercise 01.1: correct ...   or   ✗ Exercise 01.1: not yet. Hint: ...
+    from course_utils.checks import check, hint
+    check("01.2", clamp_hook)   # ✓ Exercise 01.2: correct ...   or   ✗ Exercise 01.2: not yet. <hint>
+    hint("01.2")                # the next hint for 01.2
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import random
+import sys
+import sysconfig
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-__all__ = ["Exercise", "Verdict", "check", "exercise", "register", "all_exercises", "expect_live_order"]
+from course_utils.exercise_kit import Exercise, Verdict
+from course_utils.exercises import catalogue
 
+__all__ = ["check", "exercise", "hint", "all_exercises", "preserved_session", "COURSE_BUG_REPORT"]
 
-@dataclass(frozen=True)
-class Verdict:
-    """The outcome of a validator: passed or not, and what to tell the learner."""
-
-    ok: bool
-    message: str = ""
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-    def _ipython_display_(self) -> None:
-        """check() already printed the feedback: show nothing more in a notebook."""
-
-
-@dataclass(frozen=True)
-class Exercise:
-    """An exercise: id (``"NN.k"``), a one-line task, and a validator ``answer -> Verdict``."""
-
-    id: str
-    task: str
-    validate: Callable[[Any], Verdict]
-    praise: str = ""
-
-
-_EXERCISES: dict[str, Exercise] = {}
-
-
-def register(item: Exercise) -> Exercise:
-    """Add an exercise to the catalogue (ids are unique)."""
-    if item.id in _EXERCISES:
-        raise ValueError(f"Exercise id {item.id!r} is registered twice.")
-    _EXERCISES[item.id] = item
-    return item
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_LIBRARY_DIRS = tuple(
+    str(Path(p).resolve()) for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
+                                     sysconfig.get_paths()["platlib"]}
+)
+COURSE_BUG_REPORT = (
+    "This is a bug in the course's check, not in your answer. Please report it to the course's maintainers "
+    "(the issue tracker of the repository you got the course from) with the exercise id and this message; "
+    "meanwhile compare your code with the complete notebook."
+)
+_hints_shown: dict[str, int] = {}
 
 
 def all_exercises() -> dict[str, Exercise]:
-    """Every registered exercise by id."""
-    _load_catalogue()
-    return dict(_EXERCISES)
+    """Every exercise by id."""
+    return dict(catalogue())
 
 
 def exercise(exercise_id: str) -> Exercise:
     """Look an exercise up by id; an unknown id raises ``KeyError`` naming the closest ids."""
     if not isinstance(exercise_id, str):
         raise TypeError(f"Exercise ids are strings like '01.2'; got {type(exercise_id).__name__}.")
-    catalogue = all_exercises()
-    if exercise_id not in catalogue:
-        close = difflib.get_close_matches(exercise_id, list(catalogue), n=3, cutoff=0.3)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    known = catalogue()
+    if exercise_id not in known:
+        close = difflib.get_close_matches(exercise_id, list(known), n=3, cutoff=0.3)
+        suggestion = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise KeyError(
-            f"There is no exercise {exercise_id!r}.{hint} The id is printed above each exercise (e.g. '01.2')."
+            f"There is no exercise {exercise_id!r}.{suggestion} The id is printed above each exercise (e.g. '01.2')."
         )
-    return catalogue[exercise_id]
+    return known[exercise_id]
+
+
+@contextlib.contextmanager
+def preserved_session() -> Iterator[None]:
+    """Run a block without changing the caller's global state (random states, modes, threads, print options).
+
+    Usage: ``with preserved_session(): validator(answer)``
+    """
+    python_state = random.getstate()
+    numpy_state = np.random.get_state()
+    numpy_print = np.get_printoptions()
+    torch_print = {name: getattr(torch._tensor_str.PRINT_OPTS, name)
+                   for name in ("precision", "threshold", "edgeitems", "linewidth", "sci_mode")}
+    grad_enabled = torch.is_grad_enabled()
+    anomaly = (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled())
+    deterministic = (torch.are_deterministic_algorithms_enabled(),
+                     torch.is_deterministic_algorithms_warn_only_enabled())
+    default_dtype = torch.get_default_dtype()
+    threads = torch.get_num_threads()
+    try:
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a validator's (or the answer's) warnings are not the learner's output
+            yield
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+        np.set_printoptions(**numpy_print)
+        torch.set_printoptions(**torch_print)
+        torch.set_grad_enabled(grad_enabled)
+        torch.set_anomaly_enabled(*anomaly)
+        torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        torch.set_default_dtype(default_dtype)
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
+
+def _is_course_or_library(filename: str) -> bool:
+    path = str(Path(filename).resolve()) if filename and not filename.startswith("<") else filename
+    return path.startswith(str(_PACKAGE_DIR)) or path.startswith(_LIBRARY_DIRS)
+
+
+def _explain_error(error: BaseException) -> Verdict:
+    """Blame the learner's innermost frame if the error passed through the learner's code, else the course."""
+    frames = traceback.extract_tb(error.__traceback__)
+    learner = [frame for frame in frames if not _is_course_or_library(frame.filename)]
+    summary = f"{type(error).__name__}: {error}"
+    if learner:
+        frame = learner[-1]
+        line = f": `{frame.line.strip()}`" if frame.line else ""
+        return Verdict(False, f"your code raised {summary} (in {frame.name}, line {frame.lineno}{line}).")
+    course = [frame for frame in frames if str(Path(frame.filename).resolve()).startswith(str(_PACKAGE_DIR))]
+    where = ""
+    if course:
+        frame = course[-1]
+        relative = Path(frame.filename).resolve().relative_to(_PACKAGE_DIR.parent)
+        where = f" (at {relative.as_posix()}, line {frame.lineno})"
+    return Verdict(False, f"the check failed with {summary}{where}. {COURSE_BUG_REPORT}")
 
 
 def check(exercise_id: str, answer: Any) -> Verdict:
     """Check ``answer`` for an exercise, print ✓ or a hint, and return the verdict (truthy when it passed).
 
-    Usage: ``check("01.1", x.grad)``
+    The validator runs the answer on its own cases; the learner's random states and settings are untouched.
+
+    Usage: ``check("01.2", clamp_hook)``
     """
     item = exercise(exercise_id)
-    try:
-        verdict = item.validate(answer)
-    except Exception as error:  # the learner's code (e.g. a hook) failed inside the check: report it
-        frames = traceback.extract_tb(error.__traceback__)
-        where = f" (line {frames[-1].lineno} of {frames[-1].name})" if frames else ""
-        verdict = Verdict(False, f"your code raised {type(error).__name__}: {error}{where}")
+    with preserved_session():
+        try:
+            verdict = item.validate(answer)
+        except Exception as error:  # reported, never hidden: the learner's bug or the course's
+            verdict = _explain_error(error)
+        if not isinstance(verdict, Verdict):
+            verdict = Verdict(False, f"the check returned {type(verdict).__name__}, not a Verdict. {COURSE_BUG_REPORT}")
     if verdict.ok:
         print(f"✓ Exercise {item.id}: correct. {verdict.message or item.praise}".rstrip())
     else:
-        print(f"✗ Exercise {item.id}: not yet. {verdict.message}".rstrip())
+        more = " Stuck? hint(\"%s\") gives a hint." % item.id if item.hints and _hints_shown.get(item.id, 0) == 0 else ""
+        print(f"✗ Exercise {item.id}: not yet. {verdict.message}{more}".rstrip())
     return verdict
 
 
-def _load_catalogue() -> None:
-    from course_utils import exercises  # noqa: F401  (importing registers every exercise)
+def hint(exercise_id: str) -> None:
+    """Print the next hint for an exercise (a nudge first, then closer ones); the last call says where the
+    solution is.
+
+    Usage: ``hint("06.1")``
+    """
+    item = exercise(exercise_id)
+    shown = _hints_shown.get(item.id, 0)
+    if shown < len(item.hints):
+        _hints_shown[item.id] = shown + 1
+        more = " Call hint() again for the next one." if shown + 1 < len(item.hints) else ""
+        print(f"Hint {shown + 1}/{len(item.hints)} for exercise {item.id}: {item.hints[shown]}{more}")
+        return
+    print(
+        f"No more hints for exercise {item.id}. The solution is in the complete notebook: in your workspace open "
+        f"complete/ (or notebooks/ in the course repository) and find 'Exercise {item.id}'."
+    )
 
 
-# -- validators, composable ----------------------------------------------------------------------------
-def _type_name(value: Any) -> str:
-    return "None" if value is None else type(value).__name__
+def _reset_hints() -> None:
+    """Forget which hints were shown (tests)."""
+    _hints_shown.clear()
 
 
-def expect_tensor(expected: Sequence[float] | float | torch.Tensor, hint: str, *, atol: float = 1e-4) -> Callable[[Any], Verdict]:
-    """Validator: a tensor (or number/list) equal to ``expected`` within ``atol``."""
-    target = torch.as_tensor(expected, dtype=torch.float32)
-
-    def validate(answer: Any) -> Verdict:
-        if answer is None:
-            return Verdict(False, "You passed None: is that .grad still empty, or did the hook not run? " + hint)
-        if isinstance(answer, (int, float)) and not isinstance(answer, bool):
-            answer = torch.tensor(float(answer))
-        elif isinstance(answer, (list, tuple)):
-            try:
-                answer = torch.tensor(answer, dtype=torch.float32)
-            except (TypeError, ValueError):
-                return Verdict(False, "Expected numbers (a tensor, a number or a list of numbers).")
-        if not isinstance(answer, torch.Tensor):
-            return Verdict(False, f"Expected a torch.Tensor (or a number or list), got {_type_name(answer)}.")
-        value = answer.detach().to(torch.float32).cpu()
-        if value.shape != target.shape:
-            if value.numel() == target.numel():
-                value = value.reshape(target.shape)
-            else:
-                return Verdict(False, f"Expected shape {tuple(target.shape)}, got {tuple(value.shape)}. {hint}")
-        if torch.allclose(value, target, atol=atol, rtol=0):
-            return Verdict(True)
-        return Verdict(False, hint)
-
-    return validate
-
-
-def expect_choice(expected: str, options: Sequence[str], hint: str) -> Callable[[Any], Verdict]:
-    """Validator: one of ``options`` (case- and space-insensitive), equal to ``expected``."""
-    normalised = {" ".join(o.lower().split()): o for o in options}
-
-    def validate(answer: Any) -> Verdict:
-        if not isinstance(answer, str):
-            return Verdict(False, f"Answer with one of the strings {list(options)}, got {_type_name(answer)}.")
-        key = " ".join(answer.lower().split())
-        if key not in normalised:
-            return Verdict(False, f"{answer!r} is not one of the options {list(options)}.")
-        return Verdict(normalised[key] == expected, "" if normalised[key] == expected else hint)
-
-    return validate
-
-
-def expect_live_order(record: Callable[[], list[str]], hint: str) -> Callable[[Any], Verdict]:
-    """Validator: a list of strings in exactly the order ``record()`` observes in a live run (e.g. hook firings)."""
-
-    def validate(answer: Any) -> Verdict:
-        if not isinstance(answer, (list, tuple)) or not all(isinstance(item, str) for item in answer):
-            return Verdict(False, f"Answer with a list of strings, got {_type_name(answer)}.")
-        truth = record()
-        if sorted(answer) != sorted(truth):
-            return Verdict(False, f"Use exactly these {len(truth)} entries, each once: {sorted(truth)}.")
-        if list(answer) == truth:
-            return Verdict(True)
-        return Verdict(False, f"Not the order PyTorch uses. {hint}")
-
-    return validate
-
-
-def expect_callable(test: Callable[[Callable[..., Any]], Verdict], what: str) -> Callable[[Any], Verdict]:
-    """Validator: a function, which ``test`` exercises on fresh inputs and judges."""
-
-    def validate(answer: Any) -> Verdict:
-        if not callable(answer):
-            return Verdict(False, f"Expected {what} (a function), got {_type_name(answer)}.")
-        return test(answer)
-
-    return validate

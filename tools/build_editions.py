@@ -1,8 +1,9 @@
 """Build the workshop editions of the course from the teaching notebooks (nothing here is committed).
 
-- ``learner``: notebooks whose ``solution``-tagged cells become a stub -- ``# YOUR CODE HERE`` and a
-  ``raise NotImplementedError`` -- followed by the cell's original ``check(...)`` line, so the self-check still
-  works once the learner has written an answer. Outputs and execution counts are cleared; everything else is kept.
+- ``learner``: every ``### BEGIN SOLUTION`` … ``### END SOLUTION`` block becomes ``# YOUR CODE HERE`` and a
+  ``raise NotImplementedError`` (``course_utils.learner_edition``); the rest of each cell (the ``def`` line,
+  docstring, ``check(...)`` line) is kept. Outputs and execution counts are cleared. ``make lab`` gives
+  self-learners the same edition in their own workspace (``course_utils.workspace``).
 - ``slides``: one reveal.js deck per notebook (slide boundaries from each cell's ``slideshow`` metadata; a
   notebook without any starts a new slide at every ``##`` heading). reveal.js and require.js are copied next to the
   decks from ``vendor/``, so the decks work offline (formulas show as TeX source without a network: MathJax is
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import html
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -30,14 +30,9 @@ REVEAL = ROOT / "vendor" / "reveal.js"
 REQUIRE = ROOT / "vendor" / "requirejs"
 JQUERY = ROOT / "vendor" / "jquery"
 OFFLINE_SCRIPTS = {"require_js_url": "requirejs/require.js", "jquery_url": "jquery/jquery.min.js"}
-CHECK_LINE = re.compile(r"^\s*check\(")
-STUB = (
-    "# YOUR CODE HERE: write your answer above the check, then delete the `raise` line and run the cell.\n"
-    'raise NotImplementedError("Exercise {exercise}: your answer goes here")\n'
-)
-
 sys.path.insert(0, str(ROOT))
 from course_utils.course import read_opening  # noqa: E402
+from course_utils.learner_edition import learner_notebook  # noqa: E402
 
 
 def course_notebooks() -> list[Path]:
@@ -48,30 +43,6 @@ def course_notebooks() -> list[Path]:
 
 
 # -- learner edition ------------------------------------------------------------------------------------------
-def learner_stub(source: str) -> str:
-    """The stub that replaces a solution cell: YOUR CODE HERE, a raise, then the cell's own check(...) lines."""
-    checks = [line for line in source.splitlines() if CHECK_LINE.match(line)]
-    if not checks:
-        raise ValueError(f"A solution cell has no check(...) line to keep:\n{source}")
-    exercise = re.search(r'check\(\s*"([^"]+)"', checks[0])
-    return STUB.format(exercise=exercise.group(1) if exercise else "?") + "\n".join(checks) + "\n"
-
-
-def learner_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A copy of a teaching notebook with solutions stubbed and outputs cleared."""
-    learner = nbformat.from_dict(notebook)
-    for cell in learner.cells:
-        if cell.cell_type != "code":
-            continue
-        tags = cell.metadata.get("tags", [])
-        if "solution" in tags:
-            cell.source = learner_stub(cell.source)
-            cell.metadata["tags"] = [tag for tag in tags if tag != "solution"] + ["learner-stub"]
-        cell.outputs = []
-        cell.execution_count = None
-    return learner
-
-
 def build_learner(out: Path) -> list[Path]:
     target = out / "learner"
     if target.exists():

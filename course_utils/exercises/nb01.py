@@ -7,18 +7,17 @@ from typing import Any
 
 import torch
 
-from course_utils.checks import Exercise, Verdict, expect_callable, expect_tensor, register
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_tensor
 
-register(
-    Exercise(
-        "01.1",
-        "On the T1a graph, hooks on z multiply by 3 and then add 1. Predict x.grad.",
-        expect_tensor(
-            [4.0, 7.0, 10.0, 13.0],
-            "The first hook's result is the second hook's input, and x receives whatever the last hook returns.",
-        ),
-        praise="Hooks chain in registration order: (3·g) + 1 with g = w.",
-    )
+_EXERCISE_01_1 = Exercise(
+    "01.1",
+    "On the T1a graph, hooks on z multiply by 3 and then add 1. Predict x.grad.",
+    expect_tensor(
+        [4.0, 7.0, 10.0, 13.0],
+        "The first hook's result is the second hook's input, and x receives whatever the last hook returns.",
+    ),
+    praise="Hooks chain in registration order: (3·g) + 1 with g = w.",
+    kind="predict",
 )
 
 
@@ -41,13 +40,12 @@ def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
     return Verdict(True)
 
 
-register(
-    Exercise(
-        "01.2",
-        "Write a tensor hook that clamps the gradient to [-1, 1].",
-        expect_callable(_clamp_test, "a hook function hook(grad)"),
-        praise="Returning a new tensor is the supported way to change a gradient.",
-    )
+_EXERCISE_01_2 = Exercise(
+    "01.2",
+    "Write a tensor hook that clamps the gradient to [-1, 1].",
+    expect_callable(_clamp_test, "a hook function hook(grad)"),
+    praise="Returning a new tensor is the supported way to change a gradient.",
+    kind="write",
 )
 
 
@@ -72,11 +70,12 @@ def _norm_recorder_test(make_hook: Callable[[list[float]], Callable[[torch.Tenso
     return Verdict(True)
 
 
-register(
-    Exercise(
-        "01.3",
-        "Write make_hook(norms) returning a hook that appends the gradient's L2 norm to norms and changes nothing.",
-        expect_callable(_norm_recorder_test, "a function make_hook(norms)"),
-        praise="A few bytes per step instead of a whole retained gradient.",
-    )
+_EXERCISE_01_3 = Exercise(
+    "01.3",
+    "Write make_hook(norms) returning a hook that appends the gradient's L2 norm to norms and changes nothing.",
+    expect_callable(_norm_recorder_test, "a function make_hook(norms)"),
+    praise="A few bytes per step instead of a whole retained gradient.",
+    kind="write",
 )
+
+EXERCISES = (_EXERCISE_01_1, _EXERCISE_01_2, _EXERCISE_01_3,)

@@ -7,21 +7,20 @@ from typing import Any
 
 import torch
 
-from course_utils.checks import Exercise, Verdict, expect_callable, expect_choice, expect_live_order, register
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_choice, expect_live_order
 from course_utils.hooks import count_hooks
 from course_utils.timeline import HookTimeline
 
-register(
-    Exercise(
-        "02.1",
-        "A hook registered on z never fired. The code ran loss.backward() and then z.register_hook(report). Why?",
-        expect_choice(
-            "registered after backward",
-            ["registered after backward", "the hook returns None", "z is a leaf", "hooks only fire on leaves"],
-            "When did backward() walk the graph, and when did the hook arrive?",
-        ),
-        praise="A hook only sees backward passes that start after it was registered.",
-    )
+_EXERCISE_02_1 = Exercise(
+    "02.1",
+    "A hook registered on z never fired. The code ran loss.backward() and then z.register_hook(report). Why?",
+    expect_choice(
+        "registered after backward",
+        ["registered after backward", "the hook returns None", "z is a leaf", "hooks only fire on leaves"],
+        "When did backward() walk the graph, and when did the hook arrive?",
+    ),
+    praise="A hook only sees backward passes that start after it was registered.",
+    kind="choice",
 )
 
 
@@ -46,13 +45,12 @@ def _leak_test(measure: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
     return Verdict(True)
 
 
-register(
-    Exercise(
-        "02.2",
-        "Fix measure(w, x) so that no hook is left on w, also when the forward raises.",
-        expect_callable(_leak_test, "a function measure(w, x)"),
-        praise="Handles used as context managers (or removed in finally) never leak.",
-    )
+_EXERCISE_02_2 = Exercise(
+    "02.2",
+    "Fix measure(w, x) so that no hook is left on w, also when the forward raises.",
+    expect_callable(_leak_test, "a function measure(w, x)"),
+    praise="Handles used as context managers (or removed in finally) never leak.",
+    kind="write",
 )
 
 
@@ -70,11 +68,12 @@ def _recorded_order() -> list[str]:
 
 
 
-register(
-    Exercise(
-        "02.3",
-        "Put the five hook kinds in the order they fire during one backward (checked against a live recording).",
-        expect_live_order(_recorded_order, "The tensor's own hooks come first; what needs them to be done?"),
-        praise="Tensor hooks, then retain_grad, then the node's hooks, and the leaf's post-accumulate hook last.",
-    )
+_EXERCISE_02_3 = Exercise(
+    "02.3",
+    "Put the five hook kinds in the order they fire during one backward (checked against a live recording).",
+    expect_live_order(_recorded_order, "The tensor's own hooks come first; what needs them to be done?"),
+    praise="Tensor hooks, then retain_grad, then the node's hooks, and the leaf's post-accumulate hook last.",
+    kind="predict",
 )
+
+EXERCISES = (_EXERCISE_02_1, _EXERCISE_02_2, _EXERCISE_02_3,)

@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.checks import Exercise, Verdict, expect_callable, expect_choice, expect_live_order, register
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_choice, expect_live_order
 from course_utils.hooks import count_hooks
 from course_utils.models import LeNet
 from course_utils.timeline import HookTimeline
@@ -34,13 +34,12 @@ def _conv2_test(extract: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     return Verdict(True)
 
 
-register(
-    Exercise(
-        "03.1",
-        "Write extract(model, x) that returns LeNet's conv2 output via a forward hook and leaves no hook behind.",
-        expect_callable(_conv2_test, "a function extract(model, x)"),
-        praise="One hook, one stored detach(), removed on the way out.",
-    )
+_EXERCISE_03_1 = Exercise(
+    "03.1",
+    "Write extract(model, x) that returns LeNet's conv2 output via a forward hook and leaves no hook behind.",
+    expect_callable(_conv2_test, "a function extract(model, x)"),
+    praise="One hook, one stored detach(), removed on the way out.",
+    kind="write",
 )
 
 
@@ -65,13 +64,12 @@ def _normalise_test(hook: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-register(
-    Exercise(
-        "03.2",
-        "Write a forward pre-hook that standardises each sample of the input (mean 0, std 1 per row).",
-        expect_callable(_normalise_test, "a pre-hook normalise(module, args)"),
-        praise="A pre-hook's return value replaces the positional inputs, and the caller's tensor stays untouched.",
-    )
+_EXERCISE_03_2 = Exercise(
+    "03.2",
+    "Write a forward pre-hook that standardises each sample of the input (mean 0, std 1 per row).",
+    expect_callable(_normalise_test, "a pre-hook normalise(module, args)"),
+    praise="A pre-hook's return value replaces the positional inputs, and the caller's tensor stays untouched.",
+    kind="write",
 )
 
 
@@ -85,24 +83,24 @@ def _recorded_forward_order() -> list[str]:
 
 
 
-register(
-    Exercise(
-        "03.3",
-        "Order the global and local forward pre-hooks and forward hooks of one layer (checked against a live run).",
-        expect_live_order(_recorded_forward_order, "Which runs first before forward, and which first after it?"),
-        praise="Global hooks wrap the local ones on the way in; after forward the global hook runs first too.",
-    )
+_EXERCISE_03_3 = Exercise(
+    "03.3",
+    "Order the global and local forward pre-hooks and forward hooks of one layer (checked against a live run).",
+    expect_live_order(_recorded_forward_order, "Which runs first before forward, and which first after it?"),
+    praise="Global hooks wrap the local ones on the way in; after forward the global hook runs first too.",
+    kind="predict",
 )
 
-register(
-    Exercise(
-        "03.4",
-        "What does a forward hook on nn.ReLU(inplace=True) receive as its input?",
-        expect_choice(
-            "the rectified values",
-            ["the rectified values", "the original values", "None", "a copy of the input"],
-            "An in-place ReLU writes its result into its input tensor. Which object does the hook get?",
-        ),
-        praise="The input *is* the output object: record inputs of in-place layers with a pre-hook.",
-    )
+_EXERCISE_03_4 = Exercise(
+    "03.4",
+    "What does a forward hook on nn.ReLU(inplace=True) receive as its input?",
+    expect_choice(
+        "the rectified values",
+        ["the rectified values", "the original values", "None", "a copy of the input"],
+        "An in-place ReLU writes its result into its input tensor. Which object does the hook get?",
+    ),
+    praise="The input *is* the output object: record inputs of in-place layers with a pre-hook.",
+    kind="choice",
 )
+
+EXERCISES = (_EXERCISE_03_1, _EXERCISE_03_2, _EXERCISE_03_3, _EXERCISE_03_4,)

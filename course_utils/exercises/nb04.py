@@ -9,7 +9,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.checks import Exercise, Verdict, expect_callable, expect_choice, expect_live_order, register
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_choice, expect_live_order
 from course_utils.hooks import count_hooks
 from course_utils.timeline import HookTimeline
 
@@ -36,13 +36,12 @@ def _shapes_test(answer: Any) -> Verdict:
     return Verdict(False, "Order and shapes matter: the bias comes first, and the weight entry is transposed.")
 
 
-register(
-    Exercise(
-        "04.1",
-        "Predict the shapes in grad_input of a deprecated backward hook on nn.Linear(3, 4) with a batch of 2.",
-        _shapes_test,
-        praise="(bias (4,), input (2, 3), weightᵀ (3, 4)): the raw inputs of the addmm node, bias summed over the batch.",
-    )
+_EXERCISE_04_1 = Exercise(
+    "04.1",
+    "Predict the shapes in grad_input of a deprecated backward hook on nn.Linear(3, 4) with a batch of 2.",
+    _shapes_test,
+    praise="(bias (4,), input (2, 3), weightᵀ (3, 4)): the raw inputs of the addmm node, bias summed over the batch.",
+    kind="predict",
 )
 
 
@@ -67,13 +66,12 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-register(
-    Exercise(
-        "04.2",
-        "Write a full backward hook that clamps the gradient w.r.t. the module's input to [-1, 1].",
-        expect_callable(_clip_test, "a hook clip(module, grad_input, grad_output)"),
-        praise="Returning a tuple replaces grad_input; the parameters' gradients are untouched.",
-    )
+_EXERCISE_04_2 = Exercise(
+    "04.2",
+    "Write a full backward hook that clamps the gradient w.r.t. the module's input to [-1, 1].",
+    expect_callable(_clip_test, "a hook clip(module, grad_input, grad_output)"),
+    praise="Returning a tuple replaces grad_input; the parameters' gradients are untouched.",
+    kind="write",
 )
 
 
@@ -88,29 +86,29 @@ def _recorded_backward_order() -> list[str]:
 
 
 
-register(
-    Exercise(
-        "04.3",
-        "Order the backward pre-hooks and full backward hooks of a Linear -> Tanh model (checked live).",
-        expect_live_order(_recorded_backward_order, "Backward walks the layers last-to-first; within one layer?"),
-        praise="Last layer first; each layer's pre-hook (grad_output ready) before its full hook (grad_input ready).",
-    )
+_EXERCISE_04_3 = Exercise(
+    "04.3",
+    "Order the backward pre-hooks and full backward hooks of a Linear -> Tanh model (checked live).",
+    expect_live_order(_recorded_backward_order, "Backward walks the layers last-to-first; within one layer?"),
+    praise="Last layer first; each layer's pre-hook (grad_output ready) before its full hook (grad_input ready).",
+    kind="predict",
 )
 
-register(
-    Exercise(
-        "04.4",
-        "Why does a deprecated backward hook on the whole MLP only show fc2's numbers?",
-        expect_choice(
+_EXERCISE_04_4 = Exercise(
+    "04.4",
+    "Why does a deprecated backward hook on the whole MLP only show fc2's numbers?",
+    expect_choice(
+        "it sees only the last autograd node",
+        [
             "it sees only the last autograd node",
-            [
-                "it sees only the last autograd node",
-                "fc1 has no gradient",
-                "the ReLU blocks the gradient",
-                "hooks on containers are ignored",
-            ],
-            "Which autograd node does the deprecated hook attach to?",
-        ),
-        praise="The deprecated hook is a hook on the output's grad_fn: for the MLP that is fc2's addmm.",
-    )
+            "fc1 has no gradient",
+            "the ReLU blocks the gradient",
+            "hooks on containers are ignored",
+        ],
+        "Which autograd node does the deprecated hook attach to?",
+    ),
+    praise="The deprecated hook is a hook on the output's grad_fn: for the MLP that is fc2's addmm.",
+    kind="choice",
 )
+
+EXERCISES = (_EXERCISE_04_1, _EXERCISE_04_2, _EXERCISE_04_3, _EXERCISE_04_4,)

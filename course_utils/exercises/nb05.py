@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.checks import Exercise, Verdict, expect_callable, expect_choice, register
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_choice
 
 
 def _rule_test(rule: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
@@ -31,13 +31,12 @@ def _rule_test(rule: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
     return Verdict(False, "Keep a gradient only where both the forward input and the gradient are positive.")
 
 
-register(
-    Exercise(
-        "05.1",
-        "Write guided_rule(forward_input, grad_output) returning the gradient a guided ReLU passes back.",
-        expect_callable(_rule_test, "a function guided_rule(forward_input, grad_output)"),
-        praise="Two masks: where the ReLU was open in the forward pass, and where the gradient is positive.",
-    )
+_EXERCISE_05_1 = Exercise(
+    "05.1",
+    "Write guided_rule(forward_input, grad_output) returning the gradient a guided ReLU passes back.",
+    expect_callable(_rule_test, "a function guided_rule(forward_input, grad_output)"),
+    praise="Two masks: where the ReLU was open in the forward pass, and where the gradient is positive.",
+    kind="write",
 )
 
 
@@ -100,29 +99,29 @@ def _functional_test(answer: Any) -> Verdict:
     return Verdict(True)
 
 
-register(
-    Exercise(
-        "05.2",
-        "Compute the Guided Backprop map of exercise_05_2()'s model, which uses F.relu, for its top class.",
-        _functional_test,
-        praise="functional=True catches F.relu calls that module hooks cannot see.",
-    )
+_EXERCISE_05_2 = Exercise(
+    "05.2",
+    "Compute the Guided Backprop map of exercise_05_2()'s model, which uses F.relu, for its top class.",
+    _functional_test,
+    praise="functional=True catches F.relu calls that module hooks cannot see.",
+    kind="predict",
 )
 
-register(
-    Exercise(
-        "05.3",
-        "GBP of a random-weight network still draws the cat, whatever the class. What follows?",
-        expect_choice(
+_EXERCISE_05_3 = Exercise(
+    "05.3",
+    "GBP of a random-weight network still draws the cat, whatever the class. What follows?",
+    expect_choice(
+        "the map mostly shows the image, not what the model learned",
+        [
             "the map mostly shows the image, not what the model learned",
-            [
-                "the map mostly shows the image, not what the model learned",
-                "the random network learned the cat too",
-                "the trained network is broken",
-                "Guided Backprop needs more samples",
-            ],
-            "If the weights hardly matter, where does the picture come from?",
-        ),
-        praise="Adebayo et al. (2018): a saliency method that ignores the weights cannot explain them.",
-    )
+            "the random network learned the cat too",
+            "the trained network is broken",
+            "Guided Backprop needs more samples",
+        ],
+        "If the weights hardly matter, where does the picture come from?",
+    ),
+    praise="Adebayo et al. (2018): a saliency method that ignores the weights cannot explain them.",
+    kind="choice",
 )
+
+EXERCISES = (_EXERCISE_05_1, _EXERCISE_05_2, _EXERCISE_05_3,)

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from course_utils.checks import Exercise, Verdict, expect_callable, expect_choice, register
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_choice
 
 
 def _cam_test(cam_from: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
@@ -32,38 +32,37 @@ def _cam_test(cam_from: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
     return Verdict(True)
 
 
-register(
-    Exercise(
-        "06.1",
-        "Write cam_from(activation, gradient) returning the Grad-CAM maps (N, h, w) before upsampling.",
-        expect_callable(_cam_test, "a function cam_from(activation, gradient)"),
-        praise="Spatially averaged gradients weight the channels; the ReLU keeps the evidence for the class.",
-    )
+_EXERCISE_06_1 = Exercise(
+    "06.1",
+    "Write cam_from(activation, gradient) returning the Grad-CAM maps (N, h, w) before upsampling.",
+    expect_callable(_cam_test, "a function cam_from(activation, gradient)"),
+    praise="Spatially averaged gradients weight the channels; the ReLU keeps the evidence for the class.",
+    kind="write",
 )
 
-register(
-    Exercise(
-        "06.2",
-        "Where does the element-wise product of activation and gradient equal Grad-CAM?",
-        expect_choice(
+_EXERCISE_06_2 = Exercise(
+    "06.2",
+    "Where does the element-wise product of activation and gradient equal Grad-CAM?",
+    expect_choice(
+        "where the gradient is spatially constant",
+        [
             "where the gradient is spatially constant",
-            [
-                "where the gradient is spatially constant",
-                "at every layer",
-                "at the first convolution",
-                "nowhere",
-            ],
-            "Σ_c A_c × g_c equals Σ_c A_c × mean(g_c) when ... ?",
-        ),
-        praise="At the last layer before global average pooling the gradient is the same at every position.",
-    )
+            "at every layer",
+            "at the first convolution",
+            "nowhere",
+        ],
+        "Σ_c A_c × g_c equals Σ_c A_c × mean(g_c) when ... ?",
+    ),
+    praise="At the last layer before global average pooling the gradient is the same at every position.",
+    kind="choice",
 )
 
-register(
-    Exercise(
-        "06.3",
-        "On the cat|coffee composite, which half holds most of the Grad-CAM mass for 'espresso'?",
-        expect_choice("right", ["left", "right", "both equally"], "Where is the cup in the composite photo?"),
-        praise="Grad-CAM is class-sensitive: the cat class lights up the left, espresso the right.",
-    )
+_EXERCISE_06_3 = Exercise(
+    "06.3",
+    "On the cat|coffee composite, which half holds most of the Grad-CAM mass for 'espresso'?",
+    expect_choice("right", ["left", "right", "both equally"], "Where is the cup in the composite photo?"),
+    praise="Grad-CAM is class-sensitive: the cat class lights up the left, espresso the right.",
+    kind="choice",
 )
+
+EXERCISES = (_EXERCISE_06_1, _EXERCISE_06_2, _EXERCISE_06_3,)

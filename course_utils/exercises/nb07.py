@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.checks import Exercise, Verdict, expect_callable, expect_choice, register
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_choice
 from course_utils.hooks import count_hooks, hook_report
 
 
@@ -39,42 +39,41 @@ def _attach_test(attach: Callable[[nn.Module], Any]) -> Verdict:
     return Verdict(True)
 
 
-register(
-    Exercise(
-        "07.1",
-        "Write attach(model) that puts Dropout2d (p=0.5) on layer '2' only and returns the registry.",
-        expect_callable(_attach_test, "a function attach(model)"),
-        praise="One named layer, one hook, removable: the model's code never changed.",
-    )
+_EXERCISE_07_1 = Exercise(
+    "07.1",
+    "Write attach(model) that puts Dropout2d (p=0.5) on layer '2' only and returns the registry.",
+    expect_callable(_attach_test, "a function attach(model)"),
+    praise="One named layer, one hook, removable: the model's code never changed.",
+    kind="write",
 )
 
-register(
-    Exercise(
-        "07.2",
-        "Why does DropBlock with block_size > 1 drop less than p of the units?",
-        expect_choice(
+_EXERCISE_07_2 = Exercise(
+    "07.2",
+    "Why does DropBlock with block_size > 1 drop less than p of the units?",
+    expect_choice(
+        "blocks overlap and fewer blocks cover the borders",
+        [
             "blocks overlap and fewer blocks cover the borders",
-            [
-                "blocks overlap and fewer blocks cover the borders",
-                "the hook runs only every other batch",
-                "gamma is rounded down",
-                "eval mode switches it off halfway",
-            ],
-            "Where can a block centre fall, and what happens when two blocks cover the same unit?",
-        ),
-        praise="gamma assumes disjoint, fully covering blocks; overlaps and borders make the real fraction smaller.",
-    )
+            "the hook runs only every other batch",
+            "gamma is rounded down",
+            "eval mode switches it off halfway",
+        ],
+        "Where can a block centre fall, and what happens when two blocks cover the same unit?",
+    ),
+    praise="gamma assumes disjoint, fully covering blocks; overlaps and borders make the real fraction smaller.",
+    kind="choice",
 )
 
-register(
-    Exercise(
-        "07.3",
-        "Which hook gives the same gradients as calling clip_grad_value_ after every backward of an accumulation?",
-        expect_choice(
-            "post-accumulate-grad hook",
-            ["post-accumulate-grad hook", "tensor hook on the parameter", "full backward hook", "forward hook"],
-            "Which hook sees .grad after the new contribution has been added?",
-        ),
-        praise="It runs after .grad was accumulated, so it clamps exactly what clip_grad_value_ would.",
-    )
+_EXERCISE_07_3 = Exercise(
+    "07.3",
+    "Which hook gives the same gradients as calling clip_grad_value_ after every backward of an accumulation?",
+    expect_choice(
+        "post-accumulate-grad hook",
+        ["post-accumulate-grad hook", "tensor hook on the parameter", "full backward hook", "forward hook"],
+        "Which hook sees .grad after the new contribution has been added?",
+    ),
+    praise="It runs after .grad was accumulated, so it clamps exactly what clip_grad_value_ would.",
+    kind="choice",
 )
+
+EXERCISES = (_EXERCISE_07_1, _EXERCISE_07_2, _EXERCISE_07_3,)

@@ -1,0 +1,180 @@
+"""What an exercise is, and validators to build its check from: ``Exercise``, ``Verdict``, ``expect_*``.
+
+An exercise module (``course_utils/exercises/nbNN.py``) exports ``EXERCISES``, a tuple of :class:`Exercise`;
+``course_utils.exercises.catalogue()`` collects them and ``course_utils.checks.check`` runs them. This module
+imports neither, so there is no import cycle and nothing is registered at import time.
+
+Usage::
+
+    from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+
+    def _test_clamp(hook) -> Verdict:
+        ...  # run the learner's hook on fresh cases, return Verdict(True) or Verdict(False, "a hint")
+
+    EXERCISES = (Exercise("01.2", "Write a clamping tensor hook.", expect_callable(_test_clamp, "a hook(grad)"),
+                          hints=("A hook that returns a tensor replaces the gradient.",), kind="write"),)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+__all__ = [
+    "Exercise",
+    "ExerciseKind",
+    "Verdict",
+    "expect_callable",
+    "expect_choice",
+    "expect_live_order",
+    "expect_live_value",
+    "expect_tensor",
+]
+
+ExerciseKind = Literal["write", "predict", "choice"]
+_KINDS = ("write", "predict", "choice")
+_ID = re.compile(r"\d\d\.\d+")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of a validator: passed or not, and what to tell the learner."""
+
+    ok: bool
+    message: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def _ipython_display_(self) -> None:
+        """check() already printed the feedback: show nothing more in a notebook."""
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise.
+
+    - ``id``: ``"NN.k"`` (notebook number, then the exercise's number in it);
+    - ``task``: one line saying what to write or answer;
+    - ``validate``: ``answer -> Verdict``; it runs the learner's code on cases the learner did not see;
+    - ``hints``: shown one by one by ``hint(id)``, from a nudge to the idea (never the code);
+    - ``kind``: ``"write"`` (the learner writes code that registers, implements or removes a hook),
+      ``"predict"`` (predict, then the validator runs the case live) or ``"choice"``;
+    - ``stretch``: the notebook's harder, optional exercise;
+    - ``praise``: what the ✓ line adds.
+    """
+
+    id: str
+    task: str
+    validate: Callable[[Any], Verdict]
+    hints: tuple[str, ...] = field(default=())
+    kind: ExerciseKind = "write"
+    stretch: bool = False
+    praise: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not _ID.fullmatch(self.id):
+            raise ValueError(f"Exercise ids look like '01.2' (notebook, then number); got {self.id!r}.")
+        if self.kind not in _KINDS:
+            raise ValueError(f"Exercise {self.id}: kind must be one of {_KINDS}, got {self.kind!r}.")
+        if not self.task.strip():
+            raise ValueError(f"Exercise {self.id}: write a one-line task.")
+        if isinstance(self.hints, str):
+            raise TypeError(f"Exercise {self.id}: hints is a tuple of strings, e.g. hints=('first', 'second').")
+
+    @property
+    def notebook(self) -> str:
+        """The two-digit notebook number, e.g. ``"06"``."""
+        return self.id.split(".")[0]
+
+
+# -- validators, composable ----------------------------------------------------------------------------
+def _type_name(value: Any) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def _as_float_tensor(answer: Any) -> torch.Tensor | Verdict:
+    if answer is None:
+        return Verdict(False, "You passed None: is that .grad still empty, or did the hook not run?")
+    if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+        return torch.tensor(float(answer))
+    if isinstance(answer, (list, tuple)):
+        try:
+            return torch.tensor(answer, dtype=torch.float32)
+        except (TypeError, ValueError):
+            return Verdict(False, "Expected numbers (a tensor, a number or a list of numbers).")
+    if not isinstance(answer, torch.Tensor):
+        return Verdict(False, f"Expected a torch.Tensor (or a number or list), got {_type_name(answer)}.")
+    return answer.detach().to(torch.float32).cpu()
+
+
+def expect_tensor(expected: Sequence[float] | float | torch.Tensor, hint: str, *, atol: float = 1e-4) -> Callable[[Any], Verdict]:
+    """Validator: a tensor (or number/list) equal to ``expected`` within ``atol``."""
+    return expect_live_value(lambda: torch.as_tensor(expected, dtype=torch.float32), hint, atol=atol)
+
+
+def expect_live_value(compute: Callable[[], torch.Tensor], hint: str, *, atol: float = 1e-4) -> Callable[[Any], Verdict]:
+    """Validator for a prediction: numbers equal (within ``atol``) to what ``compute()`` gets from a live run."""
+
+    def validate(answer: Any) -> Verdict:
+        value = _as_float_tensor(answer)
+        if isinstance(value, Verdict):
+            return Verdict(False, f"{value.message} {hint}".strip()) if answer is None else value
+        target = torch.as_tensor(compute(), dtype=torch.float32).detach()
+        if value.shape != target.shape:
+            if value.numel() != target.numel():
+                return Verdict(False, f"Expected shape {tuple(target.shape)}, got {tuple(value.shape)}. {hint}")
+            value = value.reshape(target.shape)
+        if torch.allclose(value, target, atol=atol, rtol=0):
+            return Verdict(True)
+        return Verdict(False, hint)
+
+    return validate
+
+
+def expect_choice(expected: str, options: Sequence[str], hint: str) -> Callable[[Any], Verdict]:
+    """Validator: one of ``options`` (case- and space-insensitive), equal to ``expected``."""
+    normalised = {" ".join(o.lower().split()): o for o in options}
+    if expected not in options:
+        raise ValueError(f"The expected answer {expected!r} is not among the options {list(options)}.")
+
+    def validate(answer: Any) -> Verdict:
+        if not isinstance(answer, str):
+            return Verdict(False, f"Answer with one of the strings {list(options)}, got {_type_name(answer)}.")
+        key = " ".join(answer.lower().split())
+        if key not in normalised:
+            return Verdict(False, f"{answer!r} is not one of the options {list(options)}.")
+        return Verdict(normalised[key] == expected, "" if normalised[key] == expected else hint)
+
+    return validate
+
+
+def expect_live_order(record: Callable[[], list[str]], hint: str) -> Callable[[Any], Verdict]:
+    """Validator: a list of strings in exactly the order ``record()`` observes in a live run (e.g. hook firings)."""
+
+    def validate(answer: Any) -> Verdict:
+        if not isinstance(answer, (list, tuple)) or not all(isinstance(item, str) for item in answer):
+            return Verdict(False, f"Answer with a list of strings, got {_type_name(answer)}.")
+        truth = record()
+        if sorted(answer) != sorted(truth):
+            return Verdict(False, f"Use exactly these {len(truth)} entries, each once: {sorted(truth)}.")
+        if list(answer) == truth:
+            return Verdict(True)
+        return Verdict(False, f"Not the order PyTorch uses. {hint}")
+
+    return validate
+
+
+def expect_callable(test: Callable[[Callable[..., Any]], Verdict], what: str) -> Callable[[Any], Verdict]:
+    """Validator: a function (or class), which ``test`` runs on fresh inputs and judges."""
+
+    def validate(answer: Any) -> Verdict:
+        if not callable(answer):
+            return Verdict(False, f"Expected {what}, got {_type_name(answer)}.")
+        return test(answer)
+
+    return validate

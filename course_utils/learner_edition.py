@@ -1,0 +1,159 @@
+"""The learner edition of a notebook: every ``### BEGIN SOLUTION`` … ``### END SOLUTION`` block becomes a stub.
+
+The markers are nbgrader's, so instructors who use nbgrader can take the teaching notebooks as they are. Only the
+marked lines are replaced (by ``# YOUR CODE HERE`` and a ``raise NotImplementedError``, at the block's
+indentation); the ``def`` line, docstring and ``check(...)`` line around them stay. Outputs are cleared.
+
+Usage::
+
+    import nbformat
+    from course_utils.learner_edition import learner_notebook
+    learner = learner_notebook(nbformat.read("notebooks/01_tensor_hooks.ipynb", as_version=4))
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from dataclasses import dataclass
+
+import nbformat
+
+__all__ = [
+    "BEGIN",
+    "END",
+    "SolutionBlock",
+    "exercise_id_of",
+    "learner_notebook",
+    "restore_solutions",
+    "solution_blocks",
+    "stub_source",
+]
+
+BEGIN = "### BEGIN SOLUTION"
+END = "### END SOLUTION"
+STUB_TAG = "learner-stub"
+_NEAR_MARKER = re.compile(r"#+\s*(BEGIN|END)\s+SOLUTION", re.IGNORECASE)  # a marker written slightly wrong
+_CHECK_ID = re.compile(r"""\bcheck\(\s*["'](\d\d\.\d+)["']""")
+
+
+@dataclass(frozen=True)
+class SolutionBlock:
+    """Lines ``start`` … ``end`` (inclusive, 0-based, the marker lines included) of a cell, and their indentation."""
+
+    start: int
+    end: int
+    indent: str
+
+    def body(self, lines: list[str]) -> list[str]:
+        """The solution's own lines, markers excluded."""
+        return lines[self.start + 1 : self.end]
+
+
+def solution_blocks(source: str) -> list[SolutionBlock]:
+    """Every marked block of a cell; unbalanced or nested markers raise ``ValueError`` saying which line."""
+    blocks: list[SolutionBlock] = []
+    opened: tuple[int, str] | None = None
+    for number, line in enumerate(source.splitlines()):
+        stripped = line.strip()
+        if stripped == BEGIN:
+            if opened is not None:
+                raise ValueError(f"Line {number + 1}: {BEGIN} inside another solution block (line {opened[0] + 1}).")
+            opened = (number, line[: len(line) - len(line.lstrip())])
+        elif stripped == END:
+            if opened is None:
+                raise ValueError(f"Line {number + 1}: {END} without a {BEGIN} before it.")
+            blocks.append(SolutionBlock(opened[0], number, opened[1]))
+            opened = None
+        elif _NEAR_MARKER.match(stripped):
+            raise ValueError(f"Line {number + 1}: write the markers exactly as '{BEGIN}' and '{END}'.")
+    if opened is not None:
+        raise ValueError(f"Line {opened[0] + 1}: {BEGIN} is never closed by {END}.")
+    return blocks
+
+
+def exercise_id_of(source: str) -> str | None:
+    """The exercise id of the cell's ``check("NN.k", …)`` call, if any."""
+    found = _CHECK_ID.search(source)
+    return found.group(1) if found else None
+
+
+def _assigned_names(body: list[str]) -> list[str]:
+    """Top-level names a block assigns or defines (kept in the stub so the learner knows what to create)."""
+    try:
+        tree = ast.parse(textwrap.dedent("\n".join(body)))
+    except SyntaxError:
+        return []
+    names: list[str] = []
+    for node in tree.body:
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        for target in targets:
+            for leaf in ast.walk(target):
+                if isinstance(leaf, ast.Name) and leaf.id not in names:
+                    names.append(leaf.id)
+    return names
+
+
+def stub_source(source: str) -> str:
+    """The cell with each solution block replaced by ``# YOUR CODE HERE`` and a ``raise NotImplementedError``."""
+    lines = source.splitlines()
+    exercise = exercise_id_of(source) or "this exercise"
+    label = f"Exercise {exercise}" if exercise != "this exercise" else "This exercise"
+    out: list[str] = []
+    position = 0
+    for block in solution_blocks(source):
+        out.extend(lines[position : block.start])
+        names = _assigned_names(block.body(lines))
+        create = f" (define {', '.join(f'`{n}`' for n in names)})" if names else ""
+        out.append(f"{block.indent}# YOUR CODE HERE{create}, then delete the raise line below")
+        out.append(f'{block.indent}raise NotImplementedError("{label}: your code goes here")')
+        position = block.end + 1
+    out.extend(lines[position:])
+    return "\n".join(out) + ("\n" if source.endswith("\n") else "")
+
+
+def restore_solutions(stubbed: str, teaching: str) -> str:
+    """Put the teaching cell's solution blocks back into its stubbed form (the round trip of the tests)."""
+    teaching_lines = teaching.splitlines()
+    blocks = solution_blocks(teaching)
+    stub_lines = stubbed.splitlines()
+    out: list[str] = []
+    index = 0
+    for block in blocks:
+        while index < len(stub_lines) and not stub_lines[index].lstrip().startswith("# YOUR CODE HERE"):
+            out.append(stub_lines[index])
+            index += 1
+        if index >= len(stub_lines):
+            raise ValueError("The stubbed cell has fewer stubs than the teaching cell has solution blocks.")
+        out.extend(teaching_lines[block.start : block.end + 1])
+        index += 2  # the comment and the raise line
+    out.extend(stub_lines[index:])
+    return "\n".join(out) + ("\n" if stubbed.endswith("\n") else "")
+
+
+def learner_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of a teaching notebook with every solution block stubbed and all outputs cleared.
+
+    A cell with markers is tagged ``learner-stub`` (its ``solution`` tag is dropped); every other cell keeps its
+    source. Markers in a markdown cell are an error (a solution must be code the learner writes).
+    """
+    learner = nbformat.from_dict(notebook)
+    for index, cell in enumerate(learner.cells):
+        if cell.cell_type != "code":
+            if BEGIN in cell.source:
+                raise ValueError(f"Cell {index} is markdown but holds {BEGIN}: solutions go in code cells.")
+            continue
+        tags = list(cell.metadata.get("tags", []))
+        if solution_blocks(cell.source):
+            cell.source = stub_source(cell.source)
+            cell.metadata["tags"] = [tag for tag in tags if tag != "solution"] + [STUB_TAG]
+        cell.outputs = []
+        cell.execution_count = None
+    return learner

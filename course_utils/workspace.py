@@ -1,0 +1,152 @@
+"""The learner's workspace: their own copy of the learner edition, created once and never overwritten.
+
+``prepare_workspace(dest)`` fills ``dest`` with
+
+- ``NN_topic.ipynb``: the learner edition (exercises stubbed) -- copied only when the learner has no such file;
+- ``complete/``: the teaching notebooks with every solution, read-only, one click away;
+- ``hooks_cheatsheet.md`` when the course has one.
+
+When the course changes a notebook the learner already has, the learner's file stays as it is and the new version
+lands beside it as ``NN_topic.course-update-<id>.ipynb``, with a message saying so. Nothing in the workspace is
+ever deleted. ``.course-manifest.json`` remembers what was delivered.
+
+Usage: ``python -m course_utils.workspace workspace`` (what ``make lab`` runs), or
+``prepare_workspace(Path("workspace"))`` -> the list of messages it printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import nbformat
+
+from course_utils.course import NOTEBOOKS_DIR
+from course_utils.learner_edition import learner_notebook
+
+__all__ = ["MANIFEST", "prepare_workspace", "main"]
+
+MANIFEST = ".course-manifest.json"
+COMPLETE = "complete"
+_EXTRA_FILES = ("hooks_cheatsheet.md",)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _read_manifest(dest: Path) -> dict[str, dict[str, str]]:
+    path = dest / MANIFEST
+    if not path.exists():
+        return {"delivered": {}, "offered": {}}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise SystemExit(f"{path} is unreadable ({error}). Move it away and run again; your notebooks are safe.")
+    data.setdefault("delivered", {})
+    data.setdefault("offered", {})
+    return data
+
+
+def _write_new(path: Path, text: str, *, read_only: bool = False) -> None:
+    """Create ``path`` (never replacing an existing file)."""
+    with open(path, "x", encoding="utf-8", newline="\n") as handle:
+        handle.write(text)
+    if read_only:
+        path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+
+
+def _deliver(dest: Path, relative: str, text: str, manifest: dict[str, dict[str, str]], messages: list[str],
+             *, read_only: bool = False, course_owned: bool = False) -> None:
+    """Give the learner ``text`` at ``relative``: create it, or leave theirs and put the new version beside it.
+
+    ``course_owned`` files (``complete/``) are replaced when the learner has not changed them since delivery.
+    """
+    target = dest / relative
+    digest = _digest(text)
+    delivered = manifest["delivered"].get(relative)
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _write_new(target, text, read_only=read_only)
+        manifest["delivered"][relative] = digest
+        messages.append(f"added {relative}")
+        return
+    if delivered == digest:
+        return  # the learner has this version (edited or not)
+    current = _digest(target.read_text(encoding="utf-8", errors="replace"))
+    if course_owned and current == delivered:
+        target.chmod(stat.S_IRUSR | stat.S_IWUSR)
+        target.unlink()
+        _write_new(target, text, read_only=read_only)
+        manifest["delivered"][relative] = digest
+        messages.append(f"updated {relative} (a course file you had not changed)")
+        return
+    if current == digest:
+        manifest["delivered"][relative] = digest  # already the same text: nothing to offer
+        return
+    if manifest["offered"].get(relative) == digest:
+        return  # offered before; the learner knows
+    name = Path(relative)
+    beside = name.with_name(f"{name.stem}.course-update-{digest[:8]}{name.suffix}")
+    if not (dest / beside).exists():
+        _write_new(dest / beside, text, read_only=read_only)
+    manifest["offered"][relative] = digest
+    messages.append(
+        f"The course has a new version of {relative}. Your file is untouched; the new version is "
+        f"{beside.as_posix()} -- copy over what you want from it."
+    )
+
+
+def prepare_workspace(dest: Path, *, notebooks_dir: Path | None = None, quiet: bool = False) -> list[str]:
+    """Create or update a learner workspace in ``dest`` without overwriting or deleting a learner's file.
+
+    Usage: ``prepare_workspace(Path("workspace"))``
+    """
+    source = NOTEBOOKS_DIR if notebooks_dir is None else Path(notebooks_dir)
+    notebooks = sorted(source.glob("[0-9][0-9]_*.ipynb"))
+    if not notebooks:
+        raise FileNotFoundError(f"No course notebooks (NN_topic.ipynb) in {source}: is this the course repository?")
+    dest = Path(dest)
+    if dest.exists() and not dest.is_dir():
+        raise NotADirectoryError(f"{dest} exists and is not a folder: choose another workspace path.")
+    dest.mkdir(parents=True, exist_ok=True)
+    manifest = _read_manifest(dest)
+    messages: list[str] = []
+    for path in notebooks:
+        teaching = nbformat.read(path, as_version=4)
+        learner_text = nbformat.writes(learner_notebook(teaching)) + "\n"
+        _deliver(dest, path.name, learner_text, manifest, messages)
+        _deliver(dest, f"{COMPLETE}/{path.name}", path.read_text(encoding="utf-8"), manifest, messages,
+                 read_only=True, course_owned=True)
+    for extra in _EXTRA_FILES:
+        if (source / extra).exists():
+            _deliver(dest, extra, (source / extra).read_text(encoding="utf-8"), manifest, messages,
+                     read_only=True, course_owned=True)
+    temporary = dest / f"{MANIFEST}.tmp"
+    temporary.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(temporary, dest / MANIFEST)
+    if not quiet:
+        for message in messages:
+            print(message)
+    return messages
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m course_utils.workspace [DEST]``: prepare the workspace and say where it is."""
+    parser = argparse.ArgumentParser(description="Create or update a learner workspace (never overwrites your files).")
+    parser.add_argument("dest", nargs="?", default="workspace", type=Path)
+    args = parser.parse_args(argv)
+    messages = prepare_workspace(args.dest, quiet=True)
+    for message in messages:
+        print(message)
+    print(f"Workspace ready: {args.dest}/ (your exercises; the complete notebooks are in {args.dest}/{COMPLETE}/)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
