@@ -1,84 +1,205 @@
-"""The exercise self-checks: ✓ for right answers, hints for wrong ones, clear messages for misuse."""
+"""check() and hint(): ✓ or a hint, never the solution; the learner's session is left as it was found; an error in
+the learner's code names the learner's line, an error in a check is reported as a course bug."""
 
 from __future__ import annotations
 
+import random
 import re
 
+import numpy as np
 import pytest
 import torch
 
-from course_utils.checks import all_exercises, check, exercise
+from course_utils import checks
+from course_utils.checks import all_exercises, check, exercise, hint, preserved_session
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_choice, expect_tensor
 
 
-def test_right_answer_prints_tick(capsys: pytest.CaptureFixture[str]) -> None:
-    assert check("00.1", "a handle")
-    assert capsys.readouterr().out.startswith("✓ Exercise 00.1: correct.")
+@pytest.fixture
+def scratch_exercise(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    """Install a temporary exercise 99.1 whose validator is given by the test."""
+
+    def install(validate, hints=("nudge", "closer")):  # noqa: ANN001, ANN202
+        item = Exercise("99.1", "test only", validate, hints=hints, kind="write")
+        table = dict(checks.catalogue())
+        table["99.1"] = item
+        monkeypatch.setattr(checks, "catalogue", lambda: table)
+        checks._reset_hints()
+        return item
+
+    yield install
+    checks._reset_hints()
 
 
-def test_answers_are_case_and_space_insensitive(capsys: pytest.CaptureFixture[str]) -> None:
-    assert check("00.1", "  A   Handle ")
-
-
-def test_wrong_answer_prints_hint_not_solution(capsys: pytest.CaptureFixture[str]) -> None:
-    assert not check("00.1", "None")
+def test_choice_right_wrong_and_misuse(scratch_exercise, capsys: pytest.CaptureFixture[str]) -> None:
+    scratch_exercise(expect_choice("b", ["a", "b", "c"], "Look at what you can call .remove() on."))
+    assert check("99.1", "b") and check("99.1", "  B ")
+    assert capsys.readouterr().out.startswith("✓ Exercise 99.1: correct.")
+    assert not check("99.1", "a")
     out = capsys.readouterr().out
-    assert out.startswith("✗ Exercise 00.1: not yet.")
-    assert "remove()" in out
-    assert "a handle" not in out.lower()
-
-
-def test_wrong_type_says_what_is_expected(capsys: pytest.CaptureFixture[str]) -> None:
-    assert not check("00.1", 42)
+    assert out.startswith("✗ Exercise 99.1: not yet.") and "remove()" in out and 'hint("99.1")' in out
+    assert not check("99.1", 42)
     assert "got int" in capsys.readouterr().out
-
-
-def test_option_outside_the_list_is_named(capsys: pytest.CaptureFixture[str]) -> None:
-    assert not check("00.1", "a hook id")
+    assert not check("99.1", "d")
     assert "not one of the options" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="not among the options"):
+        expect_choice("z", ["a"], "")
 
 
 def test_unknown_id_suggests_close_ids() -> None:
-    with pytest.raises(KeyError, match=r"There is no exercise '00\.9'.*Did you mean"):
-        check("00.9", "x")
+    some_id = next(iter(all_exercises()))
+    with pytest.raises(KeyError, match=r"There is no exercise .*Did you mean"):
+        check(some_id[:-1] + "9", "x")
     with pytest.raises(TypeError, match="strings like"):
         exercise(1)  # type: ignore[arg-type]
+
+
+def test_exercise_definitions_are_validated() -> None:
+    with pytest.raises(ValueError, match="look like '01.2'"):
+        Exercise("1.2", "task", lambda a: Verdict(True))
+    with pytest.raises(ValueError, match="kind must be"):
+        Exercise("01.2", "task", lambda a: Verdict(True), kind="quiz")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="tuple of strings"):
+        Exercise("01.2", "task", lambda a: Verdict(True), hints="one")  # type: ignore[arg-type]
 
 
 def test_catalogue_ids_are_well_formed_and_tasks_written() -> None:
     catalogue = all_exercises()
     assert len(catalogue) >= 2
     for exercise_id, item in catalogue.items():
-        assert re.fullmatch(r"\d\d\.\d+", exercise_id), exercise_id
-        assert item.task.strip(), exercise_id
+        assert re.fullmatch(r"\d\d\.\d+", exercise_id) and item.task.strip()
 
 
 def test_tensor_validator_handles_none_shapes_and_lists() -> None:
-    from course_utils.checks import expect_tensor
-
     validate = expect_tensor([1.0, 2.0], "think again")
-    assert validate(torch.tensor([1.0, 2.0])).ok
-    assert validate([1, 2]).ok
+    assert validate(torch.tensor([1.0, 2.0])).ok and validate([1, 2]).ok
     assert not validate(None).ok and "None" in validate(None).message
     assert "shape" in validate(torch.ones(3)).message
     assert validate(torch.tensor([1.0, 2.5])).message == "think again"
     assert "got str" in validate("12").message
 
 
-def test_a_raising_answer_is_reported_not_hidden(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_utils.checks import Exercise, Verdict, expect_callable, register
+def _session() -> dict:
+    return {
+        "torch": torch.random.get_rng_state(),
+        "numpy": np.random.get_state()[1].copy(),
+        "random": random.getstate(),
+        "grad": torch.is_grad_enabled(),
+        "threads": torch.get_num_threads(),
+        "print": torch._tensor_str.PRINT_OPTS.precision,
+        "np_print": np.get_printoptions()["precision"],
+        "dtype": torch.get_default_dtype(),
+        "anomaly": torch.is_anomaly_enabled(),
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+    }
 
-    def run_it(fn):  # noqa: ANN001, ANN202
-        fn()
+
+def _same(a: dict, b: dict) -> bool:
+    return all(torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else
+               (np.array_equal(a[k], b[k]) if isinstance(a[k], np.ndarray) else a[k] == b[k]) for k in a)
+
+
+def test_a_validator_that_changes_every_global_leaves_the_session_as_it_was(scratch_exercise, capsys) -> None:
+    def vandal(answer):  # noqa: ANN001, ANN202
+        torch.manual_seed(123), np.random.seed(1), random.seed(2)
+        torch.rand(5), np.random.rand(3), random.random()
+        torch.set_grad_enabled(False)
+        torch.set_num_threads(torch.get_num_threads() + 1)
+        torch.set_printoptions(precision=9)
+        np.set_printoptions(precision=9)
+        torch.set_default_dtype(torch.float64)
+        torch.set_anomaly_enabled(True)
+        torch.use_deterministic_algorithms(True)
         return Verdict(True)
 
-    register(Exercise("99.1", "test only", expect_callable(run_it, "a function")))
-    try:
-        def broken() -> None:
-            raise ValueError("boom")
+    scratch_exercise(vandal)
+    torch.rand(1)  # move the generators away from their seeded start
+    before = _session()
+    assert check("99.1", None)
+    assert _same(before, _session())
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    check("99.1", None)
+    assert torch.equal(torch.rand(3), expected)  # the learner's next random numbers are unchanged
 
-        assert not check("99.1", broken)
-        assert "your code raised ValueError: boom" in capsys.readouterr().out
-    finally:
-        from course_utils import checks
 
-        checks._EXERCISES.pop("99.1")
+def test_every_real_check_leaves_the_session_as_it_was(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.exercise_cases import all_cases
+
+    for exercise_id, cases in all_cases().items():
+        for answer in cases.right[:1] + [wrong for wrong, _ in cases.wrong[:1]]:
+            before = _session()
+            check(exercise_id, answer)
+            assert _same(before, _session()), f"check({exercise_id!r}, ...) changed the learner's session"
+
+
+def test_an_error_in_the_learners_code_names_the_learners_line(scratch_exercise, capsys) -> None:
+    def run_it(fn):  # noqa: ANN001, ANN202
+        return Verdict(fn(torch.ones(2)) is not None)
+
+    scratch_exercise(expect_callable(run_it, "a function"))
+
+    def my_hook(grad):  # noqa: ANN001, ANN202
+        scaled = grad * 2
+        return scaled.no_such_method()
+
+    assert not check("99.1", my_hook)
+    out = capsys.readouterr().out
+    assert "your code raised AttributeError" in out and "in my_hook" in out and "scaled.no_such_method()" in out
+    assert "bug in the course" not in out
+
+
+def test_an_error_inside_a_check_is_reported_as_a_course_bug(scratch_exercise, capsys) -> None:
+    def broken_validator(answer):  # noqa: ANN001, ANN202
+        return Verdict(torch.ones(2) @ torch.ones(3) is None)
+
+    item = scratch_exercise(broken_validator)
+    object.__setattr__(item, "validate", broken_validator)
+    # the validator lives in this test file, which counts as "not the course": move it into the package's eyes
+    broken_validator.__code__ = broken_validator.__code__.replace(co_filename=checks.__file__)
+    assert not check("99.1", lambda g: g)
+    out = capsys.readouterr().out
+    assert "bug in the course's check" in out and "RuntimeError" in out and "course_utils/checks.py" in out
+    assert "your code raised" not in out
+
+
+def test_a_validator_that_returns_no_verdict_is_a_course_bug(scratch_exercise, capsys) -> None:
+    scratch_exercise(lambda answer: True)
+    assert not check("99.1", 1)
+    assert "not a Verdict" in capsys.readouterr().out
+
+
+def test_hints_come_one_by_one_then_point_to_the_solution(scratch_exercise, capsys) -> None:
+    scratch_exercise(lambda answer: Verdict(False, "no"))
+    hint("99.1")
+    assert capsys.readouterr().out.startswith("Hint 1/2 for exercise 99.1: nudge Call hint() again")
+    hint("99.1")
+    assert capsys.readouterr().out.startswith("Hint 2/2 for exercise 99.1: closer")
+    hint("99.1")
+    assert "complete notebook" in capsys.readouterr().out
+    check("99.1", 1)
+    assert "hint(" not in capsys.readouterr().out  # hints already seen: no reminder
+
+
+def test_preserved_session_restores_even_when_the_block_raises() -> None:
+    before = _session()
+    with pytest.raises(ZeroDivisionError):
+        with preserved_session():
+            torch.manual_seed(3)
+            torch.set_grad_enabled(False)
+            1 / 0
+    assert _same(before, _session())
+
+
+def test_no_import_cycle_between_checks_and_the_exercises() -> None:
+    """checks imports the catalogue; the exercise modules import only exercise_kit (never checks)."""
+    import ast
+    from pathlib import Path
+
+    package = Path(checks.__file__).parent
+    for path in [package / "exercise_kit.py", *sorted((package / "exercises").glob("*.py"))]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        assert "course_utils.checks" not in imported, f"{path.name} imports course_utils.checks: an import cycle"
