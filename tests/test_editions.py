@@ -1,10 +1,15 @@
-"""The workshop editions: the learner edition's stubs raise and nothing before them fails; every slide deck and
-HTML page is produced, non-empty, titled, and loads its scripts from local files."""
+"""The workshop editions. The learner edition reveals no solution, round-trips back to the teaching notebook, and
+runs to the end with only its stubs failing; every slide deck and HTML page is produced, non-empty, titled, and
+loads its scripts from local files."""
 
 from __future__ import annotations
 
+import ast
+import io
 import re
 import sys
+import textwrap
+import tokenize
 from pathlib import Path
 
 import nbformat
@@ -17,6 +22,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 import build_editions  # noqa: E402
 from refresh_notebooks import CURRENT_ENV, CurrentEnvKernelSpecs  # noqa: E402
 
+from course_utils.learner_edition import learner_notebook, restore_solutions, solution_blocks, stub_source  # noqa: E402
+
 NOTEBOOKS = build_editions.course_notebooks()
 
 
@@ -28,41 +35,154 @@ def editions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_stub_keeps_the_check_and_raises() -> None:
-    stub = build_editions.learner_stub('def f(x):\n    return x\n\ncheck("03.1", f)\n')
-    assert stub.splitlines()[0].startswith("# YOUR CODE HERE")
-    assert 'raise NotImplementedError("Exercise 03.1' in stub and stub.rstrip().endswith('check("03.1", f)')
-    assert "return x" not in stub
-    with pytest.raises(ValueError, match="no check"):
-        build_editions.learner_stub("x = 1\n")
+def test_stub_keeps_the_def_line_docstring_and_check() -> None:
+    source = (
+        'def clamp_hook(grad):\n    """Clamp."""\n    ### BEGIN SOLUTION\n    return grad.clamp(-1, 1)\n'
+        '    ### END SOLUTION\n\ncheck("01.2", clamp_hook)\n'
+    )
+    stub = stub_source(source)
+    assert stub.splitlines()[:2] == ["def clamp_hook(grad):", '    """Clamp."""']
+    assert stub.splitlines()[2].startswith("    # YOUR CODE HERE")
+    assert stub.splitlines()[3] == '    raise NotImplementedError("Exercise 01.2: your code goes here")'
+    assert "clamp(-1, 1)" not in stub and stub.rstrip().endswith('check("01.2", clamp_hook)')
+    assert restore_solutions(stub, source) == source
+    chosen = stub_source('### BEGIN SOLUTION\nanswer = "b"\n### END SOLUTION\ncheck("05.3", answer)\n')
+    assert "(define `answer`)" in chosen and '"b"' not in chosen
 
 
-def test_learner_edition_hides_solutions_and_keeps_everything_else(editions: Path) -> None:
-    for path in NOTEBOOKS:
-        teaching = nbformat.read(path, as_version=4)
-        learner = nbformat.read(editions / "learner" / path.name, as_version=4)
-        assert len(learner.cells) == len(teaching.cells)
-        solutions = 0
-        for original, cell in zip(teaching.cells, learner.cells):
-            if "solution" in original.metadata.get("tags", []):
-                solutions += 1
-                assert "raise NotImplementedError" in cell.source and "learner-stub" in cell.metadata["tags"]
-                assert "solution" not in cell.metadata["tags"]
-            else:
-                assert cell.source == original.source
-            if cell.cell_type == "code":
-                assert cell.outputs == [] and cell.execution_count is None
-        if path.name != "00_start_here.ipynb" or solutions:
-            assert solutions >= 2, f"{path.name} should have self-checked exercises"
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("### BEGIN SOLUTION\nx = 1\n", "never closed"),
+        ("x = 1\n### END SOLUTION\n", "without a"),
+        ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n", "inside another"),
+        ("## BEGIN SOLUTION\nx = 1\n## END SOLUTION\n", "exactly as"),
+    ],
+)
+def test_broken_markers_are_reported_with_their_line(source: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        solution_blocks(source)
+
+
+def _material(body: list[str]) -> tuple[list[str], list[str], list[float]]:
+    """A solution block's lines (>= 20 characters), string literals (>= 4 characters) and numbers (not 0..3)."""
+    lines = [line.strip() for line in body if len(line.strip()) >= 20 and not line.strip().startswith("#")]
+    strings: list[str] = []
+    numbers: list[float] = []
+    code = textwrap.dedent("\n".join(body)) + "\n"
+    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+        if token.type == tokenize.STRING:
+            try:
+                value = ast.literal_eval(token.string)
+            except (ValueError, SyntaxError):
+                continue  # an f-string: its parts are covered by the line rule
+            if isinstance(value, str) and len(value.strip()) >= 4:
+                strings.append(value.strip())
+        elif token.type == tokenize.NUMBER:
+            value = complex(token.string.replace("_", "")).real if token.string.endswith(("j", "J")) else float(token.string.replace("_", ""))
+            if value not in (0, 1, 2, 3):
+                numbers.append(value)
+    return lines, strings, numbers
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:[eE]-?\d+)?(?![\w])")
+
+
+def _numbers_in(text: str) -> set[float]:
+    return {float(match) for match in _NUMBER.findall(text)}
+
+
+def _task_cells(cells: list, index: int) -> set[int]:
+    """The markdown cells that pose the exercise checked in cell ``index`` (those since the last code cell)."""
+    found = set()
+    for position in range(index - 1, -1, -1):
+        if cells[position].cell_type == "code":
+            break
+        found.add(position)
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_learner_edition_reveals_no_line_string_or_number_of_a_solution(path: Path) -> None:
+    """Nothing of a solution block -- a line of >= 20 characters, a string of >= 4, a number other than 0..3 -- is
+    anywhere in the learner edition (shorter lines such as `loss.backward()` are too generic to give anything away). What the exercise's own task gives (code to fix, options to choose from, data)
+    and what stays visible in its own cell (the def line) is the question, not the answer, and is not counted."""
+    teaching = nbformat.read(path, as_version=4)
+    learner = learner_notebook(teaching)
+    leaks = []
+    for index, (original, cell) in enumerate(zip(teaching.cells, learner.cells)):
+        blocks = solution_blocks(original.source) if original.cell_type == "code" else []
+        if not blocks:
+            assert cell.source == original.source, f"cell {index}: changed although it holds no solution"
+            continue
+        given = _task_cells(teaching.cells, index)
+        elsewhere = "\n".join(c.source for position, c in enumerate(learner.cells) if position not in given | {index})
+        shown = _numbers_in(elsewhere) - _numbers_in(cell.source)
+        lines = original.source.splitlines()
+        for block in blocks:
+            solution_lines, strings, numbers = _material(block.body(lines))
+            leaks += [f"cell {index}: line {line!r}" for line in solution_lines if line in elsewhere]
+            leaks += [f"cell {index}: string {value!r}" for value in strings if value.lower() in elsewhere.lower()]
+            leaks += [f"cell {index}: number {value:g}" for value in numbers if value in shown]
+    assert not leaks, f"{path.name}: the learner edition reveals solutions:\n" + "\n".join(leaks)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_solution_cells_round_trip_and_carry_nbgrader_metadata(path: Path) -> None:
+    teaching = nbformat.read(path, as_version=4)
+    learner = learner_notebook(teaching)
+    grade_ids = []
+    for index, (original, cell) in enumerate(zip(teaching.cells, learner.cells)):
+        tags = original.metadata.get("tags", [])
+        has_blocks = original.cell_type == "code" and bool(solution_blocks(original.source))
+        assert ("solution" in tags) == has_blocks, f"cell {index}: the solution tag and the markers disagree"
+        if not has_blocks:
+            continue
+        assert restore_solutions(cell.source, original.source) == original.source, f"cell {index}: no round trip"
+        assert "learner-stub" in cell.metadata["tags"] and "solution" not in cell.metadata["tags"]
+        assert cell.outputs == [] and cell.execution_count is None
+        meta = original.metadata.get("nbgrader", {})
+        assert meta.get("solution") is True and meta.get("grade") is False and meta.get("schema_version") == 3, index
+        grade_ids.append(meta.get("grade_id"))
+    assert len(grade_ids) == len(set(grade_ids)), f"{path.name}: nbgrader grade_ids repeat: {grade_ids}"
+
+
+def _defined_names(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_check_receives_what_the_learners_code_made_and_passes(path: Path) -> None:
+    """check("NN.k", name) with a name the cell defines (never a literal), and the stored (nbval-verified) output
+    of every solution cell is ✓ for its exercise."""
+    teaching = nbformat.read(path, as_version=4)
+    for index, cell in enumerate(teaching.cells):
+        if "solution" not in cell.metadata.get("tags", []):
+            continue
+        tree = ast.parse(cell.source)
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "check"]
+        assert len(calls) == 1, f"{path.name} cell {index}: exactly one check(...) per solution cell"
+        argument = calls[0].args[1]
+        assert isinstance(argument, ast.Name), f"{path.name} cell {index}: check() gets a literal or expression"
+        assert argument.id in _defined_names(tree), f"{path.name} cell {index}: {argument.id} is not made in the cell"
+        exercise_id = calls[0].args[0].value
+        text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+        assert f"✓ Exercise {exercise_id}: correct." in text and "✗" not in text, f"{path.name} cell {index}: {text!r}"
 
 
 @pytest.mark.parametrize("name", [path.name for path in NOTEBOOKS])
-def test_learner_notebooks_run_up_to_each_stub(editions: Path, name: str) -> None:
+def test_learner_notebooks_run_to_the_end_with_only_the_stubs_failing(editions: Path, name: str) -> None:
     path = editions / "learner" / name
     notebook = nbformat.read(path, as_version=4)
     manager = AsyncKernelManager(kernel_name=CURRENT_ENV, kernel_spec_manager=CurrentEnvKernelSpecs())
     NotebookClient(notebook, km=manager, kernel_name=CURRENT_ENV, timeout=300, allow_errors=True,
-                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+                   resources={"metadata": {"path": str(path.parent)}}).execute()  # as in a workspace
     stubs = 0
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code":
