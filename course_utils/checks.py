@@ -106,14 +106,19 @@ def _is_course_or_library(filename: str) -> bool:
 
 
 def _explain_error(error: BaseException) -> Verdict:
-    """Blame the learner's innermost frame if the error passed through the learner's code, else the course."""
+    """Whose error is it? The learner's if it passed through the learner's code (their innermost line is shown),
+    or if PyTorch raised it while running their answer (e.g. a hook that returned the wrong thing); the course's
+    if it started in the course's own check."""
     frames = traceback.extract_tb(error.__traceback__)
-    learner = [frame for frame in frames if not _is_course_or_library(frame.filename)]
     summary = f"{type(error).__name__}: {error}"
+    learner = [frame for frame in frames if not _is_course_or_library(frame.filename)]
     if learner:
         frame = learner[-1]
         line = f": `{frame.line.strip()}`" if frame.line else ""
         return Verdict(False, f"your code raised {summary} (in {frame.name}, line {frame.lineno}{line}).")
+    innermost = Path(frames[-1].filename).resolve() if frames else None
+    if innermost is not None and not str(innermost).startswith(str(_PACKAGE_DIR)):
+        return Verdict(False, f"PyTorch raised {summary} while the check ran your code.")
     course = [frame for frame in frames if str(Path(frame.filename).resolve()).startswith(str(_PACKAGE_DIR))]
     where = ""
     if course:

@@ -164,6 +164,20 @@ def test_an_error_inside_a_check_is_reported_as_a_course_bug(scratch_exercise, c
     assert "your code raised" not in out
 
 
+def test_an_error_pytorch_raises_on_the_learners_hook_is_the_learners(scratch_exercise, capsys) -> None:
+    def run_hook(hook):  # noqa: ANN001, ANN202
+        w = torch.ones(2, requires_grad=True)
+        w.register_post_accumulate_grad_hook(hook)
+        (w * 2).sum().backward()  # PyTorch raises: post-accumulate hooks must return None
+        return Verdict(True)
+
+    scratch_exercise(expect_callable(run_hook, "a hook"))
+    run_hook.__code__ = run_hook.__code__.replace(co_filename=checks.__file__)
+    assert not check("99.1", lambda p: p.grad * 2)
+    out = capsys.readouterr().out
+    assert "PyTorch raised RuntimeError" in out and "bug in the course" not in out
+
+
 def test_a_validator_that_returns_no_verdict_is_a_course_bug(scratch_exercise, capsys) -> None:
     scratch_exercise(lambda answer: True)
     assert not check("99.1", 1)
