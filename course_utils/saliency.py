@@ -337,7 +337,12 @@ def guided_grad_cam(
 
 # -- comparing maps ------------------------------------------------------------------------------------------
 def rank_correlation(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Spearman rank correlation of two maps of the same size (ties broken by position).
+    """Spearman's rank correlation (rho) of two maps of the same size, tied values given their average rank.
+
+    Both maps are flattened; each value is replaced by its rank, and equal values share the mean of the ranks they
+    span (as in ``scipy.stats.spearmanr``), so a map with many exact zeros -- a Grad-CAM map after its ReLU --
+    gives the same answer whatever the order of its pixels. The result is the Pearson correlation of the ranks,
+    in [-1, 1]. A constant map has no ranking and raises ``ValueError``; so do NaNs.
 
     Usage: ``rank_correlation(map_trained.abs(), map_random.abs())``
     """
@@ -346,13 +351,21 @@ def rank_correlation(a: torch.Tensor, b: torch.Tensor) -> float:
     if a.numel() < 2:
         raise ValueError("Need at least two values to correlate.")
 
-    def ranks(t: torch.Tensor) -> torch.Tensor:
+    def average_ranks(t: torch.Tensor) -> torch.Tensor:
         flat = t.detach().flatten().double().cpu()
-        order = flat.argsort(stable=True)
+        if torch.isnan(flat).any():
+            raise ValueError("The map contains NaN values; rank correlation needs real numbers.")
+        values, order = flat.sort(stable=True)
+        _, group, counts = torch.unique_consecutive(values, return_inverse=True, return_counts=True)
+        ends = counts.cumsum(0).double()  # 1-based rank of the last value of each group of equal values
+        mean_rank = ends - (counts.double() - 1) / 2  # mean of the ranks end - count + 1 ... end
         result = torch.empty_like(flat)
-        result[order] = torch.arange(flat.numel(), dtype=torch.double)
+        result[order] = mean_rank[group]
         return result
 
-    ra, rb = ranks(a), ranks(b)
+    ra, rb = average_ranks(a), average_ranks(b)
     ra, rb = ra - ra.mean(), rb - rb.mean()
-    return float((ra * rb).sum() / (ra.norm() * rb.norm()))
+    norm = ra.norm() * rb.norm()
+    if norm == 0:
+        raise ValueError("A map is constant (all values tied), so it has no ranking to correlate; check the map.")
+    return float((ra * rb).sum() / norm)

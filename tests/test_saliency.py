@@ -285,6 +285,29 @@ def test_rank_correlation_matches_its_definition() -> None:
         rank_correlation(a, a[:3])
 
 
+def test_rank_correlation_is_spearman_with_average_ranks_on_ties() -> None:
+    # Independent reference: scipy's spearmanr gives tied values their average rank.
+    scipy_stats = pytest.importorskip("scipy.stats")
+    # By hand: ranks (1.5, 1.5, 3, 4) and (1, 2.5, 2.5, 4), centred (-1, -1, .5, 1.5) and (-1.5, 0, 0, 1.5):
+    # rho = 3.75 / sqrt(4.5 * 4.5) = 5/6. Ties broken by position would rank both (1, 2, 3, 4) and give 1.0.
+    tied = rank_correlation(torch.tensor([0.0, 0.0, 1.0, 2.0]), torch.tensor([0.0, 1.0, 1.0, 2.0]))
+    assert tied == pytest.approx(5 / 6)
+    generator = torch.Generator().manual_seed(0)
+    for trial in range(20):
+        # Grad-CAM-like maps: many exact zeros (after the ReLU) and a few repeated values.
+        a = torch.relu(torch.randn(14, 14, generator=generator)).mul(4).round()
+        b = torch.relu(torch.randn(14, 14, generator=generator) + 0.3 * a).mul(4).round()
+        expected = scipy_stats.spearmanr(a.flatten().numpy(), b.flatten().numpy()).statistic
+        assert rank_correlation(a, b) == pytest.approx(float(expected), abs=1e-12), trial
+    # The answer no longer depends on where the tied pixels sit: permuting both maps alike changes nothing.
+    permutation = torch.randperm(a.numel(), generator=generator)
+    assert rank_correlation(a.flatten()[permutation], b.flatten()[permutation]) == pytest.approx(rank_correlation(a, b))
+    with pytest.raises(ValueError, match="constant"):
+        rank_correlation(torch.zeros(3, 3), torch.randn(3, 3))
+    with pytest.raises(ValueError, match="NaN"):
+        rank_correlation(torch.tensor([0.0, float("nan"), 1.0]), torch.tensor([0.0, 1.0, 2.0]))
+
+
 def test_100_calls_leave_no_growth() -> None:
     model = small_cnn().eval()
     x = torch.randn(1, 3, 8, 8)
