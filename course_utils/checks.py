@@ -111,6 +111,9 @@ def _explain_error(error: BaseException) -> Verdict:
     if it started in the course's own check."""
     frames = traceback.extract_tb(error.__traceback__)
     summary = f"{type(error).__name__}: {error}"
+    if isinstance(error, NotImplementedError) and "your code goes here" in str(error):
+        return Verdict(False, "your answer is still the stub: replace `# YOUR CODE HERE` and the `raise` line below it "
+                              "with your code, then run the cell again.")
     learner = [frame for frame in frames if not _is_course_or_library(frame.filename)]
     if learner:
         frame = learner[-1]

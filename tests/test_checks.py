@@ -178,6 +178,16 @@ def test_an_error_pytorch_raises_on_the_learners_hook_is_the_learners(scratch_ex
     assert "PyTorch raised RuntimeError" in out and "bug in the course" not in out
 
 
+def test_a_stub_left_in_place_is_named_as_such(scratch_exercise, capsys) -> None:
+    scratch_exercise(expect_callable(lambda fn: Verdict(fn() is None), "a function"))
+
+    def answer():  # noqa: ANN202
+        raise NotImplementedError("Exercise 99.1: your code goes here")
+
+    assert not check("99.1", answer)
+    assert "still the stub" in capsys.readouterr().out
+
+
 def test_a_validator_that_returns_no_verdict_is_a_course_bug(scratch_exercise, capsys) -> None:
     scratch_exercise(lambda answer: True)
     assert not check("99.1", 1)

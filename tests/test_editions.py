@@ -189,9 +189,11 @@ def test_learner_notebooks_run_to_the_end_with_only_the_stubs_failing(editions: 
             continue
         errors = [o for o in cell.outputs if o.output_type == "error"]
         tags = cell.metadata.get("tags", [])
-        if "learner-stub" in tags:
+        if "learner-stub" in tags:  # the stub raises, in the cell or inside check() when it calls the stub
             stubs += 1
-            assert errors and errors[0].ename == "NotImplementedError", f"{name} cell {index}: the stub did not raise"
+            printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+            raised = bool(errors) and errors[0].ename == "NotImplementedError"
+            assert raised or "still the stub" in printed, f"{name} cell {index}: the stub neither raised nor was reported"
         elif "raises-exception" not in tags:
             assert not errors, f"{name} cell {index} failed in the learner edition: {errors[0].ename}: {errors[0].evalue}"
     assert stubs == sum("solution" in c.metadata.get("tags", []) for c in nbformat.read(ROOT / "notebooks" / name, 4).cells)
