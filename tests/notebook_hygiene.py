@@ -18,6 +18,7 @@ RULES = {
     "opening": "the first cell is markdown with a title, objectives, estimated minutes and the Binder environment file",
     "setup": "the first code cell calls setup_notebook()",
     "no-hooks-left": "the last code cell calls assert_no_hooks(...)",
+    "control-chars": "no control character (tab, backspace, carriage return, ...) in any cell's source; only newlines",
 }
 
 UNSTABLE_PATTERNS = {
@@ -27,6 +28,10 @@ UNSTABLE_PATTERNS = {
     "absolute path": re.compile(r"(?<![\w.:/~])/(?:[\w.-]+/){2,}[\w.-]*|\b[A-Z]:\\[\w.-]+"),
     "ipykernel path": re.compile(r"ipykernel_\d+"),
 }
+
+# Every C0/C1 control character except the newline. Tabs count too: the course indents with spaces, and a tab or
+# backspace in markdown is almost always a TeX command (\top, \bar) written into a non-raw Python string.
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 
 _OPENING_TITLE = re.compile(r"^#\s+\S", re.MULTILINE)
 _OPENING_OBJECTIVES = re.compile(r"objective|you will learn", re.IGNORECASE)
@@ -86,6 +91,16 @@ def problems(nb: dict[str, Any]) -> list[str]:
                     match = pattern.search(text)
                     if match:
                         found.append(f"unstable: code cell {index} output contains a {label}: {match.group(0)!r}")
+
+    for number, cell in enumerate(cells, start=1):
+        source = _source(cell)
+        for match in _CONTROL.finditer(source):
+            line = source.count("\n", 0, match.start()) + 1
+            context = source[max(0, match.start() - 15) : match.end() + 15]
+            found.append(
+                f"control-chars: cell {number} ({cell.get('cell_type')}) line {line} contains {match.group(0)!r} "
+                f"in {context!r} (a TeX command like \\top or \\bar written without r''? use spaces, not tabs)"
+            )
 
     first = cells[0] if cells else {}
     first_text = _source(first)

@@ -94,6 +94,17 @@ def break_last_cell(nb: Any) -> None:
     nb.cells[3].source = "print('done')"
 
 
+def source_with(cell: int, text: str) -> Callable[[Any], None]:
+    def breaker(nb: Any) -> None:
+        nb.cells[cell].source += text
+
+    return breaker
+
+
+# How notebook 06's equation broke: "\bar" and "\top" written into a Python string that was not raw.
+BROKEN_TEX = "\n$\\sum_c \bar g'_c (W A)_c = \\sum_c (W^\top \bar g')_c A_c$"
+
+
 BREAKERS = {
     "kernelspec": [break_kernelspec],
     "executed": [break_execution_order, break_unexecuted],
@@ -110,6 +121,13 @@ BREAKERS = {
     "opening": [break_opening_not_markdown, break_opening_no_minutes, break_opening_no_objectives, break_opening_no_binder],
     "setup": [break_setup],
     "no-hooks-left": [break_last_cell],
+    "control-chars": [
+        source_with(0, BROKEN_TEX),
+        source_with(0, "\n\tan indented markdown line"),
+        source_with(1, "\nif True:\n\tprint('tab-indented')"),
+        source_with(3, "\r\n"),
+        source_with(0, "\x1b[31m"),
+    ],
 }
 
 
@@ -121,6 +139,15 @@ def test_urls_and_ratios_are_not_paths() -> None:
     nb = clean_notebook()
     output_text("see github.com/pytorch/pytorch/pull/30531 and https://docs.pytorch.org/a/b/c; 1/2/3")(nb)
     assert problems(nb) == []
+
+
+def test_tex_written_correctly_is_not_a_control_character() -> None:
+    nb = clean_notebook()
+    nb.cells[0].source += "\n$\\sum_c \\bar g'_c (W A)_c = \\sum_c (W^\\top \\bar g')_c A_c$"
+    assert problems(nb) == []
+    source_with(0, BROKEN_TEX)(nb)
+    found = [p for p in problems(nb) if p.startswith("control-chars:")]
+    assert len(found) == 3 and all("cell 1 (markdown) line 7" in p for p in found), found  # two \b, one \t
 
 
 def test_every_rule_has_breaking_fixtures() -> None:
