@@ -1,0 +1,91 @@
+"""The instructor guide's timings and agendas are the generated ones, and the generator adds up correctly."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import instructor_guide  # noqa: E402
+
+from course_utils.course import course_map  # noqa: E402
+
+FIX = "run `.venv/bin/python tools/instructor_guide.py` (or `make timings` to measure again)"
+
+
+def guide() -> str:
+    return instructor_guide.GUIDE.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", sorted(instructor_guide.GENERATED))
+def test_guide_tables_equal_the_generated_ones(name: str) -> None:
+    held = instructor_guide.guide_block(name, guide())
+    assert held is not None, f"instructor_guide.md lacks the <!-- {name}:start --> / <!-- {name}:end --> markers"
+    assert held.strip() == instructor_guide.GENERATED[name]().strip(), f"the guide's {name} are stale: {FIX}"
+
+
+def _minutes(text: str) -> int:
+    match = re.fullmatch(r"(?:(\d+) h)?\s*(?:(\d+) min)?", text.strip())
+    assert match and any(match.groups()), text
+    return int(match.group(1) or 0) * 60 + int(match.group(2) or 0)
+
+
+def test_agenda_times_add_up_when_read_back_from_the_text() -> None:
+    """Read the rendered agendas as an instructor would: each start = previous start + its minutes; title = sum."""
+    text = instructor_guide.agendas_markdown()
+    agendas = re.findall(r"\*\*([^*]+) \(([^)]+) with breaks\)\*\*.*?\n\n((?:\|.*\n?)+)", text)
+    assert [a[0] for a in agendas][:2] == ["Half day", "Full day"]
+    for name, total, table in agendas:
+        rows = re.findall(r"^\| (\d+):(\d\d) \| .*\((\d+) min\) \|$", table, re.MULTILINE)
+        assert rows, name
+        clock = 0
+        for hours, minutes, length in rows:
+            assert int(hours) * 60 + int(minutes) == clock, (name, hours, minutes)
+            clock += int(length)
+        assert clock == _minutes(total), (name, total, clock)
+
+
+def test_full_day_and_advanced_block_cover_every_notebook_once() -> None:
+    text = instructor_guide.agendas_markdown()
+    full_day = text.split("**Full day")[1]
+    named = re.findall(r"`(\d\d_\w+)`", full_day)
+    assert sorted(named) == [row.file.removesuffix(".ipynb") for row in course_map()]
+
+
+def test_timings_total_is_the_sum_of_the_shown_values() -> None:
+    table = instructor_guide.timings_markdown()
+    seconds = [int(s) for s in re.findall(r"^\| `\w+` \| (\d+) s \|", table, re.MULTILINE)]
+    minutes = [int(m) for m in re.findall(r"^\| `\w+` \| .*? \| (\d+) min \|$", table, re.MULTILINE)]
+    assert f"**{sum(seconds)} s**" in table and f"**{sum(minutes)} min**" in table
+    assert len(minutes) == len(course_map())
+
+
+def test_new_notebooks_join_the_advanced_block_and_the_timings(tmp_path: Path) -> None:
+    for path in sorted(instructor_guide.NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")):
+        shutil.copy(path, tmp_path / path.name)
+    template = json.loads((tmp_path / "00_start_here.ipynb").read_text(encoding="utf-8"))
+    for number in ("91", "92", "93"):
+        template["cells"][0]["source"] = f"# {number} · Extra\n**You will learn** more.\n**Estimated time:** 30 min\n"
+        (tmp_path / f"{number}_extra.ipynb").write_text(json.dumps(template), encoding="utf-8")
+    agendas = instructor_guide.agendas_markdown(tmp_path)
+    advanced = agendas.split("**Optional advanced block")[1]
+    assert advanced.startswith(" (1 h 40 min with breaks)")  # 3 x 30 min + one 10-min break
+    assert all(f"`{n}_extra` (30 min)" in advanced for n in ("91", "92", "93"))
+    assert "`91_extra`" in agendas.split("**Full day")[0]  # the half day points to it for self-study
+    timings = instructor_guide.timings_markdown(tmp_path, timings={"00_start_here": 4})
+    assert "| `91_extra` | not measured | 30 min |" in timings and "**4 s** + 10 not measured" in timings
+
+
+def test_a_missing_section_or_notebook_is_a_clear_error(tmp_path: Path) -> None:
+    notebooks = course_map()
+    with pytest.raises(ValueError, match="no section"):
+        instructor_guide.agenda_table([instructor_guide.Block(notebook="02", sections=(9,), minutes=5)], notebooks,
+                                      instructor_guide.NOTEBOOKS_DIR)
+    with pytest.raises(ValueError, match="not in the course map"):
+        instructor_guide.agenda_table([instructor_guide.Block(notebook="77")], notebooks, instructor_guide.NOTEBOOKS_DIR)
