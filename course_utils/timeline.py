@@ -201,7 +201,7 @@ class HookTimeline:
             y = lane[event.kind]
             ax.scatter(event.step, y, s=60, color=colours.get(event.phase, "tab:gray"), zorder=3)
             ax.annotate(event.target.replace(" (", "\n("), (event.step, y), textcoords="offset points",
-                        xytext=(0, 6), ha="center", va="bottom", fontsize=7)
+                        xytext=(0, 6), ha="center", va="bottom", fontsize=9)
         backward_steps = [e.step for e in self.events if e.phase == "backward"]
         if backward_steps:
             ax.axvspan(min(backward_steps) - 0.5, max(backward_steps) + 0.5, color="tab:red", alpha=0.06)
