@@ -1,4 +1,5 @@
-"""Exercises of notebooks/01_tensor_hooks.ipynb: reading and changing gradients with tensor hooks."""
+"""Exercises of notebooks/01_tensor_hooks.ipynb: a hook that changes a gradient, a hook that keeps one, and a
+gradient reversal made from a tensor hook -- each run on graphs the learner has not seen."""
 
 from __future__ import annotations
 
@@ -7,75 +8,174 @@ from typing import Any
 
 import torch
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_tensor
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.hooks import count_hooks
+
+
+# -- 01.1 clamp_hook -------------------------------------------------------------------------------------
+def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
+    generator = torch.Generator().manual_seed(1)
+    # 1. called on its own: the argument must be left as it was (a hook should not modify its argument)
+    probe = torch.randn(3, 5, generator=generator) * 3
+    original = probe.clone()
+    hook(probe)
+    if not torch.equal(probe, original):
+        return Verdict(False, "Your hook changed `grad` in place. That is unsupported (section 5): return a new "
+                              "tensor instead.")
+    # 2. on a batch graph whose intermediate gradient has entries inside and outside [-1, 1]
+    x = torch.randn(3, 5, generator=generator, requires_grad=True)
+    upstream = torch.randn(3, 5, generator=generator) * 3
+    upstream[0, :4] = torch.tensor([-1.0, 1.0, 0.25, -0.5])  # on and inside the bounds: must pass unchanged
+    z = x * 1.5
+    z.register_hook(hook)  # z dies with this function: nothing to remove
+    (z * upstream).sum().backward()
+    expected = 1.5 * upstream.clamp(-1.0, 1.0)  # by hand: dz = upstream, clamped, times dz/dx = 1.5
+    if torch.allclose(x.grad, 1.5 * upstream):
+        return Verdict(False, "The gradient reached x unchanged: does your hook *return* the clamped tensor?")
+    if torch.allclose(x.grad, expected):
+        return Verdict(True)
+    inside = upstream.abs() <= 1.0
+    if not torch.allclose(x.grad[inside], expected[inside]):
+        return Verdict(False, "Values already inside [-1, 1] must pass unchanged; yours were altered.")
+    return Verdict(False, "Values outside [-1, 1] must become -1 (below) or 1 (above), keeping their sign.")
+
 
 _EXERCISE_01_1 = Exercise(
     "01.1",
-    "On the T1a graph, hooks on z multiply by 3 and then add 1. Predict x.grad.",
-    expect_tensor(
-        [4.0, 7.0, 10.0, 13.0],
-        "The first hook's result is the second hook's input, and x receives whatever the last hook returns.",
+    "Write a tensor hook clamp_hook(grad) that limits the gradient to [-1, 1].",
+    expect_callable(_clamp_test, "a hook function clamp_hook(grad)"),
+    hints=(
+        "A tensor hook that returns a tensor replaces the gradient; one that returns None changes nothing.",
+        "torch has an elementwise function that limits values to a range and returns a new tensor.",
     ),
-    praise="Hooks chain in registration order: (3·g) + 1 with g = w.",
-    kind="predict",
+    kind="write",
+    praise="Returning a new tensor is the supported way to change a gradient, on every graph.",
 )
 
 
-def _run_on_graph(hook: Callable[[torch.Tensor], Any]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Intermediate z with a known gradient [-3, -0.5, 0.5, 3]; returns (x.grad, the gradient z received)."""
-    x = torch.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
-    z = x * 1.0
-    weights = torch.tensor([-3.0, -0.5, 0.5, 3.0])
-    with z.register_hook(hook):
-        (z * weights).sum().backward()
-    return x.grad, weights
+# -- 01.2 watch_grad -------------------------------------------------------------------------------------
+def _watch_test(watch: Callable[[torch.Tensor, dict, str], Any]) -> Verdict:
+    generator = torch.Generator().manual_seed(2)
+    x = torch.randn(4, 3, generator=generator, requires_grad=True)
+    a = torch.randn(4, 3, generator=generator)
+    b = torch.randn(4, 3, generator=generator)
 
+    def forward(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.tanh(x)  # the intermediate, used twice: its gradient is the sum of two paths
+        return h, (h * a).sum() + (h ** 2 * b).sum()
 
-def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
-    x_grad, weights = _run_on_graph(hook)
-    if torch.equal(x_grad, weights):
-        return Verdict(False, "The gradient reached x unchanged: does your hook *return* the clamped tensor?")
-    if not torch.allclose(x_grad, weights.clamp(-1, 1)):
-        return Verdict(False, f"x received {x_grad.tolist()}; values inside [-1, 1] must pass unchanged.")
+    # ground truth without hooks: plain autograd on a twin graph
+    h0, loss0 = forward(x)
+    dh_true, dx_true = torch.autograd.grad(loss0, (h0, x))
+
+    store: dict = {}
+    h, loss = forward(x)
+    handle = watch(h, store, "tanh")
+    if not callable(getattr(handle, "remove", None)):
+        return Verdict(False, f"watch_grad returned {type(handle).__name__}: return the handle register_hook gave you.")
+    if count_hooks(h) != 1:
+        handle.remove()
+        return Verdict(False, f"Expected one hook on the tensor, found {count_hooks(h)}.")
+    if store:
+        handle.remove()
+        return Verdict(False, "store was filled before backward(): save the gradient inside the hook.")
+    loss.backward(retain_graph=True)
+    kept = store.get("tanh")
+    if kept is None:
+        handle.remove()
+        if store:
+            return Verdict(False, f"Nothing under the name you were given ('tanh'); store has {sorted(store)}.")
+        return Verdict(False, "store is empty (or holds None) after backward: the hook must put the gradient "
+                              "it receives into store[name].")
+    if not torch.allclose(x.grad, dx_true):
+        handle.remove()
+        return Verdict(False, "The gradient that reached x changed: a hook that only keeps must return None.")
+    if not isinstance(kept, torch.Tensor) or kept.shape != dh_true.shape:
+        handle.remove()
+        return Verdict(False, f"store[name] should be the whole gradient (shape {tuple(dh_true.shape)}), "
+                              f"got {type(kept).__name__} {tuple(getattr(kept, 'shape', ()))}.")
+    if not torch.allclose(kept, dh_true):
+        handle.remove()
+        return Verdict(False, "store[name] is not the gradient that reached the tensor.")
+    handle.remove()
+    if count_hooks(h):
+        return Verdict(False, "handle.remove() left a hook on the tensor: return the handle of the hook you registered.")
+    store.clear()
+    x.grad = None
+    loss.backward()
+    if store:
+        return Verdict(False, "After handle.remove() the hook still stored a gradient.")
     return Verdict(True)
 
 
 _EXERCISE_01_2 = Exercise(
     "01.2",
-    "Write a tensor hook that clamps the gradient to [-1, 1].",
-    expect_callable(_clamp_test, "a hook function hook(grad)"),
-    praise="Returning a new tensor is the supported way to change a gradient.",
+    "Write watch_grad(tensor, store, name): a hook that keeps the gradient reaching tensor in store[name], unchanged; "
+    "return the handle.",
+    expect_callable(_watch_test, "a function watch_grad(tensor, store, name)"),
+    hints=(
+        "This is what retain_grad() does, written as a tensor hook: the hook receives the gradient as its argument.",
+        "Define the hook inside watch_grad (so it sees store and name), let it assign into the dict and return None, "
+        "and return what tensor.register_hook gave you.",
+    ),
     kind="write",
+    praise="A retain_grad you control: it keeps what you choose, under the name you choose, until you remove it.",
 )
 
 
-def _norm_recorder_test(make_hook: Callable[[list[float]], Callable[[torch.Tensor], Any]]) -> Verdict:
-    norms: list[float] = []
-    hook = make_hook(norms)
-    if not callable(hook):
-        return Verdict(False, "make_hook(norms) must return the hook function itself.")
-    x_grad, weights = _run_on_graph(hook)
-    if not torch.equal(x_grad, weights):
-        return Verdict(False, "The gradient changed: a hook that only looks must return None.")
-    if len(norms) != 1:
-        return Verdict(False, f"After one backward the list should hold 1 norm, it holds {len(norms)}.")
-    expected = float(weights.norm())
-    value = norms[0]
-    if isinstance(value, torch.Tensor):
-        if value.requires_grad:
-            return Verdict(False, "Store a plain number (e.g. grad.norm().item()), not a tensor attached to a graph.")
-        value = float(value)
-    if not isinstance(value, float) or abs(value - expected) > 1e-4:
-        return Verdict(False, f"Expected the L2 norm of the gradient, got {norms[0]!r}.")
+# -- 01.3 (stretch) reverse_grad --------------------------------------------------------------------------
+def _reversal_test(reverse: Callable[[torch.Tensor, float], Any]) -> Verdict:
+    generator = torch.Generator().manual_seed(3)
+    for lam, intermediate in ((0.5, False), (2.0, True)):
+        leaf = torch.randn(5, 3, generator=generator, requires_grad=True)
+        x = leaf * 1.0 if intermediate else leaf
+        a = torch.randn(5, 3, generator=generator)
+        b = torch.randn(5, 3, generator=generator)
+        y = reverse(x, lam)
+        if not isinstance(y, torch.Tensor):
+            return Verdict(False, f"reverse_grad returned {type(y).__name__}: return a tensor.")
+        if y is x:
+            return Verdict(False, "reverse_grad returned x itself: return a new tensor (with the same values), so "
+                                  "the hook acts only on the gradient that flows through it.")
+        if y.shape != x.shape or not torch.equal(y.detach(), x.detach()):
+            return Verdict(False, "The values changed: in the forward pass the result must equal x.")
+        if not y.requires_grad:
+            return Verdict(False, "The result does not require grad (detached?): no gradient can flow back through it.")
+        if count_hooks(x):
+            return Verdict(False, "You put the hook on x itself: it would also flip the gradient of every other "
+                                  "use of x. Hook the new tensor.")
+        # x is used twice: directly (weights a) and through the reversal (weights b)
+        ((x * a).sum() + (y * b).sum()).backward()
+        expected = a - lam * b  # by hand
+        if torch.allclose(leaf.grad, a + lam * b):
+            return Verdict(False, "The gradient through your tensor is multiplied by lam: reverse its sign (-lam).")
+        if torch.allclose(leaf.grad, a + b):
+            return Verdict(False, "The gradient through your tensor arrives unchanged: register a hook that "
+                                  "returns the new gradient.")
+        if torch.allclose(leaf.grad, -lam * (a + b)):
+            return Verdict(False, "Every gradient reaching x was flipped, also the one that does not pass "
+                                  "through your tensor: hook the new tensor, not x.")
+        if not torch.allclose(leaf.grad, expected, atol=1e-6):
+            return Verdict(False, f"With lam = {lam}, the gradient through your tensor should be -lam times what "
+                                  "arrives; x.grad does not match that.")
     return Verdict(True)
 
 
 _EXERCISE_01_3 = Exercise(
     "01.3",
-    "Write make_hook(norms) returning a hook that appends the gradient's L2 norm to norms and changes nothing.",
-    expect_callable(_norm_recorder_test, "a function make_hook(norms)"),
-    praise="A few bytes per step instead of a whole retained gradient.",
+    "Write reverse_grad(x, lam): a tensor equal to x whose gradient, on the way back, is multiplied by -lam "
+    "(other uses of x unaffected).",
+    expect_callable(_reversal_test, "a function reverse_grad(x, lam)"),
+    hints=(
+        "A hook on x itself would change every gradient that reaches x, not only the one that passes through "
+        "your result.",
+        "Make a new tensor from x with an operation that keeps the values (and the graph), hook that one, and "
+        "return it.",
+    ),
     kind="write",
+    stretch=True,
+    praise="That is the gradient reversal layer of domain-adversarial training (Ganin & Lempitsky, 2015): "
+           "identity forward, -lam backward.",
 )
 
-EXERCISES = (_EXERCISE_01_1, _EXERCISE_01_2, _EXERCISE_01_3,)
+EXERCISES = (_EXERCISE_01_1, _EXERCISE_01_2, _EXERCISE_01_3)
