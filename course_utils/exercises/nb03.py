@@ -1,4 +1,6 @@
-"""Exercises of notebooks/03_forward_hooks.ipynb: reading and changing what modules compute."""
+"""Exercises of notebooks/03_forward_hooks.ipynb: a pre-hook that replaces the input, a feature extractor that
+stays right with in-place layers, and a call tracer that also sees a forward that raised -- each run on models
+the learner has not seen, against outputs computed by hand (no hook involved)."""
 
 from __future__ import annotations
 
@@ -9,98 +11,264 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_choice, expect_live_order
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable
 from course_utils.hooks import count_hooks
-from course_utils.models import LeNet
-from course_utils.timeline import HookTimeline
 
 
-def _conv2_test(extract: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
-    generator = torch.Generator().manual_seed(3)
-    model = LeNet()
-    x = torch.randn(2, 1, 32, 32, generator=generator)
-    expected = model.conv2(F.max_pool2d(F.relu(model.conv1(x)), 2)).detach()
-    result = extract(model, x)
-    if count_hooks(model):
-        return Verdict(False, f"{count_hooks(model)} hook(s) are still on the model: remove the hook before returning.")
-    if not isinstance(result, torch.Tensor):
-        return Verdict(False, f"extract(model, x) should return a tensor, got {type(result).__name__}.")
-    if tuple(result.shape) != (2, 16, 10, 10):
-        return Verdict(False, f"conv2's output has shape (N, 16, 10, 10); you returned {tuple(result.shape)}.")
-    if not torch.allclose(result, expected, atol=1e-6):
-        return Verdict(False, "Right shape, wrong values: hook conv2 itself (not conv1, not after the ReLU).")
-    if result.requires_grad:
-        return Verdict(False, "Store output.detach(): a stored tensor that requires grad keeps the whole graph alive.")
+# -- 03.1: a forward pre-hook that standardises each sample ------------------------------------------------
+def _standardised(x: torch.Tensor) -> torch.Tensor:
+    """The hand formula: each row minus its mean, divided by its population standard deviation."""
+    centred = x - x.mean(dim=1, keepdim=True)
+    return centred / centred.pow(2).mean(dim=1, keepdim=True).sqrt()
+
+
+class _Affine(nn.Module):
+    """Two positional inputs: ``forward(x, shift) = fc(x) + shift``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(5, 3)
+
+    def forward(self, x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) + shift
+
+
+def _standardise_test(hook: Callable[..., Any]) -> Verdict:
+    generator = torch.Generator().manual_seed(31)
+    layer = nn.Linear(5, 3)
+    x = torch.randn(4, 5, generator=generator) * torch.tensor([[1.0], [4.0], [0.5], [9.0]]) + 7.0
+    original = x.clone()
+    with torch.no_grad():  # by hand, before anything is attached
+        expected = layer(_standardised(x))
+        by_feature = layer((x - x.mean(0)) / x.std(0, unbiased=False))
+        unbiased = layer((x - x.mean(1, keepdim=True)) / x.std(1, keepdim=True))
+        raw = layer(x)
+    graph_leaf = original.clone().requires_grad_()
+    expected_grad = torch.autograd.grad(layer(_standardised(graph_leaf)).sum(), graph_leaf)[0]
+    handle = layer.register_forward_pre_hook(hook)
+    try:
+        with torch.no_grad():
+            got = layer(x)
+        if not torch.equal(x, original):
+            return Verdict(False, "Your hook changed the caller's tensor in place: compute a new tensor and return it.")
+        if torch.allclose(got, raw, atol=1e-5):
+            return Verdict(False, "The layer received the raw input: a pre-hook changes the input only by "
+                                  "returning the new positional inputs.")
+        if torch.allclose(got, by_feature, atol=1e-4):
+            return Verdict(False, "You standardised each feature over the batch (dim 0); standardise each sample "
+                                  "(row, dim 1) on its own.")
+        if torch.allclose(got, unbiased, atol=1e-4):
+            return Verdict(False, "Close: use the population standard deviation (unbiased=False).")
+        if not torch.allclose(got, expected, atol=1e-4):
+            return Verdict(False, "The layer did not receive each row with mean 0 and standard deviation 1.")
+        leaf = original.clone().requires_grad_()
+        layer(leaf).sum().backward()
+        if leaf.grad is None or not torch.allclose(leaf.grad, expected_grad, atol=1e-4):
+            return Verdict(False, "The gradient does not flow back to the caller's tensor: build the new input "
+                                  "with tensor operations (no .data, .detach() or torch.no_grad()).")
+    finally:
+        handle.remove()
+
+    pair = _Affine()
+    a = torch.randn(3, 5, generator=generator) * 3.0 - 1.0
+    shift = torch.randn(3, 3, generator=generator)
+    with torch.no_grad():
+        expected = pair.fc(_standardised(a)) + shift
+    handle = pair.register_forward_pre_hook(hook)
+    try:
+        with torch.no_grad():
+            got = pair(a, shift)
+    except TypeError:
+        return Verdict(False, "With a second positional input the layer's forward failed: return a tuple with "
+                              "every positional input, only the first one replaced.")
+    finally:
+        handle.remove()
+    if not torch.allclose(got, expected, atol=1e-4):
+        return Verdict(False, "With two positional inputs, replace only the first and pass the others on unchanged.")
     return Verdict(True)
 
 
 _EXERCISE_03_1 = Exercise(
     "03.1",
-    "Write extract(model, x) that returns LeNet's conv2 output via a forward hook and leaves no hook behind.",
-    expect_callable(_conv2_test, "a function extract(model, x)"),
-    praise="One hook, one stored detach(), removed on the way out.",
+    "Write a forward pre-hook that standardises each sample of the first input (mean 0, std 1 per row).",
+    expect_callable(_standardise_test, "a pre-hook standardise(module, args)"),
+    hints=(
+        "A forward pre-hook changes what forward receives only through what it returns.",
+        "Return a tuple: the new first input (built from args[0] with out-of-place tensor operations, per row: "
+        "keepdim=True keeps the shapes broadcastable), followed by the remaining entries of args.",
+    ),
     kind="write",
+    praise="A pre-hook's return value replaces the positional inputs; the caller's tensor and its gradient are intact.",
 )
 
 
-def _normalise_test(hook: Callable[..., Any]) -> Verdict:
-    seen: list[torch.Tensor] = []
-    layer = nn.Identity()
-    x = torch.tensor([[1.0, 2.0, 3.0, 6.0], [10.0, 10.0, 14.0, 14.0]])
-    original = x.clone()
-    with layer.register_forward_pre_hook(hook), layer.register_forward_hook(lambda m, a, out: seen.append(a[0])):
-        output = layer(x)
-    if not torch.equal(x, original):
-        return Verdict(False, "Your hook changed the caller's tensor in place: return a new tensor instead.")
-    received = seen[0]
-    mean = received.mean(dim=1)
-    std = received.std(dim=1, unbiased=False)
-    if torch.equal(received, x):
-        return Verdict(False, "The layer received the raw input: a pre-hook changes it only by returning (new_x,).")
-    if not (torch.allclose(mean, torch.zeros(2), atol=1e-5) and torch.allclose(std, torch.ones(2), atol=1e-4)):
-        return Verdict(False, "Each sample (row) should have mean 0 and standard deviation 1 (use unbiased=False).")
-    if not torch.equal(output, received):
-        return Verdict(False, "The layer's output should be computed from the normalised input.")
+# -- 03.2: a feature extractor that stays right with in-place layers ----------------------------------------
+class _ResidualInPlace(nn.Module):
+    """``out = fc(x); out += x; relu_(out)``: both in-place writes hit fc's output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.fc(x)
+        out += x
+        return self.act(out)
+
+
+class _Boom(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("this layer always fails")
+
+
+def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) -> Verdict:
+    generator = torch.Generator().manual_seed(32)
+    torch.manual_seed(32)
+    convs = nn.Sequential(nn.Conv2d(2, 4, 3), nn.BatchNorm2d(4), nn.ReLU(inplace=True), nn.Conv2d(4, 3, 3),
+                          nn.ReLU(inplace=True)).eval()
+    x = torch.randn(3, 2, 8, 8, generator=generator)
+    with torch.no_grad():  # by hand, each module called directly, ReLU out of place: the ground truth
+        conv0 = convs[0](x)
+        norm1 = convs[1](conv0)
+        conv3 = convs[3](F.relu(norm1))
+    truth = {"0": conv0, "1": norm1, "3": conv3}
+    got = extract(convs, x, ["0", "1", "3"])
+    if count_hooks(convs):
+        return Verdict(False, f"{count_hooks(convs)} hook(s) are still on the model: remove every hook before returning.")
+    if not isinstance(got, dict) or sorted(got) != ["0", "1", "3"]:
+        keys = sorted(got) if isinstance(got, dict) else type(got).__name__
+        return Verdict(False, f"Return a dict with one entry per requested name (['0', '1', '3']); got {keys}.")
+    if any(not isinstance(value, torch.Tensor) for value in got.values()):
+        return Verdict(False, "Each entry should be the tensor that layer returned.")
+    if any(value.requires_grad for value in got.values()):
+        return Verdict(False, "Store detached tensors: a stored tensor that requires grad keeps the whole graph alive.")
+    if not torch.equal(got["0"], truth["0"]):
+        return Verdict(False, "Layer '0' holds the wrong values: hook the named layer and keep what it returned.")
+    if not torch.equal(got["1"], truth["1"]) or not torch.equal(got["3"], truth["3"]):
+        rectified = torch.equal(got["1"], F.relu(truth["1"])) or torch.equal(got["3"], F.relu(truth["3"]))
+        if rectified:
+            return Verdict(False, "A layer followed by ReLU(inplace=True) came back rectified: the ReLU wrote into "
+                                  "the memory your entry shares. Keep a copy, taken when the layer returns.")
+        return Verdict(False, "Some entries do not hold what their layer returned.")
+
+    residual = _ResidualInPlace()
+    x = torch.randn(5, 4, generator=generator)
+    with torch.no_grad():
+        fc_out = residual.fc(x)
+    got = extract(residual, x, ["fc"])
+    if count_hooks(residual) or not isinstance(got, dict) or "fc" not in got:
+        return Verdict(False, "On a second model the result was not a dict with the requested name, or hooks stayed.")
+    if not torch.equal(got["fc"], fc_out):
+        return Verdict(False, "On a residual block (`out += x` after the layer) the stored output changed "
+                              "afterwards: keep a copy taken when the layer returns.")
+
+    failing = nn.Sequential(nn.Linear(3, 3), _Boom())
+    try:
+        extract(failing, torch.ones(2, 3), ["0"])
+    except ValueError:
+        pass
+    else:
+        return Verdict(False, "The model's forward raised ValueError, but your function did not: let the error "
+                              "propagate (clean up, then re-raise).")
+    if count_hooks(failing):
+        return Verdict(False, "When the forward raised, your hook stayed on the model: remove hooks in a `finally` "
+                              "block (or with a `with` statement).")
     return Verdict(True)
 
 
 _EXERCISE_03_2 = Exercise(
     "03.2",
-    "Write a forward pre-hook that standardises each sample of the input (mean 0, std 1 per row).",
-    expect_callable(_normalise_test, "a pre-hook normalise(module, args)"),
-    praise="A pre-hook's return value replaces the positional inputs, and the caller's tensor stays untouched.",
+    "Write extract(model, x, names): the named layers' outputs, right even with in-place layers after them, "
+    "and no hook left behind (also when forward raises).",
+    expect_callable(_extract_test, "a function extract(model, x, names)"),
+    hints=(
+        "A tensor stored by reference changes when a later in-place layer writes into its memory. When is the "
+        "value still right, and what makes your entry independent of that memory?",
+        "In the forward hook, store a detached copy (detach, then clone). Register the hooks and run the model "
+        "inside try, and remove every handle in finally.",
+    ),
     kind="write",
+    praise="A copy taken the moment the layer returns cannot be overwritten; `finally` cleans up whatever happens.",
 )
 
 
-def _recorded_forward_order() -> list[str]:
-    layer = nn.Linear(2, 2)
-    with HookTimeline() as timeline:
-        timeline.watch_global(backward=False)
-        timeline.watch_module(layer, backward=False)
-        layer(torch.ones(1, 2))
-    return [event.kind for event in timeline.events]
+# -- 03.3 (stretch): a call tracer that also sees a forward that raised --------------------------------------
+class _Reuse(nn.Module):
+    """``act`` is called twice."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.act = nn.Tanh()
+        self.mid = nn.Linear(3, 4)
+        self.head = nn.Sequential(nn.Linear(4, 2), nn.ReLU(inplace=True))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.act(self.mid(self.act(x))))
+
+
+def _as_calls(calls: Any) -> list[tuple[Any, Any]] | None:
+    if not isinstance(calls, (list, tuple)) or not all(isinstance(c, (list, tuple)) and len(c) == 2 for c in calls):
+        return None
+    return [(name, None if shape is None else tuple(shape)) for name, shape in calls]
+
+
+def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
+    model = _Reuse()
+    expected = [("act", (2, 3)), ("mid", (2, 4)), ("act", (2, 4)), ("head.0", (2, 2)), ("head.1", (2, 2))]
+    with tracer_class(model) as tracer:
+        model(torch.ones(2, 3))
+    calls = _as_calls(getattr(tracer, "calls", None))
+    if calls is None:
+        return Verdict(False, "tracer.calls should be a list of (name, shape) pairs.")
+    if count_hooks(model):
+        return Verdict(False, f"{count_hooks(model)} hook(s) are still on the model after the with block: remove "
+                              "them in __exit__.")
+    if [name for name, _ in calls].count("act") == 1:
+        return Verdict(False, "A module called twice must appear twice: append one entry per call.")
+    if calls != expected:
+        return Verdict(False, f"Expected one (dotted name, output shape) per leaf-module call in call order, e.g. "
+                              f"{expected[:2]} ...; got {calls[:3]} ...")
+    model(torch.ones(2, 3))
+    if len(tracer.calls) != len(expected):
+        return Verdict(False, "After the with block the tracer still recorded calls: remove the hooks on exit.")
+
+    failing = nn.Sequential(nn.Linear(3, 4), _Boom(), nn.Linear(4, 2))
+    try:
+        with tracer_class(failing) as tracer:
+            failing(torch.ones(5, 3))
+    except ValueError:
+        pass
+    else:
+        return Verdict(False, "The forward raised ValueError inside the with block, but the error disappeared: "
+                              "__exit__ must not swallow it (return False or None).")
+    if count_hooks(failing):
+        return Verdict(False, "When the forward raised, hooks stayed on the model: __exit__ runs then too — "
+                              "remove them there.")
+    calls = _as_calls(getattr(tracer, "calls", None))
+    if calls == [("0", (5, 4))]:
+        return Verdict(False, "The layer whose forward raised is missing: an ordinary forward hook does not run "
+                              "then. Which registration option makes it run anyway?")
+    if calls != [("0", (5, 4)), ("1", None)]:
+        return Verdict(False, f"For a forward that raised in layer '1' expected [('0', (5, 4)), ('1', None)]; "
+                              f"got {calls}.")
+    return Verdict(True)
 
 
 _EXERCISE_03_3 = Exercise(
     "03.3",
-    "Order the global and local forward pre-hooks and forward hooks of one layer (checked against a live run).",
-    expect_live_order(_recorded_forward_order, "Which runs first before forward, and which first after it?"),
-    praise="Global hooks wrap the local ones on the way in; after forward the global hook runs first too.",
-    kind="predict",
-)
-
-_EXERCISE_03_4 = Exercise(
-    "03.4",
-    "What does a forward hook on nn.ReLU(inplace=True) receive as its input?",
-    expect_choice(
-        "the rectified values",
-        ["the rectified values", "the original values", "None", "a copy of the input"],
-        "An in-place ReLU writes its result into its input tensor. Which object does the hook get?",
+    "Write a context manager CallTracer(model) that lists (name, output shape or None) for every leaf-module call, "
+    "also a call whose forward raised, and removes its hooks on exit.",
+    expect_callable(_tracer_test, "a class CallTracer(model) used as `with CallTracer(model) as tracer:`"),
+    hints=(
+        "Leaf modules have no children. A reused module fires its hooks once per call, so append, never overwrite. "
+        "One forward-hook option makes the hook run even when forward raises; what is `output` then?",
+        "In __enter__ register, on every leaf, a forward hook with always_call=True that appends (name, shape) "
+        "(shape None when output is None) and keep the handles; in __exit__ remove them and return False.",
     ),
-    praise="The input *is* the output object: record inputs of in-place layers with a pre-hook.",
-    kind="choice",
+    kind="write",
+    stretch=True,
+    praise="always_call=True reports the failing layer; __exit__ cleans up and lets the error through.",
 )
 
-EXERCISES = (_EXERCISE_03_1, _EXERCISE_03_2, _EXERCISE_03_3, _EXERCISE_03_4,)
+EXERCISES = (_EXERCISE_03_1, _EXERCISE_03_2, _EXERCISE_03_3)
