@@ -5,10 +5,13 @@
   docstring, ``check(...)`` line) is kept. Outputs and execution counts are cleared. ``make lab`` gives
   self-learners the same edition in their own workspace (``course_utils.workspace``).
 - ``slides``: one reveal.js deck per notebook (slide boundaries from each cell's ``slideshow`` metadata; a
-  notebook without any starts a new slide at every ``##`` heading). reveal.js and require.js are copied next to the
-  decks from ``vendor/``, so the decks work offline (formulas show as TeX source without a network: MathJax is
-  not vendored).
+  notebook without any starts a new slide at every ``##`` heading). reveal.js, require.js, jQuery and KaTeX are
+  copied next to the decks from ``vendor/``, so the decks work offline, formulas included.
 - ``html``: a static, readable rendering of the executed notebooks (images embedded) plus an ``index.html``.
+
+Both use nbconvert's templates with one change (``tools/nbconvert_templates/``): formulas are typeset by the vendored
+KaTeX instead of MathJax from a CDN, and the slides do not import mermaid from a CDN. Nothing is fetched from the
+network when a page or deck is opened.
 
 Usage: ``python tools/build_editions.py learner|slides|html [--out build]``  (``make learner``, ``make slides``,
 ``make html``)
@@ -21,6 +24,7 @@ import html
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
@@ -29,6 +33,8 @@ NOTEBOOKS = ROOT / "notebooks"
 REVEAL = ROOT / "vendor" / "reveal.js"
 REQUIRE = ROOT / "vendor" / "requirejs"
 JQUERY = ROOT / "vendor" / "jquery"
+KATEX = ROOT / "vendor" / "katex"
+TEMPLATES = Path(__file__).resolve().parent / "nbconvert_templates"
 OFFLINE_SCRIPTS = {"require_js_url": "requirejs/require.js", "jquery_url": "jquery/jquery.min.js"}
 sys.path.insert(0, str(ROOT))
 from course_utils.course import read_opening  # noqa: E402
@@ -57,9 +63,37 @@ def build_learner(out: Path) -> list[Path]:
 
 
 def copy_scripts(target: Path) -> None:
-    """require.js and jQuery next to the pages (nbconvert's templates load them; vendored for offline use)."""
+    """require.js, jQuery and KaTeX next to the pages (the templates load them; vendored for offline use)."""
+    if not (KATEX / "katex.min.js").exists():
+        raise SystemExit(f"KaTeX is missing from {KATEX}: it ships with the repository (vendor/).")
     shutil.copytree(REQUIRE, target / "requirejs")
     shutil.copytree(JQUERY, target / "jquery")
+    shutil.copytree(KATEX, target / "katex")
+
+
+def html_exporter() -> Any:
+    """nbconvert's lab template with vendored KaTeX for formulas (``tools/nbconvert_templates/course_lab``)."""
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="course_lab", extra_template_basedirs=[str(TEMPLATES)],
+                            extra_template_paths=[str(TEMPLATES)], embed_images=True, **OFFLINE_SCRIPTS)
+    exporter.exclude_input_prompt = True
+    exporter.exclude_output_prompt = True
+    return exporter
+
+
+def page_resources(path: Path) -> dict[str, Any]:
+    """The browser tab shows the notebook's title (nbconvert's default is "Notebook")."""
+    return {"metadata": {"name": read_opening(path).title}}
+
+
+def slides_exporter() -> Any:
+    """nbconvert's reveal template with vendored reveal.js and KaTeX (``tools/nbconvert_templates/course_reveal``)."""
+    from nbconvert import SlidesExporter
+
+    return SlidesExporter(template_name="course_reveal", extra_template_basedirs=[str(TEMPLATES)],
+                          extra_template_paths=[str(TEMPLATES)], reveal_url_prefix="reveal.js", reveal_theme="white",
+                          reveal_scroll=True, **OFFLINE_SCRIPTS)
 
 
 # -- slides -------------------------------------------------------------------------------------------------
@@ -75,8 +109,6 @@ def with_slide_boundaries(notebook: nbformat.NotebookNode) -> nbformat.NotebookN
 
 
 def build_slides(out: Path) -> list[Path]:
-    from nbconvert import SlidesExporter
-
     if not (REVEAL / "dist" / "reveal.js").exists():
         raise SystemExit(f"reveal.js is missing from {REVEAL}: it ships with the repository (vendor/).")
     target = out / "slides"
@@ -85,10 +117,11 @@ def build_slides(out: Path) -> list[Path]:
     target.mkdir(parents=True)
     shutil.copytree(REVEAL, target / "reveal.js")
     copy_scripts(target)
-    exporter = SlidesExporter(reveal_url_prefix="reveal.js", reveal_theme="white", reveal_scroll=True, **OFFLINE_SCRIPTS)
+    exporter = slides_exporter()
     written = []
     for path in course_notebooks():
-        body, _ = exporter.from_notebook_node(with_slide_boundaries(nbformat.read(path, as_version=4)))
+        deck = with_slide_boundaries(nbformat.read(path, as_version=4))
+        body, _ = exporter.from_notebook_node(deck, resources=page_resources(path))
         page = target / f"{path.stem}.slides.html"
         page.write_text(body, encoding="utf-8")
         written.append(page)
@@ -97,21 +130,17 @@ def build_slides(out: Path) -> list[Path]:
 
 # -- static HTML --------------------------------------------------------------------------------------------
 def build_html(out: Path) -> list[Path]:
-    from nbconvert import HTMLExporter
-
     target = out / "html"
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
     copy_scripts(target)
-    exporter = HTMLExporter(template_name="lab", embed_images=True, **OFFLINE_SCRIPTS)
-    exporter.exclude_input_prompt = True
-    exporter.exclude_output_prompt = True
+    exporter = html_exporter()
     rows = []
     written = []
     for path in course_notebooks():
         opening = read_opening(path)
-        body, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4))
+        body, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4), resources=page_resources(path))
         page = target / f"{path.stem}.html"
         page.write_text(body, encoding="utf-8")
         written.append(page)

@@ -1,0 +1,170 @@
+"""Formulas render offline in the static HTML pages and the slides (``make html``, ``make slides``).
+
+Each page is built by ``tools/build_editions.py`` into a temporary folder and opened from ``file://`` in Debian's
+Chromium (Playwright, never ``playwright install``). It must typeset its formulas with the vendored KaTeX
+(``.katex`` elements), leave no ``$...$`` or TeX command as raw text outside code, show no KaTeX parse error,
+raise no script error, and request nothing but local files: no CDN.
+
+Run with ``make test-browser`` (or ``pytest tests/browser/test_static_maths.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import build_editions  # noqa: E402
+
+CHROMIUM = Path(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium"))
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
+NOTEBOOKS = build_editions.course_notebooks()
+
+# Text nodes outside code, scripts and rendered maths; the page must hold no formula source among them.
+RAW_TEXT = """() => {
+  const skip = "PRE, CODE, SCRIPT, STYLE, TEXTAREA, .katex, .katex-display";
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const texts = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (!node.parentElement.closest(skip)) texts.push(node.textContent);
+  }
+  return texts.join("\\n");
+}"""
+RAW_MATH = re.compile(r"\$[^$\s][^$\n]*\$|\\\(|\\\[|\\(?:partial|sum|frac|alpha|cdot|max)\b")
+
+
+def fixture_notebook() -> nbformat.NotebookNode:
+    nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb.cells = [
+        new_markdown_cell("# 99 · Maths\n\nInline $\\partial y / \\partial A_c$ and $x = [1,1,1]$; a variable `$HOME` "
+                          "stays code.\n\nDisplay:\n\n$$\\sum_c \\alpha_c A_c$$"),
+        new_code_cell("print('costs $5 and $6')", execution_count=1,
+                      outputs=[new_output("stream", name="stdout", text="costs $5 and $6\n")]),
+        new_markdown_cell("## Second slide\n\n| rule | gradient |\n|---|---|\n| guided | $\\max(g, 0) \\cdot [x > 0]$ |"),
+    ]
+    return nb
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The course's html and slides editions, plus the fixture notebook rendered by the same exporters."""
+    out = tmp_path_factory.mktemp("static")
+    build_editions.build_html(out)
+    build_editions.build_slides(out)
+    nb = fixture_notebook()
+    body, _ = build_editions.html_exporter().from_notebook_node(nb)
+    (out / "html" / "fixture.html").write_text(body, encoding="utf-8")
+    body, _ = build_editions.slides_exporter().from_notebook_node(build_editions.with_slide_boundaries(nb))
+    (out / "slides" / "fixture.slides.html").write_text(body, encoding="utf-8")
+    return out
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        message = f"Chromium not found at {CHROMIUM}: install Debian's chromium (apt-get install chromium)."
+        if os.environ.get("COURSE_REQUIRE_BROWSER"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@dataclass
+class Visit:
+    maths: int
+    errors: int
+    raw: list[str]
+    outside: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    script_errors: list[str] = field(default_factory=list)
+
+
+def visit(chromium, page_path: Path, *, slides: bool = False) -> Visit:  # type: ignore[no-untyped-def]
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    outside: list[str] = []
+    failed: list[str] = []
+    script_errors: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(LOCAL_SCHEMES) else outside.append(r.url))
+    page.on("requestfailed", lambda r: failed.append(f"{r.url} ({r.failure})"))
+    page.on("pageerror", lambda e: script_errors.append(str(e)))
+    try:
+        page.goto(page_path.as_uri(), wait_until="load")
+        page.wait_for_function("() => document.readyState === 'complete'")
+        if slides:
+            # reveal.js (loaded through require.js) marks its root .ready once initialised
+            page.wait_for_selector(".reveal.ready", state="attached", timeout=15_000)
+            page.keyboard.press("ArrowRight")  # a slide change runs the template's handlers
+            page.wait_for_timeout(300)
+        maths = page.locator(".katex").count()
+        errors = page.locator(".katex-error").count()
+        raw = RAW_MATH.findall(page.evaluate(RAW_TEXT))
+    finally:
+        context.close()
+    return Visit(maths, errors, raw, outside, failed, script_errors)
+
+
+def assert_offline_and_clean(result: Visit, name: str) -> None:
+    assert not result.outside, f"{name} contacted the network: {result.outside[:5]}"
+    assert not result.failed, f"{name}: requests failed (a missing local file?): {result.failed[:5]}"
+    assert not result.script_errors, f"{name}: script errors: {result.script_errors[:3]}"
+    assert result.errors == 0, f"{name}: {result.errors} formula(s) KaTeX could not parse (class katex-error)"
+    assert not result.raw, f"{name}: formula source left as text: {result.raw[:5]}"
+
+
+@pytest.mark.parametrize("slides", [False, True], ids=["html", "slides"])
+def test_the_fixture_formulas_are_typeset_and_code_keeps_its_dollars(site: Path, chromium, slides: bool) -> None:  # type: ignore[no-untyped-def]
+    page = site / ("slides/fixture.slides.html" if slides else "html/fixture.html")
+    text = page.read_text(encoding="utf-8")
+    assert "mathjax" not in text.lower(), "the page still refers to MathJax"
+    assert not re.findall(r'<script[^>]+src="https?:', text), "a script is loaded from the web"
+    result = visit(chromium, page, slides=slides)
+    assert result.maths == 4, result  # two inline, one display, one in the table
+    assert_offline_and_clean(result, page.name)
+
+
+def _has_maths(path: Path) -> bool:
+    nb = nbformat.read(path, as_version=4)
+    return any(c.cell_type == "markdown" and re.search(r"\$[^$\s][^$]*\$", c.source) for c in nb.cells)
+
+
+@pytest.mark.parametrize("slides", [False, True], ids=["html", "slides"])
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_course_pages_render_their_formulas_offline(site: Path, chromium, notebook: Path, slides: bool) -> None:  # type: ignore[no-untyped-def]
+    page = site / ("slides" if slides else "html") / (f"{notebook.stem}.slides.html" if slides else f"{notebook.stem}.html")
+    result = visit(chromium, page, slides=slides)
+    if _has_maths(notebook):
+        assert result.maths > 0, f"{page.name}: no typeset formula"
+    assert_offline_and_clean(result, page.name)
+
+
+def test_the_index_is_offline(site: Path, chromium) -> None:  # type: ignore[no-untyped-def]
+    result = visit(chromium, site / "html" / "index.html")
+    assert_offline_and_clean(result, "index.html")
+
+
+def test_katex_is_vendored_with_its_licence() -> None:
+    katex = ROOT / "vendor" / "katex"
+    for name in ("katex.min.js", "katex.min.css", "contrib/auto-render.min.js", "LICENSE"):
+        assert (katex / name).is_file(), name
+    css = (katex / "katex.min.css").read_text(encoding="utf-8")
+    woff2 = set(re.findall(r"url\(fonts/([\w-]+\.woff2)\)", css))
+    assert woff2 and all((katex / "fonts" / f).is_file() for f in woff2), "a WOFF2 font named by katex.min.css is missing"
