@@ -9,8 +9,8 @@ validator is reported as a course bug, with what to send the maintainers.
 Usage::
 
     from course_utils.checks import check, hint
-    check("01.2", clamp_hook)   # ✓ Exercise 01.2: correct ...   or   ✗ Exercise 01.2: not yet. <hint>
-    hint("01.2")                # the next hint for 01.2
+    check("01.1", clamp_hook)   # ✓ Exercise 01.1: correct ...   or   ✗ Exercise 01.1: not yet. <hint>
+    hint("01.1")                # the next hint for 01.1
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def check(exercise_id: str, answer: Any) -> Verdict:
 
     The validator runs the answer on its own cases; the learner's random states and settings are untouched.
 
-    Usage: ``check("01.2", clamp_hook)``
+    Usage: ``check("01.1", clamp_hook)``
     """
     item = exercise(exercise_id)
     with preserved_session():

@@ -110,7 +110,9 @@ def stub_source(source: str) -> str:
     position = 0
     for block in solution_blocks(source):
         out.extend(lines[position : block.start])
-        names = _assigned_names(block.body(lines))
+        # a block at the top of the cell names what the learner must create (e.g. `answer`); inside a def, the
+        # def line already says it, and the solution's local names would be a hint
+        names = _assigned_names(block.body(lines)) if not block.indent else []
         create = f" (define {', '.join(f'`{n}`' for n in names)})" if names else ""
         out.append(f"{block.indent}# YOUR CODE HERE{create}, then delete the raise line below")
         out.append(f'{block.indent}raise NotImplementedError("{label}: your code goes here")')
