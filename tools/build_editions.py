@@ -9,6 +9,9 @@
   copied next to the decks from ``vendor/``, so the decks work offline, formulas included.
 - ``html``: a static, readable rendering of the executed notebooks (images embedded) plus an ``index.html``.
 
+Both also render the hook cheat-sheet (``notebooks/hooks_cheatsheet.md``) as ``hooks_cheatsheet.html``, listed in
+their ``index.html``; its links to notebook sections point to the pages (html) or the decks (slides).
+
 Both use nbconvert's templates with one change (``tools/nbconvert_templates/``): formulas are typeset by the vendored
 KaTeX instead of MathJax from a CDN, and the slides do not import mermaid from a CDN. Nothing is fetched from the
 network when a page or deck is opened.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -34,6 +38,12 @@ REVEAL = ROOT / "vendor" / "reveal.js"
 REQUIRE = ROOT / "vendor" / "requirejs"
 JQUERY = ROOT / "vendor" / "jquery"
 KATEX = ROOT / "vendor" / "katex"
+CHEATSHEET = NOTEBOOKS / "hooks_cheatsheet.md"
+PAGE_STYLE = (
+    "body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;line-height:1.5}"
+    "table{border-collapse:collapse;font-size:0.85em;margin:1em 0}th,td{border:1px solid #ccc;padding:0.3em 0.5em;"
+    "vertical-align:top;text-align:left}code{font-size:0.95em;background:#f4f4f4}a.anchor-link{display:none}"
+)
 TEMPLATES = Path(__file__).resolve().parent / "nbconvert_templates"
 OFFLINE_SCRIPTS = {"require_js_url": "requirejs/require.js", "jquery_url": "jquery/jquery.min.js"}
 sys.path.insert(0, str(ROOT))
@@ -96,6 +106,32 @@ def slides_exporter() -> Any:
                           reveal_scroll=True, **OFFLINE_SCRIPTS)
 
 
+def simple_page(title: str, body: str) -> str:
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{PAGE_STYLE}</style></head><body>\n{body}\n</body></html>\n"
+    )
+
+
+def write_cheatsheet(target: Path, suffix: str, keep_anchors: bool) -> Path:
+    """``hooks_cheatsheet.md`` as ``hooks_cheatsheet.html``; links to ``NN_topic.ipynb#section`` become
+    ``NN_topic<suffix>#section`` (the anchor dropped when ``keep_anchors`` is false: reveal.js decks)."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    if not CHEATSHEET.exists():
+        raise SystemExit(f"The hook cheat-sheet is missing: {CHEATSHEET}.")
+    body = markdown2html_mistune(CHEATSHEET.read_text(encoding="utf-8"))
+
+    def relink(match: re.Match[str]) -> str:
+        anchor = match.group(2) or ""
+        return f'href="{match.group(1)}{suffix}{anchor if keep_anchors else ""}"'
+
+    body = re.sub(r'href="(\d\d_\w+)\.ipynb(#[^"]*)?"', relink, body)
+    page = target / "hooks_cheatsheet.html"
+    page.write_text(simple_page("PyTorch hooks — cheat-sheet", body), encoding="utf-8")
+    return page
+
+
 # -- slides -------------------------------------------------------------------------------------------------
 def with_slide_boundaries(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Keep explicit slideshow metadata; otherwise start a slide at the title and at every ## heading."""
@@ -119,12 +155,22 @@ def build_slides(out: Path) -> list[Path]:
     copy_scripts(target)
     exporter = slides_exporter()
     written = []
+    rows = []
     for path in course_notebooks():
         deck = with_slide_boundaries(nbformat.read(path, as_version=4))
         body, _ = exporter.from_notebook_node(deck, resources=page_resources(path))
         page = target / f"{path.stem}.slides.html"
         page.write_text(body, encoding="utf-8")
         written.append(page)
+        rows.append(f'<li><a href="{page.name}">{html.escape(read_opening(path).title)}</a></li>')
+    written.append(write_cheatsheet(target, ".slides.html", keep_anchors=False))
+    index = target / "index.html"
+    index.write_text(simple_page(
+        "PyTorch Hooks, hands-on — slides",
+        "<h1>PyTorch Hooks, hands-on — slides</h1><ol>" + "\n".join(rows) + "</ol>"
+        '<p>Reference: <a href="hooks_cheatsheet.html">hook cheat-sheet</a> (every hook API on one page).</p>',
+    ), encoding="utf-8")
+    written.insert(0, index)
     return written
 
 
@@ -153,10 +199,12 @@ def build_html(out: Path) -> list[Path]:
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>PyTorch Hooks, hands-on</title>"
         "<style>body{font-family:sans-serif;max-width:50em;margin:2em auto;line-height:1.5}</style></head><body>"
         "<h1>PyTorch Hooks, hands-on</h1><p>The executed course, readable without Jupyter. To run it, see the "
-        "repository's README (<code>make lab</code>).</p><ol>" + "\n".join(rows) + "</ol></body></html>\n",
+        "repository's README (<code>make lab</code>).</p><ol>" + "\n".join(rows) + "</ol>"
+        '<p>Reference: <a href="hooks_cheatsheet.html">hook cheat-sheet</a> (every hook API on one page, with links '
+        "to the sections that show it).</p></body></html>\n",
         encoding="utf-8",
     )
-    return [index, *written]
+    return [index, *written, write_cheatsheet(target, ".html", keep_anchors=True)]
 
 
 def main() -> None:

@@ -156,11 +156,6 @@ def test_course_pages_render_their_formulas_offline(site: Path, chromium, notebo
     assert_offline_and_clean(result, page.name)
 
 
-def test_the_index_is_offline(site: Path, chromium) -> None:  # type: ignore[no-untyped-def]
-    result = visit(chromium, site / "html" / "index.html")
-    assert_offline_and_clean(result, "index.html")
-
-
 def test_katex_is_vendored_with_its_licence() -> None:
     katex = ROOT / "vendor" / "katex"
     for name in ("katex.min.js", "katex.min.css", "contrib/auto-render.min.js", "LICENSE"):
@@ -168,3 +163,19 @@ def test_katex_is_vendored_with_its_licence() -> None:
     css = (katex / "katex.min.css").read_text(encoding="utf-8")
     woff2 = set(re.findall(r"url\(fonts/([\w-]+\.woff2)\)", css))
     assert woff2 and all((katex / "fonts" / f).is_file() for f in woff2), "a WOFF2 font named by katex.min.css is missing"
+
+
+def test_the_cheatsheet_page_is_listed_offline_and_its_section_links_land(site: Path, chromium) -> None:  # type: ignore[no-untyped-def]
+    for edition in ("html", "slides"):
+        index = (site / edition / "index.html").read_text(encoding="utf-8")
+        assert 'href="hooks_cheatsheet.html"' in index, edition
+        assert_offline_and_clean(visit(chromium, site / edition / "index.html"), f"{edition}/index.html")
+        assert_offline_and_clean(visit(chromium, site / edition / "hooks_cheatsheet.html"), f"{edition}/hooks_cheatsheet.html")
+    page = (site / "html" / "hooks_cheatsheet.html").read_text(encoding="utf-8")
+    links = re.findall(r'href="(\d\d_\w+\.html)#([^"]+)"', page)
+    assert len(links) >= 20
+    for target, anchor in links:
+        assert f'id="{anchor}"' in (site / "html" / target).read_text(encoding="utf-8"), f"{target}#{anchor}"
+    assert ".ipynb" not in page
+    slides = (site / "slides" / "hooks_cheatsheet.html").read_text(encoding="utf-8")
+    assert all((site / "slides" / name).exists() for name in re.findall(r'href="(\d\d_\w+\.slides\.html)"', slides))

@@ -1,0 +1,115 @@
+"""The hook cheat-sheet stays true: every API it names exists in the installed PyTorch, every keyword option it lists
+is a parameter of that API, and every notebook section it links to exists (anchored as nbconvert and JupyterLab
+anchor headings)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHEATSHEET = ROOT / "notebooks" / "hooks_cheatsheet.md"
+API = re.compile(r"`(torch(?:\.\w+)+)`")
+NOTEBOOK_LINK = re.compile(r"\]\((\d\d_\w+\.ipynb)#((?:[^()\s]|\([^()\s]*\))+)\)")  # balanced () allowed
+
+
+def text() -> str:
+    return CHEATSHEET.read_text(encoding="utf-8")
+
+
+def resolve(dotted: str) -> Any:
+    """Import the longest importable module prefix of ``dotted``, then follow attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:]:
+            obj = getattr(obj, attribute)
+        return obj
+    raise ImportError(dotted)
+
+
+def heading_anchor(heading: str) -> str:
+    """The id nbconvert gives a markdown heading (the text, spaces as dashes, URL-quoted); JupyterLab uses the
+    same text unquoted, which the browser quotes the same way in a link."""
+    plain = re.sub(r"`([^`]*)`", r"\1", heading).replace("**", "").strip()
+    return quote(plain.replace(" ", "-"), safe="?/:@!$&'()*+,;=")
+
+
+def notebook_anchors(path: Path) -> set[str]:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    anchors = set()
+    for cell in cells:
+        if cell["cell_type"] == "markdown":
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            anchors.update(heading_anchor(m) for m in re.findall(r"^#{1,6}\s+(.+?)\s*#*$", source, re.MULTILINE))
+    return anchors
+
+
+def table_rows() -> list[list[str]]:
+    rows = []
+    for line in text().splitlines():
+        if line.startswith("| `torch."):
+            rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def test_the_cheatsheet_names_apis_and_links_sections() -> None:
+    assert len(set(API.findall(text()))) >= 30
+    assert len(NOTEBOOK_LINK.findall(text())) >= 20
+
+
+@pytest.mark.parametrize("name", sorted(set(API.findall(CHEATSHEET.read_text(encoding="utf-8")))))
+def test_every_named_api_exists_in_the_installed_torch(name: str) -> None:
+    try:
+        resolve(name)
+    except (ImportError, AttributeError) as error:
+        pytest.fail(f"hooks_cheatsheet.md names `{name}`, which torch does not have ({error})")
+
+
+def test_listed_keyword_options_are_parameters_of_the_api() -> None:
+    checked = 0
+    for row in table_rows():
+        first = row[0]
+        apis = API.findall(first)
+        options = re.findall(r"\(((?:`\w+`(?:, )?)+)\)", first)
+        if not options:
+            continue
+        names = re.findall(r"`(\w+)`", options[0])
+        for api in apis:
+            parameters = inspect.signature(resolve(api)).parameters
+            missing = [n for n in names if n not in parameters]
+            assert not missing, f"{api} has no parameter {missing}; it takes {list(parameters)}"
+            checked += 1
+    assert checked >= 8
+
+
+def test_every_linked_notebook_section_exists() -> None:
+    links = NOTEBOOK_LINK.findall(text())
+    for notebook, anchor in links:
+        path = CHEATSHEET.parent / notebook
+        assert path.exists(), f"hooks_cheatsheet.md links {notebook}, which does not exist"
+        anchors = notebook_anchors(path)
+        assert anchor in anchors, f"{notebook} has no heading with anchor #{anchor}; its anchors: {sorted(anchors)}"
+
+
+def test_heading_anchor_matches_nbconvert() -> None:
+    from nbconvert.filters.strings import add_anchor
+
+    for heading in ("2 · Keeping a gradient with `retain_grad()`", '`with_kwargs`, "input" and T10–T12'):
+        html = add_anchor(f"<h2>{heading.replace('`', '')}</h2>")
+        assert f'id="{heading_anchor(heading)}"' in html, html
+
+
+def test_every_row_links_the_pytorch_docs_or_a_notebook() -> None:
+    for row in table_rows():
+        assert "](https://docs.pytorch.org/" in row[-1] or ".ipynb#" in row[-1], row[0]
