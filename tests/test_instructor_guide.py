@@ -38,9 +38,13 @@ def _minutes(text: str) -> int:
 
 def test_agenda_times_add_up_when_read_back_from_the_text() -> None:
     """Read the rendered agendas as an instructor would: each start = previous start + its minutes; title = sum."""
-    text = instructor_guide.agendas_markdown()
-    agendas = re.findall(r"\*\*([^*]+) \(([^)]+) with breaks\)\*\*.*?\n\n((?:\|.*\n?)+)", text)
+    assert_times_add_up(instructor_guide.agendas_markdown())
+
+
+def assert_times_add_up(text: str) -> None:
+    agendas = re.findall(r"\*\*([^*(]+) \(([^)]+?)(?: with breaks)?\)\*\*.*?\n\n((?:\|.*\n?)+)", text)
     assert [a[0] for a in agendas][:2] == ["Half day", "Full day"]
+    assert len(agendas) == 2 + ("Optional advanced block" in text)
     for name, total, table in agendas:
         rows = re.findall(r"^\| (\d+):(\d\d) \| .*\((\d+) min\) \|$", table, re.MULTILINE)
         assert rows, name
@@ -75,11 +79,14 @@ def test_new_notebooks_join_the_advanced_block_and_the_timings(tmp_path: Path) -
         (tmp_path / f"{number}_extra.ipynb").write_text(json.dumps(template), encoding="utf-8")
     agendas = instructor_guide.agendas_markdown(tmp_path)
     advanced = agendas.split("**Optional advanced block")[1]
-    assert advanced.startswith(" (1 h 40 min with breaks)")  # 3 x 30 min + one 10-min break
+    assert_times_add_up(agendas)
+    extra = len(course_map(tmp_path)) - len([b for b in instructor_guide.FULL_DAY if b.notebook])
+    assert advanced.count("| break (10 min) |") == (extra - 1) // 2  # one after every second notebook
     assert all(f"`{n}_extra` (30 min)" in advanced for n in ("91", "92", "93"))
     assert "`91_extra`" in agendas.split("**Full day")[0]  # the half day points to it for self-study
     timings = instructor_guide.timings_markdown(tmp_path, timings={"00_start_here": 4})
-    assert "| `91_extra` | not measured | 30 min |" in timings and "**4 s** + 10 not measured" in timings
+    unmeasured = len(course_map(tmp_path)) - 1
+    assert "| `91_extra` | not measured | 30 min |" in timings and f"**4 s** + {unmeasured} not measured" in timings
 
 
 def test_a_missing_section_or_notebook_is_a_clear_error(tmp_path: Path) -> None:

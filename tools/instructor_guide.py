@@ -186,8 +186,9 @@ def agendas_markdown(notebooks_dir: Path | None = None) -> str:
     extra = advanced_blocks(notebooks)
     if extra:
         rows, total = agenda_table(extra, notebooks, folder)
+        breaks = " with breaks" if any(block.notebook is None for block in extra) else ""
         out += [
-            f"**Optional advanced block ({duration(total)} with breaks)** — after the full day, or as a second "
+            f"**Optional advanced block ({duration(total)}{breaks})** — after the full day, or as a second "
             "half day; times from its own start.",
             "",
             *rows,
