@@ -1,0 +1,175 @@
+"""What autograd keeps for backward, counted through a saved-tensor pack hook: :class:`SavedTensorLog`.
+
+Inside ``with SavedTensorLog(model) as log:`` every tensor an operation saves for backward passes through a
+``pack`` hook (``torch.autograd.graph.saved_tensors_hooks``) that records its shape, dtype and bytes, and
+forward pre-hooks on the model's leaf modules tell which layer was running. The counting rules, stated once:
+
+- a storage is counted once, by the first layer that saves it (a ReLU's output that the next ``Linear`` saves
+  again is not memory twice);
+- tensors that share storage with a parameter (``Linear`` saves ``weight.t()``) cost nothing extra and are
+  not counted -- they are listed with ``parameter=True``;
+- bytes are ``numel * element_size`` of the saved tensor: what the graph holds between forward and backward,
+  measured exactly, not the process's RSS.
+
+The pack hook returns ``tensor.detach()`` and unpack returns it unchanged, so nothing about the computation
+changes. Every hook is removed when the block ends, also when it raises.
+
+Usage::
+
+    with SavedTensorLog(model) as log:
+        loss = model(x).sum()
+    print(log.by_layer(), log.total_bytes)
+
+:func:`saved_tensor_hooks_active` says whether a saved-tensor hook pair is in force in this thread.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+__all__ = ["SavedRecord", "SavedTensorLog", "saved_tensor_hooks_active", "storage_key", "tensor_bytes"]
+
+OUTSIDE = "(outside any layer)"
+"""The layer name given to tensors saved while no leaf module of the model was running."""
+
+
+def tensor_bytes(tensor: torch.Tensor) -> int:
+    """Bytes of a tensor's elements: ``numel * element_size``. Usage: ``tensor_bytes(torch.ones(4))  # 16``"""
+    return tensor.numel() * tensor.element_size()
+
+
+def storage_key(tensor: torch.Tensor) -> tuple[str, int]:
+    """Identifies the memory a tensor lives in (device and storage address): views of one storage share it.
+
+    Usage: ``storage_key(w.t()) == storage_key(w)``
+    """
+    return (str(tensor.device), tensor.untyped_storage().data_ptr())
+
+
+def saved_tensor_hooks_active() -> bool:
+    """True while a ``saved_tensors_hooks`` pair (or ``save_on_cpu``) is in force in the calling thread.
+
+    Usage: ``assert not saved_tensor_hooks_active()``
+    """
+    return torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
+
+
+@dataclass(frozen=True)
+class SavedRecord:
+    """One tensor an operation saved for backward."""
+
+    layer: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    nbytes: int
+    duplicate: bool
+    parameter: bool
+
+    @property
+    def counted(self) -> bool:
+        """Counted as memory: neither a storage already counted nor a parameter's."""
+        return not (self.duplicate or self.parameter)
+
+
+class SavedTensorLog:
+    """Record every tensor saved for backward inside the ``with`` block, by layer.
+
+    Usage: ``with SavedTensorLog(model) as log: model(x)`` then ``log.by_layer()``
+    """
+
+    def __init__(self, model: nn.Module | None = None) -> None:
+        if model is not None and not isinstance(model, nn.Module):
+            raise TypeError(f"SavedTensorLog takes an nn.Module (or nothing); got {type(model).__name__}.")
+        self.model = model
+        self.records: list[SavedRecord] = []
+        self._seen: dict[tuple[str, int], weakref.ref[torch.Tensor]] = {}
+        self._parameters: set[tuple[str, int]] = set()
+        self._stack: list[str] = []
+        self._handles: list[Any] = []
+        self._hooks: torch.autograd.graph.saved_tensors_hooks | None = None
+
+    # -- the hooks --------------------------------------------------------------------------------------
+    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        key = storage_key(tensor)
+        layer = self._stack[-1] if self._stack else OUTSIDE
+        earlier = self._seen.get(key)
+        duplicate = earlier is not None and earlier() is not None  # a freed storage's address can be reused
+        self.records.append(
+            SavedRecord(layer, tuple(tensor.shape), tensor.dtype, tensor_bytes(tensor), duplicate, key in self._parameters)
+        )
+        kept = tensor.detach()
+        if not duplicate:
+            self._seen[key] = weakref.ref(kept)
+        return kept
+
+    @staticmethod
+    def _unpack(tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
+
+    def _enter_layer(self, name: str) -> Any:
+        def pre_hook(module: nn.Module, args: Any) -> None:
+            self._stack.append(name)
+
+        return pre_hook
+
+    def _leave_layer(self, module: nn.Module, args: Any, output: Any) -> None:
+        if self._stack:
+            self._stack.pop()
+
+    # -- context manager ----------------------------------------------------------------------------------
+    def __enter__(self) -> SavedTensorLog:
+        if self._hooks is not None:
+            raise RuntimeError("This SavedTensorLog is already in use: create a new one for each with-block.")
+        try:
+            if self.model is not None:
+                self._parameters = {storage_key(p) for p in self.model.parameters()}
+                for name, module in self.model.named_modules():
+                    if name and not list(module.children()):
+                        self._handles.append(module.register_forward_pre_hook(self._enter_layer(name)))
+                        self._handles.append(module.register_forward_hook(self._leave_layer, always_call=True))
+            self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+            self._hooks.__enter__()
+        except BaseException:
+            self._remove_module_hooks()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        try:
+            if self._hooks is not None:
+                self._hooks.__exit__(*exc_info)
+        finally:
+            self._remove_module_hooks()
+            self._stack.clear()
+
+    def _remove_module_hooks(self) -> None:
+        while self._handles:
+            self._handles.pop().remove()
+
+    # -- results ------------------------------------------------------------------------------------------
+    def by_layer(self) -> dict[str, int]:
+        """Counted bytes per layer, in the order the layers first saved something."""
+        totals: dict[str, int] = {}
+        for record in self.records:
+            totals.setdefault(record.layer, 0)
+            if record.counted:
+                totals[record.layer] += record.nbytes
+        return totals
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes the graph holds for backward: every counted record."""
+        return sum(record.nbytes for record in self.records if record.counted)
+
+    @property
+    def naive_bytes(self) -> int:
+        """What a count of every pack call would say (duplicates and parameter views included)."""
+        return sum(record.nbytes for record in self.records)
+
+    def __repr__(self) -> str:
+        return f"SavedTensorLog({len(self.records)} saved tensors, {self.total_bytes} bytes counted)"

@@ -1,0 +1,84 @@
+"""course_utils.memory: SavedTensorLog counts what autograd saves, per layer, each storage once, parameters aside."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+from course_utils.hooks import count_hooks
+from course_utils.memory import OUTSIDE, SavedTensorLog, saved_tensor_hooks_active, storage_key, tensor_bytes
+
+
+def _mlp() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(5, 7), nn.ReLU(), nn.Linear(7, 3))
+
+
+def test_counts_each_storage_once_and_skips_parameter_views() -> None:
+    model, x = _mlp(), torch.randn(4, 5)
+    with SavedTensorLog(model) as log:
+        model(x).sum().backward()
+    # by hand: the Linear saves x (4x5 floats); the ReLU saves its output (4x7), which the last Linear saves again
+    assert log.by_layer() == {"0": 4 * 4 * 5, "1": 4 * 4 * 7, "2": 0}
+    assert log.total_bytes == 4 * (4 * 5 + 4 * 7)
+    kinds = [(r.layer, r.duplicate, r.parameter) for r in log.records]
+    assert kinds == [("0", False, False), ("1", False, False), ("2", True, False), ("2", False, True)]
+    assert log.naive_bytes == log.total_bytes + 4 * 4 * 7 + 4 * 3 * 7
+
+
+def test_gradients_are_unchanged_and_hooks_are_gone() -> None:
+    model, x = _mlp(), torch.randn(4, 5)
+    model(x).pow(2).sum().backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    with SavedTensorLog(model):
+        assert saved_tensor_hooks_active() and count_hooks(model) == 2 * 3
+        loss = model(x).pow(2).sum()
+    loss.backward()
+    assert all(torch.equal(p.grad, e) for p, e in zip(model.parameters(), expected))
+    assert not saved_tensor_hooks_active() and count_hooks(model) == 0
+
+
+def test_hooks_removed_and_error_kept_when_forward_raises() -> None:
+    class Boom(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise ValueError("boom")
+
+    model = nn.Sequential(nn.Linear(2, 2), Boom())
+    with pytest.raises(ValueError, match="boom"):
+        with SavedTensorLog(model):
+            model(torch.randn(1, 2, requires_grad=True))
+    assert count_hooks(model) == 0 and not saved_tensor_hooks_active()
+
+
+def test_without_a_model_everything_is_outside() -> None:
+    a = torch.randn(3, requires_grad=True)
+    with SavedTensorLog() as log:
+        (a * a).sum()
+    assert log.by_layer() == {OUTSIDE: 12}       # a saved twice by mul: one storage
+
+
+def test_a_freed_address_is_not_taken_for_a_duplicate() -> None:
+    a = torch.randn(256, requires_grad=True)
+    with SavedTensorLog() as log:
+        for _ in range(3):
+            a.exp().sum().backward()             # each graph is freed before the next forward
+    assert [r.duplicate for r in log.records] == [False, False, False]
+    assert log.total_bytes == 3 * 256 * 4
+
+
+def test_bad_input_and_reuse_are_refused() -> None:
+    with pytest.raises(TypeError, match="nn.Module"):
+        SavedTensorLog("model")  # type: ignore[arg-type]
+    log = SavedTensorLog()
+    with log:
+        pass
+    with pytest.raises(RuntimeError, match="already in use"):
+        log.__enter__()
+
+
+def test_small_helpers() -> None:
+    w = torch.zeros(3, 4)
+    assert storage_key(w.t()) == storage_key(w) and tensor_bytes(w) == 48
+    assert tensor_bytes(torch.zeros(2, dtype=torch.int64)) == 16
