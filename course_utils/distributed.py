@@ -1,0 +1,275 @@
+"""Run one function in fresh worker processes that form a gloo process group on 127.0.0.1 -- and always end them.
+
+:func:`run_workers` starts ``world_size`` Python processes (``subprocess``, a clean interpreter each), lets every
+one join a gloo process group, calls ``fn(rank, world_size, *args)`` in each and returns their results by rank.
+Whatever happens -- a worker raises, hangs, or the notebook cell is interrupted -- every worker is ended (terminate,
+then kill) and the rendezvous port is closed before the call returns or raises.
+
+- **The port.** The parent process itself opens the rendezvous store (a ``TCPStore``) on ``127.0.0.1`` port 0:
+  the operating system picks a free port and the store keeps it bound while the workers connect. Nothing is
+  chosen first and bound later, so two notebooks (or CI runs) at once cannot pick the same port. (The common
+  recipe -- bind a socket to port 0, read the number, close it, pass it on -- has a race: another program can take
+  the port between the close and the store's bind.)
+- **The network.** Workers bind gloo to the loopback interface (``GLOO_SOCKET_IFNAME``, set in the worker only),
+  so nothing listens beyond 127.0.0.1. The notebook's own environment variables are never touched.
+- **Output.** A worker's stdout and stderr go to a log file, not into the notebook; when a worker fails, the error
+  names its rank and carries its traceback and the end of its log.
+- **The function** must be importable by name (defined in a module such as ``course_utils.comm_hooks``): a fresh
+  process cannot see functions defined in a notebook cell.
+
+Usage::
+
+    from course_utils.distributed import run_workers
+    from course_utils.comm_hooks import train_with_hook
+    results = run_workers(train_with_hook, world_size=2, args=("fp16",), timeout=60)   # [rank 0's, rank 1's]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["WorkerError", "WorkerTimeout", "loopback_interface", "run_workers", "single_process_group"]
+
+_POLL_S = 0.02
+_END_GRACE_S = 3.0
+_LOG_TAIL_CHARS = 2000
+
+
+class WorkerError(RuntimeError):
+    """A worker process raised or died. ``rank`` says which; the message carries its traceback or log."""
+
+    def __init__(self, message: str, rank: int | None = None) -> None:
+        super().__init__(message)
+        self.rank = rank
+
+
+class WorkerTimeout(WorkerError, TimeoutError):
+    """The workers did not all finish within ``timeout`` seconds (they were ended)."""
+
+
+def loopback_interface() -> str:
+    """The name of the loopback network interface (``lo`` on Linux, ``lo0`` on macOS).
+
+    Usage: ``os.environ["GLOO_SOCKET_IFNAME"] = loopback_interface()`` (in a worker process only)
+    """
+    names = [name for _, name in socket.if_nameindex()]
+    for candidate in ("lo", "lo0"):
+        if candidate in names:
+            return candidate
+    loops = [name for name in names if name.startswith("lo")]
+    if loops:
+        return loops[0]
+    raise OSError(f"No loopback network interface found among {names}; gloo needs one to stay on 127.0.0.1.")
+
+
+def _check_function(fn: Callable[..., Any]) -> None:
+    if not callable(fn):
+        raise TypeError(f"fn must be a function, got {type(fn).__name__}.")
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", "")
+    if module in (None, "__main__") or "<locals>" in qualname or "<lambda>" in qualname:
+        raise ValueError(
+            f"Worker processes import the function by name, so {qualname or fn!r} must be defined at the top level "
+            "of a module (e.g. course_utils.comm_hooks), not in a notebook cell, a lambda or another function."
+        )
+
+
+def _end(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Terminate every process still running, wait a little, then kill what is left; reap them all."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    deadline = time.monotonic() + _END_GRACE_S
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text[-_LOG_TAIL_CHARS:].strip()
+
+
+@contextlib.contextmanager
+def _joined(store: Any, rank: int, world_size: int, timeout: float) -> Iterator[Any]:
+    """Join the default gloo process group on ``store`` (loopback only); destroy it on exit, also on error.
+
+    ``GLOO_SOCKET_IFNAME`` is set only while gloo creates its device, then restored (or removed) again."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        raise RuntimeError("This process is already in a process group: call torch.distributed.destroy_process_group() "
+                           "first (or restart the kernel).")
+    previous = os.environ.get("GLOO_SOCKET_IFNAME")
+    os.environ["GLOO_SOCKET_IFNAME"] = loopback_interface()
+    try:
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size,
+                                timeout=datetime.timedelta(seconds=timeout))
+    finally:
+        if previous is None:
+            os.environ.pop("GLOO_SOCKET_IFNAME", None)
+        else:
+            os.environ["GLOO_SOCKET_IFNAME"] = previous
+    try:
+        yield dist.group.WORLD
+    finally:
+        dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def single_process_group(timeout: float = 30.0) -> Iterator[Any]:
+    """A gloo process group of one process -- this one -- on an in-memory store (no port is opened for the
+    rendezvous); destroyed when the block ends, also when it raises. Yields the group.
+
+    Usage: ``with single_process_group() as group: ddp = DistributedDataParallel(model)``
+    """
+    import torch.distributed as dist
+
+    with _joined(dist.HashStore(), 0, 1, timeout) as group:
+        yield group
+
+
+def run_workers(
+    fn: Callable[..., Any],
+    *,
+    world_size: int = 2,
+    args: Sequence[Any] = (),
+    timeout: float = 60.0,
+    local: Callable[[int, int], Any] | None = None,
+) -> list[Any]:
+    """Call ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes joined in a gloo process group on
+    127.0.0.1; return the results ordered by rank.
+
+    With ``local``, this process is rank 0 and runs ``local(0, world_size)`` (a function defined in a notebook
+    can run there), while ranks 1, 2, ... run ``fn`` in worker processes; the group is destroyed afterwards.
+
+    The workers are always ended and the port closed before this returns or raises. Raises :class:`WorkerError`
+    (with the rank and its traceback) when a worker raises or dies, :class:`WorkerTimeout` after ``timeout``
+    seconds; an error in ``local`` is raised as it is. ``fn``, ``args`` and results travel with :mod:`pickle`.
+
+    Usage: ``run_workers(train_with_hook, world_size=2, args=("fp16",))``
+    """
+    _check_function(fn)
+    if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
+        raise ValueError(f"world_size must be a positive int, got {world_size!r}.")
+    if local is not None and (not callable(local) or world_size < 2):
+        raise ValueError("local must be a function local(rank, world_size), and world_size >= 2 with it.")
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+
+    import torch.distributed as dist  # here, not at import time: importing this module stays cheap
+
+    first_worker = 0 if local is None else 1
+    processes: list[subprocess.Popen[bytes]] = []
+    store = None
+    with tempfile.TemporaryDirectory(prefix="course-workers-") as folder:
+        work = Path(folder)
+        try:
+            store = dist.TCPStore("127.0.0.1", 0, world_size + 1, is_master=True, wait_for_workers=False,
+                                  timeout=datetime.timedelta(seconds=timeout))
+            job = {"fn": fn, "args": tuple(args), "world_size": world_size, "port": store.port,
+                   "timeout": float(timeout), "parent": os.getpid()}
+            (work / "job.pkl").write_bytes(pickle.dumps(job))
+            environment = dict(os.environ)
+            environment["PYTHONUNBUFFERED"] = "1"
+            for rank in range(first_worker, world_size):
+                with open(work / f"rank{rank}.log", "wb") as log:
+                    processes.append(subprocess.Popen(
+                        [sys.executable, "-m", "course_utils.distributed", str(work), str(rank)],
+                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=environment,
+                    ))
+            here: list[Any] = []
+            if local is not None:
+                with _joined(store, 0, world_size, timeout):
+                    here.append(local(0, world_size))
+            return here + _collect(processes, work, range(first_worker, world_size), timeout)
+        finally:
+            _end(processes)
+            del store  # the last reference: the store's server socket closes and the port is free again
+
+
+def _collect(processes: Sequence[subprocess.Popen[bytes]], work: Path, ranks: range, timeout: float) -> list[Any]:
+    deadline = time.monotonic() + timeout
+    results: dict[int, Any] = {}
+    while len(results) < len(ranks):
+        for rank, process in zip(ranks, processes):
+            if rank in results or process.poll() is None:
+                continue
+            outcome = work / f"rank{rank}.result.pkl"
+            if not outcome.exists():
+                raise WorkerError(
+                    f"Worker rank {rank} died (exit code {process.returncode}) without a result. Its log:\n"
+                    f"{_log_tail(work / f'rank{rank}.log') or '(empty)'}", rank)
+            status, value = pickle.loads(outcome.read_bytes())
+            if status != "ok":
+                raise WorkerError(f"Worker rank {rank} raised:\n{value}", rank)
+            results[rank] = value
+        if len(results) == len(ranks):
+            break
+        if time.monotonic() > deadline:
+            waiting = [rank for rank in ranks if rank not in results]
+            raise WorkerTimeout(
+                f"Worker rank(s) {waiting} did not finish within {timeout:g} s and were ended. Is a collective "
+                f"waiting for a rank that never calls it? Last log of rank {waiting[0]}:\n"
+                f"{_log_tail(work / f'rank{waiting[0]}.log') or '(empty)'}", waiting[0])
+        time.sleep(_POLL_S)
+    return [results[rank] for rank in ranks]
+
+
+# -- the worker side: `python -m course_utils.distributed <folder> <rank>` ----------------------------------------
+def _watch_parent(parent: int, deadline: float) -> None:
+    """End this worker if the notebook's process goes away or the job overruns (a last line of defence)."""
+    while True:
+        if os.getppid() != parent or time.monotonic() > deadline:
+            os._exit(3)
+        time.sleep(0.2)
+
+
+def _worker_main(folder: str, rank_text: str) -> int:
+    work, rank = Path(folder), int(rank_text)
+    outcome: tuple[str, Any]
+    try:
+        job = pickle.loads((work / "job.pkl").read_bytes())
+        threading.Thread(target=_watch_parent, args=(job["parent"], time.monotonic() + job["timeout"] + 5.0),
+                         daemon=True).start()
+        import torch
+        import torch.distributed as dist
+
+        torch.set_num_threads(1)
+        store = dist.TCPStore("127.0.0.1", job["port"], job["world_size"] + 1, is_master=False,
+                              timeout=datetime.timedelta(seconds=job["timeout"]))
+        with _joined(store, rank, job["world_size"], job["timeout"]):
+            value = job["fn"](rank, job["world_size"], *job["args"])
+        outcome = ("ok", value)
+    except BaseException:  # reported to the parent, which raises it with this rank's number
+        outcome = ("error", traceback.format_exc())
+    partial = work / f"rank{rank}.result.tmp"
+    try:
+        partial.write_bytes(pickle.dumps(outcome))
+    except Exception:  # an unpicklable result: say so instead of dying silently
+        partial.write_bytes(pickle.dumps(("error", traceback.format_exc())))
+    partial.replace(work / f"rank{rank}.result.pkl")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main(sys.argv[1], sys.argv[2]))

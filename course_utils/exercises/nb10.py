@@ -1,0 +1,350 @@
+"""Exercises of notebooks/10_hooks_at_scale.ipynb: a forward hook that ``torch.compile`` traces without a graph
+break, a prediction of how many graphs dynamo compiles as hooks come and go, and two DDP communication hooks
+(a counting all-reduce and a bfloat16 compression) run in a real two-process gloo group.
+
+The DDP checks run the learner's hook in this process as rank 0 and a reference hook in one fresh worker process
+as rank 1 (``course_utils.distributed.run_workers(..., local=...)``): a real two-rank group, so averaging and
+"equal on every rank" are tested. The ground truth is the exact mean of both ranks' local gradients, computed
+here with plain autograd (no DDP, no hook). Each DDP check takes a few seconds (a worker process starts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from types import SimpleNamespace
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_live_value
+from course_utils.hooks import count_hooks
+
+_STEPS = 2
+_BUCKET_CAP_MB = 0.0005  # ~500 bytes: after DDP rebuilds its buckets (second step) the model needs several
+
+
+# -- 10.1: a forward hook that compiles without a graph break ---------------------------------------------------
+@contextlib.contextmanager
+def _quiet_fresh_dynamo() -> Iterator[None]:
+    """Start and end with empty dynamo caches; keep dynamo's log warnings (graph breaks) off stderr."""
+    logger = logging.getLogger("torch._dynamo")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    torch.compiler.reset()
+    try:
+        yield
+    finally:
+        torch.compiler.reset()
+        logger.setLevel(level)
+
+
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = nn.Linear(6, 10), nn.Linear(10, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(torch.tanh(self.first(x)))
+
+
+def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
+    torch.manual_seed(31)
+    model = _Block()
+    generator = torch.Generator().manual_seed(5)
+    batches = [torch.randn(4, 6, generator=generator) for _ in range(5)]
+    with torch.no_grad():
+        truth = sum(float((model.first(x) > 0).float().mean()) for x in batches)  # by hand, no hook
+    running = torch.zeros(2)
+    graphs: list = []
+
+    def counting_backend(graph_module: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    handle = attach(model.first, running)
+    if not callable(getattr(handle, "remove", None)):
+        return Verdict(False, "Return the handle that register_forward_hook gave you, so the caller can remove it.")
+    try:
+        with _quiet_fresh_dynamo():
+            from torch._dynamo.utils import counters  # private: dynamo's own tally of graph breaks
+
+            counters.clear()
+            compiled = torch.compile(model, backend=counting_backend)
+            for x in batches:
+                compiled(x)
+            reasons = [reason.strip().splitlines()[0] for reason in counters["graph_break"]]
+    finally:
+        handle.remove()
+    if count_hooks(model):
+        return Verdict(False, "Removing the handle left hooks on the model.")
+    if reasons:
+        return Verdict(False, f"Your hook caused a graph break ({reasons[0]}): keep everything a tensor -- no .item(), "
+                              "float(), print or .tolist() inside the hook.")
+    if len(graphs) > 1:
+        return Verdict(False, f"Dynamo compiled {len(graphs)} graphs for {len(batches)} calls of the same model: it "
+                              "recompiles when Python state the hook changes (a list that grows, a Python number) is "
+                              "part of its guards. Add to the tensor `running` in place instead.")
+    if float(running[1]) != len(batches):
+        return Verdict(False, f"running[1] is {float(running[1]):g} after {len(batches)} forward calls: add 1 per call.")
+    if abs(float(running[0]) - truth) < 1e-5:
+        return Verdict(True)
+    return Verdict(False, f"running[0] is {float(running[0]):.4f}, but the fractions of the module's output entries "
+                          f"that are > 0 add up to {truth:.4f} over these calls.")
+
+
+# -- 10.2: predict the number of graphs ---------------------------------------------------------------------------
+def _graphs_compiled() -> torch.Tensor:
+    """Compile with one forward hook on layer 0; call; add a second hook; call; remove both; call."""
+    graphs: list = []
+
+    def backend(graph_module: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    x = torch.randn(5, 4)
+    with _quiet_fresh_dynamo():
+        first = net[0].register_forward_hook(lambda module, args, output: output * 10)
+        compiled = torch.compile(net, backend=backend)
+        handles = [first]
+        try:
+            compiled(x)
+            handles.append(net[0].register_forward_hook(lambda module, args, output: output + 1))
+            compiled(x)
+            for handle in handles:
+                handle.remove()
+            compiled(x)
+        finally:
+            for handle in handles:
+                handle.remove()
+    return torch.tensor(float(len(graphs)))
+
+
+# -- 10.3 and 10.4: DDP communication hooks in a real two-rank group ------------------------------------------------
+def _ddp_model() -> nn.Sequential:
+    torch.manual_seed(23)
+    return nn.Sequential(nn.Linear(12, 20), nn.Tanh(), nn.Linear(20, 16), nn.Tanh(), nn.Linear(16, 5))
+
+
+def _ddp_batch(rank: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(77 + 10 * rank + step)
+    return torch.randn(6, 12, generator=generator), torch.randint(0, 5, (6,), generator=generator)
+
+
+def _exact_means() -> list[torch.Tensor]:
+    """The exact average of both ranks' gradients at every step, by plain autograd (no DDP, no hook), following
+    the same SGD steps on the averaged gradient."""
+    model = _ddp_model()
+    means = []
+    for step in range(_STEPS):
+        grads = []
+        for rank in range(2):
+            model.zero_grad(set_to_none=True)
+            x, y = _ddp_batch(rank, step)
+            F.cross_entropy(model(x), y).backward()
+            grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+        mean = (grads[0] + grads[1]) / 2
+        means.append(mean)
+        with torch.no_grad():
+            offset = 0
+            for param in model.parameters():
+                param -= 0.1 * mean[offset:offset + param.numel()].view_as(param)
+                offset += param.numel()
+    return means
+
+
+def _train_ddp(rank: int, hook: Callable[..., Any], state: Any) -> list[torch.Tensor]:
+    """Two SGD steps of the exercise model under DDP with ``hook``; the flat gradients after each backward."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    model = _ddp_model()
+    ddp = DistributedDataParallel(model, bucket_cap_mb=_BUCKET_CAP_MB)
+    ddp.register_comm_hook(state, hook)
+    optimiser = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    found = []
+    for step in range(_STEPS):
+        optimiser.zero_grad(set_to_none=True)
+        x, y = _ddp_batch(rank, step)
+        F.cross_entropy(ddp(x), y).backward()
+        found.append(torch.cat([p.grad.detach().flatten() for p in model.parameters()]))
+        optimiser.step()
+    return found
+
+
+def _reference_counting(state, bucket):  # noqa: ANN001, ANN202 -- DDP reads the signature: no annotations
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    return default_hooks.allreduce_hook(state.group, bucket)
+
+
+def _reference_bf16(process_group, bucket):  # noqa: ANN001, ANN202
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    return default_hooks.bf16_compress_hook(process_group, bucket)
+
+
+def _partner(rank: int, world_size: int, which: str) -> list[torch.Tensor]:
+    """Rank 1 of a check: the same training with the reference hook (runs in a worker process)."""
+    import torch.distributed as dist
+
+    if which == "counting":
+        return _train_ddp(rank, _reference_counting, SimpleNamespace(group=dist.group.WORLD, bytes=0))
+    return _train_ddp(rank, _reference_bf16, dist.group.WORLD)
+
+
+_DDP_ERRORS = (
+    ("must return a torch.futures.Future", "DDP needs a Future from the hook, not a tensor: return the future of the "
+                                           "all-reduce (async_op=True, .get_future())."),
+    ("expected the hook result", "The Future must hold one tensor (the bucket's new gradients), but an all-reduce's "
+                                 "future holds a list: chain .then(lambda fut: fut.value()[0])."),
+    ("Communication hook", "DDP rejected the hook's signature: write it as def hook(state, bucket) without type "
+                           "annotations."),
+)
+
+
+def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which: str) -> tuple[Any, list, list] | Verdict:
+    """Rank 0 (here) trains with the learner's hook, rank 1 (a worker) with the reference; returns
+    (rank 0's state, rank 0's gradients, rank 1's gradients), or a Verdict explaining a DDP error."""
+    import torch.distributed as dist
+
+    from course_utils.distributed import WorkerError, run_workers
+
+    if dist.is_initialized():
+        return Verdict(False, "This kernel is already in a process group: run torch.distributed.destroy_process_group() "
+                              "(or restart the kernel) so the check can start its own.")
+    kept: dict[str, Any] = {}
+
+    def rank0(rank: int, world_size: int) -> list[torch.Tensor]:
+        kept["state"] = make_state(dist.group.WORLD)
+        return _train_ddp(rank, hook, kept["state"])
+
+    try:
+        mine, theirs = run_workers(_partner, world_size=2, args=(which,), timeout=60, local=rank0)
+    except WorkerError as error:
+        return Verdict(False, "Rank 1, which ran the reference hook, failed while your hook ran on rank 0: does your "
+                              "hook make exactly one all_reduce per bucket, on a tensor of the bucket's size? "
+                              f"({str(error).strip().splitlines()[-1]})")
+    except (RuntimeError, ValueError) as error:
+        text = str(error)
+        for needle, advice in _DDP_ERRORS:
+            if needle in text:
+                return Verdict(False, advice)
+        raise
+    return kept["state"], mine, theirs
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+def _counting_test(hook: Callable[..., Any]) -> Verdict:
+    outcome = _run_pair(hook, lambda group: SimpleNamespace(group=group, bytes=0), "counting")
+    if isinstance(outcome, Verdict):
+        return outcome
+    state, mine, theirs = outcome
+    means = _exact_means()
+    n_bytes = sum(p.numel() for p in _ddp_model().parameters()) * 4 * _STEPS
+    for got, mean in zip(mine, means):
+        if torch.allclose(got, 2 * mean, atol=1e-6):
+            return Verdict(False, "The gradients are twice the average: all_reduce sums, so divide by the group's "
+                                  "size (state.group.size()) before or after it.")
+        if not torch.allclose(got, mean, atol=1e-6):
+            return Verdict(False, f"After the hook the gradients are not the mean of both ranks' gradients "
+                                  f"(relative difference {_relative(got, mean):.2g}).")
+    if not all(torch.equal(a, b) for a, b in zip(mine, theirs)):
+        return Verdict(False, "The two ranks ended with different gradients.")
+    counted = getattr(state, "bytes", None)
+    if counted == n_bytes // 4:
+        return Verdict(False, f"state.bytes is {counted}: that is the number of elements; count bytes "
+                              "(numel() * element_size()).")
+    if counted != n_bytes:
+        return Verdict(False, f"state.bytes is {counted}, expected {n_bytes}: add the size of every bucket your hook "
+                              f"all-reduces, in bytes, on every call ({_STEPS} steps, several buckets).")
+    return Verdict(True)
+
+
+def _bf16_test(hook: Callable[..., Any]) -> Verdict:
+    outcome = _run_pair(hook, lambda group: group, "bf16")
+    if isinstance(outcome, Verdict):
+        return outcome
+    _, mine, theirs = outcome
+    means = _exact_means()
+    for got, mean in zip(mine, means):
+        if got.dtype != torch.float32:
+            return Verdict(False, f"The gradients came back as {got.dtype}: copy the result into the bucket's "
+                                  "float32 buffer (decompress) before returning it.")
+        if _relative(got, 2 * mean) < 1e-2:
+            return Verdict(False, "The gradients are about twice the average: divide by the group's size.")
+        if not torch.equal(got, got.to(torch.bfloat16).to(torch.float32)):
+            return Verdict(False, "Some gradients are not bfloat16 numbers: the all-reduce was not done in bfloat16 "
+                                  "(cast the bucket's buffer with .to(torch.bfloat16) before sending it).")
+        if _relative(got, mean) > 1e-2:
+            return Verdict(False, f"The gradients are far from the mean of both ranks (relative error "
+                                  f"{_relative(got, mean):.2g}): average, in bfloat16, then copy back.")
+    if not all(torch.equal(a, b) for a, b in zip(mine, theirs)):
+        return Verdict(False, "The two ranks ended with different gradients: every rank must decompress the same "
+                              "all-reduced tensor.")
+    return Verdict(True)
+
+
+EXERCISES = (
+    Exercise(
+        "10.1",
+        "Write a forward hook that sums the fraction of active outputs into a tensor, so one compiled graph serves "
+        "every call.",
+        expect_callable(_activity_test, "a function watch_activity(module, running) that returns a handle"),
+        hints=(
+            "Dynamo puts tensor operations in the graph; Python numbers and growing lists become guards or breaks.",
+            "Compare the output with 0, turn the booleans into floats and average them; add that to running[0] in "
+            "place, and 1 to running[1].",
+        ),
+        kind="write",
+        praise="Tensors in, tensors out: one graph for every call, and you read the numbers after training.",
+    ),
+    Exercise(
+        "10.2",
+        "Predict how many graphs dynamo compiles while hooks are added to and removed from a compiled model.",
+        expect_live_value(_graphs_compiled, "Count a new graph each time the hook dictionary's length differs from "
+                                            "every length compiled so far.", atol=0.0),
+        hints=(
+            "Dynamo guards on the length of a hook dictionary that was not empty when it compiled.",
+            "First call: one graph. Then ask at every call: is there a compiled graph whose guard (the number of "
+            "hooks on layer 0) still holds?",
+        ),
+        kind="predict",
+        praise="Guards watch the number of hooks on a module that had hooks; an empty dictionary is not watched.",
+    ),
+    Exercise(
+        "10.3",
+        "Write a DDP comm hook that averages each bucket with all_reduce and counts the bytes it sends.",
+        expect_callable(_counting_test, "a comm hook counting_mean_hook(state, bucket) that returns a Future"),
+        hints=(
+            "bucket.buffer() is one flat float32 tensor; all_reduce sums it across ranks.",
+            "Add the buffer's numel() times its element_size() to state.bytes, divide the buffer by the group's size, "
+            "all-reduce it with async_op=True, and return get_future().then(...) that picks the tensor out of the "
+            "list the future holds.",
+        ),
+        kind="write",
+        praise="That is DDP's default all-reduce, plus a counter: every other comm hook is a variation of it.",
+    ),
+    Exercise(
+        "10.4",
+        "Write a comm hook that sends the gradients as bfloat16 and puts the average back into the bucket.",
+        expect_callable(_bf16_test, "a comm hook bf16_hook(process_group, bucket) that returns a Future"),
+        hints=(
+            "Compress, average, decompress: the tensor you send is a bfloat16 copy, the tensor you return is the "
+            "bucket's own float32 buffer.",
+            "Cast the buffer with .to(torch.bfloat16) and divide by the group's size; in the .then callback copy the "
+            "all-reduced value into bucket.buffer() with copy_ and return that buffer.",
+        ),
+        kind="write",
+        stretch=True,
+        praise="Half the bytes of float32; bfloat16 keeps float32's range, so no overflow, at about 3 significant "
+               "digits.",
+    ),
+)
