@@ -67,8 +67,11 @@ test: venv
 	@if [ -x "$(CHROMIUM)" ]; then $(MAKE) --no-print-directory test-browser; \
 	else echo "SKIPPED the browser tests: no Chromium at $(CHROMIUM) (apt-get install chromium, or make test CHROMIUM=/path; CI installs it)"; fi
 
+# --timeout: a last resort per test (signal method, so servers and browsers are still stopped); the tests fail
+# much sooner with a message naming the notebook and cell.
 test-browser: venv
-	COURSE_REQUIRE_BROWSER=1 $(PY) -m pytest tests/browser -p no:cacheprovider
+	COURSE_REQUIRE_BROWSER=1 $(PY) -m pytest tests/browser -p no:cacheprovider \
+	    --timeout=600 --timeout-method=signal --durations=15
 
 unit: venv
 	$(PY) -m pytest -n $(WORKERS) --dist loadfile tests --ignore=tests/browser

@@ -1,84 +1,47 @@
-"""Fixtures for the browser suite: a throw-away JupyterLab server and Debian's Chromium driven by Playwright."""
+"""Fixtures for the browser suite: one throw-away JupyterLab server per session and Debian's Chromium driven by
+Playwright. Both are stopped at the end, also when a test fails or times out (pytest-timeout's signal method
+raises in the test, so these teardowns still run)."""
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
-import shutil
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import pytest
 
-from labserver import CHROMIUM, CHROMIUM_FLAGS, ROOT, Lab, free_port
+from labserver import CHROMIUM, CHROMIUM_FLAGS, Lab, LabPage, jupyterlab, serve_copy
 
 
-@pytest.fixture(scope="session")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def require_chromium() -> None:
     if not CHROMIUM.exists():
         message = f"Chromium not found at {CHROMIUM}: install Debian's chromium (apt-get install chromium)."
         if os.environ.get("COURSE_REQUIRE_BROWSER"):
             pytest.fail(message)  # make test-browser asked for the browser: do not pass silently
         pytest.skip(message)
-    base = tmp_path_factory.mktemp("lab")
-    root = base / "course"
-    shutil.copytree(ROOT / "notebooks", root)  # Lab saves what it runs: never touch the stored notebooks
-    settings = base / "app-settings"
-    settings.mkdir()
-    (settings / "overrides.json").write_text(json.dumps({
-        "@jupyterlab/apputils-extension:notification": {"checkForUpdates": False, "fetchNews": "false"},
-    }))
-    config = base / "config"
-    config.mkdir()
-    lab_config = {"LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}}
-    for name in ("jupyter_lab_config.json", "jupyter_server_config.json"):
-        (config / name).write_text(json.dumps(lab_config))
-    env = dict(os.environ)
-    env.update({
-        "JUPYTER_CONFIG_DIR": str(config),
-        "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
-        "JUPYTERLAB_SETTINGS_DIR": str(base / "user-settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",  # the kernel is this venv's Python
-    })
-    port, token = free_port(), secrets.token_hex(16)
-    command = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", f"--LabApp.app_settings_dir={settings}",
-        "--LabApp.expose_app_in_browser=True",
-    ]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        command.append("--allow-root")
-    log = open(base / "lab.log", "w")
-    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    lab = Lab(f"http://127.0.0.1:{port}", token, root)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                lab.api("/api/status")
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab did not start; see {base / 'lab.log'}") from None
-                time.sleep(0.5)
-        yield lab
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)  # the server and the kernels it started
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-        log.close()
 
 
 @pytest.fixture(scope="session")
-def browser(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """JupyterLab on 127.0.0.1 serving a copy of notebooks/ with every output cleared."""
+    require_chromium()
+    base = tmp_path_factory.mktemp("lab")
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    # A SIGTERM (timeout(1), CI cancelling) ends the run like Ctrl-C: pytest still tears the fixtures down.
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        with jupyterlab(base, serve_copy(base / "course")) as running:
+            yield running
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.fixture(scope="session")
+def browser(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     profile = tmp_path_factory.mktemp("chromium-profile")
@@ -91,3 +54,13 @@ def browser(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[obje
             yield context
         finally:
             context.close()
+
+
+@pytest.fixture(scope="session")
+def lab_page(lab: Lab, browser: Any) -> Iterator[LabPage]:
+    """One JupyterLab page shared by the notebook tests (a fresh one after a failure)."""
+    shared = LabPage(browser, lab)
+    try:
+        yield shared
+    finally:
+        shared.discard()

@@ -1,13 +1,40 @@
-"""Shared pieces of the browser suite: where Chromium is, its flags, and the running-JupyterLab handle."""
+"""Shared pieces of the browser suite: where Chromium is, a throw-away JupyterLab server, and Run All in a page.
+
+* ``jupyterlab(base, root)`` starts JupyterLab on 127.0.0.1 on a port the server picks itself (``--port=0``,
+  ``port_retries=0``), reads the port back from its server-info file, and always stops the server and the kernels
+  it started, by their process ids.
+* ``serve_copy(dest)`` copies ``notebooks/`` with every output and execution count cleared, so a test can only
+  pass on outputs made by its own run.
+* ``run_all(page, path)`` starts Run All without awaiting it, then polls the cells' state: a cell that raises (and
+  is not tagged ``raises-exception``) fails the run at once with the notebook, the cell index and the error.
+* ``LabPage`` keeps one Lab page open for notebook after notebook (a fresh one after a failure);
+  ``Traffic(page)`` records every request and websocket of a page that went anywhere but the loopback address.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
+import re
+import secrets
+import shutil
+import signal
 import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlparse
+
+import nbformat
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium"))
@@ -16,28 +43,448 @@ CHROMIUM_FLAGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 SCREENSHOTS = ROOT / "build" / "browser"
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+EXPECTED_ERROR_TAG = "raises-exception"
+log = logging.getLogger("labserver")  # pytest shows these lines under a failed test ("Captured log")
+log.setLevel(logging.INFO)
 
 
-@dataclass
-class Lab:
-    """A running JupyterLab: its base URL, token, and the folder it serves (a copy of notebooks/)."""
+def course_notebooks() -> list[str]:
+    """Every course notebook, ``notebooks/NN_*.ipynb``, in teaching order (new ones are picked up by themselves)."""
+    return sorted(path.name for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
-    url: str
-    token: str
-    root: Path
 
-    def api(self, path: str, method: str = "GET") -> object:
-        request = urllib.request.Request(
-            f"{self.url}{path}", method=method, headers={"Authorization": f"token {self.token}"}
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            body = response.read()
-        return json.loads(body) if body else None
+def clear_outputs(path: Path) -> None:
+    """Remove every output, execution count and execution timing from the notebook at ``path`` (in place)."""
+    notebook = nbformat.read(path, 4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        cell.metadata.pop("execution", None)
+    nbformat.write(notebook, path)
+
+
+def serve_copy(dest: Path) -> Path:
+    """Copy ``notebooks/`` to ``dest`` with all outputs cleared (Lab saves what it runs: the stored notebooks stay
+    untouched, and nothing can pass on a stored output)."""
+    shutil.copytree(ROOT / "notebooks", dest)
+    for path in dest.rglob("*.ipynb"):
+        clear_outputs(path)
+    return dest
 
 
 def free_port() -> int:
+    """A port that was free a moment ago on 127.0.0.1 (another process may take it before you bind it: prefer
+    letting the server bind port 0 itself, as ``jupyterlab()`` does)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
+@dataclass
+class Lab:
+    """A running JupyterLab: its base URL, token, and the folder it serves (a cleared copy of notebooks/)."""
+
+    url: str
+    token: str
+    root: Path
+    _shutting_down: list[threading.Thread] = field(default_factory=list, repr=False)
+
+    def api(self, path: str, method: str = "GET", timeout: float = 10) -> Any:
+        request = urllib.request.Request(
+            f"{self.url}{path}", method=method, headers={"Authorization": f"token {self.token}"}
+        )
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def sessions(self, path: str | None = None) -> list[dict[str, Any]]:
+        """The server's sessions, or only those of the notebook at ``path`` (relative to the served folder)."""
+        return [s for s in self.api("/api/sessions") if path is None or s["path"] == path]
+
+    def shut_down(self, path: str | None = None) -> None:
+        """End the sessions (and kernels) of the notebook at ``path``, or all of them, so kernels do not pile up."""
+        for session in self.sessions(path):
+            with contextlib.suppress(urllib.error.HTTPError):  # already gone
+                self.api(f"/api/sessions/{session['id']}", method="DELETE", timeout=30)
+
+    def shut_down_later(self, path: str) -> None:
+        """``shut_down(path)`` in a thread: a kernel takes seconds to exit, the next notebook need not wait."""
+        def shut_down() -> None:
+            with contextlib.suppress(OSError):  # the server stops its remaining kernels anyway
+                self.shut_down(path)
+
+        thread = threading.Thread(target=shut_down, name=f"shut down {path}", daemon=True)
+        thread.start()
+        self._shutting_down.append(thread)
+
+    def wait_shut_down(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        for thread in self._shutting_down:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    """(pid, start time) of the processes whose parent is ``pid`` (the kernels a Jupyter server started)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append((int(stat.parent.name), fields[19]))
+    return found
+
+
+def _same_process(pid: int, start: str) -> bool:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19] == start
+    return False
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    """Stop a server started by ``jupyterlab()``, then any kernel of it that outlived it (kernels run in their own
+    session, so the server's process group does not hold them)."""
+    kernels = _children(server.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, signal.SIGTERM)  # the server shuts its kernels down on SIGTERM
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while any(_same_process(*kernel) for kernel in kernels) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid, start in kernels:
+        if _same_process(pid, start):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)  # a kernel is its session's leader: its own children go too
+
+
+def _die_with_parent() -> None:
+    """In the server's process, before it starts: Linux sends it SIGTERM when the test process dies, even by SIGKILL
+    (PR_SET_PDEATHSIG), so no server outlives a killed test run."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+@contextlib.contextmanager
+def jupyterlab(base: Path, root: Path, attempts: int = 3, start_timeout: float = 60) -> Iterator[Lab]:
+    """Run JupyterLab on 127.0.0.1 serving ``root``, with its config, settings and runtime files under ``base``.
+
+    The port: ``--port=0`` lets the server ask the OS for a free port itself and ``port_retries=0`` forbids it to
+    wander to another one, so the URL we use is the server we started. (Picking a port here and handing it over
+    leaves a window in which a second run can take it; with retries on, a server that lost the race would quietly
+    serve elsewhere.) The server still closes its probe socket before it listens, so a run can lose a
+    millisecond-wide race: it then exits with "port ... is not available" and is started again, ``attempts`` times.
+    """
+    settings = base / "app-settings"
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "overrides.json").write_text(json.dumps({
+        "@jupyterlab/apputils-extension:notification": {"checkForUpdates": False, "fetchNews": "false"},
+    }))
+    config = base / "config"
+    config.mkdir(exist_ok=True)
+    lab_config = {"LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}}
+    for name in ("jupyter_lab_config.json", "jupyter_server_config.json"):
+        (config / name).write_text(json.dumps(lab_config))
+    runtime = base / "runtime"
+    env = dict(os.environ)
+    env.pop("JUPYTER_PORT", None)
+    env.update({
+        "JUPYTER_CONFIG_DIR": str(config),
+        "JUPYTER_RUNTIME_DIR": str(runtime),
+        "JUPYTERLAB_SETTINGS_DIR": str(base / "user-settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",  # the kernel is this venv's Python
+    })
+    token = secrets.token_hex(16)
+    command = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", "--port=0", "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", f"--LabApp.app_settings_dir={settings}",
+        "--LabApp.expose_app_in_browser=True",
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-root")
+    for attempt in range(1, attempts + 1):
+        log_path = base / f"lab-{attempt}.log"
+        with open(log_path, "w") as log:
+            server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                      preexec_fn=_die_with_parent)
+        try:
+            lab = _wait_until_serving(server, runtime / f"jpserver-{server.pid}.json", log_path, token, root,
+                                      start_timeout)
+            if lab is None:  # lost the port race: try again
+                if attempt == attempts:
+                    raise RuntimeError(f"JupyterLab found no free port {attempts} times; see {log_path}")
+                continue
+            if lab is False:
+                raise RuntimeError(f"JupyterLab did not start within {start_timeout:.0f} s; see {log_path}")
+            try:
+                yield lab
+            finally:
+                lab.wait_shut_down()
+            return
+        finally:
+            _stop(server)
+
+
+def _wait_until_serving(server: subprocess.Popen[bytes], info: Path, log: Path, token: str, root: Path,
+                        timeout: float) -> Lab | None | bool:
+    """The Lab once it answers; None if the server exited because its port was taken; False on any other failure."""
+    deadline = time.monotonic() + timeout
+    lab: Lab | None = None
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            text = log.read_text(errors="replace")
+            return None if re.search(r"port \d+ is (not available|already in use)", text) else False
+        if lab is None and info.exists():
+            with contextlib.suppress(ValueError, OSError):  # the file may be half written
+                port = json.loads(info.read_text())["port"]
+                lab = Lab(f"http://127.0.0.1:{port}", token, root)
+        if lab is not None:
+            try:
+                lab.api("/api/status", timeout=5)
+                return lab
+            except urllib.error.HTTPError:  # our URL answers with another server: impossible with port_retries=0
+                return False
+            except OSError:
+                pass
+        time.sleep(0.25)
+    return False
+
+
+# -- a notebook in the page ------------------------------------------------------------------------------------------
+
+@dataclass
+class Traffic:
+    """Every request and websocket of ``page`` whose host is not the loopback address (``outside``), and the
+    loopback websockets (``local_websockets``: proof that websockets are seen at all)."""
+
+    page: Any
+    outside: list[str] = field(default_factory=list)
+    local_websockets: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.page.on("request", lambda request: self._seen(request.url))
+        self.page.on("websocket", lambda websocket: self._seen(websocket.url, websocket=True))
+
+    def _seen(self, url: str, websocket: bool = False) -> None:
+        parsed = urlparse(url)
+        if parsed.scheme not in ("http", "https", "ws", "wss"):
+            return  # data:, blob: and the like stay in the page
+        if parsed.hostname not in LOOPBACK:
+            self.outside.append(url)
+        elif websocket:
+            self.local_websockets.append(url)
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.25) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(interval)
+    raise TimeoutError(f"Timed out after {timeout:.0f} s waiting for {what}.")
+
+
+# The notebook panel of `path` and its cells, read from JupyterLab's models (not the DOM: a windowed notebook does
+# not render every cell). One snapshot per poll; only what the checks need crosses over.
+_SNAPSHOT = """(path) => {
+  const app = window.jupyterapp;
+  const panel = [...app.shell.widgets('main')].find(w => w.context && w.context.path === path);
+  if (!panel || !panel.content.model) return null;
+  const session = panel.sessionContext.session;
+  const kernel = session ? session.kernel : null;
+  const cells = [];
+  const list = panel.content.model.cells;
+  for (let i = 0; i < list.length; i++) {
+    const cell = list.get(i);
+    if (cell.type !== 'code' || !cell.sharedModel.getSource().trim()) continue;  // Lab does not run empty cells
+    const outputs = cell.outputs.toJSON();
+    const stdout = outputs.filter(o => o.output_type === 'stream' && o.name === 'stdout')
+      .map(o => Array.isArray(o.text) ? o.text.join('') : o.text).join('');
+    cells.push({
+      index: i,
+      count: cell.executionCount,
+      running: cell.executionState === 'running',
+      expected_error: (cell.getMetadata('tags') || []).includes('raises-exception'),
+      first_line: cell.sharedModel.getSource().split('\\n')[0].slice(0, 100),
+      errors: outputs.filter(o => o.output_type === 'error').map(o => ({ename: o.ename, evalue: o.evalue,
+        traceback: (o.traceback || []).join('\\n').replace(/\\u001b\\[[0-9;]*m/g, '').slice(-600)})),
+      stderr: outputs.filter(o => o.output_type === 'stream' && o.name === 'stderr')
+        .map(o => Array.isArray(o.text) ? o.text.join('') : o.text).join('').slice(0, 600),
+      failed_checks: stdout.split('\\n').filter(line => line.startsWith('✗ Exercise')),
+      stdout_tail: stdout.slice(-300),
+    });
+  }
+  return {kernel: kernel ? kernel.status : null, connection: kernel ? kernel.connectionStatus : null,
+          cells: cells};
+}"""
+
+
+class NotebookFailed(AssertionError):
+    """A notebook run in the browser failed; ``cells`` is the last snapshot of its code cells."""
+
+    def __init__(self, message: str, cells: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.cells = cells
+
+
+def _describe(path: str, cell: dict[str, Any]) -> str:
+    return f"{path}, cell {cell['index']} (`{cell['first_line']}`)"
+
+
+def evaluate(page: Any, script: str, arg: Any = None, timeout: float = 30) -> Any:
+    """``page.evaluate(script, arg)`` within ``timeout`` s (Playwright's own evaluate waits forever on a page whose
+    renderer is stuck; ``wait_for_function`` gives up, and its first try runs at once)."""
+    handle = page.wait_for_function(f"(arg) => [({script})(arg)]", arg=arg, timeout=timeout * 1000, polling=100)
+    try:
+        return handle.json_value()[0]
+    finally:
+        handle.dispose()
+
+
+def snapshot(page: Any, path: str) -> dict[str, Any] | None:
+    return evaluate(page, _SNAPSHOT, path)
+
+
+def kernel_ready(page: Any, lab: Lab, path: str) -> bool:
+    """The notebook's kernel is idle and its websocket connected, as the page and the server both see it (a Run All
+    sent before the kernel's websocket is connected is dropped)."""
+    state = snapshot(page, path)
+    if not state or state["kernel"] != "idle" or state["connection"] != "connected":
+        return False
+    sessions = lab.sessions(path)
+    if not sessions:
+        return False
+    kernel = lab.api(f"/api/kernels/{sessions[0]['kernel']['id']}")
+    return kernel["execution_state"] == "idle" and kernel.get("connections", 0) >= 1
+
+
+_OPEN = """(path) => { window.jupyterapp.commands.execute('docmanager:open', {path, factory: 'Notebook'})
+                         .catch(error => console.error('open:', error)); }"""
+_CLOSE = """(path) => {
+  for (const w of [...window.jupyterapp.shell.widgets('main')]) {
+    if (w.context && w.context.path === path) { w.context.model.dirty = false; w.dispose(); }
+  }
+}"""
+
+
+class LabPage:
+    """A Chromium page showing JupyterLab, reused notebook after notebook (loading Lab costs seconds), with its
+    ``Traffic``. After a failure the page is thrown away and the next notebook gets a fresh one."""
+
+    def __init__(self, browser: Any, lab: Lab, workspace: str | None = None) -> None:
+        self.browser, self.lab = browser, lab
+        # Two pages on one workspace: Lab sends the second to a new workspace with a full reload. Name another.
+        self.workspace = f"workspaces/{quote(workspace)}/" if workspace else ""
+        self.page: Any = None
+        self.traffic: Traffic | None = None
+        self.marks = (0, 0)  # len(traffic.outside), len(traffic.local_websockets) before the last open()
+
+    def open(self, path: str, timeout: float = 90) -> Any:
+        """Open ``path`` and wait until its kernel is ready; returns the page."""
+        if self.page is None or self.page.is_closed():
+            self.page = self.browser.new_page()
+            self.traffic = Traffic(self.page)
+            self.marks = (0, 0)
+            # ?reset: start from an empty workspace, or Lab reopens the notebooks of earlier runs
+            log.info("loading JupyterLab in a new page for %s", path)
+            self.page.goto(f"{self.lab.url}/lab/{self.workspace}tree/{quote(path)}?reset&token={self.lab.token}",
+                           timeout=timeout * 1000)
+        else:
+            assert self.traffic is not None
+            self.marks = (len(self.traffic.outside), len(self.traffic.local_websockets))
+            log.info("opening %s in the page", path)
+            evaluate(self.page, _OPEN, path)
+        start = time.monotonic()
+        wait_for(lambda: kernel_ready(self.page, self.lab, path), timeout,
+                 f"the kernel of {path} to be idle and connected", interval=0.5)
+        log.info("%s open, kernel ready after %.1f s", path, time.monotonic() - start)
+        return self.page
+
+    def close(self, path: str, failed: bool) -> None:
+        """Close the notebook without saving (or the whole page after a failure); its kernel ends in the background."""
+        try:
+            if failed or self.page is None:
+                self.discard()
+            else:
+                try:
+                    evaluate(self.page, _CLOSE, path)
+                except Exception:
+                    self.discard()
+                    raise
+        finally:
+            self.lab.shut_down_later(path)
+
+    def discard(self) -> None:
+        if self.page is not None and not self.page.is_closed():
+            self.page.close()
+        self.page = None
+
+
+def run_all(page: Any, path: str, timeout: float = 300, stall: float = 120,
+            interval: float = 0.5) -> list[dict[str, Any]]:
+    """Run every cell of the open notebook ``path`` and return its code cells' final state.
+
+    Run All is started, not awaited; the cells are then polled every ``interval`` s. It raises ``NotebookFailed``
+    naming the notebook, the cell index (counting every cell from 0, as nbformat does) and the error as soon as a
+    cell not tagged ``raises-exception`` shows an error or a failed exercise check (``✗ Exercise``), when the kernel
+    dies, when no cell finishes for ``stall`` s, or after ``timeout`` s in all. Tagged cells raise as expected: Lab
+    sends them with ``stop_on_error: false``, so the kernel keeps running the cells queued after them.
+    """
+    evaluate(page, """(path) => {
+      const app = window.jupyterapp;
+      const panel = [...app.shell.widgets('main')].find(w => w.context && w.context.path === path);
+      app.commands.execute('notebook:run-all-cells', {widgetId: panel.id})
+        .catch(error => console.error('Run All:', error));
+    }""", path)
+    start = last_progress = time.monotonic()
+    log.info("Run All started in %s", path)
+    done_before = -1
+    cells: list[dict[str, Any]] = []
+    while True:
+        try:
+            state = snapshot(page, path)
+        except Exception as error:  # Playwright's TimeoutError, a crashed page
+            running = next((_describe(path, c) for c in cells if c["count"] is None), path)
+            raise NotebookFailed(f"{path}: the page stopped answering while running {running}: "
+                                 f"{type(error).__name__}: {str(error).splitlines()[0]}", cells) from error
+        if state is None:
+            raise NotebookFailed(f"{path} is no longer open in JupyterLab.", cells)
+        cells = state["cells"]
+        for cell in cells:
+            for error in cell["errors"]:
+                if not cell["expected_error"]:
+                    text = f"{error['ename']}: {error['evalue']}" if error["ename"] else error["traceback"]
+                    raise NotebookFailed(f"{_describe(path, cell)} raised {text}"
+                                         + (f"\nstderr: {cell['stderr']}" if cell["stderr"] else ""), cells)
+            if cell["failed_checks"]:
+                raise NotebookFailed(f"{_describe(path, cell)}: an exercise check failed: {cell['failed_checks']}",
+                                     cells)
+        pending = [cell for cell in cells if cell["count"] is None or cell["running"]]
+        if not pending:
+            log.info("Run All finished in %s: %d code cells in %.1f s", path, len(cells), time.monotonic() - start)
+            return cells
+        now = time.monotonic()
+        if state["kernel"] in ("dead", "restarting", "autorestarting"):
+            raise NotebookFailed(f"{path}: the kernel is {state['kernel']} while running {_describe(path, pending[0])}",
+                                 cells)
+        done = len(cells) - len(pending)
+        if done != done_before:
+            log.info("%s: %d/%d code cells done after %.1f s", path, done, len(cells), now - start)
+            done_before, last_progress = done, now
+        if now - last_progress > stall or now - start > timeout:
+            why = f"no cell finished for {now - last_progress:.0f} s" if now - last_progress > stall else \
+                f"Run All took more than {timeout:.0f} s"
+            raise NotebookFailed(f"{path}: {why}; {done}/{len(cells)} code cells done, waiting for "
+                                 f"{_describe(path, pending[0])} (kernel {state['kernel']}, "
+                                 f"websocket {state['connection']})", cells)
+        time.sleep(interval)

@@ -1,8 +1,11 @@
 """The course in a real browser: JupyterLab in Debian's Chromium, driven by Playwright.
 
-Each notebook is opened, run with Run All once its kernel is really connected and idle, saved, and checked for
-error output; a screenshot goes to build/browser/. The saliency explorer must react to the keyboard, and the page
-must never contact anything but 127.0.0.1.
+JupyterLab serves a copy of the notebooks with every output cleared. Each notebook is opened, run with Run All once
+its kernel is really connected and idle, and watched cell by cell: a cell that raises (unless tagged
+``raises-exception``) or an exercise check that fails stops the test at once, naming the notebook, the cell and the
+error. The saved notebook must hold this run's outputs to the last cell; a screenshot goes to build/browser/. The
+saliency explorer must react to the keyboard, and the page must never contact anything but 127.0.0.1, websockets
+included. A notebook broken on purpose proves the run fails fast and says where.
 
 Run with ``make test-browser``.
 """
@@ -10,124 +13,171 @@ Run with ``make test-browser``.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
+from typing import Any
 
 import nbformat
 import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from labserver import ROOT, SCREENSHOTS, Lab
+from labserver import (
+    EXPECTED_ERROR_TAG, SCREENSHOTS, Lab, LabPage, NotebookFailed, Traffic, course_notebooks, evaluate, run_all,
+    wait_for,
+)
 
-NOTEBOOKS = sorted(path.name for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-
-
-@pytest.fixture()
-def outside_requests() -> list[str]:
-    """URLs of requests the page made to anything but the loopback address (filled by open_notebook)."""
-    return []
-
-
-def wait_for(condition, timeout: float, what: str, interval: float = 0.25):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(interval)
-    raise TimeoutError(f"Timed out after {timeout:.0f} s waiting for {what}.")
+NOTEBOOKS = course_notebooks()
+GRAD_CAM = "06_grad_cam.ipynb"  # its saliency explorer is tested on the same run
+# Last resort: a test that hangs anyway is interrupted (signal method: the fixtures still stop server and browser).
+pytestmark = pytest.mark.timeout(480)
 
 
-def kernel_ready(lab: Lab, name: str) -> bool:
-    """The notebook's kernel exists, has a browser connection and is idle (the status bar alone is not enough:
-    a Run All sent before the websocket is connected is dropped)."""
-    sessions = [s for s in lab.api("/api/sessions") if s["path"].endswith(name)]  # type: ignore[union-attr]
-    if not sessions:
-        return False
-    kernel = lab.api(f"/api/kernels/{sessions[0]['kernel']['id']}")
-    return kernel["execution_state"] == "idle" and kernel.get("connections", 0) >= 1  # type: ignore[index]
+@dataclass
+class Opened:
+    """A notebook open in a page, the page's traffic (from where this notebook's part of it starts), its cells."""
+
+    page: Any
+    traffic: Traffic
+    path: str
+    cells: list[dict[str, Any]] = field(default_factory=list)
+    outside_before: int = 0
+    websockets_before: int = 0
+
+    def assert_stayed_local(self) -> None:
+        new = self.traffic.local_websockets[self.websockets_before:]
+        kernel_channels = [url for url in new if "/api/kernels/" in url]
+        assert kernel_channels, "no kernel websocket to 127.0.0.1 seen for this notebook: websockets were not watched"
+        outside = self.traffic.outside[self.outside_before:]
+        assert not outside, f"requests or websockets left the machine: {outside[:5]}"
 
 
-def shut_down_kernels(lab: Lab) -> None:
-    """End every session (and its kernel) so that kernels do not pile up over the suite."""
-    for session in lab.api("/api/sessions"):  # type: ignore[union-attr]
-        lab.api(f"/api/sessions/{session['id']}", method="DELETE")
+@contextmanager
+def opened(lab_page: LabPage, path: str) -> Iterator[Opened]:
+    """``path`` open in ``lab_page`` with its kernel ready; closed afterwards, its kernel ended."""
+    failed = True
+    try:
+        page = lab_page.open(path)
+        traffic = lab_page.traffic
+        assert traffic is not None
+        notebook = Opened(page, traffic, path, outside_before=lab_page.marks[0], websockets_before=lab_page.marks[1])
+        yield notebook
+        failed = False
+    finally:
+        lab_page.close(path, failed)
 
 
-def run_all_and_wait(page, timeout: float) -> None:  # type: ignore[no-untyped-def]
-    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    # Every code cell's prompt shows a number once it ran; '*' while queued or running.
-    wait_for(lambda: page.evaluate("""() => {
-        const prompts = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')];
-        return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
-    }"""), timeout, "Run All to finish")
+@pytest.fixture(scope="module")
+def grad_cam(lab: Lab, browser: Any) -> Iterator[Opened]:
+    """06 run once, in a page of its own, for its notebook test and the explorer test (the slowest notebook)."""
+    own = LabPage(browser, lab, workspace="grad-cam")
+    try:
+        with opened(own, GRAD_CAM) as notebook:
+            notebook.cells = run_all(notebook.page, GRAD_CAM)
+            yield notebook
+    finally:
+        own.discard()
 
 
-def open_notebook(page, lab: Lab, name: str, outside: list[str]):  # type: ignore[no-untyped-def]
-    page.on("request", lambda request: outside.append(request.url)
-            if urlparse(request.url).hostname not in LOOPBACK and urlparse(request.url).scheme in ("http", "https", "ws", "wss")
-            else None)
-    # ?reset: start from an empty workspace, or Lab reopens every notebook of the previous tests
-    page.goto(f"{lab.url}/lab/tree/{name}?reset&token={lab.token}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    wait_for(lambda: kernel_ready(lab, name), 60, f"the kernel of {name}")
+def check_saved_run(lab: Lab, notebook: Opened) -> None:
+    """Save, then check the file on disk: every code cell ran here (the served copy had no outputs), errors only
+    in tagged cells, and the last cell reached; screenshot."""
+    name, page = notebook.path, notebook.page
+    evaluate(page, """(path) => {
+      const panel = [...window.jupyterapp.shell.widgets('main')].find(w => w.context && w.context.path === path);
+      panel.context.save().catch(error => console.error('save:', error));
+    }""", name)
+    saved = lab.root / name
+
+    def saved_run() -> nbformat.NotebookNode | None:
+        try:
+            nb = nbformat.read(saved, 4)
+        except (OSError, ValueError):  # half written
+            return None
+        return nb if all(c.execution_count for c in nb.cells if c.cell_type == "code" and c.source.strip()) else None
+
+    ran = wait_for(saved_run, 30, f"{name} to be saved with its outputs")
+    failures = [
+        f"cell {i}: {o.ename}: {o.evalue}"
+        for i, cell in enumerate(ran.cells) if cell.cell_type == "code"
+        for o in cell.outputs if o.output_type == "error" and EXPECTED_ERROR_TAG not in cell.metadata.get("tags", [])
+    ]
+    assert not failures, f"{name} failed in JupyterLab: {failures}"
+    last = [c for c in ran.cells if c.cell_type == "code"][-1]
+    assert "No hook left" in "".join(o.get("text", "") for o in last.outputs), f"{name} did not reach its last cell"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.keyboard.press("Control+End")
+    page.screenshot(path=str(SCREENSHOTS / f"{Path(name).stem}.png"))
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs_to_the_end_in_jupyterlab(lab: Lab, browser, name: str, outside_requests: list[str]) -> None:  # type: ignore[no-untyped-def]
-    page = browser.new_page()
-    try:
-        open_notebook(page, lab, name, outside_requests)
-        run_all_and_wait(page, timeout=240)
-        page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
-        saved = lab.root / name
-        wait_for(lambda: all(c.get("execution_count") for c in nbformat.read(saved, 4).cells if c.cell_type == "code"),
-                 30, f"{name} to be saved")
-        notebook = nbformat.read(saved, 4)
-        failures = [
-            f"cell {i}: {o.ename}: {o.evalue}"
-            for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"
-            for o in cell.outputs if o.output_type == "error" and "raises-exception" not in cell.metadata.get("tags", [])
-        ]
-        assert not failures, f"{name} failed in JupyterLab: {failures}"
-        last = [c for c in notebook.cells if c.cell_type == "code"][-1]
-        assert "No hook left" in "".join(o.get("text", "") for o in last.outputs), f"{name} did not reach its last cell"
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.keyboard.press("Control+End")
-        page.screenshot(path=str(SCREENSHOTS / f"{Path(name).stem}.png"))
-    finally:
-        page.close()
-        shut_down_kernels(lab)
-    assert not outside_requests, f"requests left the machine: {outside_requests[:5]}"
+def test_notebook_runs_to_the_end_in_jupyterlab(lab: Lab, lab_page: LabPage, request: pytest.FixtureRequest,
+                                                name: str) -> None:
+    if name == GRAD_CAM:
+        notebook = request.getfixturevalue("grad_cam")
+        check_saved_run(lab, notebook)
+    else:
+        with opened(lab_page, name) as notebook:
+            notebook.cells = run_all(notebook.page, name)
+            check_saved_run(lab, notebook)
+    notebook.assert_stayed_local()
 
 
-def test_saliency_explorer_reacts_to_the_keyboard(lab: Lab, browser, outside_requests: list[str]) -> None:  # type: ignore[no-untyped-def]
-    name = "06_grad_cam.ipynb"
-    page = browser.new_page()
-    try:
-        open_notebook(page, lab, name, outside_requests)
-        run_all_and_wait(page, timeout=240)
-        explorer = page.locator(".widget-vbox").filter(has=page.locator("select")).last
-        explorer.scroll_into_view_if_needed()
-        image = explorer.locator(".jp-OutputArea-output img").last
-        image.wait_for(timeout=60_000)
-        before_image, before_title = image.get_attribute("src"), explorer.locator("select").nth(3).input_value()
-        method = explorer.locator("select").nth(3)  # photo, class, layer, method
-        method.click()  # as a person would: open the dropdown, arrow down, Enter (Grad-CAM -> Guided Backprop)
-        page.keyboard.press("ArrowDown")
-        page.keyboard.press("Enter")
-        wait_for(lambda: image.get_attribute("src") != before_image, 60, "the explorer to redraw")
-        assert method.input_value() != before_title
-        layer = explorer.locator("select").nth(2)
-        assert layer.is_disabled()  # Guided Backprop has no layer to choose
-        photo = explorer.locator("select").nth(0)
-        shown_before = image.get_attribute("src")
-        photo.click()
-        photo.select_option(index=1)  # a click on the dropdown, then a choice
-        wait_for(lambda: image.get_attribute("src") != shown_before, 60, "the explorer to show the new photo")
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        explorer.screenshot(path=str(SCREENSHOTS / "06_explorer.png"))
-    finally:
-        page.close()
-        shut_down_kernels(lab)
-    assert not outside_requests, f"requests left the machine: {outside_requests[:5]}"
+def test_saliency_explorer_reacts_to_the_keyboard(grad_cam: Opened) -> None:
+    page = grad_cam.page
+    explorer = page.locator(".widget-vbox").filter(has=page.locator("select")).last
+    explorer.scroll_into_view_if_needed()
+    image = explorer.locator(".jp-OutputArea-output img").last
+    image.wait_for(timeout=60_000)
+    before_image, before_title = image.get_attribute("src"), explorer.locator("select").nth(3).input_value()
+    method = explorer.locator("select").nth(3)  # photo, class, layer, method
+    method.click()  # as a person would: open the dropdown, arrow down, Enter (Grad-CAM -> Guided Backprop)
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    wait_for(lambda: image.get_attribute("src") != before_image, 60, "the explorer to redraw")
+    assert method.input_value() != before_title
+    layer = explorer.locator("select").nth(2)
+    assert layer.is_disabled()  # Guided Backprop has no layer to choose
+    photo = explorer.locator("select").nth(0)
+    shown_before = image.get_attribute("src")
+    photo.click()
+    photo.select_option(index=1)  # a click on the dropdown, then a choice
+    wait_for(lambda: image.get_attribute("src") != shown_before, 60, "the explorer to show the new photo")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    explorer.screenshot(path=str(SCREENSHOTS / "06_explorer.png"))
+    grad_cam.assert_stayed_local()
+
+
+def broken_notebook() -> nbformat.NotebookNode:
+    """Cell 1 raises but is tagged (the run must go on), cell 3 raises for real, cell 4 must never run."""
+    nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb.cells = [
+        new_markdown_cell("# Broken on purpose"),
+        new_code_cell("raise KeyError('expected here')", metadata={"tags": [EXPECTED_ERROR_TAG]}),
+        new_code_cell("print('cell 2 ran')"),
+        new_code_cell("raise ValueError('deliberate failure in cell 3')"),
+        new_code_cell("print('cell 4 must never run')"),
+    ]
+    return nb
+
+
+@pytest.mark.timeout(180)
+def test_a_cell_that_raises_fails_the_run_within_a_minute_naming_it(lab: Lab, lab_page: LabPage) -> None:
+    path = "fixtures/broken_in_cell_3.ipynb"  # inside the served temporary copy, never in notebooks/
+    (lab.root / "fixtures").mkdir(exist_ok=True)
+    nbformat.write(broken_notebook(), lab.root / path)
+    with opened(lab_page, path) as notebook:
+        start = time.monotonic()
+        with pytest.raises(NotebookFailed) as failure:
+            run_all(notebook.page, path)
+        seconds = time.monotonic() - start
+    message = str(failure.value)
+    print(f"fail-fast: {seconds:.1f} s after Run All: {message}")
+    assert seconds < 60, f"the failure took {seconds:.0f} s"
+    assert message.startswith(f"{path}, cell 3 ")
+    assert "ValueError: deliberate failure in cell 3" in message
+    cells = {cell["index"]: cell for cell in failure.value.cells}
+    assert cells[1]["errors"] and cells[1]["errors"][0]["ename"] == "KeyError"  # the tagged cell raised ...
+    assert cells[2]["count"] is not None  # ... and the run went on past it
+    assert cells[4]["count"] is None and not cells[4]["stdout_tail"]  # nothing ran after the failure
