@@ -19,7 +19,7 @@ NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help venv lab lab-complete test test-browser unit nbval refresh bench learner slides html timings clean
+.PHONY: help venv lab lab-complete test test-browser unit nbval refresh bench learner slides html timings clean hub
 
 help:
 	@echo "make lab      create .venv if needed, prepare your workspace/ (exercises), open JupyterLab on it (127.0.0.1)"
@@ -90,6 +90,11 @@ timings: venv
 
 bench: venv
 	$(PY) benchmarks/bench_saliency.py
+
+# The classroom: JupyterHub for a room, on 127.0.0.1:8000 unless HUB_IP says otherwise (see tools/hub/serve.py and the
+# instructor guide, "Serving a room with JupyterHub"); state in .hub/; Ctrl-C stops the hub and every learner's server.
+hub: venv
+	$(PY) tools/hub/serve.py
 
 clean:
 	rm -rf $(VENV) build

@@ -1,0 +1,209 @@
+"""A throw-away classroom hub for the tests and the benchmark: ``make hub``'s launcher on free loopback ports.
+
+``ThrowAwayHub`` starts ``tools/hub/serve.py`` (exactly what ``make hub`` runs) with its state, the learners'
+homes and the learners' system group all private to this run, so two runs never collide and nothing of the host's
+is touched. ``stop()`` sends Ctrl-C (SIGINT to the hub's process group) and reports what was still alive;
+``cleanup()`` then ends whatever is left, by process id, removes the system users the hub created, their homes,
+the group and the state. Use it as a context manager: the cleanup runs even when a test fails.
+
+Usage::
+
+    with ThrowAwayHub(prefix="h1a2") as hub:
+        hub.start()
+        ...
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVE = ROOT / "tools" / "hub" / "serve.py"
+VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ThrowAwayHub:
+    """``make hub`` on 127.0.0.1 with its own state, homes base, learner group and ports."""
+
+    def __init__(self, prefix: str | None = None, extra_env: dict[str, str] | None = None) -> None:
+        self.prefix = prefix or f"h{secrets.token_hex(2)}"
+        self.base = Path(tempfile.mkdtemp(prefix=f"course-hub-{self.prefix}-"))
+        self.base.chmod(0o755)  # learners pass through to their homes
+        self.state = self.base / "state"
+        self.homes = self.base / "homes"
+        self.homes.mkdir()
+        self.homes.chmod(0o755)
+        self.group = f"{self.prefix}-learners"
+        self.admin = f"{self.prefix}ins"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = self.base / "hub.log"
+        self.extra_env = dict(extra_env or {})
+        self.process: subprocess.Popen[bytes] | None = None
+        self.known_pids: set[int] = set()
+
+    # -- life cycle -----------------------------------------------------------------------------------------------
+    def start(self, timeout: float = 120) -> None:
+        env = dict(os.environ)
+        env.update({
+            "HUB_IP": "127.0.0.1", "HUB_PORT": str(self.port), "HUB_PROXY_API_PORT": str(free_port()),
+            "HUB_HUB_PORT": str(free_port()), "HUB_STATE": str(self.state), "HUB_ADMIN": self.admin,
+            "HUB_HOME_BASE": str(self.homes), "HUB_LEARNER_GROUP": self.group,
+        })
+        env.update(self.extra_env)
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen([str(VENV_PYTHON), str(SERVE)], env=env, stdout=self._log,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/hub/health", timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the hub did not start (exit {self.process.poll()}); log:\n{self.log()[-4000:]}")
+            time.sleep(0.5)
+        self.remember_processes()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    @property
+    def admin_password(self) -> str:
+        return (self.state / "private" / "instructor-password").read_text().strip()
+
+    # -- who is running -------------------------------------------------------------------------------------------
+    def learner_uids(self) -> dict[str, int]:
+        """System users the hub created in this run (members of this run's group)."""
+        try:
+            members = grp.getgrnam(self.group).gr_mem
+        except KeyError:
+            return {}
+        return {name: pwd.getpwnam(name).pw_uid for name in members}
+
+    def processes(self) -> list[object]:
+        """Every live process of this hub: its process tree and anything running as one of its learners."""
+        import psutil
+
+        found: dict[int, psutil.Process] = {}
+        if self.process is not None:
+            try:
+                root = psutil.Process(self.process.pid)
+                found[root.pid] = root
+                for child in root.children(recursive=True):
+                    found[child.pid] = child
+            except psutil.NoSuchProcess:
+                pass
+        uids = set(self.learner_uids().values())
+        for proc in psutil.process_iter(["uids"]):
+            try:
+                if proc.info["uids"] and proc.info["uids"].real in uids:
+                    found[proc.pid] = proc
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        for pid in list(self.known_pids):
+            if pid not in found:
+                try:
+                    found[pid] = psutil.Process(pid)
+                except psutil.NoSuchProcess:
+                    self.known_pids.discard(pid)
+        return [p for p in found.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+    def remember_processes(self) -> None:
+        self.known_pids |= {p.pid for p in self.processes()}  # type: ignore[attr-defined]
+
+    # -- stopping ---------------------------------------------------------------------------------------------------
+    def stop(self, timeout: float = 90) -> list[str]:
+        """Ctrl-C: SIGINT to the hub's process group, as a terminal would. Returns what was still alive after."""
+        if self.process is None:
+            return []
+        self.remember_processes()
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return [f"the hub (pid {self.process.pid}) still runs {timeout:.0f} s after Ctrl-C"]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            alive = self.processes()
+            if not alive:
+                return []
+            time.sleep(0.5)
+        return [f"pid {p.pid} {' '.join(p.cmdline()[:4])}" for p in alive]  # type: ignore[attr-defined]
+
+    def cleanup(self) -> None:
+        """End anything left (by pid), remove this run's system users, homes, group and state."""
+        import psutil
+
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for _ in range(3):
+            alive = self.processes()
+            if not alive:
+                break
+            for proc in alive:
+                try:
+                    proc.kill()  # type: ignore[attr-defined]
+                except psutil.NoSuchProcess:
+                    pass
+            time.sleep(0.5)
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        for name in self.learner_uids():
+            subprocess.run(["userdel", "--remove", name], capture_output=True)
+        try:
+            grp.getgrnam(self.group)
+            subprocess.run(["groupdel", self.group], capture_output=True)
+        except KeyError:
+            pass
+        if getattr(self, "_log", None):
+            self._log.close()
+        keep = os.environ.get("COURSE_KEEP_HUB_LOG")
+        if keep:
+            shutil.copy(self.log_path, keep)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> ThrowAwayHub:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+if __name__ == "__main__":  # a quick manual check: start, print the URL and the admin password, stop on Enter
+    with ThrowAwayHub() as hub:
+        hub.start()
+        print(hub.url, hub.admin, hub.admin_password)
+        input("Enter stops it. ")
+        print(hub.stop() or "stopped cleanly")
+    sys.exit(0)

@@ -1,0 +1,78 @@
+"""Publish the learner edition as a git repository that nbgitpuller pulls into every learner's server.
+
+Beyond one machine (The Littlest JupyterHub, Zero to JupyterHub), each learner's copy comes from nbgitpuller: it
+clones a repository on first use and, on later pulls, merges course changes while keeping the learner's own edits
+(a conflicting line keeps the learner's version; a file the learner deleted comes back). This script fills such a
+repository with exactly what ``make lab``'s workspace holds -- the learner edition, ``complete/`` and the cheat
+sheet -- and commits it. Push the result wherever your hub can read it (a public GitHub repository, or a branch).
+
+Usage: ``.venv/bin/python tools/hub/publish_learner_edition.py ../pytorch-hooks-learner`` then ``git -C
+../pytorch-hooks-learner push``. The nbgitpuller link it prints is the one to hand out (or to put in the recipes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from course_utils.workspace import MANIFEST, prepare_workspace  # noqa: E402
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=course", "-c", "user.email=course@localhost",
+                           *args], check=True, capture_output=True, text=True).stdout
+
+
+def publish(dest: Path, notebooks_dir: Path | None = None, branch: str = "main") -> bool:
+    """Make ``dest`` (a git repository, created if needed) hold the current learner edition; True if it changed."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if not (dest / ".git").exists():
+        subprocess.run(["git", "init", "--quiet", "--initial-branch", branch, str(dest)], check=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        edition = Path(tmp) / "edition"
+        prepare_workspace(edition, notebooks_dir=notebooks_dir, quiet=True)
+        (edition / MANIFEST).unlink()
+        for path in sorted(edition.rglob("*")):
+            if path.is_file():
+                target = dest / path.relative_to(edition)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if target.exists():
+                    target.chmod(0o644)
+                shutil.copyfile(path, target)
+    git(dest, "add", "--all")
+    if not git(dest, "status", "--porcelain").strip():
+        return False
+    source = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    git(dest, "commit", "--quiet", "-m", f"Learner edition of PyTorch Hooks, hands-on ({source})")
+    return True
+
+
+def nbgitpuller_link(hub_url: str, repo_url: str, branch: str = "main", folder: str = "pytorch-hooks-learner") -> str:
+    """The link that makes a learner's server pull the edition and open notebook 00 in JupyterLab."""
+    return (f"{hub_url.rstrip('/')}/hub/user-redirect/git-pull?repo={quote(repo_url, safe='')}&branch={branch}"
+            f"&urlpath={quote(f'lab/tree/{folder}/00_start_here.ipynb', safe='')}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Publish the learner edition as a git repository for nbgitpuller.")
+    parser.add_argument("dest", type=Path, help="the repository folder (created if needed)")
+    parser.add_argument("--branch", default="main")
+    parser.add_argument("--notebooks", type=Path, default=None, help="teaching notebooks (default: notebooks/)")
+    args = parser.parse_args(argv)
+    changed = publish(args.dest, args.notebooks, args.branch)
+    print(f"{args.dest}: {'new commit' if changed else 'already up to date'}. Push it, then hand out:")
+    print(nbgitpuller_link("https://YOUR-HUB", "https://github.com/YOUR-ORG/pytorch-hooks-learner", args.branch))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
