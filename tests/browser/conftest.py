@@ -42,6 +42,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 @pytest.fixture(scope="session")
 def browser(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
     profile = tmp_path_factory.mktemp("chromium-profile")
@@ -53,7 +54,10 @@ def browser(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]
         try:
             yield context
         finally:
-            context.close()
+            try:
+                context.close()
+            except PlaywrightError:  # the browser is gone already (its driver got the same SIGTERM)
+                pass
 
 
 @pytest.fixture(scope="session")

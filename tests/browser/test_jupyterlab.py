@@ -3,7 +3,8 @@
 JupyterLab serves a copy of the notebooks with every output cleared. Each notebook is opened, run with Run All once
 its kernel is really connected and idle, and watched cell by cell: a cell that raises (unless tagged
 ``raises-exception``) or an exercise check that fails stops the test at once, naming the notebook, the cell and the
-error. The saved notebook must hold this run's outputs to the last cell; a screenshot goes to build/browser/. The
+error. The saved notebook must hold this run's outputs to the last cell, which must print what the stored
+notebook's last cell printed (``assert_no_hooks`` passed); a screenshot goes to build/browser/. The
 saliency explorer must react to the keyboard, and the page must never contact anything but 127.0.0.1, websockets
 included. A notebook broken on purpose proves the run fails fast and says where.
 
@@ -24,7 +25,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from labserver import (
-    EXPECTED_ERROR_TAG, SCREENSHOTS, Lab, LabPage, NotebookFailed, Traffic, course_notebooks, evaluate, run_all,
+    EXPECTED_ERROR_TAG, ROOT, SCREENSHOTS, Lab, LabPage, NotebookFailed, Traffic, course_notebooks, evaluate, run_all,
     wait_for,
 )
 
@@ -80,6 +81,11 @@ def grad_cam(lab: Lab, browser: Any) -> Iterator[Opened]:
         own.discard()
 
 
+def last_printed(notebook: nbformat.NotebookNode) -> str:
+    last = [c for c in notebook.cells if c.cell_type == "code"][-1]
+    return "".join(o.get("text", "") for o in last.outputs if o.output_type == "stream")
+
+
 def check_saved_run(lab: Lab, notebook: Opened) -> None:
     """Save, then check the file on disk: every code cell ran here (the served copy had no outputs), errors only
     in tagged cells, and the last cell reached; screenshot."""
@@ -104,8 +110,10 @@ def check_saved_run(lab: Lab, notebook: Opened) -> None:
         for o in cell.outputs if o.output_type == "error" and EXPECTED_ERROR_TAG not in cell.metadata.get("tags", [])
     ]
     assert not failures, f"{name} failed in JupyterLab: {failures}"
-    last = [c for c in ran.cells if c.cell_type == "code"][-1]
-    assert "No hook left" in "".join(o.get("text", "") for o in last.outputs), f"{name} did not reach its last cell"
+    # The last cell (assert_no_hooks and its message) printed what the stored, nbval-checked notebook holds.
+    expected, got = (last_printed(nbformat.read(folder / name, 4)) for folder in (ROOT / "notebooks", lab.root))
+    assert expected, f"{name}: the stored notebook's last cell prints nothing to compare with"
+    assert got == expected, f"{name}: the last cell printed {got!r}, the stored notebook {expected!r}"
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.keyboard.press("Control+End")
     page.screenshot(path=str(SCREENSHOTS / f"{Path(name).stem}.png"))
