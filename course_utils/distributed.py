@@ -14,8 +14,9 @@ then kill) and the rendezvous port is closed before the call returns or raises.
   so nothing listens beyond 127.0.0.1. The notebook's own environment variables are never touched.
 - **Output.** A worker's stdout and stderr go to a log file, not into the notebook; when a worker fails, the error
   names its rank and carries its traceback and the end of its log.
-- **The function** must be importable by name (defined in a module such as ``course_utils.comm_hooks``): a fresh
-  process cannot see functions defined in a notebook cell.
+- **The function** must be importable by name (defined in a module such as ``course_utils.comm_hooks``; workers get
+  the caller's ``sys.path``): a fresh process cannot see functions defined in a notebook cell. ``local=`` runs one
+  more function, which may come from a notebook, as rank 0 in the calling process.
 
 Usage::
 
@@ -148,6 +149,14 @@ def single_process_group(timeout: float = 30.0) -> Iterator[Any]:
         yield group
 
 
+def _open_store(world_size: int, timeout: float) -> Any:
+    """The rendezvous store, served by this process on 127.0.0.1; port 0: the operating system picks a free port."""
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", 0, world_size + 1, is_master=True, wait_for_workers=False,
+                         timeout=datetime.timedelta(seconds=timeout))
+
+
 def run_workers(
     fn: Callable[..., Any],
     *,
@@ -176,21 +185,19 @@ def run_workers(
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
 
-    import torch.distributed as dist  # here, not at import time: importing this module stays cheap
-
     first_worker = 0 if local is None else 1
     processes: list[subprocess.Popen[bytes]] = []
     store = None
     with tempfile.TemporaryDirectory(prefix="course-workers-") as folder:
         work = Path(folder)
         try:
-            store = dist.TCPStore("127.0.0.1", 0, world_size + 1, is_master=True, wait_for_workers=False,
-                                  timeout=datetime.timedelta(seconds=timeout))
+            store = _open_store(world_size, timeout)
             job = {"fn": fn, "args": tuple(args), "world_size": world_size, "port": store.port,
                    "timeout": float(timeout), "parent": os.getpid()}
             (work / "job.pkl").write_bytes(pickle.dumps(job))
-            environment = dict(os.environ)
+            environment = dict(os.environ)  # a copy for the workers: this process's environment is not changed
             environment["PYTHONUNBUFFERED"] = "1"
+            environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)  # import what we can
             for rank in range(first_worker, world_size):
                 with open(work / f"rank{rank}.log", "wb") as log:
                     processes.append(subprocess.Popen(

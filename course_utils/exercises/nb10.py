@@ -136,11 +136,11 @@ def _ddp_batch(rank: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(6, 12, generator=generator), torch.randint(0, 5, (6,), generator=generator)
 
 
-def _exact_means() -> list[torch.Tensor]:
-    """The exact average of both ranks' gradients at every step, by plain autograd (no DDP, no hook), following
-    the same SGD steps on the averaged gradient."""
+def _rank_gradients() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each rank's own gradient at every step, by plain autograd (no DDP, no hook), along the trajectory of SGD
+    steps on their exact mean."""
     model = _ddp_model()
-    means = []
+    found = []
     for step in range(_STEPS):
         grads = []
         for rank in range(2):
@@ -148,14 +148,25 @@ def _exact_means() -> list[torch.Tensor]:
             x, y = _ddp_batch(rank, step)
             F.cross_entropy(model(x), y).backward()
             grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+        found.append((grads[0], grads[1]))
         mean = (grads[0] + grads[1]) / 2
-        means.append(mean)
         with torch.no_grad():
             offset = 0
             for param in model.parameters():
                 param -= 0.1 * mean[offset:offset + param.numel()].view_as(param)
                 offset += param.numel()
-    return means
+    return found
+
+
+def _misread_average(got: torch.Tensor, mine: torch.Tensor, theirs: torch.Tensor, rtol: float) -> str | None:
+    """Name the usual mistake when rank 0's result is not the mean (rank 1 ran torch's hook: divide, then sum)."""
+    if _relative(got, mine + theirs / 2) < rtol:
+        return ("Rank 0 got its whole gradient plus half of rank 1's: all_reduce sums, so divide the bucket by the "
+                "group's size before the all-reduce, as torch's hooks (and rank 1) do.")
+    if _relative(got, (mine + theirs / 2) / 2) < rtol:
+        return ("You divided after the all-reduce, but rank 1 (torch's hook) divides before it, so the ranks sent "
+                "different things: divide before the all-reduce.")
+    return None
 
 
 def _train_ddp(rank: int, hook: Callable[..., Any], state: Any) -> list[torch.Tensor]:
@@ -197,6 +208,11 @@ def _partner(rank: int, world_size: int, which: str) -> list[torch.Tensor]:
     return _train_ddp(rank, _reference_bf16, dist.group.WORLD)
 
 
+_SENDS = {
+    "counting": "one float32 tensor of the bucket's size, already divided by the group's size",
+    "bf16": "one bfloat16 copy of the bucket, already divided by the group's size",
+}
+
 _DDP_ERRORS = (
     ("must return a torch.futures.Future", "DDP needs a Future from the hook, not a tensor: return the future of the "
                                            "all-reduce (async_op=True, .get_future())."),
@@ -226,16 +242,22 @@ def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which:
     try:
         mine, theirs = run_workers(_partner, world_size=2, args=(which,), timeout=60, local=rank0)
     except WorkerError as error:
-        return Verdict(False, "Rank 1, which ran the reference hook, failed while your hook ran on rank 0: does your "
-                              "hook make exactly one all_reduce per bucket, on a tensor of the bucket's size? "
-                              f"({str(error).strip().splitlines()[-1]})")
+        return _mismatch(which, str(error))
     except (RuntimeError, ValueError) as error:
         text = str(error)
         for needle, advice in _DDP_ERRORS:
             if needle in text:
                 return Verdict(False, advice)
+        if "gloo" in text or "Connection" in text:
+            return _mismatch(which, text)
         raise
     return kept["state"], mine, theirs
+
+
+def _mismatch(which: str, text: str) -> Verdict:
+    """The ranks' collectives did not pair up (gloo reports a reset connection or a dead peer)."""
+    return Verdict(False, f"The two ranks' all-reduces did not match: rank 1 runs torch's hook, which sends "
+                          f"{_SENDS[which]}, per bucket; your hook must send the same.")
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -247,15 +269,13 @@ def _counting_test(hook: Callable[..., Any]) -> Verdict:
     if isinstance(outcome, Verdict):
         return outcome
     state, mine, theirs = outcome
-    means = _exact_means()
     n_bytes = sum(p.numel() for p in _ddp_model().parameters()) * 4 * _STEPS
-    for got, mean in zip(mine, means):
-        if torch.allclose(got, 2 * mean, atol=1e-6):
-            return Verdict(False, "The gradients are twice the average: all_reduce sums, so divide by the group's "
-                                  "size (state.group.size()) before or after it.")
+    for got, (own, other) in zip(mine, _rank_gradients()):
+        mean = (own + other) / 2
         if not torch.allclose(got, mean, atol=1e-6):
-            return Verdict(False, f"After the hook the gradients are not the mean of both ranks' gradients "
-                                  f"(relative difference {_relative(got, mean):.2g}).")
+            mistake = _misread_average(got, own, other, 1e-5)
+            return Verdict(False, mistake or f"After the hook the gradients are not the mean of both ranks' gradients "
+                                             f"(relative difference {_relative(got, mean):.2g}).")
     if not all(torch.equal(a, b) for a, b in zip(mine, theirs)):
         return Verdict(False, "The two ranks ended with different gradients.")
     counted = getattr(state, "bytes", None)
@@ -273,13 +293,14 @@ def _bf16_test(hook: Callable[..., Any]) -> Verdict:
     if isinstance(outcome, Verdict):
         return outcome
     _, mine, theirs = outcome
-    means = _exact_means()
-    for got, mean in zip(mine, means):
+    for got, (own, other) in zip(mine, _rank_gradients()):
+        mean = (own + other) / 2
         if got.dtype != torch.float32:
             return Verdict(False, f"The gradients came back as {got.dtype}: copy the result into the bucket's "
                                   "float32 buffer (decompress) before returning it.")
-        if _relative(got, 2 * mean) < 1e-2:
-            return Verdict(False, "The gradients are about twice the average: divide by the group's size.")
+        mistake = _misread_average(got, own, other, 1e-2)
+        if mistake and _relative(got, mean) > 1e-2:
+            return Verdict(False, mistake)
         if not torch.equal(got, got.to(torch.bfloat16).to(torch.float32)):
             return Verdict(False, "Some gradients are not bfloat16 numbers: the all-reduce was not done in bfloat16 "
                                   "(cast the bucket's buffer with .to(torch.bfloat16) before sending it).")

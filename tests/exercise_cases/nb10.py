@@ -1,0 +1,152 @@
+"""Answers for the checks of notebooks/10_hooks_at_scale.ipynb. The 10.3 and 10.4 cases each start a worker process
+(a real two-rank gloo group), a few seconds apiece."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+from tests.exercise_cases import Cases
+
+
+# -- 10.1 ----------------------------------------------------------------------------------------------------------
+def activity_stacked(module, running):  # noqa: ANN001, ANN201 -- one in-place add of a stacked pair
+    def hook(mod, args, output):  # noqa: ANN001, ANN202
+        running.add_(torch.stack([output.gt(0).to(running.dtype).mean(), torch.ones((), dtype=running.dtype)]))
+
+    return module.register_forward_hook(hook)
+
+
+def activity_as_float(module, running):  # noqa: ANN001, ANN201 -- float() takes a Python number: a graph break
+    def hook(mod, args, output):  # noqa: ANN001, ANN202
+        running[0] += float((output > 0).float().mean())
+        running[1] += 1
+
+    return module.register_forward_hook(hook)
+
+
+def activity_python_counter(module, running):  # noqa: ANN001, ANN201 -- a Python int changes every call: recompiles
+    seen = {"calls": 0}
+
+    def hook(mod, args, output):  # noqa: ANN001, ANN202
+        seen["calls"] += 1
+        running[0] += (output > 0).float().mean()
+        running[1] = seen["calls"]
+
+    return module.register_forward_hook(hook)
+
+
+def activity_of_input(module, running):  # noqa: ANN001, ANN201 -- the input, not the output
+    def hook(mod, args, output):  # noqa: ANN001, ANN202
+        running[0] += (args[0] > 0).float().mean()
+        running[1] += 1
+
+    return module.register_forward_hook(hook)
+
+
+def activity_no_handle(module, running):  # noqa: ANN001, ANN201
+    module.register_forward_hook(lambda mod, args, output: running.add_(torch.stack(
+        [(output > 0).float().mean(), torch.tensor(1.0)])) and None)
+
+
+# -- 10.3 ----------------------------------------------------------------------------------------------------------
+def counting_around_torch(state, bucket):  # noqa: ANN001, ANN201 -- count, then let torch's hook average
+    state.bytes += bucket.buffer().nbytes
+    return default_hooks.allreduce_hook(state.group, bucket)
+
+
+def counting_no_mean(state, bucket):  # noqa: ANN001, ANN201 -- all_reduce sums: forgot to divide
+    buffer = bucket.buffer()
+    state.bytes += buffer.numel() * buffer.element_size()
+    return dist.all_reduce(buffer, group=state.group, async_op=True).get_future().then(lambda f: f.value()[0])
+
+
+def counting_elements(state, bucket):  # noqa: ANN001, ANN201 -- counts elements, not bytes
+    buffer = bucket.buffer()
+    state.bytes += buffer.numel()
+    return default_hooks.allreduce_hook(state.group, bucket)
+
+
+def counting_list_future(state, bucket):  # noqa: ANN001, ANN201 -- the all-reduce's future holds a list
+    buffer = bucket.buffer().div_(state.group.size())
+    state.bytes += buffer.nbytes
+    return dist.all_reduce(buffer, group=state.group, async_op=True).get_future()
+
+
+def counting_returns_tensor(state, bucket):  # noqa: ANN001, ANN201 -- waits and returns the tensor itself
+    buffer = bucket.buffer().div_(state.group.size())
+    state.bytes += buffer.nbytes
+    dist.all_reduce(buffer, group=state.group)
+    return buffer
+
+
+# -- 10.4 ----------------------------------------------------------------------------------------------------------
+def bf16_through_torch(process_group, bucket):  # noqa: ANN001, ANN201 -- torch's own hook, under another name
+    return default_hooks.bf16_compress_hook(process_group, bucket)
+
+
+def bf16_copy_in_lambda(process_group, bucket):  # noqa: ANN001, ANN201 -- copy_ returns the buffer it filled
+    buffer = bucket.buffer()
+    compressed = buffer.bfloat16() / process_group.size()
+    return dist.all_reduce(compressed, group=process_group, async_op=True).get_future().then(
+        lambda fut: buffer.copy_(fut.value()[0]))
+
+
+def bf16_divide_after(process_group, bucket):  # noqa: ANN001, ANN201 -- divides the bfloat16 sum in the callback
+    buffer = bucket.buffer()
+    compressed = buffer.bfloat16()
+
+    def back(fut):  # noqa: ANN001, ANN202
+        return buffer.copy_(fut.value()[0].div_(process_group.size()))
+
+    return dist.all_reduce(compressed, group=process_group, async_op=True).get_future().then(back)
+
+
+def bf16_not_compressed(process_group, bucket):  # noqa: ANN001, ANN201 -- float32 all the way: no compression
+    return default_hooks.allreduce_hook(process_group, bucket)
+
+
+def bf16_no_mean(process_group, bucket):  # noqa: ANN001, ANN201
+    buffer = bucket.buffer()
+    compressed = buffer.to(torch.bfloat16)
+
+    def back(fut):  # noqa: ANN001, ANN202
+        buffer.copy_(fut.value()[0])
+        return buffer
+
+    return dist.all_reduce(compressed, group=process_group, async_op=True).get_future().then(back)
+
+
+CASES = {
+    "10.1": Cases(
+        right=[activity_stacked],
+        wrong=[
+            (activity_as_float, "graph break"),
+            (activity_python_counter, "recompiles"),
+            (activity_of_input, "add up to"),
+            (activity_no_handle, "Return the handle"),
+        ],
+    ),
+    "10.2": Cases(
+        right=[3, torch.tensor(3.0)],
+        wrong=[(1, "Count a new graph"), (2, "Count a new graph")],
+    ),
+    "10.3": Cases(
+        right=[counting_around_torch],
+        wrong=[
+            (counting_no_mean, "all_reduce sums"),
+            (counting_elements, "number of elements"),
+            (counting_list_future, "holds a list"),
+            (counting_returns_tensor, "not a tensor"),
+        ],
+    ),
+    "10.4": Cases(
+        right=[bf16_through_torch, bf16_copy_in_lambda],
+        wrong=[
+            (bf16_not_compressed, "did not match"),
+            (bf16_no_mean, "all_reduce sums"),
+            (bf16_divide_after, "divided after the all-reduce"),
+        ],
+    ),
+}
