@@ -1,4 +1,11 @@
-"""Exercises of notebooks/05_guided_backprop.ipynb: the guided rule, functional ReLUs, and what GBP shows."""
+"""Exercises of notebooks/05_guided_backprop.ipynb: a ReLU6 guide from full backward hooks, what the sanity check
+shows, and a guide for functional ReLUs (``F.relu``) that module hooks cannot see.
+
+Every check builds its own models and computes its ground truth without hooks: the same network run with a
+hand-written guided activation (a ``torch.autograd.Function`` whose backward is the guided rule).
+
+Usage: ``catalogue()["05.1"]`` (through ``course_utils.exercises``); ``check("05.1", guide_relu6)`` in a notebook.
+"""
 
 from __future__ import annotations
 
@@ -8,120 +15,240 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_choice
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable
 
 
-def _rule_test(rule: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
-    generator = torch.Generator().manual_seed(5)
-    forward_input = torch.randn(50, generator=generator)
-    grad_output = torch.randn(50, generator=generator)
-    before = (forward_input.clone(), grad_output.clone())
-    result = rule(forward_input, grad_output)
-    if not (torch.equal(forward_input, before[0]) and torch.equal(grad_output, before[1])):
-        return Verdict(False, "Your rule changed its arguments in place: compute a new tensor.")
-    if not isinstance(result, torch.Tensor) or result.shape != grad_output.shape:
-        return Verdict(False, "Return a tensor with the shape of grad_output.")
-    if torch.allclose(result, grad_output * (forward_input > 0)):
-        return Verdict(False, "That is the plain ReLU backward: Guided Backprop also drops negative gradients.")
-    if torch.allclose(result, grad_output.clamp(min=0)):
-        return Verdict(False, "That is the 'deconvnet' rule: the forward mask (input > 0) is missing.")
-    if torch.allclose(result, grad_output.clamp(min=0) * (forward_input > 0)):
-        return Verdict(True)
-    return Verdict(False, "Keep a gradient only where both the forward input and the gradient are positive.")
+# -- hand-written activations for the ground truth -------------------------------------------------------------
+class _GuidedReLU6(torch.autograd.Function):
+    """ReLU6 whose backward is the guided rule: max(g, 0) where 0 < x < 6."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x.clamp(0.0, 6.0)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return grad.clamp(min=0) * ((x > 0) & (x < 6))
+
+
+class _DeconvReLU6(torch.autograd.Function):
+    """The 'deconvnet' rule on ReLU6: max(g, 0) everywhere, the forward mask forgotten (a typical mistake)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.clamp(0.0, 6.0)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad.clamp(min=0)
+
+
+class _GuidedReLU(torch.autograd.Function):
+    """ReLU whose backward is the guided rule: max(g, 0) where x > 0."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return grad.clamp(min=0) * (x > 0)
+
+
+def _seeded(module: nn.Module, seed: int, scale: float = 0.5) -> nn.Module:
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * scale)
+    return module.eval()
+
+
+def _input_gradient(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    inputs = x.clone().requires_grad_(True)
+    logits = model(inputs)
+    (gradient,) = torch.autograd.grad(logits.gather(1, targets[:, None]).sum(), inputs)
+    return gradient
+
+
+# -- 05.1: a ReLU6 guide from full backward hooks ----------------------------------------------------------------
+class _ReLU6Net(nn.Module):
+    """One ReLU6 module used twice, another inside a nested block; values above 6 occur."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 5, 3, padding=1)
+        self.act = nn.ReLU6()
+        self.conv2 = nn.Conv2d(5, 5, 3, padding=1)
+        self.block = nn.Sequential(nn.Conv2d(5, 4, 3, padding=1), nn.ReLU6())
+        self.fc = nn.Linear(4, 6)
+
+    def forward(self, x: torch.Tensor, activation: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+        act = self.act if activation is None else activation
+        last = self.block[1] if activation is None else activation
+        h = act(self.conv1(x) * 4)
+        h = act(self.conv2(h))
+        h = last(self.block[0](h))
+        return self.fc(h.mean(dim=(2, 3)))
+
+
+def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
+    model = _seeded(_ReLU6Net(), 51)
+    x = torch.randn(3, 3, 6, 6, generator=torch.Generator().manual_seed(52))
+    targets = torch.tensor([4, 0, 2])
+    plain = _input_gradient(model, x, targets)  # before anything is attached
+    truth = _input_gradient(lambda t: model(t, _GuidedReLU6.apply), x, targets)
+    deconv = _input_gradient(lambda t: model(t, _DeconvReLU6.apply), x, targets)
+    handles = guide_relu6(model)
+    if handles is None or not isinstance(handles, (list, tuple)):
+        return Verdict(False, f"Return the list of handles (got {type(handles).__name__}), so the caller can remove the hooks.")
+    if not all(callable(getattr(handle, "remove", None)) for handle in handles):
+        return Verdict(False, "Return the handles that register_full_backward_hook gave you (objects with .remove()).")
+    got = _input_gradient(model, x, targets)
+    if torch.allclose(got, plain, atol=1e-6):
+        return Verdict(False, "Nothing was guided: the gradient is the plain one. Hook every nn.ReLU6 module of the "
+                              "model (model.modules() also finds the one inside the nested block).")
+    if torch.allclose(got, deconv, atol=1e-6):
+        return Verdict(False, "The forward mask is lost: grad_output is the gradient before the ReLU6's own backward. "
+                              "Clamp grad_input, which already carries the mask.")
+    if not torch.allclose(got, truth, atol=1e-6):
+        return Verdict(False, "Not the guided map: at each ReLU6 only positive gradients may pass, where 0 < x < 6 "
+                              "(check that you hooked the ReLU6 modules and nothing else).")
+    for handle in handles:
+        handle.remove()
+    if not torch.allclose(_input_gradient(model, x, targets), plain, atol=1e-6):
+        return Verdict(False, "After removing the handles you returned, the model is still guided: return every handle.")
+    return Verdict(True)
 
 
 _EXERCISE_05_1 = Exercise(
     "05.1",
-    "Write guided_rule(forward_input, grad_output) returning the gradient a guided ReLU passes back.",
-    expect_callable(_rule_test, "a function guided_rule(forward_input, grad_output)"),
-    praise="Two masks: where the ReLU was open in the forward pass, and where the gradient is positive.",
+    "Write guide_relu6(model): a full backward hook on every nn.ReLU6 that applies the guided rule; return the handles.",
+    expect_callable(_relu6_test, "a function guide_relu6(model) returning a list of handles"),
+    hints=(
+        "A full backward hook receives (module, grad_input, grad_output) and may return a new grad_input tuple.",
+        "grad_input has already been through the ReLU6's own backward (its mask 0 < x < 6): keep its positive part.",
+    ),
     kind="write",
+    praise="grad_input already carries the ReLU6's mask, so clamping it is the whole guided rule -- and the handles "
+           "give the model back its plain gradient.",
 )
 
 
-class FunctionalCNN(nn.Module):
-    """A small CNN that calls F.relu instead of using nn.ReLU modules (seeded weights)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        generator = torch.Generator().manual_seed(11)
-        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
-        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
-        self.fc = nn.Linear(8, 4)
-        with torch.no_grad():
-            for parameter in self.parameters():
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.conv1(x))
-        x = F.relu(self.conv2(x))
-        return self.fc(x.mean(dim=(2, 3)))
+# -- 05.2: what the sanity check shows ------------------------------------------------------------------------------
+_SANITY_FEEDBACK = {
+    "a": "Not entirely: the random network's map ranks the pixels only partly like the trained one's (section 4). "
+         "What does that partial agreement, and the class making no difference, tell you?",
+    "c": "A random network has learned nothing. Where else can a shared picture come from?",
+    "d": "The plain gradient changed the most when the weights were randomised: that is the behaviour the test "
+         "asks for. Which method barely reacted to the class?",
+}
 
 
-def exercise_05_2() -> tuple[nn.Module, torch.Tensor]:
-    """The model and input of Exercise 05.2: ``model, x = exercise_05_2()``."""
-    return FunctionalCNN().eval(), torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(12))
-
-
-def _functional_test(answer: Any) -> Verdict:
-    if not isinstance(answer, torch.Tensor):
-        return Verdict(False, f"Pass the saliency tensor, got {type(answer).__name__}.")
-    model, x = exercise_05_2()
-    inputs = x.clone().requires_grad_(True)
-    hooks = []
-
-    def guide(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
-        hooks.append(output.register_hook(lambda grad: grad.clamp(min=0)))
-
-    # independent reference: the same network with module ReLUs, guided by hand
-    relu = nn.ReLU()
-    handle = relu.register_forward_hook(guide)
-    try:
-        h = relu(model.conv1(inputs))
-        h = relu(model.conv2(h))
-        score = model.fc(h.mean(dim=(2, 3)))[0]
-        score[score.argmax()].backward()
-    finally:
-        handle.remove()
-        for item in hooks:
-            item.remove()
-    expected = inputs.grad
-    vanilla_inputs = x.clone().requires_grad_(True)
-    logits = model(vanilla_inputs)[0]
-    logits[logits.argmax()].backward()
-    if answer.shape != expected.shape:
-        return Verdict(False, f"Expected shape {tuple(expected.shape)}, got {tuple(answer.shape)}.")
-    if torch.allclose(answer, vanilla_inputs.grad, atol=1e-7):
-        return Verdict(False, "That is the vanilla gradient: no ReLU module was found to guide. See the warning.")
-    if not torch.allclose(answer, expected, atol=1e-6):
-        return Verdict(False, "Not the guided map of the top class: guide the functional ReLUs, target=None.")
-    return Verdict(True)
+def _sanity_choice(answer: Any) -> Verdict:
+    if not isinstance(answer, str) or answer.strip().lower().strip("()") not in ("a", "b", "c", "d"):
+        return Verdict(False, f"Answer with one letter, e.g. answer = \"a\"; got {answer!r}.")
+    letter = answer.strip().lower().strip("()")
+    if letter == "b":
+        return Verdict(True)
+    return Verdict(False, _SANITY_FEEDBACK[letter])
 
 
 _EXERCISE_05_2 = Exercise(
     "05.2",
-    "Compute the Guided Backprop map of exercise_05_2()'s model, which uses F.relu, for its top class.",
-    _functional_test,
-    praise="functional=True catches F.relu calls that module hooks cannot see.",
-    kind="predict",
+    "What do section 4's rank correlations (trained vs random weights, cat vs espresso) support? Answer a letter.",
+    _sanity_choice,
+    hints=(
+        "Compare the three numbers: how much did each map move when the weights, or the class, changed?",
+        "A method that explains the model's decision must change when the decision changes.",
+    ),
+    kind="choice",
+    praise="Adebayo et al. (2018): a map that reacts little to the weights and not at all to the class shows the "
+           "image through the architecture, not the model's reasons.",
 )
+
+
+# -- 05.3 (stretch): a guide for functional ReLUs ---------------------------------------------------------------------
+class _FunctionalNet(nn.Module):
+    """ReLUs as F.relu, torch.relu, an in-place F.relu and an nn.ReLU module (which calls F.relu itself); one ReLU
+    follows two convolutions in a row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.conv2 = nn.Conv2d(6, 6, 3, padding=1)
+        self.mix = nn.Conv2d(6, 6, 1)  # two linear layers in a row: a guide on every output would show here
+        self.conv3 = nn.Conv2d(6, 5, 3, padding=1)
+        self.fc1 = nn.Linear(5, 7)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Linear(7, 4)
+
+    def forward(self, x: torch.Tensor, guided: bool = False) -> torch.Tensor:
+        if guided:  # the ground truth: every ReLU replaced by the hand-written guided one
+            h = _GuidedReLU.apply(self.conv1(x))
+            h = _GuidedReLU.apply(self.mix(self.conv2(h)))
+            h = _GuidedReLU.apply(self.conv3(h))
+            return self.fc2(_GuidedReLU.apply(self.fc1(h.mean(dim=(2, 3)))))
+        h = F.relu(self.conv1(x))
+        h = torch.relu(self.mix(self.conv2(h)))
+        h = F.relu(self.conv3(h), inplace=True)
+        return self.fc2(self.act(self.fc1(h.mean(dim=(2, 3)))))
+
+
+def _functional_test(mode_class: Any) -> Verdict:
+    if not (isinstance(mode_class, type) and issubclass(mode_class, TorchFunctionMode)):
+        return Verdict(False, "Define a class that subclasses torch.overrides.TorchFunctionMode.")
+    model = _seeded(_FunctionalNet(), 53)
+    x = torch.randn(3, 3, 5, 5, generator=torch.Generator().manual_seed(54))
+    targets = torch.tensor([1, 3, 0])
+    plain = _input_gradient(model, x, targets)
+    truth = _input_gradient(lambda t: model(t, guided=True), x, targets)
+    inputs = x.clone().requires_grad_(True)
+    try:
+        with mode_class():
+            logits = model(inputs)
+    except TypeError as error:
+        return Verdict(False, f"The model failed inside your mode ({error}). __torch_function__ must return what "
+                              "func(*args, **kwargs) returned.")
+    if not isinstance(logits, torch.Tensor) or logits.shape != (3, 4):
+        return Verdict(False, "The model's output changed inside your mode: return func's result unchanged.")
+    with torch.no_grad():
+        expected_logits = model(x)
+    if not torch.allclose(logits.detach(), expected_logits, atol=1e-6):
+        return Verdict(False, "The forward values changed inside your mode: only the gradients may be guided.")
+    (got,) = torch.autograd.grad(logits.gather(1, targets[:, None]).sum(), inputs)
+    if torch.allclose(got, plain, atol=1e-6):
+        return Verdict(False, "Nothing was guided: register the guide on the output of each F.relu / torch.relu call.")
+    if not torch.allclose(got, truth, atol=1e-6):
+        return Verdict(False, "Not the guided map. Guide only ReLU outputs (F.relu and torch.relu -- an nn.ReLU module "
+                              "calls F.relu itself), with a tensor hook that keeps the positive gradient.")
+    try:
+        with mode_class(), torch.no_grad():
+            model(x)
+    except RuntimeError as error:
+        return Verdict(False, f"Under torch.no_grad() your mode fails ({error}). Outputs that do not require grad "
+                              "cannot take a tensor hook: skip them.")
+    if not torch.allclose(_input_gradient(model, x, targets), plain, atol=1e-6):
+        return Verdict(False, "Outside the with block the model must give its plain gradient again.")
+    return Verdict(True)
+
 
 _EXERCISE_05_3 = Exercise(
     "05.3",
-    "GBP of a random-weight network still draws the cat, whatever the class. What follows?",
-    expect_choice(
-        "the map mostly shows the image, not what the model learned",
-        [
-            "the map mostly shows the image, not what the model learned",
-            "the random network learned the cat too",
-            "the trained network is broken",
-            "Guided Backprop needs more samples",
-        ],
-        "If the weights hardly matter, where does the picture come from?",
+    "Write a TorchFunctionMode that guides the output of every F.relu / torch.relu call made while it is active.",
+    expect_callable(_functional_test, "a class (a TorchFunctionMode subclass)"),
+    hints=(
+        "__torch_function__ sees every torch function call: run func, look at which function it was, return the result.",
+        "On a result of F.relu or torch.relu that requires grad, register a tensor hook with the guided rule.",
     ),
-    praise="Adebayo et al. (2018): a saliency method that ignores the weights cannot explain them.",
-    kind="choice",
+    kind="write",
+    stretch=True,
+    praise="A function mode sees the calls module hooks cannot: this is how guided_backprop(..., functional=True) works.",
 )
 
-EXERCISES = (_EXERCISE_05_1, _EXERCISE_05_2, _EXERCISE_05_3,)
+EXERCISES = (_EXERCISE_05_1, _EXERCISE_05_2, _EXERCISE_05_3)
