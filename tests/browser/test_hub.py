@@ -22,6 +22,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -77,10 +78,18 @@ class Learner:
 @pytest.fixture(scope="module")
 def hub() -> Iterator[ThrowAwayHub]:
     need_browser_and_root()
-    with ThrowAwayHub() as running:
-        running.start()
-        yield running
-        running.stop(timeout=30)  # if the Ctrl-C test did not run; cleanup() ends anything left, by pid
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)  # a cancelled run still removes the learners it created
+    try:
+        with ThrowAwayHub() as running:
+            running.start()
+            yield running
+            running.stop(timeout=30)  # if the Ctrl-C test did not run; cleanup() ends anything left, by pid
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.fixture(scope="module")
@@ -256,8 +265,18 @@ def run_cell_by_cell_together(learners: list[Learner], timeout: float) -> None:
         time.sleep(0.2)
 
 
+def printed(cell: dict) -> str:
+    """What a cell printed, from the notebook file (nbformat may store text as a list of lines)."""
+    texts = [o.get("text", "") for o in cell["outputs"]]
+    return "".join("".join(text) if isinstance(text, list) else text for text in texts)
+
+
 def saved_cells(path: Path) -> list[dict]:
-    return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+    try:
+        notebook = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return []  # caught while JupyterLab writes it
+    return [c for c in notebook["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
 
 
 def test_three_learners_log_in_at_once_and_run_notebook_01_in_their_own_workspace(room: Room) -> None:
@@ -294,9 +313,9 @@ def test_three_learners_log_in_at_once_and_run_notebook_01_in_their_own_workspac
         stubs = [c for c in cells if STUB_TAG in c.get("metadata", {}).get("tags", [])]
         assert stubs, f"{learner.name} did not run the learner edition (no exercise stub)"
         for stub in stubs:  # check() ran on the learner's (unwritten) answer and said so, in their own kernel
-            said = "".join(o.get("text", "") for o in stub["outputs"]) + str([o.get("evalue") for o in stub["outputs"]])
+            said = printed(stub) + str([o.get("evalue") for o in stub["outputs"]])
             assert "stub" in said or "your code goes here" in said, f"{learner.name}: stub cell said {said[:200]!r}"
-        last = "".join(o.get("text", "") for o in cells[-1]["outputs"])
+        last = printed(cells[-1])
         assert "No hook left" in last, f"{learner.name}'s notebook did not reach its last cell: {last!r}"
         learner.page.screenshot(path=str(SCREENSHOTS / f"hub_{learner.name[len(hub.prefix):]}.png"))  # type: ignore[attr-defined]
     print(f"\nthree learners: logged in and servers up in {logged_in:.0f} s, "
@@ -318,12 +337,11 @@ def test_a_learner_cannot_open_another_learners_files_through_the_hub(room: Room
         response = ann.page.request.get(f"{hub.url}{path}")  # type: ignore[attr-defined]
         body = response.text()
         assert secret_b not in body and '"cells"' not in body, f"ann read {path} of bob through the hub"
-        assert response.status in (403, 404) or "/hub/login" in response.url or response.status >= 400, \
-            f"{path} with ann's session: HTTP {response.status} at {response.url}"
+        assert response.status == 403, f"{path} with ann's session: HTTP {response.status} at {response.url}"
     page = ann.page
     page.goto(f"{hub.url}/user/{bob.name}/lab/tree/secret.txt")  # type: ignore[attr-defined]
-    assert secret_b not in page.content() and f"/user/{bob.name}/lab" not in page.url or "403" in page.content(), \
-        f"ann's browser opened bob's lab: {page.url}"  # type: ignore[attr-defined]
+    content = page.content()  # type: ignore[attr-defined]
+    assert secret_b not in content and "403" in content, f"ann's browser opened bob's lab: {page.url}"  # type: ignore[attr-defined]
 
 
 def test_a_learner_cannot_read_or_change_another_learners_files_on_disk(room: Room) -> None:
