@@ -83,6 +83,7 @@ def preserved_session() -> Iterator[None]:
                      torch.is_deterministic_algorithms_warn_only_enabled())
     default_dtype = torch.get_default_dtype()
     threads = torch.get_num_threads()
+    saved_tensor_hooks = _top_saved_tensor_hooks()
     try:
         with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a validator's (or the answer's) warnings are not the learner's output
@@ -98,6 +99,25 @@ def preserved_session() -> Iterator[None]:
         torch.set_default_dtype(default_dtype)
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
+        _pop_saved_tensor_hooks_down_to(saved_tensor_hooks)
+
+
+def _top_saved_tensor_hooks() -> tuple[Any, Any] | None:
+    """The innermost ``saved_tensors_hooks`` pair in force in this thread (None when there is none)."""
+    return torch._C._autograd._top_saved_tensors_default_hooks(False)
+
+
+def _pop_saved_tensor_hooks_down_to(expected: tuple[Any, Any] | None) -> None:
+    """Undo ``saved_tensors_hooks`` contexts an answer entered and never left (e.g. its forward raised inside a
+    bare ``__enter__``): they would keep packing every later forward of the learner's session. PyTorch has no public
+    way to leave another code's context, so this pops autograd's default-hooks stack (the call
+    ``saved_tensors_hooks.__exit__`` makes) until the caller's own innermost pair is on top again."""
+    for _ in range(1000):  # bounded: a stack deeper than this is not a learner's answer
+        top = _top_saved_tensor_hooks()
+        if top is None or (expected is not None and all(a is b for a, b in zip(top, expected))):
+            return
+        torch._C._autograd._pop_saved_tensors_default_hooks()
+    raise RuntimeError("more than 1000 saved_tensors_hooks contexts were left open; restart the kernel")
 
 
 def _is_course_or_library(filename: str) -> bool:

@@ -227,3 +227,22 @@ def test_no_import_cycle_between_checks_and_the_exercises() -> None:
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         assert "course_utils.checks" not in imported, f"{path.name} imports course_utils.checks: an import cycle"
+
+
+def test_saved_tensor_hooks_an_answer_left_open_are_undone_and_the_callers_own_stay() -> None:
+    from torch.autograd.graph import saved_tensors_hooks
+
+    def top() -> object:
+        return torch._C._autograd._top_saved_tensors_default_hooks(False)
+
+    outer = (lambda t: t, lambda t: t)
+    with saved_tensors_hooks(*outer):
+        with preserved_session():
+            for _ in range(3):  # an answer that enters and never leaves (its forward raised, say)
+                saved_tensors_hooks(lambda t: t, lambda t: t).__enter__()
+            assert top()[0] is not outer[0]
+        assert top() is not None and top()[0] is outer[0] and top()[1] is outer[1]
+    assert top() is None
+    with preserved_session():
+        saved_tensors_hooks(lambda t: t, lambda t: t).__enter__()
+    assert top() is None
