@@ -29,12 +29,18 @@ Usage::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import torch
 import torch.nn as nn
+
+# TorchDispatchMode is documented ("Extending PyTorch", __torch_dispatch__) but lives in a private module, and
+# torch has no public alias for it (2.14.1). It is the only way to see every aten operation that writes into a
+# tensor, which is what lets the recorder keep right values on models with in-place layers. We also read
+# ``func._schema.arguments[i].alias_info.is_write``. tests/test_recorder.py::test_private_dispatch_api_still_works
+# fails with a clear message if a torch upgrade moves or changes either.
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from course_utils.hooks import HookRegistry, LayerSpec, UnknownLayerError, resolve_layers
@@ -44,7 +50,10 @@ __all__ = [
     "LayerNeverRanError",
     "NoGradientError",
     "OverwrittenActivationError",
+    "RecordedValues",
 ]
+
+_V = TypeVar("_V")
 
 
 class LayerNeverRanError(LookupError):
@@ -60,6 +69,56 @@ class NoGradientError(RuntimeError):
 
 class OverwrittenActivationError(RuntimeError):
     """A stored tensor was changed in place after it was recorded, so it no longer holds what the layer computed."""
+
+
+class _NotRecordedKeyError(KeyError):
+    """``rec.outputs[key]`` for a key that :meth:`ActivationRecorder.keys` does not list (a mapping's KeyError,
+    so ``in`` and ``.get()`` work), with the recorder's explanation as its message."""
+
+    def __str__(self) -> str:  # KeyError would otherwise show the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
+class RecordedValues(Mapping[str, _V], Generic[_V]):
+    """A read-only, live view of what an :class:`ActivationRecorder` recorded, keyed as in its ``keys()``.
+
+    Nothing is read until a key is asked for: ``rec.outputs["fc1"]`` reads that one entry (it costs the same
+    however many layers are recorded), and a layer whose value cannot be read (overwritten in place, no
+    gradient, an output the recorder does not store) raises its own error for its own key only. Iterating
+    (``.items()``, ``.values()``, ``dict(...)``) reads every entry, so it raises at the first bad one.
+
+    Usage: ``rec.outputs["fc1"]``, ``"fc1" in rec.gradients``, ``list(rec.outputs)``
+    """
+
+    def __init__(self, recorder: ActivationRecorder, read: Callable[[str], _V], what: str) -> None:
+        self._recorder = recorder
+        self._read = read
+        self._what = what
+
+    def __getitem__(self, key: str) -> _V:
+        try:
+            self._recorder._one(key)  # a key keys() lists: a recorded layer that ran, or name#k
+        except LookupError as error:  # unknown layer, never ran, or a layer that ran several times
+            raise _NotRecordedKeyError(f"{error} (no {self._what} entry {key!r})") from error
+        return self._read(key)
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        try:
+            self._recorder._one(key)
+        except LookupError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._recorder.keys())
+
+    def __len__(self) -> int:
+        return len(self._recorder.keys())
+
+    def __repr__(self) -> str:
+        return f"<{self._what} of {len(self)} recorded call(s): {', '.join(map(repr, self))}>"
 
 
 @dataclass
@@ -383,19 +442,27 @@ class ActivationRecorder:
         return call.gradient
 
     @property
-    def outputs(self) -> dict[str, Any]:
-        """Every recorded output, keyed as in :meth:`keys` (layers that never ran are left out)."""
-        return {key: self.output(key) for key in self.keys()}
+    def outputs(self) -> RecordedValues[Any]:
+        """Every recorded output, keyed as in :meth:`keys` (layers that never ran are left out).
+
+        A live, read-only mapping: each access reads one entry, and an entry that cannot be read raises
+        for its key only (see :class:`RecordedValues`)."""
+        return RecordedValues(self, self.output, "outputs")
 
     @property
-    def inputs(self) -> dict[str, torch.Tensor]:
+    def inputs(self) -> RecordedValues[torch.Tensor]:
         """Every recorded first positional input, keyed as in :meth:`keys` (needs ``inputs=True``)."""
-        return {key: self.input(key) for key in self.keys()}
+        if not self.record_inputs:
+            raise ValueError("Inputs were not recorded: create the recorder with inputs=True.")
+        return RecordedValues(self, self.input, "inputs")
 
     @property
-    def gradients(self) -> dict[str, torch.Tensor]:
-        """Every recorded gradient, keyed as in :meth:`keys`."""
-        return {key: self.gradient(key) for key in self.keys()}
+    def gradients(self) -> RecordedValues[torch.Tensor]:
+        """Every recorded gradient, keyed as in :meth:`keys`; a call without a gradient raises
+        :class:`NoGradientError` for its own key only."""
+        if not self.record_gradients:
+            raise NoGradientError("Gradients were not recorded: create the recorder with gradients=True.")
+        return RecordedValues(self, self.gradient, "gradients")
 
     def __repr__(self) -> str:
         return f"ActivationRecorder({len(self.layers)} layers, {len(self.keys())} calls recorded)"

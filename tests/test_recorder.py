@@ -282,3 +282,89 @@ def test_100_uses_leave_no_growth() -> None:
     assert live_tensors() == baseline_tensors
     assert len(gc.get_objects()) - baseline_objects < 50
     assert_no_hooks(model)
+
+
+def test_mappings_read_one_entry_per_access_and_a_bad_entry_spoils_only_its_key() -> None:
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU(inplace=True), *[nn.Linear(3, 3) for _ in range(40)])
+    names = [str(i) for i in range(len(model))]
+    with ActivationRecorder(model, names, on_overwrite="raise", inputs=True) as rec:
+        model(torch.randn(2, 3))
+    read: list[str] = []
+    real_output = rec.output
+    rec.output = lambda key: read.append(key) or real_output(key)  # type: ignore[method-assign]
+    outputs = rec.outputs
+    assert read == []  # nothing is read until a key is asked for
+    fifth = outputs["5"]
+    assert read == ["5"]  # one entry read, not 42
+    with torch.no_grad():
+        assert torch.equal(fifth, model[5](rec.input("5")))
+    with pytest.raises(OverwrittenActivationError, match="aten.relu_"):
+        outputs["0"]  # the in-place ReLU wrote into Linear 0's output: only this key raises
+    assert torch.equal(outputs["1"], torch.relu(rec.input("1")))
+    assert len(outputs) == 42 and list(outputs)[:3] == ["0", "1", "2"] and "41" in outputs
+    with pytest.raises(OverwrittenActivationError):
+        dict(outputs)  # reading everything still reaches the bad entry: never swallowed
+
+
+def test_gradient_mapping_raises_for_the_layer_without_one_only() -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    model[0].requires_grad_(False)
+    with ActivationRecorder(model, ["0", "1"], gradients=True) as rec:
+        model(torch.ones(1, 2)).sum().backward()
+    assert torch.equal(rec.gradients["1"], torch.ones(1, 2))
+    with pytest.raises(NoGradientError, match="does not require grad"):
+        rec.gradients["0"]
+    model.zero_grad(set_to_none=True)
+
+
+def test_mappings_behave_like_mappings_for_keys_they_do_not_have() -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2))
+    with ActivationRecorder(model, ["0", "1", "2"]) as rec:
+        model[0](torch.ones(1, 2))  # only layer 0 runs
+    assert list(rec.outputs) == ["0"] and "2" not in rec.outputs and rec.outputs.get("2") is None
+    with pytest.raises(KeyError, match="has not run"):
+        rec.outputs["2"]
+    with pytest.raises(KeyError, match="not a recorded layer"):
+        rec.outputs["head"]
+    with pytest.raises(ValueError, match="inputs=True"):
+        rec.inputs
+    with pytest.raises(NoGradientError, match="gradients=True"):
+        rec.gradients
+
+
+def test_private_dispatch_api_still_works() -> None:
+    """The recorder relies on torch.utils._python_dispatch.TorchDispatchMode and on operator schemas saying
+    which argument an op writes to. Both are private: this test says so plainly if a torch upgrade changes them."""
+    import importlib
+
+    try:
+        module = importlib.import_module("torch.utils._python_dispatch")
+        mode_class = module.TorchDispatchMode
+    except (ImportError, AttributeError) as error:
+        pytest.fail(
+            f"torch {torch.__version__} no longer has torch.utils._python_dispatch.TorchDispatchMode ({error}); "
+            "course_utils/recorder.py imports it to watch in-place writes: find its new home and update the import."
+        )
+    seen: list[tuple[str, list[bool]]] = []
+
+    class Spy(mode_class):  # type: ignore[misc, valid-type]
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            try:
+                writes = [bool(a.alias_info is not None and a.alias_info.is_write) for a in func._schema.arguments]
+            except AttributeError as error:
+                pytest.fail(
+                    f"torch {torch.__version__}: an operator schema no longer exposes arguments[i].alias_info.is_write "
+                    f"({error}); course_utils/recorder.py reads it to know which ops write in place."
+                )
+            seen.append((str(func), writes))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(3)
+    with Spy():
+        x.relu_()
+        torch.relu(x)
+    assert seen[0][0] == "aten.relu_.default" and seen[0][1][0], (
+        f"TorchDispatchMode no longer reports in-place relu_ as writing to its first argument: {seen}"
+    )
+    assert seen[1][0] == "aten.relu.default" and not any(seen[1][1]), seen
