@@ -219,17 +219,18 @@ def _collect(processes: Sequence[subprocess.Popen[bytes]], work: Path, ranks: ra
     results: dict[int, Any] = {}
     while len(results) < len(ranks):
         for rank, process in zip(ranks, processes):
-            if rank in results or process.poll() is None:
+            if rank in results:
                 continue
             outcome = work / f"rank{rank}.result.pkl"
-            if not outcome.exists():
+            if outcome.exists():  # read as soon as it is written, even while the process is still exiting
+                status, value, _ = pickle.loads(outcome.read_bytes())
+                if status != "ok":
+                    _raise_first_failure(work, ranks)
+                results[rank] = value
+            elif process.poll() is not None and not outcome.exists():
                 raise WorkerError(
                     f"Worker rank {rank} died (exit code {process.returncode}) without a result. Its log:\n"
                     f"{_log_tail(work / f'rank{rank}.log') or '(empty)'}", rank)
-            status, value = pickle.loads(outcome.read_bytes())
-            if status != "ok":
-                raise WorkerError(f"Worker rank {rank} raised:\n{value}", rank)
-            results[rank] = value
         if len(results) == len(ranks):
             break
         if time.monotonic() > deadline:
@@ -240,6 +241,29 @@ def _collect(processes: Sequence[subprocess.Popen[bytes]], work: Path, ranks: ra
                 f"{_log_tail(work / f'rank{waiting[0]}.log') or '(empty)'}", waiting[0])
         time.sleep(_POLL_S)
     return [results[rank] for rank in ranks]
+
+
+def _raise_first_failure(work: Path, ranks: range) -> None:
+    """Raise the error of the rank that failed FIRST: when one rank raises, the others usually fail a moment later
+    in a collective ("Connection closed by peer"), and that echo must not hide the cause. The ranks still running
+    get a short grace period to report, then the earliest failure (by the time each worker stamped) is raised and
+    the others are named."""
+    grace = time.monotonic() + _FAILURE_GRACE_S
+    failures: dict[int, tuple[float, str]] = {}
+    while True:
+        for rank in ranks:
+            path = work / f"rank{rank}.result.pkl"
+            if rank not in failures and path.exists():
+                status, value, failed_at = pickle.loads(path.read_bytes())
+                if status != "ok":
+                    failures[rank] = (failed_at, value)
+        if len(failures) == len(ranks) or time.monotonic() > grace:
+            break
+        time.sleep(_POLL_S)
+    first = min(failures, key=lambda rank: failures[rank][0])
+    others = sorted(set(failures) - {first})
+    also = f"\n(rank(s) {others} failed after it, most likely because rank {first} stopped.)" if others else ""
+    raise WorkerError(f"Worker rank {first} raised:\n{failures[first][1]}{also}", first)
 
 
 # -- the worker side: `python -m course_utils.distributed <folder> <rank>` ----------------------------------------
@@ -266,14 +290,14 @@ def _worker_main(folder: str, rank_text: str) -> int:
                               timeout=datetime.timedelta(seconds=job["timeout"]))
         with _joined(store, rank, job["world_size"], job["timeout"]):
             value = job["fn"](rank, job["world_size"], *job["args"])
-        outcome = ("ok", value)
+        outcome = ("ok", value, time.time())
     except BaseException:  # reported to the parent, which raises it with this rank's number
-        outcome = ("error", traceback.format_exc())
+        outcome = ("error", traceback.format_exc(), time.time())  # the time tells a cause from its echoes
     partial = work / f"rank{rank}.result.tmp"
     try:
         partial.write_bytes(pickle.dumps(outcome))
     except Exception:  # an unpicklable result: say so instead of dying silently
-        partial.write_bytes(pickle.dumps(("error", traceback.format_exc())))
+        partial.write_bytes(pickle.dumps(("error", traceback.format_exc(), time.time())))
     partial.replace(work / f"rank{rank}.result.pkl")
     return 0
 
