@@ -1,6 +1,8 @@
-"""Fixtures for the browser suite: one throw-away JupyterLab server per session and Debian's Chromium driven by
-Playwright. Both are stopped at the end, also when a test fails or times out (pytest-timeout's signal method
-raises in the test, so these teardowns still run)."""
+"""Fixtures for the browser suite: a throw-away JupyterLab server and Debian's Chromium driven by Playwright, one
+of each per test module (module scope, not session: Playwright's sync API cannot run twice at once in a thread, so
+a browser kept for the whole session would break the next module's own ``sync_playwright()``). Both are stopped at
+the module's end, also when a test fails or times out (pytest-timeout's signal method raises in the test, so these
+teardowns still run)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ def require_chromium() -> None:
         pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """JupyterLab on 127.0.0.1 serving a copy of notebooks/ with every output cleared."""
     require_chromium()
@@ -40,7 +42,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
@@ -60,7 +62,7 @@ def browser(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]
                 pass
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab_page(lab: Lab, browser: Any) -> Iterator[LabPage]:
     """One JupyterLab page shared by the notebook tests (a fresh one after a failure)."""
     shared = LabPage(browser, lab)
