@@ -29,6 +29,9 @@ sys.path.insert(0, str(ROOT / "tools" / "hub"))
 import course_hub  # noqa: E402
 import publish_learner_edition  # noqa: E402
 
+# nativeauthenticator 1.3.0 calls locale.getdefaultlocale() at import (deprecated in Python 3.11): not ours to fix
+pytestmark = pytest.mark.filterwarnings("ignore:'locale.getdefaultlocale' is deprecated:DeprecationWarning")
+
 
 def load(path: Path) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
