@@ -1,4 +1,12 @@
-"""Exercises of notebooks/06_grad_cam.ipynb: Grad-CAM by hand, where the element-wise variant is exact, and class sensitivity."""
+"""Exercises of notebooks/06_grad_cam.ipynb: Grad-CAM's channel weights from a full backward hook, Grad-CAM from
+one forward hook and one tensor hook, and one map per call of a shared module.
+
+Every check builds its own small networks (an in-place ReLU after the hooked layer, a batch with one class per
+sample, a non-square input) and computes the ground truth without hooks: the network split at the layer, the
+activation made a leaf, and ``torch.autograd.grad`` asked for the gradient at it.
+
+Usage: ``catalogue()["06.2"]`` (through ``course_utils.exercises``); ``check("06.2", grad_cam_two_hooks)``.
+"""
 
 from __future__ import annotations
 
@@ -6,63 +14,238 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.nn as nn
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_choice
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+
+_TARGETS = [6, 0, 3]
 
 
-def _cam_test(cam_from: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
-    generator = torch.Generator().manual_seed(6)
-    activation = torch.randn(2, 5, 4, 3, generator=generator).relu()
-    gradient = torch.randn(2, 5, 4, 3, generator=generator)
-    before = (activation.clone(), gradient.clone())
-    result = cam_from(activation, gradient)
-    if not (torch.equal(activation, before[0]) and torch.equal(gradient, before[1])):
-        return Verdict(False, "Your function changed its arguments in place.")
-    if not isinstance(result, torch.Tensor) or tuple(result.shape) != (2, 4, 3):
-        got = tuple(result.shape) if isinstance(result, torch.Tensor) else type(result).__name__
-        return Verdict(False, f"Return one (h, w) map per sample: shape (N, h, w) = (2, 4, 3), got {got}.")
-    weights = gradient.mean(dim=(2, 3), keepdim=True)
-    expected = (weights * activation).sum(dim=1).clamp(min=0)
-    if torch.allclose(result, (activation * gradient).sum(dim=1).clamp(min=0), atol=1e-6):
-        return Verdict(False, "That is the element-wise product (article 003): average the gradient over space first.")
-    if torch.allclose(result, (weights * activation).sum(dim=1), atol=1e-6):
-        return Verdict(False, "Almost: Grad-CAM keeps only the positive part (ReLU) of the weighted sum.")
-    if not torch.allclose(result, expected, atol=1e-6):
-        return Verdict(False, "weights = spatial mean of the gradient per channel; map = ReLU(Σ_c weight_c × A_c).")
+def _cam_net(inplace: bool) -> nn.Sequential:
+    """Conv layers "0", "2", "4"; "3" is a ReLU that works in place when ``inplace``."""
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(inplace=inplace),
+        nn.Conv2d(6, 5, 3, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(5, 7),
+    )
+    generator = torch.Generator().manual_seed(61)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.6)
+    return model.eval()
+
+
+def _batch() -> torch.Tensor:
+    return torch.randn(3, 3, 7, 5, generator=torch.Generator().manual_seed(62))  # not square: catches dim mix-ups
+
+
+def _split_truth(model: nn.Sequential, index: int, x: torch.Tensor, targets: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Activation of model[index] and the gradient of the target scores at it, without any hook."""
+    with torch.no_grad():
+        activation = model[: index + 1](x)
+    leaf = activation.clone().requires_grad_(True)
+    logits = model[index + 1 :](leaf.clone())  # the clone: an in-place layer next must not touch the leaf
+    score = logits.gather(1, torch.tensor(targets)[:, None]).sum()
+    (gradient,) = torch.autograd.grad(score, leaf)
+    return activation, gradient
+
+
+def _hooks_left(model: nn.Module) -> list[str]:
+    left = []
+    for name, module in model.named_modules():
+        for kind in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
+            if getattr(module, kind, None):
+                left.append(f"{kind[1:-1].replace('_', ' ')} on {name or 'the model'}")
+    return left
+
+
+def _as_tensor(result: Any, shape: tuple[int, ...], what: str) -> torch.Tensor | Verdict:
+    if not isinstance(result, torch.Tensor):
+        return Verdict(False, f"Return {what} as a tensor of shape {shape}, got {type(result).__name__}.")
+    if tuple(result.shape) != shape:
+        return Verdict(False, f"Expected {what} of shape {shape}, got {tuple(result.shape)}.")
+    return result.detach()
+
+
+# -- 06.1: channel weights from a full backward hook -------------------------------------------------------------
+def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
+    for layer, index in (("2", 2), ("4", 4)):
+        model, x = _cam_net(inplace=False), _batch()
+        x_before = x.clone()
+        activation, gradient = _split_truth(model, index, x, _TARGETS)
+        raw = channel_weights(model, layer, x, list(_TARGETS))
+        if isinstance(raw, torch.Tensor) and tuple(raw.shape) == (3, model[index].in_channels):
+            return Verdict(False, f"Shape {tuple(raw.shape)} has the channels of the layer's input: grad_input is the "
+                                  "gradient at the input, grad_output[0] the one at the layer's output.")
+        result = _as_tensor(raw, (3, activation.shape[1]), f"one weight per sample and channel at layer {layer!r}")
+        if isinstance(result, Verdict):
+            return result
+        left = _hooks_left(model)
+        if left:
+            return Verdict(False, f"A hook is left behind ({left[0]}): remove it with its handle, in a finally block.")
+        if not torch.equal(x, x_before):
+            return Verdict(False, "Your function changed the input x: leave the caller's tensor alone.")
+        expected = gradient.mean(dim=(2, 3))
+        if torch.allclose(result, expected, atol=1e-5):
+            continue
+        if torch.allclose(result, gradient.sum(dim=(2, 3)), atol=1e-5):
+            return Verdict(False, "That is the spatial sum: Grad-CAM's weight is the spatial mean of the gradient.")
+        with torch.no_grad():
+            top = model(x).argmax(dim=1).tolist()
+        for others in (top, [_TARGETS[0]] * 3):
+            if torch.allclose(result, _split_truth(model, index, x, others)[1].mean(dim=(2, 3)), atol=1e-5):
+                return Verdict(False, "Each sample must be explained for its own class: targets[i] for sample i.")
+        return Verdict(False, f"Not Grad-CAM's channel weights at layer {layer!r}: the spatial mean of the gradient of "
+                              "each sample's target score at the layer's output.")
     return Verdict(True)
 
 
 _EXERCISE_06_1 = Exercise(
     "06.1",
-    "Write cam_from(activation, gradient) returning the Grad-CAM maps (N, h, w) before upsampling.",
-    expect_callable(_cam_test, "a function cam_from(activation, gradient)"),
-    praise="Spatially averaged gradients weight the channels; the ReLU keeps the evidence for the class.",
+    "Write channel_weights(model, layer_name, x, targets): Grad-CAM's weights (N, C) caught by a full backward hook.",
+    expect_callable(_weights_test, "a function channel_weights(model, layer_name, x, targets)"),
+    hints=(
+        "register_full_backward_hook gives hook(module, grad_input, grad_output); which of the two belongs to the "
+        "layer's output?",
+        "Keep grad_output[0] from inside the hook, run one backward of the summed target scores, remove the hook, "
+        "then average over the two spatial dimensions.",
+    ),
     kind="write",
+    praise="grad_output[0] is the gradient at the layer's output -- the same tensor a tensor hook on the output sees.",
 )
+
+
+# -- 06.2: Grad-CAM from one forward hook and one tensor hook ---------------------------------------------------------
+def _cam(activation: torch.Tensor, gradient: torch.Tensor) -> torch.Tensor:
+    return (gradient.mean(dim=(2, 3), keepdim=True) * activation).sum(dim=1).clamp(min=0)
+
+
+def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
+    for layer, index in (("2", 2), ("4", 4)):
+        model, x = _cam_net(inplace=True), _batch()
+        x_before = x.clone()
+        activation, gradient = _split_truth(model, index, x, _TARGETS)
+        shape = (3,) + tuple(activation.shape[-2:])
+        result = _as_tensor(grad_cam_two_hooks(model, layer, x, list(_TARGETS)), shape,
+                            f"one raw map per sample at layer {layer!r} (no upsampling)")
+        if isinstance(result, Verdict):
+            return result
+        left = _hooks_left(model)
+        if left:
+            return Verdict(False, f"A hook is left behind ({left[0]}): remove it with its handle, in a finally block.")
+        if not torch.equal(x, x_before):
+            return Verdict(False, "Your function changed the input x: leave the caller's tensor alone.")
+        expected = _cam(activation, gradient)
+        if torch.allclose(result, expected, atol=1e-5):
+            continue
+        if torch.allclose(result, _cam(activation.clamp(min=0), gradient), atol=1e-5):
+            return Verdict(False, f"At layer {layer!r} the ReLU after the layer works in place: the activation you kept "
+                                  "was rectified after your hook ran. Keep a copy of it.")
+        if torch.allclose(result, (activation * gradient).sum(dim=1).clamp(min=0), atol=1e-5):
+            return Verdict(False, "That is the element-wise product (article 003): average the gradient over space first.")
+        if torch.allclose(result, (gradient.mean(dim=(2, 3), keepdim=True) * activation).sum(dim=1), atol=1e-5):
+            return Verdict(False, "Almost: Grad-CAM keeps only the positive part (ReLU) of the weighted sum.")
+        return Verdict(False, f"Not the Grad-CAM maps at layer {layer!r}: weights = spatial mean of the gradient of each "
+                              "sample's target score, map = ReLU(sum over channels of weight x activation).")
+    return Verdict(True)
+
 
 _EXERCISE_06_2 = Exercise(
     "06.2",
-    "Where does the element-wise product of activation and gradient equal Grad-CAM?",
-    expect_choice(
-        "where the gradient is spatially constant",
-        [
-            "where the gradient is spatially constant",
-            "at every layer",
-            "at the first convolution",
-            "nowhere",
-        ],
-        "Σ_c A_c × g_c equals Σ_c A_c × mean(g_c) when ... ?",
+    "Write grad_cam_two_hooks(model, layer_name, x, targets) from one forward hook and one tensor hook.",
+    expect_callable(_two_hooks_test, "a function grad_cam_two_hooks(model, layer_name, x, targets)"),
+    hints=(
+        "Inside the forward hook you hold the layer's output: keep it, and register a tensor hook on it that keeps "
+        "its gradient.",
+        "An in-place ReLU right after the layer rewrites the very tensor your hook saw, after the hook ran: keep a "
+        "detached copy. Remove the forward hook in a finally block.",
     ),
-    praise="At the last layer before global average pooling the gradient is the same at every position.",
-    kind="choice",
+    kind="write",
+    praise="Two hooks, one copy, one handle removed: the whole of Grad-CAM's plumbing.",
 )
+
+
+# -- 06.3 (stretch): one map per call of a shared module ---------------------------------------------------------------
+class _SharedBlockNet(nn.Module):
+    """The same conv block applied twice (shared weights), each call followed by an in-place ReLU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 5, 3, padding=1)
+        self.block = nn.Conv2d(5, 5, 3, padding=1)
+        self.head = nn.Linear(5, 6)
+        generator = torch.Generator().manual_seed(63)
+        with torch.no_grad():
+            for parameter in self.parameters():
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu_(self.stem(x))
+        h = torch.relu_(self.block(h))
+        h = torch.relu_(self.block(h))
+        return self.head(h.mean(dim=(2, 3)))
+
+    def truth(self, x: torch.Tensor, targets: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(activation, gradient) of each call of ``block``, computed without hooks."""
+        with torch.no_grad():
+            h = torch.relu(self.stem(x))
+        first = self.block(h)
+        second = self.block(torch.relu(first))
+        logits = self.head(torch.relu(second).mean(dim=(2, 3)))
+        score = logits.gather(1, torch.tensor(targets)[:, None]).sum()
+        gradients = torch.autograd.grad(score, [first, second])
+        return [(first.detach(), gradients[0]), (second.detach(), gradients[1])]
+
+
+def _per_call_test(cam_per_call: Callable[..., Any]) -> Verdict:
+    model = _SharedBlockNet().eval()
+    x = torch.randn(2, 3, 6, 5, generator=torch.Generator().manual_seed(64))
+    targets = [4, 1]
+    truth = model.truth(x, targets)
+    result = cam_per_call(model, model.block, x, list(targets))
+    if not isinstance(result, (list, tuple)) or len(result) != 2:
+        got = len(result) if isinstance(result, (list, tuple)) else type(result).__name__
+        return Verdict(False, f"The block runs twice in one forward: return a list of 2 maps, one per call (got {got}).")
+    left = _hooks_left(model)
+    if left:
+        return Verdict(False, f"A hook is left behind ({left[0]}): remove it with its handle, in a finally block.")
+    maps = []
+    for position, item in enumerate(result):
+        checked = _as_tensor(item, (2, 6, 5), f"map {position}")
+        if isinstance(checked, Verdict):
+            return checked
+        maps.append(checked)
+    expected = [_cam(a, g) for a, g in truth]
+    if all(torch.allclose(m, e, atol=1e-5) for m, e in zip(maps, expected)):
+        return Verdict(True)
+    swapped = [_cam(truth[0][0], truth[1][1]), _cam(truth[1][0], truth[0][1])]
+    if all(torch.allclose(m, e, atol=1e-5) for m, e in zip(maps, swapped)):
+        return Verdict(False, "Activations and gradients are paired the wrong way round: the backward reaches the "
+                              "second call first. Pair each gradient with its own call.")
+    if all(torch.allclose(m, e, atol=1e-5) for m, e in zip(maps, reversed(expected))):
+        return Verdict(False, "The maps are in reverse order: return them in the order of the calls.")
+    rectified = [_cam(a.clamp(min=0), g) for a, g in truth]
+    if any(torch.allclose(m, r, atol=1e-5) and not torch.allclose(m, e, atol=1e-5)
+           for m, r, e in zip(maps, rectified, expected)):
+        return Verdict(False, "An in-place ReLU follows each call: the activation you kept was rectified after your "
+                              "hook ran. Keep a copy.")
+    return Verdict(False, "Not the Grad-CAM map of each call: each call's own activation, and the gradient at that "
+                          "call's output.")
+
 
 _EXERCISE_06_3 = Exercise(
     "06.3",
-    "On the cat|coffee composite, which half holds most of the Grad-CAM mass for 'espresso'?",
-    expect_choice("right", ["left", "right", "both equally"], "Where is the cup in the composite photo?"),
-    praise="Grad-CAM is class-sensitive: the cat class lights up the left, espresso the right.",
-    kind="choice",
+    "Write cam_per_call(model, module, x, targets): one raw Grad-CAM map per call of a module used twice in forward.",
+    expect_callable(_per_call_test, "a function cam_per_call(model, module, x, targets)"),
+    hints=(
+        "A forward hook fires once per call, and each call's output is a different tensor with its own tensor hook.",
+        "The tensor hooks fire during the backward, last call first: give each one the position of its call (a "
+        "closure or a default argument), so that it stores its gradient in the right place.",
+    ),
+    kind="write",
+    stretch=True,
+    praise="A forward hook per call and a tensor hook per output: shared modules need no special case.",
 )
 
-EXERCISES = (_EXERCISE_06_1, _EXERCISE_06_2, _EXERCISE_06_3,)
+EXERCISES = (_EXERCISE_06_1, _EXERCISE_06_2, _EXERCISE_06_3)

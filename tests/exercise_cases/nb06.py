@@ -1,0 +1,196 @@
+"""Answers for the checks of notebooks/06_grad_cam.ipynb."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from course_utils.hooks import HookRegistry
+from tests.exercise_cases import Cases
+
+
+def _scores(logits, targets):  # noqa: ANN001, ANN202
+    return logits[torch.arange(len(targets)), torch.as_tensor(targets)].sum()
+
+
+# -- 06.1 ---------------------------------------------------------------------------------------------------------
+def weights_with_autograd_grad(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- registry, autograd.grad
+    seen = []
+    inputs = x.detach().clone().requires_grad_(True)
+    with HookRegistry(model) as hooks:
+        hooks.full_backward(layer_name, lambda module, gin, gout: seen.append(gout[0]))
+        torch.autograd.grad(_scores(model(inputs), targets), inputs)
+    return torch.stack([g.flatten(2).mean(-1) for g in seen])[0]
+
+
+def weights_from_grad_input(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- the input's gradient
+    seen = []
+    handle = model.get_submodule(layer_name).register_full_backward_hook(lambda m, gin, gout: seen.append(gin[0]))
+    try:
+        _scores(model(x), targets).backward()
+    finally:
+        handle.remove()
+    return seen[0].mean(dim=(2, 3))
+
+
+def weights_summed(model, layer_name, x, targets):  # noqa: ANN001, ANN201
+    seen = []
+    handle = model.get_submodule(layer_name).register_full_backward_hook(lambda m, gin, gout: seen.append(gout[0]))
+    try:
+        _scores(model(x), targets).backward()
+    finally:
+        handle.remove()
+    return seen[0].sum(dim=(2, 3))
+
+
+def weights_hook_left(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- never removes its hook
+    seen = []
+    model.get_submodule(layer_name).register_full_backward_hook(lambda m, gin, gout: seen.append(gout[0]))
+    _scores(model(x), targets).backward()
+    return seen[0].mean(dim=(2, 3))
+
+
+def weights_top_class(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- ignores targets
+    seen = []
+    handle = model.get_submodule(layer_name).register_full_backward_hook(lambda m, gin, gout: seen.append(gout[0]))
+    try:
+        logits = model(x)
+        _scores(logits, logits.argmax(dim=1).tolist()).backward()
+    finally:
+        handle.remove()
+    return seen[0].mean(dim=(2, 3))
+
+
+# -- 06.2 ---------------------------------------------------------------------------------------------------------
+def cam_returning_a_clone(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- hands the model a clone
+    kept = {}
+
+    def hook(module, args, output):  # noqa: ANN001, ANN202
+        kept["a"] = output
+        output.register_hook(lambda grad: kept.__setitem__("g", grad))
+        return output.clone()
+
+    layer = dict(model.named_modules())[layer_name]
+    handle = layer.register_forward_hook(hook)
+    try:
+        _scores(model(x), targets).backward()
+    finally:
+        handle.remove()
+    weights = kept["g"].sum(dim=(2, 3), keepdim=True) / (kept["g"].shape[2] * kept["g"].shape[3])
+    return torch.relu((weights * kept["a"].detach()).sum(dim=1))
+
+
+def _two_hooks(model, layer_name, x, targets, *, copy, combine, remove=True):  # noqa: ANN001, ANN202
+    kept = []
+
+    def hook(module, args, output):  # noqa: ANN001, ANN202
+        kept.append(output.detach().clone() if copy else output.detach())
+        output.register_hook(kept.append)
+
+    handle = model.get_submodule(layer_name).register_forward_hook(hook)
+    try:
+        _scores(model(x), targets).backward()
+    finally:
+        if remove:
+            handle.remove()
+    activation, gradient = kept
+    return combine(activation, gradient)
+
+
+def cam_alias(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- keeps the output itself
+    return _two_hooks(model, layer_name, x, targets, copy=False,
+                      combine=lambda a, g: (g.mean(dim=(2, 3), keepdim=True) * a).sum(dim=1).clamp(min=0))
+
+
+def cam_element_wise(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- article 003's description
+    return _two_hooks(model, layer_name, x, targets, copy=True, combine=lambda a, g: (a * g).sum(dim=1).clamp(min=0))
+
+
+def cam_without_relu(model, layer_name, x, targets):  # noqa: ANN001, ANN201
+    return _two_hooks(model, layer_name, x, targets, copy=True,
+                      combine=lambda a, g: (g.mean(dim=(2, 3), keepdim=True) * a).sum(dim=1))
+
+
+def cam_hook_left(model, layer_name, x, targets):  # noqa: ANN001, ANN201
+    return _two_hooks(model, layer_name, x, targets, copy=True, remove=False,
+                      combine=lambda a, g: (g.mean(dim=(2, 3), keepdim=True) * a).sum(dim=1).clamp(min=0))
+
+
+# -- 06.3 ---------------------------------------------------------------------------------------------------------
+def per_call_with_default_argument(model, module, x, targets):  # noqa: ANN001, ANN201 -- dicts keyed by call
+    acts, grads = {}, {}
+
+    def hook(mod, args, output):  # noqa: ANN001, ANN202
+        call = len(acts)
+        acts[call] = output.clone().detach()
+        output.register_hook(lambda grad, call=call: grads.__setitem__(call, grad))
+
+    with HookRegistry(model) as hooks:
+        hooks.forward(module, hook)
+        _scores(model(x), targets).backward()
+    return [torch.relu(torch.einsum("nc,nchw->nhw", grads[i].mean(dim=(2, 3)), acts[i])) for i in sorted(acts)]
+
+
+def _per_call(model, module, x, targets, *, copy, pair_in_firing_order, keep_last_only=False):  # noqa: ANN001, ANN202
+    acts, grads = [], []
+
+    def hook(mod, args, output):  # noqa: ANN001, ANN202
+        acts.append(output.detach().clone() if copy else output.detach())
+        output.register_hook(grads.append)
+
+    handle = module.register_forward_hook(hook)
+    try:
+        _scores(model(x), targets).backward()
+    finally:
+        handle.remove()
+    if not pair_in_firing_order:
+        grads.reverse()
+    maps = [(g.mean(dim=(2, 3), keepdim=True) * a).sum(dim=1).clamp(min=0) for a, g in zip(acts, grads)]
+    return maps[-1:] if keep_last_only else maps
+
+
+def per_call_paired_in_firing_order(model, module, x, targets):  # noqa: ANN001, ANN201 -- the backward runs last call first
+    return _per_call(model, module, x, targets, copy=True, pair_in_firing_order=True)
+
+
+def per_call_alias(model, module, x, targets):  # noqa: ANN001, ANN201 -- keeps outputs an in-place ReLU rewrites
+    return _per_call(model, module, x, targets, copy=False, pair_in_firing_order=False)
+
+
+def per_call_last_only(model, module, x, targets):  # noqa: ANN001, ANN201 -- one map, as for a layer that runs once
+    return _per_call(model, module, x, targets, copy=True, pair_in_firing_order=False, keep_last_only=True)
+
+
+def per_call_reversed(model, module, x, targets):  # noqa: ANN001, ANN201
+    return list(reversed(_per_call(model, module, x, targets, copy=True, pair_in_firing_order=False)))
+
+
+CASES = {
+    "06.1": Cases(
+        right=[weights_with_autograd_grad],
+        wrong=[
+            (weights_from_grad_input, "grad_output[0]"),
+            (weights_summed, "spatial sum"),
+            (weights_hook_left, "left behind"),
+            (weights_top_class, "its own class"),
+        ],
+    ),
+    "06.2": Cases(
+        right=[cam_returning_a_clone],
+        wrong=[
+            (cam_alias, "Keep a copy"),
+            (cam_element_wise, "element-wise product"),
+            (cam_without_relu, "positive part"),
+            (cam_hook_left, "left behind"),
+        ],
+    ),
+    "06.3": Cases(
+        right=[per_call_with_default_argument],
+        wrong=[
+            (per_call_paired_in_firing_order, "wrong way round"),
+            (per_call_alias, "Keep a copy"),
+            (per_call_last_only, "list of 2 maps"),
+            (per_call_reversed, "reverse order"),
+        ],
+    ),
+}
