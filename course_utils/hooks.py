@@ -243,8 +243,14 @@ class HookRegistry:
         return len(self._handles)
 
     def remove(self) -> None:
-        """Remove every hook and undo every temporary change (newest first). Safe to call twice."""
-        errors: list[BaseException] = []
+        """Remove every hook and undo every temporary change (newest first). Safe to call twice.
+
+        A step that fails does not stop the others. If exactly one step failed its exception is re-raised
+        as it was; if several failed, an ``ExceptionGroup`` holding all of them (in the order they happened)
+        is raised, so no error is lost. Usage: ``hooks.remove()`` (or leave the ``with`` block); catch a kind
+        of failure wherever it happened with ``except* RuntimeError:``.
+        """
+        errors: list[Exception] = []
         while self._handles:
             handle = self._handles.pop()
             try:
@@ -257,8 +263,12 @@ class HookRegistry:
                 undo()
             except Exception as error:
                 errors.append(error)
-        if errors:
+        if len(errors) == 1:
             raise errors[0]
+        if errors:
+            raise ExceptionGroup(
+                f"HookRegistry.remove(): {len(errors)} clean-up steps failed (all other hooks were removed)", errors
+            )
 
     def __enter__(self) -> HookRegistry:
         return self

@@ -98,6 +98,43 @@ def test_remove_is_idempotent_and_registry_reusable() -> None:
     assert_no_hooks(model)
 
 
+class _FailingHandle:
+    """A handle whose remove() raises, as a handle of a half-torn-down object would."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def remove(self) -> None:
+        raise RuntimeError(self.message)
+
+
+def test_remove_keeps_every_error_and_still_removes_the_rest() -> None:
+    model = small_cnn()
+    hooks = HookRegistry(model)
+    hooks.adopt(_FailingHandle("first handle broke"))
+    hooks.forward("0", lambda m, i, o: None)
+    hooks.adopt(_FailingHandle("second handle broke"))
+    hooks.set_attr(model[1], "inplace", False)
+    with pytest.raises(ExceptionGroup) as caught:
+        hooks.remove()
+    messages = [str(error) for error in caught.value.exceptions]
+    assert messages == ["second handle broke", "first handle broke"]  # newest first, like the removal order
+    assert "2 clean-up steps failed" in str(caught.value)
+    assert_no_hooks(model)  # the good hook between the two broken ones was removed anyway
+    assert model[1].inplace is True and len(hooks) == 0
+    hooks.remove()  # nothing left: a second call is quiet
+
+
+def test_remove_reraises_a_single_error_unwrapped() -> None:
+    model = small_cnn()
+    hooks = HookRegistry(model)
+    hooks.forward("0", lambda m, i, o: None)
+    hooks.adopt(_FailingHandle("only one broke"))
+    with pytest.raises(RuntimeError, match="only one broke"):
+        hooks.remove()
+    assert_no_hooks(model)
+
+
 def test_forward_hook_return_value_replaces_output() -> None:
     layer = nn.Linear(2, 1)
     x = torch.ones(1, 2)
