@@ -348,6 +348,12 @@ def assert_no_hooks(*targets: nn.Module | torch.Tensor, include_global: bool = T
     """Raise ``AssertionError`` naming every hook (or hook flag) still registered on the given models or tensors.
 
     Usage: ``assert_no_hooks(model, mlp)`` or ``assert_no_hooks(x, z)`` -- the last cell of every notebook.
+
+    Blind spot: hooks registered on autograd nodes (``z.grad_fn.register_hook`` / ``register_prehook``,
+    also through :meth:`HookRegistry.node`) are not seen. torch keeps them inside the C++ node, with no
+    Python dictionary to look at, and the node belongs to one graph rather than to the model or tensor
+    passed here. Remove node hooks through their handles (a :class:`HookRegistry` does it on exit); to
+    check, run backward again on the same graph (``retain_graph=True``) and see that the hook stays silent.
     """
     if not targets:
         raise ValueError("Pass the models (or tensors) to check, e.g. assert_no_hooks(model).")
