@@ -3,6 +3,10 @@
 Usage: ``python tools/time_notebooks.py`` (or ``make timings``); prints one line per notebook and the total, stores
 the whole seconds in ``tools/notebook_timings.json`` and regenerates the guide's tables from them
 (``tools/instructor_guide.py``). ``--no-write`` only prints.
+
+A cell that raises stops the run with :class:`NotebookFailed` (naming the notebook, the cell and the error)
+instead of reporting the short time of a notebook that broke early; cells tagged ``raises-exception`` may raise,
+as in nbval and ``make refresh``.
 """
 
 from __future__ import annotations
@@ -16,12 +20,48 @@ from pathlib import Path
 import nbformat
 from jupyter_client import AsyncKernelManager
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build_editions import course_notebooks, read_opening  # noqa: E402
 from refresh_notebooks import CURRENT_ENV, CurrentEnvKernelSpecs  # noqa: E402
 
 import instructor_guide  # noqa: E402
+
+
+class NotebookFailed(RuntimeError):
+    """A cell not tagged ``raises-exception`` raised while the notebook was being timed."""
+
+
+def time_notebook(path: Path, *, timeout: int = 600) -> float:
+    """Seconds to run ``path`` top to bottom in a fresh kernel of this Python (kernel start included).
+
+    Usage: ``seconds = time_notebook(Path("notebooks/01_tensor_hooks.ipynb"))``. Raises :class:`NotebookFailed`
+    naming the notebook, the cell (index in the notebook, markdown cells counted, 0-based) and the error when
+    a cell not tagged ``raises-exception`` raises: a notebook that stopped early has no meaningful time.
+    """
+    notebook = nbformat.read(path, as_version=4)
+    manager = AsyncKernelManager(kernel_name=CURRENT_ENV, kernel_spec_manager=CurrentEnvKernelSpecs())
+    running: list[int] = [-1]  # index of the cell being executed, for the error message
+
+    def note_cell(cell: nbformat.NotebookNode, cell_index: int) -> None:
+        running[0] = cell_index
+
+    client = NotebookClient(notebook, km=manager, kernel_name=CURRENT_ENV, timeout=timeout,
+                            allow_errors=False,  # nbclient still lets cells tagged raises-exception raise
+                            on_cell_execute=note_cell, resources={"metadata": {"path": str(path.parent)}})
+    start = time.perf_counter()
+    try:
+        client.execute()
+    except CellExecutionError as error:
+        index = running[0]
+        source_lines = notebook.cells[index].source.strip().splitlines() if index >= 0 else []
+        first_line = source_lines[0] if source_lines else ""
+        raise NotebookFailed(
+            f"{path.name}: cell {index} ({first_line!r}) raised {error.ename}: {error.evalue}. "
+            f"Fix the notebook (or tag a cell that is meant to raise with raises-exception) before timing it."
+        ) from error
+    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -32,13 +72,10 @@ def main() -> None:
     measured: dict[str, int] = {}
     print(f"{'notebook':32} {'run (s)':>8} {'estimated (min)':>16}")
     for path in course_notebooks():
-        notebook = nbformat.read(path, as_version=4)
-        manager = AsyncKernelManager(kernel_name=CURRENT_ENV, kernel_spec_manager=CurrentEnvKernelSpecs())
-        client = NotebookClient(notebook, km=manager, kernel_name=CURRENT_ENV, timeout=600, allow_errors=True,
-                                resources={"metadata": {"path": str(path.parent)}})
-        start = time.perf_counter()
-        client.execute()
-        seconds = time.perf_counter() - start
+        try:
+            seconds = time_notebook(path)
+        except NotebookFailed as failure:
+            raise SystemExit(f"make timings stopped, nothing written: {failure}") from failure
         total += seconds
         measured[path.stem] = max(1, round(seconds))
         print(f"{path.name:32} {seconds:8.1f} {read_opening(path).minutes:16d}", flush=True)
