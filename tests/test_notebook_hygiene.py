@@ -183,3 +183,21 @@ def test_refresh_merges_stream_chunks() -> None:
     assert [(o.name, o.text) for o in nb.cells[1].outputs] == [
         ("stdout", "first line\nsecond\n"), ("stderr", "err\n"), ("stdout", "after\n")
     ]
+
+
+def test_refresh_keeps_only_the_finished_progress_bar() -> None:
+    # A text progress bar redraws its line with \r at moments that depend on timing (notebook 07's tqdm bar):
+    # refresh stores only the last state of the line, so re-running gives the same file.
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    from refresh_notebooks import coalesce_streams
+
+    nb = clean_notebook()
+    nb.cells[1].outputs = [
+        new_output("stream", name="stdout", text="\repochs:   0%| 0/4\repochs:  50%| 2/4"),
+        new_output("stream", name="stdout", text="\repochs: 100%| 4/4\repochs: 100%| 4/4\n"),
+        new_output("stream", name="stdout", text="trained\r\n"),
+    ]
+    coalesce_streams(nb)
+    assert [o.text for o in nb.cells[1].outputs] == ["epochs: 100%| 4/4\ntrained\r\n"]

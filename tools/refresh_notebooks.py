@@ -18,6 +18,7 @@ import nbformat
 from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from nbclient import NotebookClient
+from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
 CURRENT_ENV = "course-current-env"
 
@@ -32,26 +33,14 @@ class CurrentEnvKernelSpecs(KernelSpecManager):
 
 
 def coalesce_streams(notebook: nbformat.NotebookNode) -> None:
-    """Merge consecutive stdout (or stderr) chunks of a cell into one output.
+    """Merge consecutive stdout (or stderr) chunks of each cell into one output and keep only the last state
+    of each line rewritten with ``\\r`` (a finished progress bar), with nbconvert's CoalesceStreamsPreprocessor.
 
-    The kernel flushes a stream in chunks whose boundaries depend on timing; merged, the stored file is the
-    same on every run (nbval compares the merged text anyway).
+    The kernel flushes a stream in chunks, and a progress bar redraws itself, at moments that depend on timing;
+    coalesced, the stored file is the same on every run (nbval coalesces the same way before it compares).
+    Usage: ``coalesce_streams(notebook)`` (changes the notebook in place).
     """
-    for cell in notebook.cells:
-        merged: list[nbformat.NotebookNode] = []
-        for output in cell.get("outputs", []):
-            previous = merged[-1] if merged else None
-            if (
-                output.output_type == "stream"
-                and previous is not None
-                and previous.output_type == "stream"
-                and previous.name == output.name
-            ):
-                previous.text = "".join(previous.text) + "".join(output.text)
-            else:
-                merged.append(output)
-        if "outputs" in cell:
-            cell.outputs = merged
+    CoalesceStreamsPreprocessor().preprocess(notebook, {})
 
 
 def refresh(path: Path, timeout: int) -> None:
