@@ -45,6 +45,7 @@ from typing import Any
 __all__ = ["WorkerError", "WorkerTimeout", "loopback_interface", "run_workers", "single_process_group"]
 
 _POLL_S = 0.02
+_FAILURE_GRACE_S = 5.0  # how long the other ranks get to report after one failed, so the first failure is found
 _END_GRACE_S = 3.0
 _LOG_TAIL_CHARS = 2000
 
@@ -277,7 +278,8 @@ def _watch_parent(parent: int, deadline: float) -> None:
 
 def _worker_main(folder: str, rank_text: str) -> int:
     work, rank = Path(folder), int(rank_text)
-    outcome: tuple[str, Any]
+    outcome: tuple[str, Any, float]
+    failed_at: list[float] = []  # when the job itself raised: leaving the group afterwards can take a while
     try:
         job = pickle.loads((work / "job.pkl").read_bytes())
         threading.Thread(target=_watch_parent, args=(job["parent"], time.monotonic() + job["timeout"] + 5.0),
@@ -289,10 +291,15 @@ def _worker_main(folder: str, rank_text: str) -> int:
         store = dist.TCPStore("127.0.0.1", job["port"], job["world_size"] + 1, is_master=False,
                               timeout=datetime.timedelta(seconds=job["timeout"]))
         with _joined(store, rank, job["world_size"], job["timeout"]):
-            value = job["fn"](rank, job["world_size"], *job["args"])
+            try:
+                value = job["fn"](rank, job["world_size"], *job["args"])
+            except BaseException:
+                failed_at.append(time.time())
+                raise
         outcome = ("ok", value, time.time())
     except BaseException:  # reported to the parent, which raises it with this rank's number
-        outcome = ("error", traceback.format_exc(), time.time())  # the time tells a cause from its echoes
+        # the time tells a cause from its echoes: the moment the job raised, not when this rank left the group
+        outcome = ("error", traceback.format_exc(), failed_at[0] if failed_at else time.time())
     partial = work / f"rank{rank}.result.tmp"
     try:
         partial.write_bytes(pickle.dumps(outcome))
