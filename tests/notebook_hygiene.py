@@ -9,7 +9,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import nbformat
+
 RULES = {
+    "schema": "the notebook is valid against the nbformat JSON schema (nbformat.validate)",
     "kernelspec": "the kernelspec is python3",
     "executed": "every code cell ran, execution counts are 1..n in order",
     "errors": "no error output unless the cell is tagged raises-exception (and a tagged cell does raise)",
@@ -61,9 +64,31 @@ def _join(value: Any) -> str:
     return "".join(value) if isinstance(value, list) else str(value)
 
 
+def schema_problem(nb: dict[str, Any]) -> str | None:
+    """What ``nbformat.validate`` finds wrong with the notebook (its first error, with where it is), or None.
+
+    Usage: ``schema_problem(nbformat.read(path, as_version=4))``
+    """
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as error:
+        where = "/".join(str(part) for part in getattr(error, "absolute_path", ())) or "the top level"
+        message = getattr(error, "message", None) or str(error).splitlines()[0]
+        if len(message) > 200:
+            message = message[:200] + "..."
+        return f"schema: invalid at {where}: {message} (nbformat.validate; notebooks are written by `make refresh`)"
+    return None
+
+
 def problems(nb: dict[str, Any]) -> list[str]:
-    """Every hygiene rule the notebook breaks, one message each (``"rule: detail"``)."""
+    """Every hygiene rule the notebook breaks, one message each (``"rule: detail"``).
+
+    Usage: ``assert problems(nbformat.read(path, as_version=4)) == []``
+    """
     found: list[str] = []
+    invalid = schema_problem(nb)
+    if invalid:
+        found.append(invalid)
     cells = nb.get("cells", [])
     code_cells = [c for c in cells if c.get("cell_type") == "code"]
 

@@ -105,7 +105,25 @@ def source_with(cell: int, text: str) -> Callable[[Any], None]:
 BROKEN_TEX = "\n$\\sum_c \bar g'_c (W A)_c = \\sum_c (W^\top \bar g')_c A_c$"
 
 
+def break_schema_missing_outputs(nb: Any) -> None:
+    del nb.cells[3]["outputs"]  # a code cell must have an outputs list
+
+
+def break_schema_unknown_output(nb: Any) -> None:
+    nb.cells[1].outputs[0].output_type = "printout"
+
+
+def break_schema_bad_cell_id(nb: Any) -> None:
+    nb.cells[0].id = "not a valid id!"
+
+
+def break_schema_markdown_with_count(nb: Any) -> None:
+    nb.cells[0].execution_count = 1
+
+
 BREAKERS = {
+    "schema": [break_schema_missing_outputs, break_schema_unknown_output, break_schema_bad_cell_id,
+               break_schema_markdown_with_count],
     "kernelspec": [break_kernelspec],
     "executed": [break_execution_order, break_unexecuted],
     "errors": [break_untagged_error, break_tag_without_error],
@@ -133,6 +151,15 @@ BREAKERS = {
 
 def test_clean_fixture_passes() -> None:
     assert problems(clean_notebook()) == []
+
+
+def test_schema_problem_says_where_the_notebook_is_invalid() -> None:
+    nb = clean_notebook()
+    break_schema_missing_outputs(nb)
+    assert problems(nb)[0] == (
+        "schema: invalid at cells/3: 'outputs' is a required property "
+        "(nbformat.validate; notebooks are written by `make refresh`)"
+    )
 
 
 def test_urls_and_ratios_are_not_paths() -> None:
