@@ -21,6 +21,25 @@ def test_setup_is_deterministic_and_single_threaded() -> None:
     assert "+" not in line  # no build suffix (cu130 / cpu): the same line on every build
 
 
+def test_thread_count_is_a_parameter_and_one_is_the_default() -> None:
+    try:
+        line = setup_notebook(threads=2)
+        assert torch.get_num_threads() == 2
+        assert "CPU, 2 threads" in line  # the line reports the count actually set
+        setup_notebook()
+        assert torch.get_num_threads() == 1  # the default goes back to the stored outputs' one thread
+    finally:
+        torch.set_num_threads(1)
+
+
+@pytest.mark.parametrize("threads", [0, -2, 1.5, "2", True])
+def test_bad_thread_count_is_rejected_before_anything_changes(threads: object) -> None:
+    setup_notebook()
+    with pytest.raises(ValueError, match="threads must be a positive int"):
+        setup_notebook(threads=threads)  # type: ignore[arg-type]
+    assert torch.get_num_threads() == 1
+
+
 def test_print_options_are_readable() -> None:
     setup_notebook()
     assert str(torch.tensor([0.000012345, 2.0])) == "tensor([0.000, 2.000])"
