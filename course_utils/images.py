@@ -97,16 +97,18 @@ def saliency_to_image(saliency: torch.Tensor) -> np.ndarray:
     return (values * 0.1 + 0.5).clamp(0, 1).permute(1, 2, 0).numpy()
 
 
-def show_heatmap(ax: Any, photo: np.ndarray, heatmap: torch.Tensor, title: str = "", alpha: float = 0.5) -> None:
-    """Draw ``heatmap`` (``(H, W)``, values in [0, 1]) over ``photo`` on a matplotlib axis.
+def show_heatmap(ax: Any, photo: np.ndarray, heatmap: torch.Tensor, title: str = "", alpha: float = 0.5) -> Any:
+    """Draw ``heatmap`` (``(H, W)``, values in [0, 1]) over ``photo`` on a matplotlib axis; return the heatmap's
+    image, for a colour bar.
 
-    Usage: ``show_heatmap(ax, photo224, grad_cam(model, "layer4", x)[0])``
+    Usage: ``image = show_heatmap(ax, photo224, grad_cam(model, "layer4", x)[0]); fig.colorbar(image, ax=ax)``
     """
     values = heatmap.detach().float().cpu()
     if values.dim() != 2:
         raise ValueError(f"Expected a (H, W) heatmap, got shape {tuple(values.shape)}: pass one sample, e.g. maps[0].")
     ax.imshow(photo)
-    ax.imshow(values.numpy(), cmap="jet", alpha=alpha, extent=(0, photo.shape[1], photo.shape[0], 0),
-              vmin=0.0, vmax=1.0)
+    image = ax.imshow(values.numpy(), cmap="jet", alpha=alpha, extent=(0, photo.shape[1], photo.shape[0], 0),
+                      vmin=0.0, vmax=1.0)
     ax.set_title(title, fontsize=9)
     ax.axis("off")
+    return image
