@@ -18,7 +18,7 @@ RULES = {
     "errors": "no error output unless the cell is tagged raises-exception (and a tagged cell does raise)",
     "stderr": "no stderr in stored outputs",
     "unstable": "no 0x addresses, hook ids, absolute paths or ipykernel_ paths in stored outputs",
-    "opening": "the first cell is markdown with a title, objectives, estimated minutes and the Binder environment file",
+    "opening": "the first cell is markdown with a title, objectives, estimated minutes and the Binder configuration (binder/)",
     "setup": "the first code cell calls setup_notebook()",
     "no-hooks-left": "the last code cell calls assert_no_hooks(...)",
     "control-chars": "no control character (tab, backspace, carriage return, ...) in any cell's source; only newlines",
@@ -133,11 +133,11 @@ def problems(nb: dict[str, Any]) -> list[str]:
         _OPENING_TITLE.search(first_text)
         and _OPENING_OBJECTIVES.search(first_text)
         and _OPENING_MINUTES.search(first_text)
-        and "environment.yml" in first_text
+        and "binder/" in first_text
     ):
         found.append(
             "opening: the first cell must be markdown with a '# Title', objectives, estimated minutes and the "
-            "environment file Binder reads (environment.yml)"
+            "line that points to the Binder configuration (binder/)"
         )
 
     if not code_cells or "setup_notebook(" not in _source(code_cells[0]):

@@ -29,7 +29,7 @@ def test_the_course_has_notebooks() -> None:
 def clean_notebook() -> Any:
     nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nb.cells = [
-        new_markdown_cell("# A lesson\n\nObjectives: learn a thing.\n\nEstimated time: 10 min. Binder: environment.yml"),
+        new_markdown_cell("# A lesson\n\nObjectives: learn a thing.\n\nEstimated time: 10 min. Binder: see binder/README.md"),
         new_code_cell("from course_utils import setup_notebook\nprint(setup_notebook())", execution_count=1,
                       outputs=[new_output("stream", name="stdout", text="torch 2.14.1\n")]),
         new_code_cell("raise ValueError('shown on purpose')", execution_count=2, metadata={"tags": ["raises-exception"]},
@@ -83,7 +83,7 @@ def break_opening_no_objectives(nb: Any) -> None:
 
 
 def break_opening_no_binder(nb: Any) -> None:
-    nb.cells[0].source = nb.cells[0].source.replace("environment.yml", "requirements")
+    nb.cells[0].source = nb.cells[0].source.replace("binder/", "the cloud/")
 
 
 def break_setup(nb: Any) -> None:
