@@ -2,9 +2,11 @@
 
 A :class:`HookTimeline` registers *observer* hooks (they record and return ``None``, so they change nothing) on
 tensors, autograd nodes, leaves, modules and the global module hooks. Hooks you write yourself can log into the
-same timeline with :meth:`HookTimeline.wrap`. ``retain_grad`` has no hook to observe, so the timeline watches the
-tensor's ``.grad`` instead: a "retain_grad" event is recorded at the first moment ``.grad`` is found filled.
-All observer hooks are removed when the ``with`` block ends.
+same timeline with :meth:`HookTimeline.wrap`. ``retain_grad`` has no hook of its own to observe, and torch offers no
+way to undo ``tensor.retain_grad()`` (pytorch/pytorch#135229), so the timeline does not call it: a "retain_grad"
+event marks the moment ``retain_grad`` stores a gradient -- after every tensor hook of the tensor, before the
+pre-hooks of its ``grad_fn`` -- observed by a pre-hook on ``grad_fn`` that reads the tensor's final gradient.
+The tensor's ``retains_grad`` stays as it was. All observer hooks are removed when the ``with`` block ends.
 
 Usage::
 
@@ -19,7 +21,7 @@ Usage::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -59,6 +61,16 @@ class HookEvent:
     target: str
 
 
+@dataclass
+class _NodeWatch:
+    """What the timeline's one pre-hook on an autograd node logs: the retain_grad points of the node's outputs
+    (output index, tensor name), then the node's own pre-hook event when the node itself is watched."""
+
+    node: Any
+    retained: list[tuple[int, str]] = field(default_factory=list)
+    label: str | None = None
+
+
 class HookTimeline:
     """Observer hooks that log every firing; a context manager that removes them on exit.
 
@@ -68,22 +80,15 @@ class HookTimeline:
     def __init__(self) -> None:
         self.events: list[HookEvent] = []
         self._hooks = HookRegistry()
-        self._retained: list[tuple[torch.Tensor, str]] = []
+        self._nodes: dict[int, _NodeWatch] = {}  # by id(node); the record keeps the node alive
         self._phase = "forward"
 
     # -- logging -------------------------------------------------------------------------------------
     def log(self, kind: str, target: str, phase: str | None = None) -> None:
         """Record one event (observer hooks call this; so can you)."""
-        self._check_retained()
         if phase is not None:
             self._phase = phase
         self.events.append(HookEvent(len(self.events) + 1, self._phase, kind, target))
-
-    def _check_retained(self) -> None:
-        for tensor, name in list(self._retained):
-            if tensor.grad is not None:
-                self._retained.remove((tensor, name))
-                self.events.append(HookEvent(len(self.events) + 1, "backward", "retain_grad", name))
 
     def wrap(self, hook: Callable[..., Any], target: str, kind: str = "your hook") -> Callable[..., Any]:
         """Return ``hook`` wrapped so that each call is logged first; register the wrapper instead of ``hook``."""
@@ -102,11 +107,16 @@ class HookTimeline:
         self._hooks.tensor(tensor, lambda grad: self.log("tensor hook", name, "backward"))
 
     def watch_retain_grad(self, tensor: torch.Tensor, name: str) -> None:
-        """Call ``tensor.retain_grad()`` and log when its ``.grad`` gets stored."""
+        """Log a "retain_grad" event where ``tensor.retain_grad()`` stores the gradient: after all of the tensor's
+        hooks, before its ``grad_fn``'s pre-hooks (whatever order you call the ``watch_*`` methods in).
+
+        The tensor is left as it was: the timeline does not call ``retain_grad()`` (torch cannot undo it), so
+        ``tensor.retains_grad`` and ``tensor.grad`` are what your code made them. Watch after the tensor's last
+        in-place change (an in-place op gives it a new ``grad_fn``). Usage: ``timeline.watch_retain_grad(z, "z")``
+        """
         if tensor.is_leaf:
             raise ValueError(f"{name} is a leaf: its .grad is kept anyway; watch_leaf shows when it is accumulated.")
-        tensor.retain_grad()
-        self._retained.append((tensor, name))
+        self._node_watch(tensor.grad_fn).retained.append((tensor.output_nr, name))
 
     def watch_node(self, tensor: torch.Tensor, name: str) -> None:
         """Log the pre-hook and hook of the autograd node that produced ``tensor`` (``tensor.grad_fn``)."""
@@ -114,8 +124,25 @@ class HookTimeline:
             raise ValueError(f"{name} has no grad_fn (a leaf, or computed without grad): nothing to watch.")
         node = tensor.grad_fn
         label = f"{name}.grad_fn ({type(node).__name__})"
-        self._hooks.node(node, lambda grad_outputs: self.log("grad_fn pre-hook", label, "backward"), before=True)
+        self._node_watch(node).label = label
         self._hooks.node(node, lambda grad_inputs, grad_outputs: self.log("grad_fn hook", label, "backward"))
+
+    def _node_watch(self, node: Any) -> _NodeWatch:
+        """The record of ``node``; on first use, registers the one observer pre-hook that logs it."""
+        watch = self._nodes.get(id(node))
+        if watch is None:
+            watch = self._nodes[id(node)] = _NodeWatch(node)
+
+            def observe(grad_outputs: tuple[torch.Tensor | None, ...]) -> None:
+                # Tensor hooks and retain_grad have run: grad_outputs hold the gradients retain_grad stores.
+                for index, name in watch.retained:
+                    if grad_outputs[index] is not None:
+                        self.log("retain_grad", name, "backward")
+                if watch.label is not None:
+                    self.log("grad_fn pre-hook", watch.label, "backward")
+
+            self._hooks.node(node, observe, before=True)
+        return watch
 
     def watch_leaf(self, tensor: torch.Tensor, name: str) -> None:
         """Log when ``.grad`` of a leaf tensor has been accumulated (post-accumulate-grad hook)."""
@@ -161,9 +188,10 @@ class HookTimeline:
     # -- results --------------------------------------------------------------------------------------
     def stop(self) -> None:
         """Remove every observer hook (``with`` does this for you)."""
-        self._check_retained()
-        self._hooks.remove()
-        self._retained.clear()
+        try:
+            self._hooks.remove()
+        finally:
+            self._nodes.clear()
 
     def __enter__(self) -> HookTimeline:
         return self

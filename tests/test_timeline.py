@@ -42,12 +42,60 @@ def test_tensor_level_order_matches_pytorch_2() -> None:
 
 def test_retain_grad_sees_what_a_user_hook_returned() -> None:
     x, w, z, loss = small_graph()
+    z.retain_grad()  # the user's own retain_grad: the event must come after it stored the hooked gradient
+    stored_at_event: list[torch.Tensor] = []
     with HookTimeline() as timeline:
+        log = timeline.log
+
+        def spy(kind: str, target: str, phase: str | None = None) -> None:
+            if kind == "retain_grad":
+                stored_at_event.append(z.grad.clone())
+            log(kind, target, phase)
+
+        timeline.log = spy  # type: ignore[method-assign]
         timeline.watch_retain_grad(z, "z")
         with z.register_hook(timeline.wrap(lambda grad: grad * 2, "z (x2)")):
             loss.backward()
     assert timeline.order() == ["your hook: z (x2)", "retain_grad: z"]
+    assert len(stored_at_event) == 1 and torch.equal(stored_at_event[0], 2 * 2 * z.detach())
     assert torch.equal(z.grad, 2 * 2 * z.detach())
+
+
+def test_watch_retain_grad_leaves_the_tensor_as_it_was() -> None:
+    x, w, z, loss = small_graph()
+    assert not z.retains_grad
+    with HookTimeline() as timeline:
+        timeline.watch_retain_grad(z, "z")
+        loss.backward(retain_graph=True)
+    assert timeline.order() == ["retain_grad: z"]
+    assert not z.retains_grad  # the timeline never turned retain_grad on (torch could not turn it off again)
+    # the observer is gone: a second backward through the same graph logs nothing
+    loss.backward()
+    assert timeline.order() == ["retain_grad: z"]
+
+
+def test_a_tensor_that_retained_its_grad_still_does_after_the_timeline() -> None:
+    x, w, z, loss = small_graph()
+    z.retain_grad()
+    with HookTimeline() as timeline:
+        timeline.watch_retain_grad(z, "z")
+        loss.backward()
+    assert z.retains_grad and torch.equal(z.grad, 2 * z.detach())
+
+
+def test_retain_grad_comes_before_the_node_pre_hook_whatever_the_watch_order() -> None:
+    x, w, z, loss = small_graph()
+    with HookTimeline() as timeline:
+        timeline.watch_node(z, "z")  # node watched first, retain_grad second
+        timeline.watch_retain_grad(z, "z")
+        timeline.watch_tensor(z, "z")
+        loss.backward()
+    assert timeline.order() == [
+        "tensor hook: z",
+        "retain_grad: z",
+        "grad_fn pre-hook: z.grad_fn (MulBackward0)",
+        "grad_fn hook: z.grad_fn (MulBackward0)",
+    ]
 
 
 def test_module_and_global_order() -> None:
