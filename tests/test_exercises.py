@@ -13,6 +13,7 @@ from course_utils.checks import all_exercises, check
 from course_utils.checks import _reset_hints
 from course_utils.course import course_map, read_opening
 from tests.exercise_cases import all_cases
+from tests.session_state import same_session, session_state
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = all_exercises()
@@ -45,9 +46,11 @@ def _wrong_cases() -> list[tuple[str, int]]:
 @pytest.mark.parametrize(("exercise_id", "index"), _right_cases(), ids=lambda v: str(v))
 def test_check_accepts_a_correct_answer_written_differently(exercise_id: str, index: int,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    before = session_state()
     verdict = check(exercise_id, CASES[exercise_id].right[index])
     out = capsys.readouterr().out
     assert verdict, out
+    assert same_session(before, session_state()), f"check({exercise_id!r}, ...) changed the learner's session"
     assert out.startswith(f"✓ Exercise {exercise_id}: correct.")
 
 
@@ -55,9 +58,11 @@ def test_check_accepts_a_correct_answer_written_differently(exercise_id: str, in
 def test_check_rejects_a_typical_wrong_answer_with_a_useful_message(exercise_id: str, index: int,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     answer, expected_words = CASES[exercise_id].wrong[index]
+    before = session_state()
     verdict = check(exercise_id, answer)
     out = capsys.readouterr().out
     assert not verdict, f"{exercise_id} accepted a wrong answer: {out}"
+    assert same_session(before, session_state()), f"check({exercise_id!r}, ...) changed the learner's session"
     assert out.startswith(f"✗ Exercise {exercise_id}: not yet.")
     assert expected_words in out, f"{exercise_id}: expected {expected_words!r} in {out!r}"
     assert "bug in the course" not in out, out
