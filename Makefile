@@ -2,12 +2,22 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+# The Python versions the course runs on; pyproject.toml's requires-python and course_utils.env_check say the same
+# (tests/test_pins.py). One virtual environment per Python: make test PYTHON=python3.12 VENV=.venv312
+PYTHONS := 3.11 3.12 3.13
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# The environment is rebuilt only when the pins (or the package metadata) change.
-PINS_HASH := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
-STAMP  := $(VENV)/.installed-$(PINS_HASH)
+# PYTHON makes $(VENV). Not given: the Python of an existing $(VENV), else the first of python3.11, python3.12,
+# python3.13, python3 that runs (a pyenv shim may exist without running).
+ifeq ($(filter command line environment,$(origin PYTHON)),)
+PYTHON := $(or $(wildcard $(PY)),$(shell for p in $(addprefix python,$(PYTHONS)) python3; do \
+    $$p -c '' 2>/dev/null && { command -v $$p; break; }; done))
+endif
+# Rebuild the environment only when the pins, the package metadata or the Python version change. Hashed with Python
+# (macOS has no sha256sum); empty when PYTHON does not run, and `make venv` then says so.
+ENV_ID := $(shell $(PYTHON) -c 'import hashlib, sys; data = b"".join(open(f, "rb").read() for f in ("requirements.txt", "pyproject.toml")); print("py%d.%d-%s" % (*sys.version_info[:2], hashlib.sha256(data).hexdigest()[:16]))' 2>/dev/null)
+STAMP  := $(VENV)/.installed-$(ENV_ID)
+GOAL   := $(or $(firstword $(MAKECMDGOALS)),venv)
 
 # Settings shared by nbval (make test) and make refresh, so stored outputs match what CI computes.
 export PYTHONHASHSEED := 0
@@ -34,17 +44,25 @@ help:
 	@echo "make timings  measure each notebook's execution time (for the instructor guide)"
 	@echo "make bench    time course_utils.saliency against captum and pytorch-grad-cam (a few minutes)"
 	@echo "make unit     unit tests only;  make nbval  notebook checks only;  make clean  remove .venv and build/"
+	@echo "Another Python (3.11, 3.12, 3.13), one folder each: make test PYTHON=python3.12 VENV=.venv312"
 
 venv: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
+	@test -n "$(ENV_ID)" || { echo "Cannot run PYTHON=$(or $(PYTHON),python3): not installed, or a pyenv shim of a" \
+	    "version not active here (pyenv shell 3.12.1). Install Python $(PYTHONS) (any of them) and name it:" \
+	    "make $(GOAL) PYTHON=python3.12 VENV=.venv312" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; v = "%d.%d" % sys.version_info[:2]; sys.exit(0 if v in "$(PYTHONS)".split() else \
+	    "$(PYTHON) is Python %s; the course runs on Python $(PYTHONS). Name another: make $(GOAL) PYTHON=python3.12 VENV=.venv312" % v)'
 	@test -x $(PY) || { echo "Creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
-	@$(PY) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v == (3, 11) else "The course is pinned for Python 3.11, this venv has %d.%d: make clean && make venv PYTHON=python3.11" % v)'
+	@$(PY) -c 'import sys; want, have = "$(ENV_ID)".split("-")[0], "py%d.%d" % sys.version_info[:2]; sys.exit(0 if have == want \
+	    else "$(VENV) was made with Python %s, not with PYTHON=$(PYTHON) (%s). One folder per Python: make $(GOAL) PYTHON=$(PYTHON) VENV=.venv%s (or make clean VENV=$(VENV) first)" % (have[2:], want[2:], want[2:].replace(".", "")))'
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@# requirements.txt pins setuptools, so the build without isolation uses pyproject.toml's exact build backend
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --check-build-dependencies -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@
-	@echo "Environment ready: $(VENV) ($(PINS_HASH))"
+	@echo "Environment ready: $(VENV) (Python $(ENV_ID))"
 
 WORKSPACE ?= workspace
 

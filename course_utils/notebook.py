@@ -58,7 +58,11 @@ def _short_tracebacks() -> None:
 
 
 def environment_line(seed: int | None = None) -> str:
-    """A short description of the environment that does not change between runs of the same set-up."""
+    """A short description of the environment that does not change between runs of the same set-up.
+
+    No Python version: the course supports several (see ``env_check.SUPPORTED_PYTHONS``) and the stored
+    outputs must be the same on each; ``doctor()`` reports the Python.
+    """
     torch_version = torch.__version__.split("+")[0]
     try:
         import torchvision
@@ -66,9 +70,8 @@ def environment_line(seed: int | None = None) -> str:
         vision = f" | torchvision {torchvision.__version__.split('+')[0]}"
     except ImportError:  # pragma: no cover - torchvision is pinned
         vision = ""
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
     threads = torch.get_num_threads()
-    line = f"torch {torch_version}{vision} | Python {python} | CPU, {threads} thread{'s' if threads != 1 else ''}"
+    line = f"torch {torch_version}{vision} | CPU, {threads} thread{'s' if threads != 1 else ''}"
     return line if seed is None else f"{line} | seed {seed}"
 
 

@@ -1,11 +1,15 @@
-"""doctor() passes in the course environment and says what to do when something is off."""
+"""doctor() passes in the course environment and says what to do when something is off, with the commands of the
+route the learner took (make's venv, conda, another venv, a Python outside any environment)."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import pytest
 
 from course_utils import env_check as doctor_module
-from course_utils.env_check import doctor
+from course_utils.env_check import SUPPORTED_PYTHONS, detect_route, doctor
 
 
 def test_doctor_passes_here(capsys: pytest.CaptureFixture[str]) -> None:
@@ -16,6 +20,25 @@ def test_doctor_passes_here(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.rstrip().endswith("All checks passed.")
 
 
+@pytest.mark.parametrize("version", SUPPORTED_PYTHONS)
+def test_the_passing_python_line_is_the_same_on_every_supported_python(
+    version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(doctor_module, "_python_version", lambda: version)
+    python = doctor(show=False).findings[0]
+    assert python.ok and python.line() == "✓ Python: a supported version (3.11, 3.12 or 3.13)"
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.14"])
+def test_an_unsupported_python_is_reported_with_the_route_s_fix(version: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doctor_module, "_python_version", lambda: version)
+    report = doctor(show=False)
+    python = report.findings[0]
+    assert not report.ok and not python.ok
+    assert python.detail == f"{version}, the course supports 3.11, 3.12 and 3.13"
+    assert python.fix == detect_route().fix_python
+
+
 def test_doctor_reports_a_wrong_torch_with_the_fix(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     real = doctor_module._installed
     monkeypatch.setattr(doctor_module, "_installed", lambda name: "2.0.0" if name == "torch" else real(name))
@@ -23,7 +46,7 @@ def test_doctor_reports_a_wrong_torch_with_the_fix(monkeypatch: pytest.MonkeyPat
     out = capsys.readouterr().out
     assert not report.ok
     assert "✗ torch: 2.0.0, pinned 2.14.1" in out
-    assert "make venv" in out and "restart the kernel" in out
+    assert detect_route().install in out and "restart the kernel" in out
 
 
 def test_doctor_reports_a_missing_widget_front_end(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -33,3 +56,104 @@ def test_doctor_reports_a_missing_widget_front_end(monkeypatch: pytest.MonkeyPat
     failing = [f for f in report.findings if not f.ok]
     assert [f.name for f in failing] == ["ipywidgets front end"]
     assert "reload the browser" in failing[0].fix
+
+
+# --- the route: detection from sys.prefix / sys.base_prefix and what is on disk there ---------------------------------
+
+
+def make_venv(parent: Path, name: str = ".venv", stamp: bool = True) -> Path:
+    prefix = parent / name
+    (prefix / "bin").mkdir(parents=True)
+    if stamp:
+        (prefix / ".installed-py3.12-0123456789abcdef").touch()
+    return prefix
+
+
+def test_the_course_venv_made_by_make_is_the_make_route(tmp_path: Path) -> None:
+    route = detect_route(make_venv(tmp_path), base_prefix=tmp_path / "python", checkout=tmp_path)
+    assert route.name == "make"
+    assert route.fix_packages == ("In a terminal, in the course folder: `make venv`; "
+                                  "then restart the kernel (Kernel > Restart Kernel).")
+    assert "`make clean`, then `make lab PYTHON=python3.11`" in route.fix_python
+
+
+def test_a_second_make_venv_names_its_folder_in_every_command(tmp_path: Path) -> None:
+    route = detect_route(make_venv(tmp_path, ".venv312"), base_prefix=tmp_path / "python", checkout=tmp_path)
+    assert route.name == "make"
+    assert "`make venv VENV=.venv312`" in route.fix_packages
+    assert "`make clean VENV=.venv312`, then `make lab PYTHON=python3.11 VENV=.venv312`" in route.fix_python
+
+
+def test_a_make_venv_outside_the_course_folder_is_named_by_its_path(tmp_path: Path) -> None:
+    checkout = tmp_path / "course"
+    checkout.mkdir()
+    prefix = make_venv(tmp_path / "envs", "course-3.13")
+    route = detect_route(prefix, base_prefix=tmp_path / "python", checkout=checkout)
+    assert route.name == "make" and f"`make venv VENV={prefix}`" in route.fix_packages
+
+
+def test_a_venv_not_made_by_make_is_a_plain_venv(tmp_path: Path) -> None:
+    checkout = tmp_path / "course"
+    checkout.mkdir()
+    in_course = detect_route(make_venv(checkout, stamp=False), base_prefix=tmp_path / "python", checkout=checkout)
+    elsewhere = detect_route(make_venv(tmp_path / "envs", "mine", stamp=False), base_prefix=tmp_path / "python",
+                             checkout=checkout)
+    for route in (in_course, elsewhere):
+        assert route.name == "venv"
+        assert "`python -m pip install -r requirements.txt`" in route.fix_packages
+        assert "make venv" not in route.fix_packages
+    assert "(mine) activated" in elsewhere.fix_packages
+
+
+def test_a_named_conda_environment_is_updated_from_environment_yml(tmp_path: Path) -> None:
+    prefix = tmp_path / "miniforge3" / "envs" / "pytorch-hooks-course"
+    (prefix / "conda-meta").mkdir(parents=True)
+    route = detect_route(prefix, base_prefix=prefix, checkout=tmp_path)
+    assert route.name == "conda"
+    assert "`conda env update -n pytorch-hooks-course -f environment.yml`" in route.fix_packages
+    assert "make" not in route.fix_packages + route.fix_widgets + route.fix_python
+    assert route.fix_python.startswith("In a terminal, in the course folder: `conda env remove -n pytorch-hooks-course`")
+
+
+def test_conda_s_base_environment_is_told_to_make_the_course_s_own(tmp_path: Path) -> None:
+    prefix = tmp_path / "miniforge3"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "condabin").mkdir()
+    route = detect_route(prefix, base_prefix=prefix, checkout=tmp_path)
+    assert route.name == "conda"
+    assert route.fix_packages.startswith("This kernel runs in conda's base environment. ")
+    assert "`conda env create -f environment.yml`, `conda activate pytorch-hooks-course`" in route.fix_packages
+
+
+def test_a_python_outside_any_environment_gets_both_routes(tmp_path: Path) -> None:
+    route = detect_route(tmp_path / "python", base_prefix=tmp_path / "python", checkout=tmp_path)
+    assert route.name == "outside"
+    assert "`make lab` (macOS, Linux, WSL2)" in route.fix_packages
+    assert "on Windows the conda route: `conda env create -f environment.yml`" in route.fix_packages
+
+
+def test_doctor_gives_the_conda_command_in_a_conda_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = tmp_path / "envs" / "pytorch-hooks-course"
+    (prefix / "conda-meta").mkdir(parents=True)
+    monkeypatch.setattr(sys, "prefix", str(prefix))
+    monkeypatch.setattr(sys, "base_prefix", str(prefix))
+    real = doctor_module._installed
+    monkeypatch.setattr(doctor_module, "_installed", lambda name: "2.0.0" if name == "torch" else real(name))
+    report = doctor()
+    out = capsys.readouterr().out
+    assert not report.ok
+    assert "✗ torch: 2.0.0, pinned 2.14.1\n    → In a terminal, in the course folder: " \
+           "`conda env update -n pytorch-hooks-course -f environment.yml`; then restart the kernel" in out
+    assert "make venv" not in out
+
+
+def test_doctor_here_follows_the_route_this_kernel_took(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = doctor_module._installed
+    monkeypatch.setattr(doctor_module, "_installed", lambda name: None if name == "jupyterlab_widgets" else real(name))
+    failing = [f for f in doctor(show=False).findings if not f.ok]
+    assert [f.fix for f in failing] == [detect_route().fix_widgets]
+    if Path(sys.prefix).name.startswith(".venv") and sys.prefix != sys.base_prefix:  # make test's own venv
+        assert detect_route().name == "make"
+        assert f"`make venv{'' if Path(sys.prefix).name == '.venv' else ' VENV=' + Path(sys.prefix).name}`" in failing[0].fix

@@ -16,8 +16,8 @@ def test_setup_is_deterministic_and_single_threaded() -> None:
     setup_notebook(seed=3)
     assert torch.equal(first, torch.randn(4))
     assert torch.get_num_threads() == 1
-    assert line.startswith("torch 2.14.1 | torchvision 0.29.1 | Python 3.11 | CPU, 1 thread")
-    assert line.endswith("seed 3")
+    # No Python version: stored outputs are the same on every supported Python (3.11-3.13).
+    assert line == "torch 2.14.1 | torchvision 0.29.1 | CPU, 1 thread | seed 3"
     assert "+" not in line  # no build suffix (cu130 / cpu): the same line on every build
 
 
