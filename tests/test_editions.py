@@ -215,3 +215,35 @@ def test_every_slide_deck_and_page_is_produced_with_its_title(editions: Path) ->
     assert deck.count("<section") > 5  # one slide per ## heading at least
     assert (editions / "slides" / "reveal.js" / "dist" / "reveal.js").exists()
     assert "data:image/png;base64" in (editions / "html" / "05_guided_backprop.html").read_text(encoding="utf-8")
+
+
+# -- vendored jQuery ----------------------------------------------------------------------------------------------
+JQUERY = ROOT / "vendor" / "jquery"
+
+
+def vendored_jquery_version() -> tuple[int, int, int]:
+    """The version in the banner of ``vendor/jquery/jquery.min.js`` (``/*! jQuery v3.7.1 | ...``)."""
+    banner = (JQUERY / "jquery.min.js").read_text(encoding="utf-8")[:200]
+    match = re.match(r"/\*! jQuery v(\d+)\.(\d+)\.(\d+) ", banner)
+    assert match, f"no jQuery version banner at the start of vendor/jquery/jquery.min.js: {banner[:60]!r}"
+    major, minor, patch = (int(part) for part in match.groups())
+    return major, minor, patch
+
+
+def test_vendored_jquery_has_the_xss_fixes_its_licence_and_its_readme_line() -> None:
+    version = vendored_jquery_version()
+    # CVE-2019-11358 was fixed in 3.4.0, CVE-2020-11022 and CVE-2020-11023 in 3.5.0
+    assert version >= (3, 5, 0), f"vendored jQuery {version} has known XSS flaws: vendor 3.5.0 or later"
+    assert "Permission is hereby granted, free of charge" in (JQUERY / "LICENSE.txt").read_text(encoding="utf-8")
+    readme = (ROOT / "vendor" / "README.md").read_text(encoding="utf-8")
+    assert f"| {'.'.join(map(str, version))} |" in readme, "vendor/README.md must name the jQuery version shipped"
+
+
+def test_only_the_slides_load_jquery(editions: Path) -> None:
+    # vendor/README.md says why jQuery is needed at all: the reveal template's scroll handler. Keep that true.
+    loads_jquery = re.compile(r'<script[^>]+src="[^"]*jquery[^"]*"')
+    for path in NOTEBOOKS:
+        deck = (editions / "slides" / f"{path.stem}.slides.html").read_text(encoding="utf-8")
+        page = (editions / "html" / f"{path.stem}.html").read_text(encoding="utf-8")
+        assert loads_jquery.findall(deck) == ['<script src="jquery/jquery.min.js"'], path.name
+        assert not loads_jquery.search(page), f"{path.name}: the HTML page loads jQuery; update vendor/README.md"
