@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from course_utils.blocked_helpers import HelperBlocked, blocked
 from course_utils.exercise_kit import Exercise, Verdict
 from course_utils.exercises import catalogue
 
@@ -131,6 +132,8 @@ def _explain_error(error: BaseException) -> Verdict:
     if it started in the course's own check."""
     frames = traceback.extract_tb(error.__traceback__)
     summary = f"{type(error).__name__}: {error}"
+    if isinstance(error, HelperBlocked):
+        return Verdict(False, f"your code called {error.name}: {error.why}")
     if isinstance(error, NotImplementedError) and "your code goes here" in str(error):
         return Verdict(False, "your answer is still the stub: replace `# YOUR CODE HERE` and the `raise` line below it "
                               "with your code, then run the cell again.")
@@ -161,7 +164,8 @@ def check(exercise_id: str, answer: Any) -> Verdict:
     item = exercise(exercise_id)
     with preserved_session():
         try:
-            verdict = item.validate(answer)
+            with blocked(item.blocked):  # helpers that would do the exercise for the learner are off meanwhile
+                verdict = item.validate(answer)
         except Exception as error:  # reported, never hidden: the learner's bug or the course's
             verdict = _explain_error(error)
         if not isinstance(verdict, Verdict):

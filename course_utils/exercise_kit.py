@@ -65,7 +65,9 @@ class Exercise:
     - ``kind``: ``"write"`` (the learner writes code that registers, implements or removes a hook),
       ``"predict"`` (predict, then the validator runs the case live) or ``"choice"``;
     - ``stretch``: the notebook's harder, optional exercise;
-    - ``praise``: what the ✓ line adds.
+    - ``praise``: what the ✓ line adds;
+    - ``blocked``: dotted names of course helpers that would do the exercise for the learner
+      (``"course_utils.saliency.grad_cam"``): ``check()`` switches them off while the answer runs.
     """
 
     id: str
@@ -75,6 +77,7 @@ class Exercise:
     kind: ExerciseKind = "write"
     stretch: bool = False
     praise: str = ""
+    blocked: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not _ID.fullmatch(self.id):

@@ -190,6 +190,7 @@ _EXERCISE_03_2 = Exercise(
     ),
     kind="write",
     praise="A copy taken the moment the layer returns cannot be overwritten; `finally` cleans up whatever happens.",
+    blocked=("course_utils.recorder.ActivationRecorder",),
 )
 
 

@@ -19,6 +19,13 @@ import torch.nn as nn
 from course_utils.exercise_kit import Exercise, Verdict, expect_callable
 
 _TARGETS = [6, 0, 3]
+# What would do these exercises for the learner: check() switches them off while an answer runs.
+_FINISHED_HELPERS = (
+    "course_utils.saliency.grad_cam",
+    "course_utils.saliency.element_wise_cam",
+    "course_utils.saliency.layer_activation_and_gradient",
+    "course_utils.recorder.ActivationRecorder",
+)
 
 
 def _cam_net(inplace: bool) -> nn.Sequential:
@@ -84,8 +91,9 @@ def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
         left = _hooks_left(model)
         if left:
             return Verdict(False, f"A hook is left behind ({left[0]}): remove it with its handle, in a finally block.")
-        if not torch.equal(x, x_before):
-            return Verdict(False, "Your function changed the input x: leave the caller's tensor alone.")
+        if not torch.equal(x, x_before) or x.requires_grad or x.grad is not None:
+            return Verdict(False, "Your function changed the input x (its values, requires_grad or .grad): work on a "
+                                  "copy and leave the caller's tensor alone.")
         expected = gradient.mean(dim=(2, 3))
         if torch.allclose(result, expected, atol=1e-5):
             continue
@@ -113,6 +121,7 @@ _EXERCISE_06_1 = Exercise(
     ),
     kind="write",
     praise="grad_output[0] is the gradient at the layer's output -- the same tensor a tensor hook on the output sees.",
+    blocked=_FINISHED_HELPERS,
 )
 
 
@@ -134,8 +143,9 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
         left = _hooks_left(model)
         if left:
             return Verdict(False, f"A hook is left behind ({left[0]}): remove it with its handle, in a finally block.")
-        if not torch.equal(x, x_before):
-            return Verdict(False, "Your function changed the input x: leave the caller's tensor alone.")
+        if not torch.equal(x, x_before) or x.requires_grad or x.grad is not None:
+            return Verdict(False, "Your function changed the input x (its values, requires_grad or .grad): work on a "
+                                  "copy and leave the caller's tensor alone.")
         expected = _cam(activation, gradient)
         if torch.allclose(result, expected, atol=1e-5):
             continue
@@ -163,6 +173,7 @@ _EXERCISE_06_2 = Exercise(
     ),
     kind="write",
     praise="Two hooks, one copy, one handle removed: the whole of Grad-CAM's plumbing.",
+    blocked=_FINISHED_HELPERS,
 )
 
 
@@ -246,6 +257,7 @@ _EXERCISE_06_3 = Exercise(
     kind="write",
     stretch=True,
     praise="A forward hook per call and a tensor hook per output: shared modules need no special case.",
+    blocked=_FINISHED_HELPERS,
 )
 
 EXERCISES = (_EXERCISE_06_1, _EXERCISE_06_2, _EXERCISE_06_3)

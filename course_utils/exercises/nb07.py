@@ -183,11 +183,13 @@ EXERCISES = (
         expect_callable(_dropout_test, "a function attach_dropout2d(model, layer_name, p)"),
         hints=(
             "model.get_submodule(layer_name) finds the layer; a forward hook that returns a tensor replaces the output.",
-            "Inside the hook, module.training tells the mode: return F.dropout2d(output, p=p, training=True) in "
-            "training, None in eval.",
+            "Inside the hook, module.training tells you the mode. In training, return the output passed through "
+            "torch.nn.functional's channel dropout with your p (tell it that it is training); in eval, return "
+            "nothing, so the output stays as it is.",
         ),
         kind="write",
         praise="A plug-in regulariser: the model's code never changed, and the handle takes it away again.",
+        blocked=("course_utils.regularize.dropout2d", "course_utils.regularize.drop_block"),
     ),
     Exercise(
         "07.2",

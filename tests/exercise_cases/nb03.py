@@ -79,6 +79,14 @@ def extract_with_pre_and_post(model, x, names):  # noqa: ANN001, ANN201 -- copie
     return found
 
 
+def extract_with_the_course_recorder(model, x, names):  # noqa: ANN001, ANN201 -- no hook of its own
+    from course_utils.recorder import ActivationRecorder
+
+    with ActivationRecorder(model, list(names)) as recorder:
+        model(x)
+    return {name: recorder.outputs[name] for name in names}
+
+
 def extract_aliases(model, x, names):  # noqa: ANN001, ANN201 -- the naive hook: detach() shares memory
     found = {}
     with HookRegistry(model) as hooks:
@@ -220,6 +228,7 @@ CASES = {
             (extract_swallowing, "propagate"),
             (extract_not_detached, "detached"),
             (extract_hooks_left, "still on the model"),
+            (extract_with_the_course_recorder, "switched off"),
         ],
     ),
     "03.3": Cases(

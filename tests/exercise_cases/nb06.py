@@ -61,7 +61,39 @@ def weights_top_class(model, layer_name, x, targets):  # noqa: ANN001, ANN201 --
     return seen[0].mean(dim=(2, 3))
 
 
+def weights_from_the_course_helper(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- no hook of its own
+    from course_utils.saliency import layer_activation_and_gradient
+
+    _, gradient = layer_activation_and_gradient(model, layer_name, x, list(targets))
+    return gradient.mean(dim=(2, 3))
+
+
+def weights_on_the_callers_x(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- x.requires_grad_() on x
+    seen = []
+    handle = model.get_submodule(layer_name).register_full_backward_hook(lambda m, gin, gout: seen.append(gout[0]))
+    try:
+        torch.autograd.grad(_scores(model(x.requires_grad_()), targets), x)
+    finally:
+        handle.remove()
+    return seen[0].mean(dim=(2, 3))
+
+
 # -- 06.2 ---------------------------------------------------------------------------------------------------------
+def cam_from_the_course_helper(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- the finished function
+    from course_utils.saliency import grad_cam
+
+    return grad_cam(model, layer_name, x, list(targets), upsample=False, normalize=False)
+
+
+def cam_from_the_recorder(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- the course's recorder
+    from course_utils.recorder import ActivationRecorder
+
+    with ActivationRecorder(model, [layer_name], gradients=True) as rec:
+        _scores(model(x), targets).backward()
+    a, g = rec.output(layer_name), rec.gradient(layer_name)
+    return (g.mean(dim=(2, 3), keepdim=True) * a).sum(dim=1).clamp(min=0)
+
+
 def cam_returning_a_clone(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- hands the model a clone
     kept = {}
 
@@ -173,6 +205,8 @@ CASES = {
             (weights_summed, "spatial sum"),
             (weights_hook_left, "left behind"),
             (weights_top_class, "its own class"),
+            (weights_from_the_course_helper, "switched off"),
+            (weights_on_the_callers_x, "requires_grad"),
         ],
     ),
     "06.2": Cases(
@@ -182,6 +216,8 @@ CASES = {
             (cam_element_wise, "element-wise product"),
             (cam_without_relu, "positive part"),
             (cam_hook_left, "left behind"),
+            (cam_from_the_course_helper, "switched off"),
+            (cam_from_the_recorder, "switched off"),
         ],
     ),
     "06.3": Cases(
