@@ -76,7 +76,9 @@ class Bench:
                 return
             await asyncio.sleep(0.5)
 
-    async def run_notebook(self, name: str, cells: list[str]) -> float:
+    async def run_notebook(self, name: str, cells: list[tuple[str, bool]]) -> float:
+        """Run every (code, expected_to_raise) cell in order; a cell that raises unexpectedly (or a cell tagged
+        ``raises-exception`` that does not) stops the run with an error."""
         kernel = await self.api("POST", f"/user/{name}/api/kernels", {"name": "python3"})
         kernel_id = kernel["id"]  # type: ignore[index]
         url = f"{self.hub.url.replace('http', 'ws')}/user/{name}/api/kernels/{kernel_id}/channels"
@@ -84,7 +86,7 @@ class Bench:
         session = uuid.uuid4().hex
         try:
             started = time.monotonic()
-            for index, code in enumerate(cells):
+            for index, (code, should_raise) in enumerate(cells):
                 msg_id = uuid.uuid4().hex
                 connection.write_message(json.dumps({
                     "header": {"msg_id": msg_id, "username": name, "session": session, "msg_type": "execute_request",
@@ -100,10 +102,11 @@ class Bench:
                     message = json.loads(raw)
                     if (message.get("channel") == "shell" and message["header"]["msg_type"] == "execute_reply"
                             and message["parent_header"].get("msg_id") == msg_id):
-                        if message["content"]["status"] != "ok":
+                        if (message["content"]["status"] != "ok") != should_raise:
                             content = message["content"]
-                            raise RuntimeError(f"{name}: cell {index} failed: {content.get('ename')}: "
-                                               f"{content.get('evalue')}")
+                            raise RuntimeError(f"{name}: cell {index} " + (
+                                "is tagged raises-exception but did not raise" if should_raise else
+                                f"failed: {content.get('ename')}: {content.get('evalue')}"))
                         break
             return time.monotonic() - started
         finally:
@@ -191,7 +194,8 @@ async def main_async(counts: list[int]) -> list[dict[str, object]]:
         "c.JupyterHub.load_roles.append({'name': 'course-bench', 'services': ['course-bench'], 'scopes': "
         "['admin:users', 'admin:servers', 'access:servers', 'list:users', 'read:users']})\n")
     extra.chmod(0o600)
-    cells = ["".join(cell.source) for cell in nbformat.read(NOTEBOOK, 4).cells if cell.cell_type == "code"]
+    cells = [("".join(cell.source), "raises-exception" in cell.metadata.get("tags", []))
+             for cell in nbformat.read(NOTEBOOK, 4).cells if cell.cell_type == "code"]
     results = []
     try:
         with ThrowAwayHub(prefix=f"b{secrets.token_hex(2)}", extra_env={"HUB_EXTRA_CONFIG": str(extra)}) as hub:
@@ -212,13 +216,16 @@ async def main_async(counts: list[int]) -> list[dict[str, object]]:
     return results
 
 
-def table(results: list[dict[str, object]]) -> str:
+def table(results: list[dict[str, object]], cores: int) -> str:
+    """The guide's table; 'ideal' is what one-thread kernels sharing ``cores`` cores fairly would give."""
     alone = results[0]["wall_s_mean"] if results and results[0]["learners"] == 1 else None
-    lines = ["| learners at once | notebook 05 wall time (mean / slowest) | vs one alone | peak memory per learner, PSS (RSS) | hub CPU | machine CPU |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| learners at once | notebook 05 wall time (mean / slowest) | vs one alone | ideal on "
+             f"{cores} cores | peak memory per learner, PSS (RSS) | hub CPU | machine CPU |",
+             "|---|---|---|---|---|---|---|"]
     for r in results:
         ratio = f"{r['wall_s_mean'] / alone:.1f}x" if alone else "-"  # type: ignore[operator]
-        lines.append(f"| {r['learners']} | {r['wall_s_mean']:.0f} s / {r['wall_s_max']:.0f} s | {ratio} | "
+        ideal = f"{max(1.0, int(r['learners']) / cores):.1f}x"  # type: ignore[call-overload]
+        lines.append(f"| {r['learners']} | {r['wall_s_mean']:.0f} s / {r['wall_s_max']:.0f} s | {ratio} | {ideal} | "
                      f"{r['pss_mib_max']:.0f} MiB ({r['rss_mib_max']:.0f} MiB) | {r['hub_cpu_pct']:.0f} % of a core | "
                      f"{r['machine_cpu_pct']:.0f} % |")
     return "\n".join(lines)
@@ -232,11 +239,13 @@ def main() -> int:
     if os.geteuid() != 0:
         print("bench_hub needs root: each simulated learner is a system user, as in `sudo make hub`.", file=sys.stderr)
         return 2
+    load_before = os.getloadavg()[0]  # other work on the machine skews the wall times: say how much there was
     results = asyncio.run(main_async(sorted(args.learners)))
     memory = psutil.virtual_memory().total / 1024**3
-    print(f"\nMachine: {platform.processor() or platform.machine()}, {psutil.cpu_count()} logical cores, "
-          f"{memory:.0f} GiB, {platform.platform()}")
-    print(table(results))
+    cores = psutil.cpu_count() or 1
+    print(f"\nMachine: {platform.processor() or platform.machine()}, {cores} logical cores, "
+          f"{memory:.0f} GiB, {platform.platform()}; 1-minute load average before the run {load_before:.1f}")
+    print(table(results, cores))
     if args.json:
         args.json.write_text(json.dumps({"machine": {"cores": psutil.cpu_count(), "memory_gib": round(memory, 1),
                                                      "platform": platform.platform()}, "results": results}, indent=1))
