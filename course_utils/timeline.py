@@ -212,6 +212,12 @@ class HookTimeline:
         lines += [f"{e.step:>3}  {e.phase:<8}  {e.kind:<{width}}  {e.target}" for e in self.events]
         return "\n".join(lines)
 
+    def _xlabel(self, colours: dict[str, str]) -> str:
+        """The x-axis label, naming the colour of each pass that has events (only those)."""
+        passes = [phase for phase in colours if any(e.phase == phase for e in self.events)]
+        key = ", ".join(f"{colours[phase].removeprefix('tab:')}: {phase} pass" for phase in passes)
+        return f"firing order ({key})" if key else "firing order"
+
     def plot(self, ax: Any = None, title: str = "Which hook fires when") -> Any:
         """Draw the events: x = firing order, one lane per hook kind, each dot labelled with its target."""
         import matplotlib.pyplot as plt
@@ -236,7 +242,7 @@ class HookTimeline:
         ax.set_yticks(range(len(kinds)), kinds)
         ax.set_ylim(len(kinds) - 0.4, -0.8)
         ax.set_xticks(range(1, len(self.events) + 1))
-        ax.set_xlabel("firing order (blue: forward pass, red: backward pass)")
+        ax.set_xlabel(self._xlabel(colours))
         ax.set_title(title)
         ax.grid(axis="x", alpha=0.3)
         ax.figure.tight_layout()

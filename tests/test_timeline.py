@@ -151,5 +151,16 @@ def test_plot_and_table() -> None:
     figure = timeline.plot()
     labels = [tick.get_text() for tick in figure.axes[0].get_yticklabels()]
     assert labels == ["tensor hook", "post-accumulate hook"]
+    assert figure.axes[0].get_xlabel() == "firing order (red: backward pass)"  # no forward event: no blue in the key
     assert timeline.table().splitlines()[1].split() == ["1", "backward", "tensor", "hook", "z"]
     assert HookTimeline().table() == "(no hook fired)"
+
+
+def test_plot_key_names_both_passes_when_both_fired() -> None:
+    model = nn.Linear(2, 1)
+    with HookTimeline() as timeline:
+        timeline.watch_module(model)
+        model(torch.ones(1, 2, requires_grad=True)).sum().backward()
+    figure = timeline.plot()
+    assert figure.axes[0].get_xlabel() == "firing order (blue: forward pass, red: backward pass)"
+    assert_no_hooks(model)

@@ -1,4 +1,4 @@
-"""Exercises of notebooks/00_start_here.ipynb: the learner's first hook, and how the course asserts its numbers."""
+"""Exercises of notebooks/00_start_here.ipynb: the learner's first hook, and what a lost handle leaves behind."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_choice
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable
 
 
 def _hook_counts(model: nn.Module) -> dict[str, int]:
@@ -96,20 +96,56 @@ _EXERCISE_00_1 = Exercise(
     praise="Your first hook: it ran on layers and batches you had not seen, changed nothing, and its handle removed it.",
 )
 
+# -- 00.2 predict: a hook registered twice, one handle overwritten -----------------------------------------
+def _live_double_registration() -> int:
+    """The exercise's code, run live with plain PyTorch calls: how many times the hook runs."""
+    calls: list[tuple[int, ...]] = []
+
+    def announce(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        calls.append(tuple(output.shape))
+
+    layer = nn.Linear(3, 4)
+    first = layer.register_forward_hook(announce)  # the exercise overwrites this handle; the check keeps it
+    second = layer.register_forward_hook(announce)
+    second.remove()
+    try:
+        with torch.no_grad():
+            layer(torch.ones(1, 3))
+            layer(torch.ones(2, 3))
+    finally:
+        first.remove()
+    return len(calls)
+
+
+def _predict_double_registration(answer: Any) -> Verdict:
+    if isinstance(answer, bool) or not isinstance(answer, (int, float)) or answer != int(answer):
+        return Verdict(False, f"Answer with a whole number, how many lines announce prints; got {answer!r}.")
+    truth, guess = _live_double_registration(), int(answer)
+    if guess == truth:
+        return Verdict(True)
+    if guess == 0:
+        return Verdict(False, "The second registration did not replace the first: every register_forward_hook "
+                              "call adds a hook, and handle.remove() takes off only the hook of that handle.")
+    if guess == 2 * truth:
+        return Verdict(False, "handle.remove() did take a hook off: the one registered by the call that returned "
+                              "that handle.")
+    return Verdict(False, "Count two things: the hooks still on the layer after remove(), and the forward passes.")
+
+
 _EXERCISE_00_2 = Exercise(
     "00.2",
-    "A then-vs-now box: the article printed e.grad = 1, PyTorch 2.14.1 gives 2. Which value does the notebook assert?",
-    expect_choice(
-        "b",
-        ["a", "b"],
-        "The notebooks compute every number live on the installed PyTorch and assert what they get.",
-    ),
+    "Predict how many lines a forward hook prints when it was registered twice on a layer and only the last "
+    "handle was removed (checked against a live run).",
+    _predict_double_registration,
     hints=(
-        "A then-vs-now box explains a difference; the cell above it computes the number.",
-        "An assert against a number PyTorch no longer gives would fail every time the notebook runs.",
+        "Each register_forward_hook call adds one hook to the layer and returns a handle for that hook alone -- "
+        "also when the function is one the layer already has.",
+        "remove() takes off only the hook its handle belongs to. After the second assignment, which hook does "
+        "`handle` belong to, and what became of the other one?",
     ),
-    praise="Every number is computed live and asserted against today's PyTorch; the box tells you what changed.",
-    kind="choice",
+    praise="A handle you overwrite is lost, and with it the supported way to take its hook off: that hook keeps "
+           "firing. Keep every handle.",
+    kind="predict",
 )
 
 EXERCISES = (_EXERCISE_00_1, _EXERCISE_00_2)

@@ -185,8 +185,9 @@ _EXERCISE_03_2 = Exercise(
     hints=(
         "A tensor stored by reference changes when a later in-place layer writes into its memory. When is the "
         "value still right, and what makes your entry independent of that memory?",
-        "In the forward hook, store a detached copy (detach, then clone). Register the hooks and run the model "
-        "inside try, and remove every handle in finally.",
+        "The hook runs at the one moment the output is certainly right: keep something there that no later write "
+        "can reach and that holds no graph. For the clean-up: which part of a try statement runs even when "
+        "model(x) raises?",
     ),
     kind="write",
     praise="A copy taken the moment the layer returns cannot be overwritten; `finally` cleans up whatever happens.",
@@ -264,8 +265,9 @@ _EXERCISE_03_3 = Exercise(
     hints=(
         "Leaf modules have no children. A reused module fires its hooks once per call, so append, never overwrite. "
         "One forward-hook option makes the hook run even when forward raises; what is `output` then?",
-        "In __enter__ register, on every leaf, a forward hook with always_call=True that appends (name, shape) "
-        "(shape None when output is None) and keep the handles; in __exit__ remove them and return False.",
+        "A context manager has one method that runs on entry and one that runs on every exit, with or without an "
+        "error: the handles must be kept where both can reach them. What the exit method returns decides whether "
+        "an error goes on.",
     ),
     kind="write",
     stretch=True,

@@ -55,8 +55,9 @@ _EXERCISE_04_1 = Exercise(
     hints=(
         "The deprecated hook forwards the raw gradients of the last autograd node of the module. Which operation "
         "computes a Linear layer that has no bias?",
-        "It is a matrix product of the input and the transposed weight (MmBackward0): one gradient per operand, "
-        "each in that operand's shape.",
+        "Example M2's fc1 shows the pattern with a bias: one gradient per operand of that node, in the order the "
+        "operation takes them, each shaped like its operand rather than like the module's parameter. Without a "
+        "bias, which operands are left?",
     ),
     kind="predict",
     praise="(input (3, 5), weightᵀ (5, 2)): the operands of the mm node -- the module's own view is lost.",
@@ -97,12 +98,12 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     unchanged = torch.autograd.grad((model[2](F.relu(model[0](x.clone().requires_grad_()))) * weights).sum(),
                                     model[0].weight)[0]
     if model[0].weight.grad is None or leaf.grad is None:
-        return Verdict(False, "No gradient reached the layers in front: return a tuple of gradients (or None).")
+        return Verdict(False, "No gradient reached the layers further back: return a tuple of gradients (or None).")
     if torch.allclose(model[0].weight.grad, unchanged):
         return Verdict(False, "The gradient flowing back is unchanged: return the clamped gradients as a tuple, "
                               "one entry per grad_input entry.")
     if not (torch.allclose(leaf.grad, first[0], atol=1e-5) and torch.allclose(model[0].weight.grad, first[1], atol=1e-5)):
-        return Verdict(False, "What flows back to the layers in front is not grad_input clamped to [-1, 1] "
+        return Verdict(False, "What reaches the layers further back is not grad_input clamped to [-1, 1] "
                               "entry by entry (batch of 5).")
     if not all(torch.allclose(p.grad, g, atol=1e-5) for p, g in zip([model[2].weight, model[2].bias], last_params)):
         return Verdict(False, "The hooked layer's own parameter gradients changed: a full backward hook only "
@@ -137,7 +138,7 @@ _EXERCISE_04_2 = Exercise(
         "Build a tuple with one entry per grad_input entry: the clamped tensor, or None where the entry is None.",
     ),
     kind="write",
-    praise="Returning a tuple replaces grad_input: everything in front sees the clamped gradient, this layer's "
+    praise="Returning a tuple replaces grad_input: everything further back sees the clamped gradient, this layer's "
            "parameters do not.",
 )
 
@@ -208,11 +209,13 @@ _EXERCISE_04_3 = Exercise(
     hints=(
         "grad_output is a tuple; its first entry has the batch in dimension 0. A pre-hook replaces it by returning "
         "a new tuple. Samples already small must not change, and a zero gradient must not become NaN.",
-        "Flatten every dimension but the first, take the norm per row, clamp the norms from below at 1, and divide "
-        "(reshape the norms so they broadcast over the other dimensions).",
+        "Work out one divisor per sample -- its norm where that exceeds 1, else 1 -- with tensor operations (no "
+        "Python loop or if), so that a zero norm never reaches a denominator; the divisors then need a shape that "
+        "broadcasts over each sample's other dimensions.",
     ),
     kind="write",
-    praise="A pre-hook changes grad_output before the layer uses it: its parameters and everything in front see it.",
+    praise="A pre-hook changes grad_output before the layer uses it: its parameters and everything further back see "
+           "it.",
 )
 
 
@@ -312,8 +315,9 @@ _EXERCISE_04_4 = Exercise(
     hints=(
         "A full backward hook wraps the layer's output, and the in-place ReLU after it then fails at forward time. "
         "A hook on the output tensor itself does not wrap anything -- but the tensor exists only during forward.",
-        "Register a forward hook whose body registers a tensor hook on `output` (only when output.requires_grad) "
-        "that writes into store[name]. Attach inside try; on an exception remove what you attached and re-raise.",
+        "A forward hook runs at every forward and sees the output while it exists: from there you can reach the "
+        "output's gradient without wrapping anything. Under no_grad there is no gradient to wait for. For a bad "
+        "name: which hooks are already attached when the error happens?",
     ),
     kind="write",
     stretch=True,

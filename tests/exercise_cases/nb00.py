@@ -74,7 +74,13 @@ CASES = {
         ],
     ),
     "00.2": Cases(
-        right=[" B "],
-        wrong=[("a", "live"), ("today", "not one of the options")],
+        right=[2, 2.0],
+        wrong=[
+            (0, "did not replace the first"),
+            (4, "did take a hook off"),
+            (1, "the forward passes"),
+            ("2", "whole number"),
+            (2.5, "whole number"),
+        ],
     ),
 }
