@@ -1,5 +1,6 @@
-"""Exercises of notebooks/07_hooks_in_training.ipynb: a dropout plug-in, per-parameter clipping after
-accumulation, and a dead-unit monitor -- each a hook the learner writes, run on models they have not seen."""
+"""Exercises of notebooks/07_hooks_in_training.ipynb: a dropout plug-in on a layer's input (a forward pre-hook),
+per-parameter clipping after accumulation, and a dead-unit counter that accumulates over several batches -- each a
+hook the learner writes, run on models they have not seen, against a ground truth computed without hooks."""
 
 from __future__ import annotations
 
@@ -13,18 +14,22 @@ import torch.nn.functional as F
 from course_utils.exercise_kit import Exercise, Verdict, expect_callable
 from course_utils.hooks import count_hooks, hook_report
 
+_FLAGS = ("_with_kwargs", "_always_called")  # flag dictionaries that come with some hooks: not hooks themselves
+
 
 def _conv_model() -> nn.Sequential:
     torch.manual_seed(11)
     return nn.Sequential(nn.Conv2d(2, 5, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(5, 6, 3, padding=1), nn.ReLU())
 
 
-def _by_hand(model: nn.Sequential, x: torch.Tensor, p: float | None) -> torch.Tensor:
-    """The model's forward written out with F.conv2d, dropout2d on layer '2''s output when p is given."""
+def _by_hand(model: nn.Sequential, x: torch.Tensor, p: float | None, where: str = "input") -> torch.Tensor:
+    """The model's forward written out with F.conv2d; with p given, F.dropout2d on layer '2''s input (or output)."""
     first, second = model[0], model[2]
     hidden = F.relu(F.conv2d(x, first.weight, first.bias, padding=1))
+    if p is not None and where == "input":
+        hidden = F.dropout2d(hidden, p=p, training=True)
     out = F.conv2d(hidden, second.weight, second.bias, padding=1)
-    if p is not None:
+    if p is not None and where == "output":
         out = F.dropout2d(out, p=p, training=True)
     return F.relu(out)
 
@@ -38,25 +43,38 @@ def _dropout_test(attach: Callable[[nn.Module, str, float], Any]) -> Verdict:
         model.train()
     handle = attach(model, "2", 0.3)
     if not callable(getattr(handle, "remove", None)):
-        return Verdict(False, "Return the handle that register_forward_hook gave you, so the caller can remove it.")
+        return Verdict(False, "Return the handle that register_forward_pre_hook gave you, so the caller can remove it.")
     try:
-        hooked = sorted(key for key, n in hook_report(model).items() if "forward" in key)
-        if hooked != ["2._forward_hooks"]:
-            return Verdict(False, f"Expected one forward hook, on layer '2' only; found {hooked or 'none'}.")
+        hooked = sorted(key for key in hook_report(model) if "forward" in key and not key.endswith(_FLAGS))
+        if hooked == ["2._forward_hooks"]:
+            return Verdict(False, "That is a forward hook: it runs after layer '2' and sees its output. Dropout "
+                                  "before the layer needs a forward pre-hook, which sees (and may replace) the input.")
+        if hooked != ["2._forward_pre_hooks"]:
+            return Verdict(False, f"Expected one forward pre-hook, on layer '2' only; found {hooked or 'none'}.")
         with torch.no_grad():
             model.eval()
             if not torch.equal(model(x), before):
                 return Verdict(False, "In eval mode the output changed: the hook must act only when module.training.")
             model.train()
             torch.manual_seed(5)
-            got = model(x)
-            torch.manual_seed(5)
             expected = _by_hand(model, x, 0.3)
-        if torch.equal(got, _by_hand(model, x, None)):
-            return Verdict(False, "In training mode nothing was dropped: does your hook return the new output?")
-        if not torch.equal(got, expected):
-            return Verdict(False, "In training mode the output is not F.dropout2d(output, p) of layer '2' "
+            torch.manual_seed(5)
+            output_dropped = _by_hand(model, x, 0.3, where="output")
+        torch.manual_seed(5)
+        got = model(x)  # with autograd on: the backward below must work too
+        if torch.equal(got.detach(), _by_hand(model, x, None).detach()):
+            return Verdict(False, "In training mode nothing was dropped: does your hook return the new input?")
+        if torch.equal(got.detach(), output_dropped):
+            return Verdict(False, "Your hook dropped channels of layer '2''s output; drop them in its input.")
+        if not torch.equal(got.detach(), expected):
+            return Verdict(False, "In training mode the result is not layer '2' applied to F.dropout2d(input, p) "
                                   "(with the p the caller passed).")
+        try:
+            got.sum().backward()
+        except RuntimeError as error:
+            return Verdict(False, f"The forward worked but the backward failed ({str(error).split(':')[0]}): the "
+                                  "input belongs to the previous layer, which may need it for its backward. Build "
+                                  "a new tensor and return it; change nothing in place.")
     finally:
         handle.remove()
     if count_hooks(model):
@@ -109,7 +127,6 @@ def _per_parameter_norm_test(attach: Callable[[nn.Module, float], Any]) -> Verdi
                               "does the hook run after every accumulation, on every parameter?")
     return Verdict(False, "The norms are within the limit but the gradients differ from clip_grad_norm_ applied to "
                           "each parameter after every backward: scale only when the norm is above max_norm.")
-    return Verdict(True)
 
 
 def _copy(model: nn.Sequential) -> nn.Sequential:
@@ -123,45 +140,108 @@ class _Explodes(nn.Module):
         raise RuntimeError("this layer fails on purpose")
 
 
-def _dead_fractions(layers: list[nn.Module], x: torch.Tensor) -> dict[str, float]:
-    """Run the layers one by one (no hooks) and measure each ReLU's dead fraction by hand."""
+def _dead_masks(layers: list[nn.Module], x: torch.Tensor, *, of_inputs: bool = False) -> dict[str, torch.Tensor]:
+    """Run the layers one by one (no hooks); per ReLU, True for each unit that is zero for every sample of x (of
+    the ReLU's input instead of its output with ``of_inputs``: a typical mistake, for the message)."""
     found = {}
     with torch.no_grad():
         for index, layer in enumerate(layers):
+            before = x
             x = F.relu(x) if isinstance(layer, nn.ReLU) else layer(x)
             if isinstance(layer, nn.ReLU):
-                found[str(index)] = float((x == 0).all(dim=0).float().mean())
+                seen = before if of_inputs and not getattr(layer, "inplace", False) else x
+                found[str(index)] = (seen == 0).all(dim=0)
     return found
 
 
+def _fraction(mask: torch.Tensor) -> float:
+    return float(mask.float().mean())
+
+
+def _counter_batches() -> list[torch.Tensor]:
+    """Three batches of different sizes and spreads: some units are silent in one batch and active in another."""
+    generator = torch.Generator().manual_seed(8)
+    return [torch.randn(n, 4, generator=generator) * scale + shift for n, scale, shift in ((5, 1.0, 0.0), (3, 1.5, 0.5),
+                                                                                           (6, 0.7, -0.3))]
+
+
+def _wrong_fractions_message(layers: list[nn.Module], batches: list[torch.Tensor], got: dict[str, float]) -> str:
+    """Name the mistake whose numbers the answer's fractions match; the ground truth is always in the message."""
+    per_batch = [_dead_masks(layers, batch) for batch in batches]
+    truth = {name: _fraction(mask) for name, mask in _dead_masks(layers, torch.cat(batches)).items()}
+    guesses = {
+        "only the last batch": {name: _fraction(mask) for name, mask in per_batch[-1].items()},
+        "the mean of the per-batch fractions": {name: sum(_fraction(m[name]) for m in per_batch) / len(per_batch)
+                                                for name in truth},
+        "dead as soon as one batch had it zero": {name: _fraction(torch.stack([m[name] for m in per_batch]).any(dim=0))
+                                                  for name in truth},
+        "the ReLU's input": {name: _fraction(torch.stack([m[name] for m in (_dead_masks(layers, b, of_inputs=True)
+                                                                              for b in batches)]).all(dim=0))
+                             for name in truth},
+    }
+    advice = {
+        "only the last batch": "your fractions describe only the last batch. A unit is dead only if it was zero for "
+                               "every sample of every batch seen in the with-block: keep what earlier forwards showed.",
+        "the mean of the per-batch fractions": "your fractions look like an average over batches. A unit that was "
+                                               "non-zero once is alive for good, whatever the other batches say: "
+                                               "keep a record per unit, not per batch.",
+        "dead as soon as one batch had it zero": "you count a unit as dead when one batch had it zero for every "
+                                                 "sample; it is dead only if every batch did.",
+        "the ReLU's input": "count the units of the ReLU's *output*, not of its input (which still holds negative "
+                            "values when the ReLU is not in-place).",
+    }
+    shown = f"(expected {_rounded(truth)}, got {_rounded(got)})"
+    for label, values in guesses.items():
+        if values != truth and all(abs(float(got[name]) - values[name]) <= 1e-6 for name in truth):
+            return f"Wrong fractions: {advice[label]} {shown}."
+    return (f"Wrong fractions after {len(batches)} forward(s): count the units of each ReLU's output that were zero "
+            f"for every sample of every batch so far {shown}.")
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _rounded(fractions: dict[str, Any]) -> dict[str, Any]:
+    return {name: round(float(value), 3) if isinstance(value, (int, float, torch.Tensor)) else value
+            for name, value in fractions.items()}
+
+
 def _counter_test(counter_class: Callable[[nn.Module], Any]) -> Verdict:
-    torch.manual_seed(2)
+    torch.manual_seed(7)
     layers = [nn.Linear(4, 12), nn.ReLU(inplace=True), nn.Linear(12, 9), nn.ReLU(), nn.Linear(9, 3)]
     with torch.no_grad():
-        layers[2].bias.sub_(0.6)  # some units of the second ReLU are dead for every sample
+        layers[2].bias.sub_(0.2)  # more units of the second ReLU are silent
     model = nn.Sequential(*layers)
-    x = torch.randn(16, 4, generator=torch.Generator().manual_seed(8))
-    truth = _dead_fractions(layers, x)
+    batches = _counter_batches()
     counter = counter_class(model)
     if not hasattr(counter, "__enter__") or not hasattr(counter, "__exit__"):
         return Verdict(False, "DeadUnitCounter must be a context manager (define __enter__ and __exit__).")
     with counter as inside:
         if count_hooks(model) != 2:
             return Verdict(False, f"Inside the with-block expected one hook per ReLU (2), found {count_hooks(model)}.")
-        with torch.no_grad():
-            model(x)
-    fractions = getattr(inside if inside is not None else counter, "fractions", None)
+        for seen in range(1, len(batches) + 1):
+            with torch.no_grad():
+                model(batches[seen - 1])
+            fractions = getattr(inside if inside is not None else counter, "fractions", None)
+            truth = {name: _fraction(mask) for name, mask in _dead_masks(layers, torch.cat(batches[:seen])).items()}
+            if not isinstance(fractions, dict) or set(fractions) != set(truth):
+                return Verdict(False, f"fractions should have one entry per ReLU, keyed by name {sorted(truth)}; "
+                                      f"got {fractions!r}.")
+            not_numbers = {name: value for name, value in fractions.items() if not _is_number(value)}
+            if not_numbers:
+                return Verdict(False, f"Each fraction should be one number (a float, e.g. from .item()); got "
+                                      f"{ {name: type(value).__name__ for name, value in not_numbers.items()} }.")
+            if any(abs(float(fractions[name]) - truth[name]) > 1e-6 for name in truth):
+                return Verdict(False, _wrong_fractions_message(layers, batches[:seen], dict(fractions)))
     if count_hooks(model):
         return Verdict(False, "Hooks are still on the model after the with-block: remove them in __exit__.")
-    if not isinstance(fractions, dict) or set(fractions) != set(truth):
-        return Verdict(False, f"fractions should have one entry per ReLU, keyed by name {sorted(truth)}; got {fractions!r}.")
-    if any(abs(float(fractions[name]) - truth[name]) > 1e-6 for name in truth):
-        return Verdict(False, "Wrong fractions: count the units of the ReLU's *output* that are zero for every sample "
-                              f"of the batch (expected {truth}, got {fractions}).")
     failing = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), _Explodes(), nn.ReLU())
     try:
         with counter_class(failing):
-            failing(x)
+            failing(batches[0])
     except RuntimeError:
         pass
     if count_hooks(failing):
@@ -169,7 +249,7 @@ def _counter_test(counter_class: Callable[[nn.Module], Any]) -> Verdict:
                               "too, so remove them there (and do not swallow the error).")
     try:
         with counter_class(failing):
-            failing(x)
+            failing(batches[0])
     except RuntimeError:
         return Verdict(True)
     return Verdict(False, "The error raised inside the with-block disappeared: __exit__ must not swallow it.")
@@ -178,17 +258,20 @@ def _counter_test(counter_class: Callable[[nn.Module], Any]) -> Verdict:
 EXERCISES = (
     Exercise(
         "07.1",
-        "Write attach_dropout2d(model, layer_name, p): a forward hook that applies F.dropout2d to one layer's "
-        "output in training mode only, returning the handle.",
+        "Write attach_dropout2d(model, layer_name, p): a forward pre-hook that applies F.dropout2d to one layer's "
+        "input in training mode only, returning the handle.",
         expect_callable(_dropout_test, "a function attach_dropout2d(model, layer_name, p)"),
         hints=(
-            "model.get_submodule(layer_name) finds the layer; a forward hook that returns a tensor replaces the output.",
-            "Inside the hook, module.training tells you the mode. In training, return the output passed through "
-            "torch.nn.functional's channel dropout with your p (tell it that it is training); in eval, return "
-            "nothing, so the output stays as it is.",
+            "model.get_submodule(layer_name) finds the layer. A forward pre-hook runs before the layer's forward and "
+            "gets (module, args), args being the tuple of the layer's positional inputs; what it returns (other than "
+            "None) becomes the new inputs.",
+            "Inside the hook, module.training tells you the mode. In training, hand the layer a new first input: "
+            "args[0] after torch.nn.functional's channel dropout with your p (tell it that it is training), as a new "
+            "tensor rather than an in-place change. In eval, return nothing, so the input stays as it is.",
         ),
         kind="write",
-        praise="A plug-in regulariser: the model's code never changed, and the handle takes it away again.",
+        praise="A plug-in regulariser in front of a layer: the model's code never changed, and the handle takes it "
+               "away again.",
         blocked=("course_utils.regularize.dropout2d", "course_utils.regularize.drop_block"),
     ),
     Exercise(
@@ -206,17 +289,19 @@ EXERCISES = (
     ),
     Exercise(
         "07.3",
-        "Write DeadUnitCounter(model), a context manager that hooks every nn.ReLU, records the fraction of dead "
-        "units per ReLU, and removes its hooks on exit, also when forward raises.",
+        "Write DeadUnitCounter(model), a context manager that hooks every nn.ReLU, records per ReLU the fraction of "
+        "units dead over every batch seen in the with-block, and removes its hooks on exit, also when forward raises.",
         expect_callable(_counter_test, "a class DeadUnitCounter(model)"),
         hints=(
             "In __enter__ loop over model.named_modules() and keep each handle; __exit__ runs even when the "
-            "with-block raises.",
-            "A forward hook gets the ReLU's output: (output == 0).all(dim=0) marks units dead for every sample; "
-            "return False (or None) from __exit__ so errors propagate.",
+            "with-block raises: remove the hooks there and return a false value, so the error goes on.",
+            "A unit is alive for good once any sample of any batch made it non-zero. Keep, per ReLU, one boolean "
+            "per unit (the shape of one sample's output) saying whether it was ever active, update it in every "
+            "forward, and compute the fraction from it.",
         ),
         kind="write",
         stretch=True,
-        praise="A monitor that cleans up after itself, whatever happens inside the with-block.",
+        praise="A monitor that remembers across batches and cleans up after itself, whatever happens inside the "
+               "with-block.",
     ),
 )

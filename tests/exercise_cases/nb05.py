@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from course_utils.hooks import HookRegistry
+from course_utils.saliency import _GuideFunctionalRelus
 from tests.exercise_cases import Cases
 
 
@@ -111,6 +112,23 @@ class GuideFunctionalOnly(TorchFunctionMode):
         return result
 
 
+class GuideThroughTheCourseMode(_GuideFunctionalRelus):
+    """Reuses the mode inside guided_backprop(..., functional=True) instead of writing one."""
+
+    def __init__(self):  # noqa: ANN204
+        super().__init__(HookRegistry(), [0])
+
+
+class BorrowsTheCourseFunction(TorchFunctionMode):
+    """Borrows the course mode's __torch_function__ and fills in the attributes it uses."""
+
+    __torch_function__ = _GuideFunctionalRelus.__torch_function__
+
+    def __init__(self):  # noqa: ANN204
+        super().__init__()
+        self.hooks, self.counter = HookRegistry(), [0]
+
+
 def not_a_mode(model):  # noqa: ANN001, ANN201
     return model
 
@@ -139,6 +157,8 @@ CASES = {
             (GuideReturnsNothing, "return what"),
             (GuideFunctionalOnly, "Not the guided map"),
             (not_a_mode, "TorchFunctionMode"),
+            (GuideThroughTheCourseMode, "switched off"),
+            (BorrowsTheCourseFunction, "switched off"),
         ],
     ),
 }
