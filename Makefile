@@ -62,7 +62,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --check-build-dependencies -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@
-	@echo "Environment ready: $(VENV) (Python $(ENV_ID))"
+	@echo "Environment ready: $(VENV) ($(ENV_ID))"
 
 WORKSPACE ?= workspace
 
