@@ -4,12 +4,14 @@ saved bytes per layer -- each run on graphs the learner has not seen, against pl
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.autograd.graph import saved_tensors_hooks
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_live_value
 from course_utils.hooks import count_hooks
@@ -50,74 +52,158 @@ def _tensors_in(value: Any) -> Iterator[torch.Tensor]:
     elif isinstance(value, dict):
         for item in value.values():
             yield from _tensors_in(item)
+    elif hasattr(value, "__dict__") and not callable(value):
+        for item in vars(value).values():
+            yield from _tensors_in(item)
+
+
+def _memory(tensor: torch.Tensor) -> tuple[str, int]:
+    return str(tensor.device), tensor.untyped_storage().data_ptr()
 
 
 def _pooling_model() -> nn.Sequential:
     torch.manual_seed(31)
-    # 64x64 maps: max-pooling indices reach 4095, which float16 cannot hold exactly (integers above 2048)
-    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.Tanh(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 32 * 32, 3))
+    # 64x64 maps: max-pooling indices reach 4095, which float16 cannot hold exactly (integers above 2048). ReLU saves
+    # its output, and the Linear saves the same memory again, through Flatten, as a view of another shape.
+    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 32 * 32, 3))
 
 
-def _grads(model: nn.Module, x: torch.Tensor, context: Any) -> list[torch.Tensor]:
-    model.zero_grad(set_to_none=True)
-    with context:
-        loss = F.cross_entropy(model(x), torch.tensor([0, 2, 1]))
-    loss.backward()
-    return [p.grad.clone() for p in model.parameters()]
+def _loss(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(model(x), torch.tensor([0, 2, 1]))
 
 
-class _NoHooks:
-    def __enter__(self) -> None:
-        return None
+@dataclass
+class _Saved:
+    """One pack call seen by the check: the tensor autograd saved, and what the learner's pack returned."""
 
-    def __exit__(self, *exc: Any) -> None:
-        return None
+    dtype: torch.dtype
+    memory: tuple[str, int]
+    storage: int                 # which storage: addresses are reused once a storage is freed
+    nbytes: int                  # of the whole storage the saved tensor lives in
+    parameter: bool
+    original: StorageWeakRef     # to see whether the original storage is still alive after forward
+    kept: list[torch.Tensor]
 
 
-def _half_test(hooks_class: Callable[[], Any]) -> Verdict:
-    instance = hooks_class()
+_ALIVE = ("Your class keeps the float32 tensors autograd saved alive (in a cache, or in what pack returns), so no "
+          "memory is saved: keep only the float16 copy, and a weak reference (StorageWeakRef) to tell whether the "
+          "original still exists.")
+
+
+def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[Any], torch.Tensor]) -> Verdict | None:
+    """Two tensors, one after the other, in the very same memory -- the first freed before the second exists: what
+    the allocator does all the time during a forward pass whose saved tensors were replaced by copies."""
+    memory = bytearray(64 * 4)
+    first = torch.frombuffer(memory, dtype=torch.float32)
+    first.fill_(1.0)
+    packed_first = pack(first)
+    original = StorageWeakRef(first.untyped_storage())
+    del first
+    if not original.expired():
+        return Verdict(False, _ALIVE)
+    second = torch.frombuffer(memory, dtype=torch.float32)
+    second.fill_(2.0)
+    back = unpack(pack(second))
+    if isinstance(back, torch.Tensor) and torch.equal(back, torch.ones(64)):
+        return Verdict(False, "A tensor was freed, a new one got the same memory address, and your unpack gave back "
+                              "the old tensor's values: before reusing a cached copy, check that the storage it was "
+                              "made from is still alive (StorageWeakRef(storage).expired()).")
+    if not isinstance(back, torch.Tensor) or back.dtype != torch.float32 or not torch.equal(back, torch.full((64,), 2.0)):
+        return Verdict(False, "unpack did not give back the tensor pack received (a 1-D float32 tensor of 2.0s came "
+                              "back as something else): rebuild it with its shape, stride and storage offset, in "
+                              "its original dtype.")
+    if not torch.equal(unpack(packed_first), torch.ones(64)):
+        return Verdict(False, "unpack gave back wrong values for a tensor whose memory was reused afterwards: each "
+                              "packed value must keep its own float16 copy.")
+    return None
+
+
+def _half_test(hooks_class: Callable[..., Any]) -> Verdict:
+    model = _pooling_model()
+    try:
+        instance = hooks_class(model)
+    except TypeError as error:
+        return Verdict(False, f"SaveInHalf(model) failed ({error}): the class takes the model, so that it can keep "
+                              "the tensors living in its parameters as they are.")
     if not isinstance(instance, saved_tensors_hooks):
         return Verdict(False, "SaveInHalf must subclass torch.autograd.graph.saved_tensors_hooks and call "
                               "super().__init__(pack, unpack) with your two functions.")
     if not callable(getattr(instance, "pack_hook", None)) or not callable(getattr(instance, "unpack_hook", None)):
         return Verdict(False, "Call super().__init__(pack, unpack) in __init__, so the base class knows your hooks.")
-    model = _pooling_model()
-    x = torch.randn(3, 2, 64, 64, generator=torch.Generator().manual_seed(5))
-    reference = _grads(model, x, _NoHooks())
+    learner_pack, learner_unpack = instance.pack_hook, instance.unpack_hook
+    try:
+        probe = _address_reuse_probe(learner_pack, learner_unpack)
+    except Exception as error:  # noqa: BLE001 -- the learner's hooks, called on a plain 1-D tensor
+        probe = Verdict(False, f"Your hooks failed on a plain 1-D float32 tensor ({type(error).__name__}: {error}).")
+    if probe is not None:
+        return probe
 
-    learner_pack = instance.pack_hook
-    stored: list[tuple[torch.dtype, list[torch.dtype]]] = []
+    x = torch.randn(3, 2, 64, 64, generator=torch.Generator().manual_seed(5))
+    reference_model = _pooling_model()
+    _loss(reference_model, x).backward()
+    reference = [p.grad for p in reference_model.parameters()]
+    parameters = {_memory(p) for p in model.parameters()}
+    seen: list[_Saved] = []
+    storages: dict[tuple[str, int], tuple[StorageWeakRef, int]] = {}  # address -> (the storage there, its number)
 
     def spy(tensor: torch.Tensor) -> Any:
+        address, storage = _memory(tensor), tensor.untyped_storage()
+        known = storages.get(address)
+        if known is None or known[0].expired():  # a freed storage's address is soon given to another tensor
+            known = storages[address] = (StorageWeakRef(storage), len(storages) + len(seen))
         packed = learner_pack(tensor)
-        stored.append((tensor.dtype, [t.dtype for t in _tensors_in(packed)]))
+        seen.append(_Saved(tensor.dtype, address, known[1], storage.nbytes(), address in parameters,
+                           StorageWeakRef(storage), list(_tensors_in(packed))))
         return packed
 
     instance.pack_hook = spy
     try:
-        got = _grads(model, x, instance)
+        with instance:
+            loss = _loss(model, x)
     except RuntimeError as error:
-        if _saved_tensor_hooks_active():
-            return Verdict(False, "The hooks stayed in force after the with-block: do not override __enter__/__exit__.")
-        return Verdict(False, f"Backward failed ({str(error).splitlines()[0][:120]}): unpack must give back each tensor "
-                              "in the dtype it had when it was saved, with the right values.")
+        return Verdict(False, f"The forward pass failed inside your with-block ({str(error).splitlines()[0][:120]}).")
     if _saved_tensor_hooks_active():
         return Verdict(False, "The hooks stayed in force after the with-block: do not override __enter__/__exit__.")
-    if not stored:
+    if not seen:
         return Verdict(False, "Your pack hook was never called: pass it to super().__init__(pack, unpack).")
-    for dtype, kept in stored:
-        if dtype.is_floating_point and torch.float16 not in kept:
-            return Verdict(False, f"A {dtype} tensor was stored as {kept or 'no tensor'}: store floating-point tensors "
-                                  "as float16 (that is the memory saving).")
-        if not dtype.is_floating_point and dtype not in kept:
-            return Verdict(False, f"A {dtype} tensor (the max-pooling indices) was stored as {kept}: integer tensors "
-                                  "must be stored as they are -- float16 cannot even hold integers above 2048 exactly.")
-    if any(g.dtype != r.dtype for g, r in zip(got, reference)):
+    for record in seen:
+        kept_dtypes = [t.dtype for t in record.kept]
+        if record.parameter:
+            if not any(_memory(t) == record.memory for t in record.kept):
+                return Verdict(False, "A tensor living in one of the model's parameters (a Linear saves weight.t()) "
+                                      f"was stored as a copy ({kept_dtypes}): it costs nothing as it is, a copy adds "
+                                      "memory -- keep it as it is.")
+        elif not record.dtype.is_floating_point:
+            if record.dtype not in kept_dtypes:
+                return Verdict(False, f"A {record.dtype} tensor (the max-pooling indices) was stored as {kept_dtypes}: "
+                                      "integer tensors must be stored as they are -- float16 cannot even hold "
+                                      "integers above 2048 exactly.")
+        elif torch.float16 not in kept_dtypes:
+            return Verdict(False, f"A {record.dtype} tensor was stored as {kept_dtypes or 'no tensor'}: store "
+                                  "floating-point tensors as float16 (that is the memory saving).")
+    floats = [r for r in seen if r.dtype.is_floating_point and not r.parameter and r.memory != _memory(x)]
+    if any(not r.original.expired() for r in floats):
+        return Verdict(False, _ALIVE)
+    copies = {_memory(t): t.untyped_storage().nbytes() for r in seen if r.dtype.is_floating_point and not r.parameter
+              for t in r.kept if t.dtype == torch.float16}
+    floor = sum({r.storage: r.nbytes // 2 for r in seen if r.dtype.is_floating_point and not r.parameter}.values())
+    if sum(copies.values()) > floor:
+        return Verdict(False, f"Your float16 copies take {sum(copies.values())} bytes; one copy per storage takes "
+                              f"{floor}. Autograd saved some memory more than once -- here the ReLU's output, and the "
+                              "Linear's input, which is the same memory seen through Flatten -- and your pack stored "
+                              "it twice: keep one copy per storage and rebuild each view from it.")
+    try:
+        loss.backward()
+    except RuntimeError as error:
+        return Verdict(False, f"Backward failed ({str(error).splitlines()[0][:120]}): unpack must give back each tensor "
+                              "with the shape, stride and dtype it had when it was saved.")
+    got = [p.grad for p in model.parameters()]
+    if any(g is None or g.dtype != r.dtype for g, r in zip(got, reference)):
         return Verdict(False, "The gradients came out in another dtype: unpack must restore the original dtype.")
     error = max(float((g - r).norm() / r.norm()) for g, r in zip(got, reference))
     if error > 1e-2:
         return Verdict(False, f"The gradients differ from plain autograd by {error:.1%}: does unpack give back the same "
-                              "values (and the integer tensors untouched)?")
+                              "values, in the right view of the copy (size, stride, storage offset)?")
     return Verdict(True)
 
 
@@ -227,16 +313,18 @@ EXERCISES = (
     ),
     Exercise(
         "08.2",
-        "Write SaveInHalf, a saved_tensors_hooks subclass that stores floating-point saved tensors as float16 and "
-        "other tensors unchanged, and restores the original dtype in unpack.",
-        expect_callable(_half_test, "a class SaveInHalf (a saved_tensors_hooks subclass)"),
+        "Write SaveInHalf(model), a saved_tensors_hooks subclass that keeps each floating-point storage autograd "
+        "saves once, in float16, however many views of it are saved; parameters and other tensors as they are.",
+        expect_callable(_half_test, "a class SaveInHalf (a saved_tensors_hooks subclass) that takes the model"),
         hints=(
-            "In __init__, define pack(tensor) and unpack(packed), then call super().__init__(pack, unpack).",
-            "pack can return a pair (original dtype, stored tensor); tensor.is_floating_point() tells which tensors "
-            "to convert with .to(torch.float16), and unpack converts back with .to(original dtype).",
+            "A dict from a storage's address (tensor.untyped_storage().data_ptr()) to its float16 copy shares the copy "
+            "between views; what pack returns must then let unpack rebuild this particular view, in its dtype.",
+            "Tensor.as_strided(size, stride, storage_offset) makes any view of a flat tensor -- also a 1-D view over a "
+            "whole storage. A cached copy is valid only while the storage it came from is alive: addresses are "
+            "reused (StorageWeakRef in torch.multiprocessing.reductions has .expired()).",
         ),
         kind="write",
-        praise="Half the bytes for every float autograd keeps, and the integer indices untouched.",
+        praise="The floor of S4: every storage once, in half the bytes, the integer indices and parameters untouched.",
     ),
     Exercise(
         "08.3",

@@ -1,6 +1,7 @@
-"""Exercises of notebooks/09_state_and_optimizer_hooks.ipynb: a renaming load pre-hook, a step pre-hook that skips
-non-finite steps, and the optimizer step inside backward -- each run on models and optimizers the learner has not
-seen, against plain PyTorch without hooks."""
+"""Exercises of notebooks/09_state_and_optimizer_hooks.ipynb: a load pre-hook that splits an old fused ``qkv``
+projection, step hooks that undo a bad step (weights and optimizer state), and the optimizer step inside backward
+with gradient accumulation -- each run on models and optimizers the learner has not seen, against plain PyTorch
+without hooks."""
 
 from __future__ import annotations
 
@@ -10,69 +11,138 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from course_utils.exercise_kit import Exercise, Verdict, expect_callable
 from course_utils.hooks import count_hooks
 from course_utils.optim_hooks import optimizer_hook_report
 
 
-# -- 09.1 ------------------------------------------------------------------------------------------------
-class _Renamed(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.stem = nn.Linear(3, 4)
-        self.classifier = nn.Linear(4, 2)
-
-
-def _old_keys(prefix: str) -> dict[str, torch.Tensor]:
-    generator = torch.Generator().manual_seed(7)
-    return {f"{prefix}block1.weight": torch.randn(4, 3, generator=generator),
-            f"{prefix}block1.bias": torch.randn(4, generator=generator),
-            f"{prefix}out.weight": torch.randn(2, 4, generator=generator),
-            f"{prefix}out.bias": torch.randn(2, generator=generator)}
-
-
 def _has_remove(handle: Any) -> bool:
     return callable(getattr(handle, "remove", None))
 
 
-def _rename_test(function: Callable[[nn.Module, dict[str, str]], Any]) -> Verdict:
-    renames = {"block1.": "stem.", "out.": "classifier."}
-    model = _Renamed()
-    checkpoint = dict(_old_keys(""), extra_counter=torch.tensor(3))
-    handle = function(model, dict(renames))
-    if not _has_remove(handle):
-        return Verdict(False, "Return the handle that register_load_state_dict_pre_hook gave you.")
-    try:
-        result = model.load_state_dict(checkpoint, strict=False)
-    finally:
-        handle.remove()
-    if count_hooks(model):
-        return Verdict(False, "Removing the handle left hooks on the model: register exactly one pre-hook.")
-    if sorted(result.unexpected_keys) != ["extra_counter"] or result.missing_keys:
-        return Verdict(False, f"After loading, missing keys {result.missing_keys} and unexpected keys "
-                              f"{result.unexpected_keys}; expected only the unknown 'extra_counter' to stay unexpected "
-                              "(rename the known prefixes, leave other keys alone).")
-    if not torch.equal(model.stem.weight, checkpoint["block1.weight"]) or not torch.equal(model.classifier.bias, checkpoint["out.bias"]):
-        return Verdict(False, "The keys matched but the wrong tensors were loaded: keep each tensor with its renamed key.")
-    # the same model as a submodule of a bigger one: the hook must use its prefix
-    inner = _Renamed()
-    outer = nn.Sequential(OrderedDict(backbone=inner, out=nn.Linear(2, 1)))
-    big_checkpoint = dict(_old_keys("backbone."))
-    big_checkpoint["out.weight"], big_checkpoint["out.bias"] = torch.ones(1, 2), torch.zeros(1)
-    handle = function(inner, dict(renames))
-    try:
-        outer.load_state_dict(big_checkpoint)
-    except RuntimeError as error:
-        return Verdict(False, "Loading into a model that contains yours failed: "
-                              f"{str(error).splitlines()[-1].strip()[:160]} -- keys arrive with the hook's prefix "
-                              "(e.g. 'backbone.'), and keys outside that prefix are not yours to rename.")
-    finally:
-        handle.remove()
-    if not torch.equal(inner.stem.weight, big_checkpoint["backbone.block1.weight"]) or not torch.equal(outer.out.weight, torch.ones(1, 2)):
-        return Verdict(False, "Inside a bigger model the wrong tensors were loaded: rename only keys that start with "
-                              "the hook's prefix.")
+# -- 09.1 ------------------------------------------------------------------------------------------------
+_WIDTH = 6
+
+
+class _Attention(nn.Module):
+    """Today's attention projections: q, k, v and out, each Linear(d, d) (a fused qkv once held the first three)."""
+
+    def __init__(self, width: int = _WIDTH) -> None:
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(width, width), nn.Linear(width, width), nn.Linear(width, width)
+        self.out = nn.Linear(width, width)
+
+
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = _Attention()
+        self.mlp = nn.Linear(_WIDTH, _WIDTH)
+
+
+def _transformer() -> nn.Sequential:
+    return nn.Sequential(OrderedDict(embed=nn.Linear(3, _WIDTH), blocks=nn.ModuleList([_Block(), _Block()]),
+                                     head=nn.Linear(_WIDTH, 2)))
+
+
+def _fused_name(key: str) -> str | None:
+    """'blocks.0.attn.k.bias' -> 'blocks.0.attn.qkv.bias'; None for keys of other modules."""
+    parts = key.split(".")
+    if len(parts) >= 2 and parts[-2] in ("q", "k", "v"):
+        return ".".join(parts[:-2] + ["qkv", parts[-1]])
+    return None
+
+
+def _old_checkpoint(model: nn.Module, seed: int) -> dict[str, torch.Tensor]:
+    """The model's keys in the old format: every attention's q, k and v stored as one fused qkv, values made up."""
+    generator = torch.Generator().manual_seed(seed)
+    old: dict[str, torch.Tensor] = {}
+    for key, value in model.state_dict().items():
+        fused = _fused_name(key)
+        if fused is None:
+            old[key] = torch.randn(value.shape, generator=generator)
+        elif fused not in old:
+            old[fused] = torch.randn(3 * value.shape[0], *value.shape[1:], generator=generator)
+    return old
+
+
+def _expected(old: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The new-format checkpoint, by slicing: q's rows first, then k's, then v's."""
+    new = {}
+    for key, value in old.items():
+        parts = key.split(".")
+        if len(parts) < 2 or parts[-2] != "qkv":
+            new[key] = value
+            continue
+        third = value.shape[0] // 3
+        for index, name in enumerate("qkv"):
+            new[".".join(parts[:-2] + [name, parts[-1]])] = value[index * third:(index + 1) * third]
+    return new
+
+
+def _mismatch(missing: list[str], unexpected: list[str]) -> Verdict:
+    fused_left = [key for key in unexpected if ".qkv." in f".{key}"]
+    if missing and all(key.endswith(".bias") for key in missing):
+        return Verdict(False, f"After your hook, {missing[0]} is missing: the fused qkv.bias must be split into "
+                              "q.bias, k.bias and v.bias as well.")
+    if missing and fused_left:
+        return Verdict(False, f"{fused_left[0]} was not split: keys arrive with the hook's prefix (here "
+                              f"'{fused_left[0][:-len('qkv.weight')]}'), so look for prefix + 'qkv.weight' and "
+                              "store prefix + 'q.weight', ...")
+    if fused_left:
+        return Verdict(False, f"The fused entry {fused_left[0]} is still in the checkpoint after your hook: pop it "
+                              "once it is split (a strict load refuses keys the model does not have).")
+    return Verdict(False, f"After your hook, missing keys {missing[:3]} and unexpected keys {unexpected[:3]}: add "
+                          "exactly q, k and v's entries, and leave every other key alone.")
+
+
+def _split_test(function: Callable[[nn.Module], Any]) -> Verdict:
+    # 1) the attention module loaded on its own (prefix ""); 2) the same class inside a model, two blocks deep;
+    # 3) a checkpoint already in the new format must load unchanged
+    alone = _Attention()
+    cases: list[tuple[str, nn.Module, list[nn.Module], dict[str, torch.Tensor]]] = [
+        ("an attention module on its own", alone, [alone], _old_checkpoint(alone, 3))]
+    deep = _transformer()
+    cases.append(("a model with two attention blocks", deep, [block.attn for block in deep.blocks],
+                  _old_checkpoint(deep, 4)))
+    current = _transformer()
+    generator = torch.Generator().manual_seed(5)
+    current_checkpoint = {key: torch.randn(value.shape, generator=generator) for key, value in current.state_dict().items()}
+    cases.append(("a checkpoint already in the new format", current, [block.attn for block in current.blocks],
+                  current_checkpoint))
+    for label, model, attentions, checkpoint in cases:
+        handles = [function(attention) for attention in attentions]
+        if not all(_has_remove(handle) for handle in handles):
+            for attention in attentions:
+                attention._load_state_dict_pre_hooks.clear()
+            return Verdict(False, "Return the handle that register_load_state_dict_pre_hook gave you.")
+        given = dict(checkpoint)
+        try:
+            result = model.load_state_dict(given, strict=False)
+        except RuntimeError as error:
+            if "size mismatch" in str(error):
+                return Verdict(False, "The split tensors have the wrong shape (size mismatch): q, k and v are stacked "
+                                      "along dim 0 -- the rows, the output features -- so each gets a third of the rows.")
+            raise
+        except KeyError as error:
+            return Verdict(False, f"Your hook raised KeyError {error} on {label}: a checkpoint without a fused qkv "
+                                  "entry (already in the new format) must pass untouched.")
+        finally:
+            for handle in handles:
+                handle.remove()
+        if count_hooks(model):
+            return Verdict(False, "Removing the handle left hooks on the model: register exactly one pre-hook.")
+        if list(given) != list(checkpoint):
+            return Verdict(False, "The caller's checkpoint dict changed: load_state_dict hands the hook a copy -- "
+                                  "change only the state_dict the hook receives.")
+        if result.missing_keys or result.unexpected_keys:
+            return _mismatch(list(result.missing_keys), list(result.unexpected_keys))
+        loaded = model.state_dict()
+        wrong = [key for key, value in _expected(checkpoint).items() if not torch.equal(loaded[key], value)]
+        if wrong:
+            return Verdict(False, f"With {label}, {wrong[0]} did not get the right values: the fused weight holds q's "
+                                  "rows first, then k's, then v's (and the bias likewise).")
     return Verdict(True)
 
 
@@ -90,50 +160,73 @@ def _state_equal(a: torch.optim.Optimizer, b: torch.optim.Optimizer, params_a: l
         for key in sa:
             va, vb = sa[key], sb[key]
             if isinstance(va, torch.Tensor):
-                if not torch.equal(va, vb):
+                if not isinstance(vb, torch.Tensor) or not torch.equal(va, vb):
                     return False
             elif va != vb:
                 return False
     return True
 
 
-def _skip_test(function: Callable[[torch.optim.Optimizer], Any]) -> Verdict:
-    batches = [torch.randn(5, 4, generator=torch.Generator().manual_seed(i)) for i in range(3)]
-    makers = {"SGD with momentum": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
-              "Adam": lambda ps: torch.optim.Adam(ps, lr=0.01)}
-    for label, make in makers.items():
+_MAX_CHANGE = 1.0  # a normal step of these models moves a weight by at most ~0.3
+
+
+def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdict:
+    batches = [torch.randn(5, 4, generator=torch.Generator().manual_seed(i)) for i in range(5)]
+    trainings = {  # optimizer, and the batches that make a bad step: a huge gradient, or one nan entry
+        "SGD with momentum": (lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), {1: "huge", 3: "nan"}),
+        "Adam": (lambda ps: torch.optim.Adam(ps, lr=0.01), {2: "nan"}),
+    }
+    for label, (make, bad) in trainings.items():
         guarded_model, plain_model = _small_model(), _small_model()
         guarded, plain = make(guarded_model.parameters()), make(plain_model.parameters())
-        handle = function(guarded)
-        if not _has_remove(handle):
-            return Verdict(False, "Return the handle that register_step_pre_hook gave you.")
+        handles = function(guarded, _MAX_CHANGE)
+        if not isinstance(handles, (list, tuple)) or not handles or not all(_has_remove(h) for h in handles):
+            if isinstance(handles, (list, tuple)):
+                for handle in handles:
+                    if _has_remove(handle):
+                        handle.remove()
+            elif _has_remove(handles):
+                handles.remove()
+            guarded._optimizer_step_pre_hooks.clear()
+            guarded._optimizer_step_post_hooks.clear()
+            return Verdict(False, "Return the list of both handles, [pre-hook handle, post-hook handle].")
         try:
             for index, batch in enumerate(batches):
                 for model, optimizer in ((guarded_model, guarded), (plain_model, plain)):
                     optimizer.zero_grad()
-                    model(batch).pow(2).sum().backward()
-                    if index == 1:  # one non-finite entry, in the last parameter only
+                    loss = model(batch).pow(2).sum()
+                    (loss * 1e4 if bad.get(index) == "huge" else loss).backward()
+                    if bad.get(index) == "nan":
                         list(model.parameters())[-1].grad[0] = float("nan")
+                before = [p.detach().clone() for p in guarded_model.parameters()]
                 guarded.step()
-                if index != 1:
-                    plain.step()  # the reference simply does not step
-                if index == 1 and not all(torch.isfinite(p).all() for p in guarded_model.parameters()):
-                    return Verdict(False, f"With {label}, a step after a nan gradient wrote nan into the weights: "
-                                          "look at every parameter's gradient, not only the first.")
+                if index not in bad:
+                    plain.step()  # the reference simply does not step on a bad batch
+                params = list(guarded_model.parameters())
+                if not all(torch.isfinite(p).all() for p in params):
+                    return Verdict(False, f"With {label}, a step that left a weight nan was kept: nan > max_change is "
+                                          "False, so test torch.isfinite as well.")
+                if not all(torch.equal(a, b) for a, b in zip(params, plain_model.parameters())):
+                    if index in bad:
+                        moved = max(float((p.detach() - w).abs().max()) for p, w in zip(params, before))
+                        return Verdict(False, f"With {label}, a step that moved a weight by {moved:.3g} (max_change is "
+                                              f"{_MAX_CHANGE:g}) was kept: compare the weights after the step with a "
+                                              "copy taken before it, and copy them back -- a copy made with clone(): "
+                                              "detach() shares the memory that step() changes in place.")
+                    return Verdict(False, f"With {label}, a normal step was undone or changed: undo only a step that "
+                                          "moved a weight by more than max_change or left one not finite.")
+                if not _state_equal(guarded, plain, params, list(plain_model.parameters())):
+                    return Verdict(False, f"With {label}, the undone step still changed the optimizer's state "
+                                          "(momentum, step counts, moments): restore optimizer.state_dict() from "
+                                          "before the step with load_state_dict -- and copy it with copy.deepcopy: "
+                                          "state_dict() hands you the optimizer's own tensors, which step() changes "
+                                          "in place.")
         finally:
-            handle.remove()
+            for handle in handles:
+                handle.remove()
         if optimizer_hook_report(guarded):
-            return Verdict(False, "Removing the handle left hooks on the optimizer: register one step pre-hook.")
-        weights_equal = all(torch.equal(a, b) for a, b in zip(guarded_model.parameters(), plain_model.parameters()))
-        state_equal = _state_equal(guarded, plain, list(guarded_model.parameters()), list(plain_model.parameters()))
-        if weights_equal and state_equal:
-            continue
-        if not state_equal:
-            return Verdict(False, f"With {label}, the skipped step still changed the optimizer's state (step counts, "
-                                  "moments or momentum): zero gradients are not 'no gradients' -- momentum and Adam's "
-                                  "moments still move. Parameters without a gradient are skipped entirely.")
-        return Verdict(False, f"With {label}, the weights differ from training that simply skips that step: finite "
-                              "steps must run unchanged.")
+            return Verdict(False, "Removing your handles left hooks on the optimizer: register one pre-hook and one "
+                                  "post-hook, and return both handles.")
     return Verdict(True)
 
 
@@ -143,95 +236,107 @@ def _wide_model() -> nn.Sequential:
     return nn.Sequential(nn.Linear(5, 24), nn.Tanh(), nn.Linear(24, 24), nn.ReLU(inplace=True), nn.Linear(24, 3))
 
 
-def _fused_test(function: Callable[[nn.Module, Callable[[list], torch.optim.Optimizer]], Any]) -> Verdict:
+def _accumulation_test(function: Callable[[nn.Module, Callable[[list], torch.optim.Optimizer], int], Any]) -> Verdict:
     makers = {"SGD with momentum": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9),
               "Adam": lambda ps: torch.optim.Adam(ps, lr=0.01)}
-    batches = [torch.randn(6, 5, generator=torch.Generator().manual_seed(20 + i)) for i in range(3)]
-    for label, make in makers.items():
-        fused_model, plain_model = _wide_model(), _wide_model()
-        params = list(fused_model.parameters())
-        peak = [0]
-
-        def observe(param: torch.Tensor) -> None:
-            alive = sum(p.grad.numel() * p.grad.element_size() for p in params if p.grad is not None)
-            peak[0] = max(peak[0], alive)
-
-        observers = [p.register_post_accumulate_grad_hook(observe) for p in params]  # first: they run first
-        handles = function(fused_model, make)
-        try:
-            if not isinstance(handles, (list, tuple)) or not all(_has_remove(h) for h in handles):
-                return Verdict(False, "Return the list of handles, one per parameter.")
-            plain = make(plain_model.parameters())
-            for batch in batches:
-                fused_model(batch).pow(2).mean().backward()
-                left = [p for p in params if p.grad is not None]
-                if left:
-                    return Verdict(False, f"After backward, {len(left)} parameters still hold a .grad: free each "
-                                          "gradient in the hook once its optimizer has stepped.")
-                plain.zero_grad()
-                plain_model(batch).pow(2).mean().backward()
-                plain.step()
-        finally:
-            for handle in observers + (list(handles) if isinstance(handles, (list, tuple)) else []):
-                if _has_remove(handle):
-                    handle.remove()
-        if count_hooks(fused_model):
-            return Verdict(False, "Removing your handles left hooks on the parameters.")
-        if all(torch.equal(a, b) for a, b in zip(params, _wide_model().parameters())):
-            return Verdict(False, "The weights never changed: the hook must call the optimizer's step().")
-        if not all(torch.allclose(a, b, atol=1e-6) for a, b in zip(params, plain_model.parameters())):
-            return Verdict(False, f"With {label}, the weights differ from plain training: one optimizer per parameter, "
-                                  "created once (its state must survive from step to step), stepped when that "
-                                  "parameter's gradient is ready.")
-        largest = max(p.numel() * p.element_size() for p in params)
-        if peak[0] > largest:
-            return Verdict(False, f"During backward up to {peak[0]} bytes of gradients existed at once (the largest "
-                                  f"parameter has {largest}): free each gradient right after its step.")
+    batches = [torch.randn(6, 5, generator=torch.Generator().manual_seed(20 + i)) for i in range(6)]
+    for every in (1, 3):
+        for label, make in makers.items():
+            fused_model, plain_model = _wide_model(), _wide_model()
+            params = list(fused_model.parameters())
+            handles = function(fused_model, make, every)
+            try:
+                if not isinstance(handles, (list, tuple)) or not all(_has_remove(h) for h in handles):
+                    return Verdict(False, "Return the list of handles, one per parameter.")
+                plain = make(plain_model.parameters())
+                for number, batch in enumerate(batches, start=1):
+                    fused_model(batch).pow(2).mean().backward()
+                    plain_model(batch).pow(2).mean().backward()
+                    if number % every:  # inside an accumulation window: gradients kept and summed
+                        missing = [p for p in params if p.grad is None]
+                        if len(missing) == len(params):
+                            return Verdict(False, f"With every={every}, after backward {number % every} of {every} no "
+                                                  "parameter has a .grad left: your hook freed it at every call. Keep "
+                                                  "it until the every-th call, so that the next backward adds to it.")
+                        if missing:
+                            return Verdict(False, f"With every={every}, after backward {number % every} of {every} some "
+                                                  "parameters have no .grad and others do: each parameter's hook runs "
+                                                  "once per backward, so count the calls per parameter (a counter "
+                                                  "shared by all the hooks counts parameters, not backward passes).")
+                        if not all(torch.allclose(p.grad, q.grad, atol=1e-6)
+                                   for p, q in zip(params, plain_model.parameters())):
+                            return Verdict(False, f"With every={every}, the gradients between two steps are not the "
+                                                  "sum of the backward passes so far: step and free .grad only on "
+                                                  "the every-th call.")
+                        continue
+                    plain.step()
+                    plain.zero_grad(set_to_none=True)
+                    left = [p for p in params if p.grad is not None]
+                    if left:
+                        return Verdict(False, f"With every={every}, after backward {number}, the last of a window, "
+                                              f"{len(left)} parameters still hold a .grad: free each gradient in the "
+                                              "hook once its optimizer has stepped.")
+                    if not all(torch.allclose(a, b, atol=1e-6) for a, b in zip(params, plain_model.parameters())):
+                        if all(torch.equal(a, b) for a, b in zip(params, _wide_model().parameters())):
+                            return Verdict(False, "The weights never changed: the hook must call the optimizer's "
+                                                  "step().")
+                        return Verdict(False, f"With {label} and every={every}, the weights differ from plain training "
+                                              f"that calls backward() {every} time(s), then step(): one optimizer per "
+                                              "parameter, created once (its state must survive from step to step), "
+                                              "stepped on the every-th call of its own hook.")
+            finally:
+                if isinstance(handles, (list, tuple)):
+                    for handle in handles:
+                        if _has_remove(handle):
+                            handle.remove()
+            if count_hooks(fused_model):
+                return Verdict(False, "Removing your handles left hooks on the parameters.")
     return Verdict(True)
 
 
 EXERCISES = (
     Exercise(
         "09.1",
-        "Write rename_on_load(model, renames): a load_state_dict pre-hook that renames old key prefixes to new ones, "
-        "honouring the hook's prefix; return the handle.",
-        expect_callable(_rename_test, "a function rename_on_load(model, renames)"),
+        "Write split_qkv_on_load(attention): a load_state_dict pre-hook that splits an old fused qkv projection into "
+        "q, k and v, honouring the hook's prefix; return the handle.",
+        expect_callable(_split_test, "a function split_qkv_on_load(attention)"),
         hints=(
-            "The pre-hook gets (module, state_dict, prefix, ...) and may change state_dict in place: pop the old key, "
-            "store the tensor under the new one.",
-            "Compare and rebuild keys as prefix + old and prefix + new; iterate over list(state_dict) because you "
-            "change the dict while looping.",
+            "The pre-hook gets (module, state_dict, prefix, ...) and may change state_dict in place; the keys it "
+            "looks for are the module's own keys with prefix in front of them.",
+            "A fused tensor of 3d rows comes apart in three pieces of d rows with torch.chunk (or tensor_split) along "
+            "dim 0; the parameter names to build can come from the module itself (module.q.named_parameters()).",
         ),
         kind="write",
-        praise="Old checkpoints load into new code, and the model's source never changed.",
+        praise="Old checkpoints load into new code, tensors reshaped on the way, and the model's source never changed.",
     ),
     Exercise(
         "09.2",
-        "Write skip_nonfinite_steps(optimizer): a step pre-hook that makes step() change nothing (weights and state) "
-        "when a gradient is inf or nan; return the handle.",
-        expect_callable(_skip_test, "a function skip_nonfinite_steps(optimizer)"),
+        "Write undo_bad_steps(optimizer, max_change): step hooks that put the weights and the optimizer's state back "
+        "after a step that moved a weight too far or left it not finite; return both handles.",
+        expect_callable(_undo_test, "a function undo_bad_steps(optimizer, max_change)"),
         hints=(
-            "register_step_pre_hook(hook) calls hook(optimizer, args, kwargs) before every step; "
-            "optimizer.param_groups lists the parameters.",
-            "Optimizers skip a parameter whose .grad is None -- zero gradients would still move momentum and Adam's "
-            "moments. torch.isfinite(grad).all() tells whether a gradient is usable.",
+            "What a step did is known only after it: a pre-hook keeps copies of what the step may change, a post-hook "
+            "compares and restores.",
+            "optimizer.state_dict() and load_state_dict() save and restore momentum, step counts and moments -- but "
+            "the dict holds the optimizer's live tensors, which step() changes in place. Weights go back with copy_ "
+            "under torch.no_grad().",
         ),
         kind="write",
-        praise="One bad batch no longer ruins the run, and the optimizer's state is as if it never happened.",
+        praise="A bad step leaves no trace: not in the weights, not in Adam's moments, not in the step count.",
     ),
     Exercise(
         "09.3",
-        "Write attach_optimizer_in_backward(model, make_optimizer): one optimizer per parameter, stepped and its "
-        "gradient freed by a post-accumulate-grad hook; return the handles.",
-        expect_callable(_fused_test, "a function attach_optimizer_in_backward(model, make_optimizer)"),
+        "Write attach_optimizer_in_backward(model, make_optimizer, every): one optimizer per parameter, stepped by a "
+        "post-accumulate-grad hook on every every-th gradient, accumulating in between; return the handles.",
+        expect_callable(_accumulation_test, "a function attach_optimizer_in_backward(model, make_optimizer, every)"),
         hints=(
-            "Create make_optimizer([param]) once per parameter, outside the hook, and keep it: its state (momentum, "
-            "moments) must last from step to step.",
-            "register_post_accumulate_grad_hook(hook) calls hook(param) once param.grad is complete: step that "
-            "parameter's optimizer there, then set param.grad = None.",
+            "Each parameter's hook runs once per backward pass, when that parameter's .grad holds the sum so far: it "
+            "needs its own count of how often it has run.",
+            "Keep .grad between the steps (backward adds to it); on the every-th call step that parameter's "
+            "optimizer, created once outside the hook, then set .grad to None.",
         ),
         kind="write",
         stretch=True,
-        praise="The whole update happens during backward, and at most about one gradient exists at a time.",
+        praise="Gradient accumulation inside backward: the update of a big batch, one parameter's step at a time.",
     ),
 )

@@ -1,16 +1,21 @@
 """Exercises of notebooks/10_hooks_at_scale.ipynb: a forward hook that ``torch.compile`` traces without a graph
 break, a prediction of how many graphs dynamo compiles as hooks come and go, and two DDP communication hooks
-(a counting all-reduce and a bfloat16 compression) run in a real two-process gloo group.
+(a mean weighted by each rank's number of samples, and a bfloat16 compression) run in a real two-process gloo group.
 
 The DDP checks run the learner's hook in this process as rank 0 and a reference hook in one fresh worker process
 as rank 1 (``course_utils.distributed.run_workers(..., local=...)``): a real two-rank group, so averaging and
 "equal on every rank" are tested. The ground truth is the exact mean of both ranks' local gradients, computed
 here with plain autograd (no DDP, no hook). Each DDP check takes a few seconds (a worker process starts).
+
+Rank 1 sends what the task says; if the learner's hook sent a tensor of another size, gloo would abort the process
+(this kernel) on the size mismatch. So, in this process only, ``torch.distributed.all_reduce`` is wrapped while the
+learner's hook runs: a tensor that does not match what rank 1 sends for that bucket is refused before gloo sees it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from types import SimpleNamespace
 from collections.abc import Callable, Iterator
@@ -131,14 +136,17 @@ def _ddp_model() -> nn.Sequential:
     return nn.Sequential(nn.Linear(12, 20), nn.Tanh(), nn.Linear(20, 16), nn.Tanh(), nn.Linear(16, 5))
 
 
-def _ddp_batch(rank: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+_SAMPLES = (6, 2)  # 10.3: rank 0's and rank 1's batch size at every step (10.4: 6 on both)
+
+
+def _ddp_batch(rank: int, step: int, size: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(77 + 10 * rank + step)
-    return torch.randn(6, 12, generator=generator), torch.randint(0, 5, (6,), generator=generator)
+    return torch.randn(size, 12, generator=generator), torch.randint(0, 5, (size,), generator=generator)
 
 
 def _rank_gradients() -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Each rank's own gradient at every step, by plain autograd (no DDP, no hook), along the trajectory of SGD
-    steps on their exact mean."""
+    steps on their exact mean (10.4: both ranks hold 6 samples)."""
     model = _ddp_model()
     found = []
     for step in range(_STEPS):
@@ -149,12 +157,33 @@ def _rank_gradients() -> list[tuple[torch.Tensor, torch.Tensor]]:
             F.cross_entropy(model(x), y).backward()
             grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
         found.append((grads[0], grads[1]))
-        mean = (grads[0] + grads[1]) / 2
-        with torch.no_grad():
-            offset = 0
-            for param in model.parameters():
-                param -= 0.1 * mean[offset:offset + param.numel()].view_as(param)
-                offset += param.numel()
+        _sgd_step(model, (grads[0] + grads[1]) / 2)
+    return found
+
+
+def _sgd_step(model: nn.Module, flat_gradient: torch.Tensor) -> None:
+    with torch.no_grad():
+        offset = 0
+        for param in model.parameters():
+            param -= 0.1 * flat_gradient[offset:offset + param.numel()].view_as(param)
+            offset += param.numel()
+
+
+def _sample_weighted_gradients() -> list[dict[str, torch.Tensor]]:
+    """10.3's ground truth, by plain autograd: at every step the gradient of the mean loss over the samples of both
+    ranks together (6 + 2), and -- to name mistakes -- each rank's own gradient; along SGD steps on the truth."""
+    model = _ddp_model()
+    found = []
+    for step in range(_STEPS):
+        batches = [_ddp_batch(rank, step, _SAMPLES[rank]) for rank in range(2)]
+        flat = {}
+        for name, (x, y) in (("rank0", batches[0]), ("rank1", batches[1]),
+                             ("all", (torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])))):
+            model.zero_grad(set_to_none=True)
+            F.cross_entropy(model(x), y).backward()
+            flat[name] = torch.cat([p.grad.flatten() for p in model.parameters()])
+        found.append(flat)
+        _sgd_step(model, flat["all"])
     return found
 
 
@@ -169,8 +198,9 @@ def _misread_average(got: torch.Tensor, mine: torch.Tensor, theirs: torch.Tensor
     return None
 
 
-def _train_ddp(rank: int, hook: Callable[..., Any], state: Any) -> list[torch.Tensor]:
-    """Two SGD steps of the exercise model under DDP with ``hook``; the flat gradients after each backward."""
+def _train_ddp(rank: int, hook: Callable[..., Any], state: Any, size: int = 6) -> list[torch.Tensor]:
+    """Two SGD steps of the exercise model under DDP with ``hook``, ``size`` samples a step; the flat gradients
+    after each backward."""
     from torch.nn.parallel import DistributedDataParallel
 
     model = _ddp_model()
@@ -180,17 +210,25 @@ def _train_ddp(rank: int, hook: Callable[..., Any], state: Any) -> list[torch.Te
     found = []
     for step in range(_STEPS):
         optimiser.zero_grad(set_to_none=True)
-        x, y = _ddp_batch(rank, step)
+        x, y = _ddp_batch(rank, step, size)
         F.cross_entropy(ddp(x), y).backward()
         found.append(torch.cat([p.grad.detach().flatten() for p in model.parameters()]))
         optimiser.step()
     return found
 
 
-def _reference_counting(state, bucket):  # noqa: ANN001, ANN202 -- DDP reads the signature: no annotations
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+def _reference_weighted(state, bucket):  # noqa: ANN001, ANN202 -- DDP reads the signature: no annotations
+    """10.3's reference (rank 1): one all-reduce of [bucket * samples, samples], then the division."""
+    import torch.distributed as dist
 
-    return default_hooks.allreduce_hook(state.group, bucket)
+    grads = bucket.buffer()
+    sent = torch.cat([grads * state.samples, grads.new_tensor([float(state.samples)])])
+
+    def divide(fut):  # noqa: ANN001, ANN202
+        total = fut.value()[0]
+        return grads.copy_(total[:-1] / total[-1])
+
+    return dist.all_reduce(sent, group=state.group, async_op=True).get_future().then(divide)
 
 
 def _reference_bf16(process_group, bucket):  # noqa: ANN001, ANN202
@@ -203,15 +241,26 @@ def _partner(rank: int, world_size: int, which: str) -> list[torch.Tensor]:
     """Rank 1 of a check: the same training with the reference hook (runs in a worker process)."""
     import torch.distributed as dist
 
-    if which == "counting":
-        return _train_ddp(rank, _reference_counting, SimpleNamespace(group=dist.group.WORLD, bytes=0))
+    if which == "weighted":
+        return _train_ddp(rank, _reference_weighted, SimpleNamespace(group=dist.group.WORLD, samples=_SAMPLES[rank]),
+                          _SAMPLES[rank])
     return _train_ddp(rank, _reference_bf16, dist.group.WORLD)
 
 
 _SENDS = {
-    "counting": "one float32 tensor of the bucket's size, already divided by the group's size",
+    "weighted": "one float32 tensor one value longer than the bucket: the bucket times state.samples, then "
+                "state.samples",
     "bf16": "one bfloat16 copy of the bucket, already divided by the group's size",
 }
+_EXPECTED_SEND = {  # (values, dtype) rank 1 sends for a bucket of n values
+    "weighted": lambda n: (n + 1, torch.float32),
+    "bf16": lambda n: (n, torch.bfloat16),
+}
+_STOPPED = "[course check: all-reduce stopped]"
+
+
+class _StoppedAllReduce(RuntimeError):
+    """Raised in rank 0 instead of an all-reduce that would not match rank 1's (gloo would abort this process)."""
 
 _DDP_ERRORS = (
     ("must return a torch.futures.Future", "DDP needs a Future from the hook, not a tensor: return the future of the "
@@ -223,7 +272,50 @@ _DDP_ERRORS = (
 )
 
 
-def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which: str) -> tuple[Any, list, list] | Verdict:
+@contextlib.contextmanager
+def _guarded(hook: Callable[..., Any], which: str) -> Iterator[Callable[..., Any]]:
+    """The learner's hook, wrapped: while it runs, ``torch.distributed.all_reduce`` (in this process) refuses a tensor
+    that does not match what rank 1 sends for the bucket, and a hook that sends nothing is stopped too."""
+    import torch.distributed as dist
+
+    real_all_reduce = dist.all_reduce
+    current: dict[str, Any] = {"inside": False}
+
+    def stop(message: str) -> None:
+        raise _StoppedAllReduce(f"{_STOPPED} {message}")
+
+    def checked_all_reduce(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if current["inside"]:
+            values, dtype = _EXPECTED_SEND[which](current["bucket"])
+            if current["calls"]:
+                stop(f"Your hook started a second all-reduce for one bucket; rank 1 sends {_SENDS[which]}, once per "
+                     "bucket.")
+            if tensor.numel() != values or tensor.dtype != dtype:
+                stop(f"For a bucket of {current['bucket']} values your hook all-reduced {tensor.numel()} values of "
+                     f"{tensor.dtype}; rank 1 sends {values} values of {dtype}: {_SENDS[which]}.")
+            current["calls"] += 1
+        return real_all_reduce(tensor, *args, **kwargs)
+
+    @functools.wraps(hook)  # DDP checks the learner's own signature and name
+    def wrapped(state, bucket):  # noqa: ANN001, ANN202
+        current.update(inside=True, calls=0, bucket=bucket.buffer().numel())
+        try:
+            result = hook(state, bucket)
+        finally:
+            current["inside"] = False
+        if not current["calls"]:
+            stop(f"Your hook did not call torch.distributed.all_reduce for a bucket; rank 1 sends {_SENDS[which]}.")
+        return result
+
+    dist.all_reduce = checked_all_reduce
+    try:
+        yield wrapped
+    finally:
+        dist.all_reduce = real_all_reduce
+
+
+def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which: str,
+              size: int = 6) -> tuple[Any, list, list] | Verdict:
     """Rank 0 (here) trains with the learner's hook, rank 1 (a worker) with the reference; returns
     (rank 0's state, rank 0's gradients, rank 1's gradients), or a Verdict explaining a DDP error."""
     import torch.distributed as dist
@@ -237,7 +329,8 @@ def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which:
 
     def rank0(rank: int, world_size: int) -> list[torch.Tensor]:
         kept["state"] = make_state(dist.group.WORLD)
-        return _train_ddp(rank, hook, kept["state"])
+        with _guarded(hook, which) as guarded_hook:
+            return _train_ddp(rank, guarded_hook, kept["state"], size)
 
     try:
         mine, theirs = run_workers(_partner, world_size=2, args=(which,), timeout=60, local=rank0)
@@ -245,6 +338,10 @@ def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which:
         return _mismatch(which, str(error))
     except (RuntimeError, ValueError) as error:
         text = str(error)
+        if _STOPPED in text:
+            reason = text.split(_STOPPED, 1)[1].strip().splitlines()[0]
+            return Verdict(False, f"The two ranks' all-reduces did not match (the check stopped yours before gloo "
+                                  f"saw it). {reason}")
         for needle, advice in _DDP_ERRORS:
             if needle in text:
                 return Verdict(False, advice)
@@ -264,27 +361,35 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
 
-def _counting_test(hook: Callable[..., Any]) -> Verdict:
-    outcome = _run_pair(hook, lambda group: SimpleNamespace(group=group, bytes=0), "counting")
+def _weighted_test(hook: Callable[..., Any]) -> Verdict:
+    outcome = _run_pair(hook, lambda group: SimpleNamespace(group=group, samples=_SAMPLES[0]), "weighted", _SAMPLES[0])
     if isinstance(outcome, Verdict):
         return outcome
-    state, mine, theirs = outcome
-    n_bytes = sum(p.numel() for p in _ddp_model().parameters()) * 4 * _STEPS
-    for got, (own, other) in zip(mine, _rank_gradients()):
-        mean = (own + other) / 2
-        if not torch.allclose(got, mean, atol=1e-6):
-            mistake = _misread_average(got, own, other, 1e-5)
-            return Verdict(False, mistake or f"After the hook the gradients are not the mean of both ranks' gradients "
-                                             f"(relative difference {_relative(got, mean):.2g}).")
+    _, mine, theirs = outcome
+    n0, n1 = _SAMPLES
+    for got, truth in zip(mine, _sample_weighted_gradients()):
+        if torch.allclose(got, truth["all"], atol=1e-6):
+            continue
+        summed = n0 * truth["rank0"] + n1 * truth["rank1"]
+        mistakes = (
+            (summed, f"Rank 0 got the weighted sum of both ranks' gradients ({n0} and {n1} samples): divide it by the "
+                     "total number of samples -- the last value after the all-reduce."),
+            (summed / 2, "Rank 0 divided the weighted sum by the number of ranks: divide by the total number of "
+                         "samples -- the last value after the all-reduce -- instead."),
+            (summed / n0, "Rank 0 divided by its own number of samples: divide by the total over both ranks, the "
+                          "last value after the all-reduce."),
+            ((truth["rank0"] + n1 * truth["rank1"]) / (1 + n1),
+             "Rank 0 counted as one sample: multiply the bucket by state.samples, and send state.samples as the "
+             "last value."),
+        )
+        for wrong, advice in mistakes:
+            if torch.allclose(got, wrong, atol=1e-5):
+                return Verdict(False, advice)
+        return Verdict(False, f"After the hook the gradients are not the per-sample mean over both ranks (relative "
+                              f"difference {_relative(got, truth['all']):.2g}).")
     if not all(torch.equal(a, b) for a, b in zip(mine, theirs)):
-        return Verdict(False, "The two ranks ended with different gradients.")
-    counted = getattr(state, "bytes", None)
-    if counted == n_bytes // 4:
-        return Verdict(False, f"state.bytes is {counted}: that is the number of elements; count bytes "
-                              "(numel() * element_size()).")
-    if counted != n_bytes:
-        return Verdict(False, f"state.bytes is {counted}, expected {n_bytes}: add the size of every bucket your hook "
-                              f"all-reduces, in bytes, on every call ({_STEPS} steps, several buckets).")
+        return Verdict(False, "The two ranks ended with different gradients: every rank must compute the new bucket "
+                              "from the same all-reduced tensor.")
     return Verdict(True)
 
 
@@ -321,8 +426,8 @@ EXERCISES = (
         expect_callable(_activity_test, "a function watch_activity(module, running) that returns a handle"),
         hints=(
             "Dynamo puts tensor operations in the graph; Python numbers and growing lists become guards or breaks.",
-            "Compare the output with 0, turn the booleans into floats and average them; add that to running[0] in "
-            "place, and 1 to running[1].",
+            "Every step of the hook can stay a tensor operation: a comparison gives a tensor of booleans, which has a "
+            "mean once it holds numbers, and `running` can be changed in place.",
         ),
         kind="write",
         praise="Tensors in, tensors out: one graph for every call, and you read the numbers after training.",
@@ -342,16 +447,18 @@ EXERCISES = (
     ),
     Exercise(
         "10.3",
-        "Write a DDP comm hook that averages each bucket with all_reduce and counts the bytes it sends.",
-        expect_callable(_counting_test, "a comm hook counting_mean_hook(state, bucket) that returns a Future"),
+        "Write a DDP comm hook that averages each bucket over the samples of all ranks, sending each rank's number "
+        "of samples along with its gradients.",
+        expect_callable(_weighted_test, "a comm hook weighted_mean_hook(state, bucket) that returns a Future"),
         hints=(
-            "bucket.buffer() is one flat float32 tensor; all_reduce sums it across ranks.",
-            "Add the buffer's numel() times its element_size() to state.bytes, divide the buffer by the group's size, "
-            "all-reduce it with async_op=True, and return get_future().then(...) that picks the tensor out of the "
-            "list the future holds.",
+            "all_reduce adds up what the ranks send: if each rank sends its gradients times its number of samples, "
+            "and its number of samples, the sums are the numerator and the denominator of the per-sample mean.",
+            "torch.cat joins the scaled bucket and a one-value tensor. The division can only happen once the "
+            "all-reduce is done -- in the callback given to the Future's then(), which must return a tensor of the "
+            "bucket's size.",
         ),
         kind="write",
-        praise="That is DDP's default all-reduce, plus a counter: every other comm hook is a variation of it.",
+        praise="Every sample weighs the same, on every rank: the mean a single process would have computed.",
     ),
     Exercise(
         "10.4",
@@ -360,8 +467,9 @@ EXERCISES = (
         hints=(
             "Compress, average, decompress: the tensor you send is a bfloat16 copy, the tensor you return is the "
             "bucket's own float32 buffer.",
-            "Cast the buffer with .to(torch.bfloat16) and divide by the group's size; in the .then callback copy the "
-            "all-reduced value into bucket.buffer() with copy_ and return that buffer.",
+            "D1's hook shows the frame: a tensor handed to an asynchronous all_reduce, a Future, and a then() "
+            "callback. What changes is the tensor you send, and what the callback does with the result before "
+            "returning the float32 bucket.",
         ),
         kind="write",
         stretch=True,

@@ -4,45 +4,129 @@ from __future__ import annotations
 
 import torch
 from torch.autograd.graph import saved_tensors_hooks
+from torch.multiprocessing.reductions import StorageWeakRef
 
-from course_utils.memory import SavedTensorLog
+from course_utils.memory import SavedTensorLog, storage_key
 from tests.exercise_cases import Cases
 
 
-class HalfWithClosure(saved_tensors_hooks):
-    """Keeps the original dtype in a closure-free way: a small record object, non-floats passed through."""
+class _Record:
+    """What HalfWithRecords packs for a float tensor: enough to rebuild the view from the shared copy."""
 
-    def __init__(self):  # noqa: ANN204
+    def __init__(self, dtype, copy, size, stride, offset):  # noqa: ANN001, ANN204
+        self.dtype, self.copy, self.size, self.stride, self.offset = dtype, copy, size, stride, offset
+
+
+class HalfWithRecords(saved_tensors_hooks):
+    """One float16 copy per storage, keyed by StorageWeakRef, the whole storage taken with set_(), a small record
+    object packed, and the parameters found with storage_key -- written differently from the notebook."""
+
+    def __init__(self, model):  # noqa: ANN001, ANN204
+        parameters = {storage_key(p) for p in model.parameters()}
+        copies = {}
+
         def pack(t):  # noqa: ANN001, ANN202
-            return {"dtype": t.dtype, "data": t.detach().half() if t.dtype.is_floating_point else t.detach()}
+            if t.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16) or storage_key(t) in parameters:
+                return t.detach()
+            storage = t.untyped_storage()
+            key = StorageWeakRef(storage)
+            for known, copy in list(copies.items()):
+                if known.expired():
+                    del copies[known]
+            if key not in copies:
+                whole = torch.empty(0, dtype=t.dtype).set_(storage)
+                copies[key] = whole.half()
+            return _Record(t.dtype, copies[key], t.size(), t.stride(), t.storage_offset())
 
-        super().__init__(pack, lambda record: record["data"].to(record["dtype"]))
+        def unpack(packed):  # noqa: ANN001, ANN202
+            if isinstance(packed, torch.Tensor):
+                return packed
+            return torch.as_strided(packed.copy, packed.size, packed.stride, packed.offset).to(packed.dtype)
+
+        super().__init__(pack, unpack)
+
+
+def _shared_pack(model, *, check_alive=True, key=lambda t: storage_key(t), cast_ints=False,  # noqa: ANN001, ANN202
+                 keep_parameters=True, keep_original=False):
+    """A per-storage float16 pair with one thing switched off or wrong (for the wrong answers below)."""
+    parameters = {storage_key(p) for p in model.parameters()}
+    copies = {}
+
+    def pack(t):  # noqa: ANN001, ANN202
+        if (not t.is_floating_point() and not cast_ints) or (keep_parameters and storage_key(t) in parameters):
+            return t.detach()
+        entry = copies.get(key(t))
+        if entry is None or (check_alive and entry[0]() is None):
+            whole = t.detach().as_strided((t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
+            original = StorageWeakRef(t.untyped_storage())
+            alive = (lambda kept=t: kept) if keep_original else (lambda ref=original: None if ref.expired() else True)
+            entry = copies[key(t)] = (alive, whole.half())
+        return t.dtype, entry[1], t.shape, t.stride(), t.storage_offset()
+
+    def unpack(packed):  # noqa: ANN001, ANN202
+        if isinstance(packed, torch.Tensor):
+            return packed
+        dtype, copy, shape, stride, offset = packed
+        return copy.as_strided(shape, stride, offset).to(dtype)
+
+    return pack, unpack
+
+
+class HalfPerCall(saved_tensors_hooks):
+    """A new float16 copy at every pack call: the memory saved twice is copied twice (S4's pack)."""
+
+    def __init__(self, model):  # noqa: ANN001, ANN204
+        parameters = {storage_key(p) for p in model.parameters()}
+
+        def pack(t):  # noqa: ANN001, ANN202
+            if not t.is_floating_point() or storage_key(t) in parameters:
+                return t.dtype, t.detach()
+            return t.dtype, t.detach().half()
+
+        super().__init__(pack, lambda packed: packed[1].to(packed[0]))
+
+
+class HalfPerView(saved_tensors_hooks):
+    """One copy per view (address, offset, shape, stride): the ReLU output and its flattened view are two copies."""
+
+    def __init__(self, model):  # noqa: ANN001, ANN204
+        super().__init__(*_shared_pack(
+            model, key=lambda t: (storage_key(t), t.storage_offset(), tuple(t.shape), t.stride())))
+
+
+class HalfTrustsAddresses(saved_tensors_hooks):
+    """Per storage, but a cached copy is used even when the memory now belongs to another tensor."""
+
+    def __init__(self, model):  # noqa: ANN001, ANN204
+        super().__init__(*_shared_pack(model, check_alive=False))
+
+
+class HalfKeepsOriginals(saved_tensors_hooks):
+    """Knows the storage is alive because it keeps it alive: the float32 tensors stay in memory."""
+
+    def __init__(self, model):  # noqa: ANN001, ANN204
+        super().__init__(*_shared_pack(model, keep_original=True))
 
 
 class HalfEverything(saved_tensors_hooks):
     """Casts the integer indices too: float16 cannot hold indices above 2048."""
 
+    def __init__(self, model):  # noqa: ANN001, ANN204
+        super().__init__(*_shared_pack(model, cast_ints=True))
+
+
+class HalfCopiesParameters(saved_tensors_hooks):
+    """Copies the parameters' views too: memory added, not saved."""
+
+    def __init__(self, model):  # noqa: ANN001, ANN204
+        super().__init__(*_shared_pack(model, keep_parameters=False))
+
+
+class HalfWithoutModel(saved_tensors_hooks):
+    """The class of a simpler exercise: no model argument."""
+
     def __init__(self):  # noqa: ANN204
-        super().__init__(lambda t: (t.dtype, t.detach().half()), lambda p: p[1].to(p[0]))
-
-
-class HalfNoRestore(saved_tensors_hooks):
-    """Forgets to convert back in unpack."""
-
-    def __init__(self):  # noqa: ANN204
-        super().__init__(lambda t: t.detach().half() if t.is_floating_point() else t.detach(), lambda p: p)
-
-
-class KeepsFloat32(saved_tensors_hooks):
-    """Stores nothing smaller."""
-
-    def __init__(self):  # noqa: ANN204
-        super().__init__(lambda t: t.detach(), lambda p: p)
-
-
-class BFloat16Instead(saved_tensors_hooks):
-    def __init__(self):  # noqa: ANN204
-        super().__init__(lambda t: (t.dtype, t.detach().to(torch.bfloat16) if t.is_floating_point() else t.detach()),
+        super().__init__(lambda t: (t.dtype, t.detach().half() if t.is_floating_point() else t.detach()),
                          lambda p: p[1].to(p[0]))
 
 
@@ -116,12 +200,15 @@ CASES = {
     "08.1": Cases(right=[[1, 2], (1.0, 2.0), torch.tensor([1, 2])],
                   wrong=[([2, 2], "Ask, for each operation"), ([1, 1], "Ask, for each operation"), ("1, 2", "Expected")]),
     "08.2": Cases(
-        right=[HalfWithClosure],
+        right=[HalfWithRecords],
         wrong=[
+            (HalfPerCall, "stored it twice"),
+            (HalfPerView, "stored it twice"),
+            (HalfTrustsAddresses, "same memory address"),
+            (HalfKeepsOriginals, "keeps the float32 tensors"),
             (HalfEverything, "integer tensors"),
-            (HalfNoRestore, "dtype it had when it was saved"),
-            (KeepsFloat32, "as float16"),
-            (BFloat16Instead, "as float16"),
+            (HalfCopiesParameters, "parameters"),
+            (HalfWithoutModel, "takes the model"),
         ],
     ),
     "08.3": Cases(

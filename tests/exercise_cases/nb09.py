@@ -2,146 +2,225 @@
 
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from tests.exercise_cases import Cases
 
 
-def rename_with_replace(model, renames):  # noqa: ANN001, ANN201 -- rebuilds the dict from a comprehension
+# -- 09.1 ----------------------------------------------------------------------------------------------------------
+def split_with_slices(attention):  # noqa: ANN001, ANN201 -- rebuilds the dict, slices by hand, names from the module
     def hook(module, state_dict, prefix, *unused):  # noqa: ANN001, ANN002, ANN202
-        renamed = {}
+        rebuilt = {}
         for key, value in state_dict.items():
-            rest = key[len(prefix):] if key.startswith(prefix) else None
-            match = next((old for old in renames if rest is not None and rest.startswith(old)), None)
-            renamed[prefix + renames[match] + rest[len(match):] if match else key] = value
+            local = key[len(prefix):] if key.startswith(prefix) else None
+            if local is not None and local.startswith("qkv.") and local.count(".") == 1:
+                third = value.shape[0] // 3
+                for index, name in enumerate(("q", "k", "v")):
+                    rebuilt[f"{prefix}{name}.{local[4:]}"] = value[index * third:(index + 1) * third]
+            else:
+                rebuilt[key] = value
         state_dict.clear()
-        state_dict.update(renamed)
+        state_dict.update(rebuilt)
 
-    return model.register_load_state_dict_pre_hook(hook)
-
-
-def rename_ignoring_prefix(model, renames):  # noqa: ANN001, ANN201 -- works on the root only
-    def hook(module, state_dict, prefix, *unused):  # noqa: ANN001, ANN002, ANN202
-        for key in list(state_dict):
-            for old, new in renames.items():
-                if key.startswith(old):
-                    state_dict[new + key[len(old):]] = state_dict.pop(key)
-
-    return model.register_load_state_dict_pre_hook(hook)
+    return attention.register_load_state_dict_pre_hook(hook)
 
 
-def rename_drops_unknown(model, renames):  # noqa: ANN001, ANN201 -- throws away keys it does not know
-    def hook(module, state_dict, prefix, *unused):  # noqa: ANN001, ANN002, ANN202
-        for key in list(state_dict):
-            value = state_dict.pop(key)
-            for old, new in renames.items():
-                if key.startswith(prefix + old):
-                    state_dict[prefix + new + key[len(prefix + old):]] = value
+def _splitter(*, use_prefix=True, dim=0, order=("q", "k", "v"), kinds=("weight", "bias"), pop=True):  # noqa: ANN001, ANN202
+    def attach(attention):  # noqa: ANN001, ANN202
+        def hook(module, state_dict, prefix, *unused):  # noqa: ANN001, ANN002, ANN202
+            start = prefix if use_prefix else ""
+            for kind in kinds:
+                key = f"{start}qkv.{kind}"
+                if key in state_dict:
+                    fused = state_dict.pop(key) if pop else state_dict[key]
+                    for name, part in zip(order, fused.chunk(3, dim=dim)):
+                        state_dict[f"{start}{name}.{kind}"] = part
 
-    return model.register_load_state_dict_pre_hook(hook)
+        return attention.register_load_state_dict_pre_hook(hook)
+
+    return attach
 
 
-def rename_no_handle(model, renames):  # noqa: ANN001, ANN201
-    rename_with_replace(model, renames)
+def split_no_handle(attention):  # noqa: ANN001, ANN201
+    _splitter()(attention)
 
 
-def skip_by_raising_flag(optimizer):  # noqa: ANN001, ANN201 -- a different test for finiteness, grads dropped
-    def hook(opt, args, kwargs):  # noqa: ANN001, ANN202
-        grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
-        if torch.stack([g.isnan().any() | g.isinf().any() for g in grads]).any():
-            for g in opt.param_groups:
-                for p in g["params"]:
+CASES_09_1 = Cases(
+    right=[split_with_slices],
+    wrong=[
+        (_splitter(use_prefix=False), "hook's prefix"),
+        (_splitter(dim=-1), "dim 0"),
+        (_splitter(kinds=("weight",)), "bias"),
+        (_splitter(order=("k", "q", "v")), "q's rows first"),
+        (_splitter(pop=False), "pop it"),
+        (split_no_handle, "Return the handle"),
+    ],
+)
+
+
+# -- 09.2 ----------------------------------------------------------------------------------------------------------
+def _all_params(opt):  # noqa: ANN001, ANN202
+    return [p for group in opt.param_groups for p in group["params"]]
+
+
+def undo_by_hand(optimizer, max_change):  # noqa: ANN001, ANN201 -- copies opt.state by hand, one flag for the step
+    saved = {}
+
+    def pre(opt, args, kwargs):  # noqa: ANN001, ANN202
+        saved["weights"] = {p: p.detach().clone() for p in _all_params(opt)}
+        saved["state"] = {p: {k: v.clone() if torch.is_tensor(v) else v for k, v in opt.state[p].items()}
+                          for p in _all_params(opt) if p in opt.state}
+
+    def post(opt, args, kwargs):  # noqa: ANN001, ANN202
+        changes = [(p.detach() - saved["weights"][p]).abs() for p in _all_params(opt)]
+        if all(torch.isfinite(c).all() and c.max() <= max_change for c in changes):
+            return
+        with torch.no_grad():
+            for p in _all_params(opt):
+                p.copy_(saved["weights"][p])
+                if p in saved["state"]:
+                    opt.state[p] = saved["state"][p]
+                else:
+                    opt.state.pop(p, None)
+
+    return (optimizer.register_step_pre_hook(pre), optimizer.register_step_post_hook(post))
+
+
+def _undoer(*, state=True, deep=True, clone=True, finite=True, after=True):  # noqa: ANN001, ANN202
+    def attach(optimizer, max_change):  # noqa: ANN001, ANN202
+        saved = {}
+
+        def pre(opt, args, kwargs):  # noqa: ANN001, ANN202
+            saved["state"] = copy.deepcopy(opt.state_dict()) if deep else opt.state_dict()
+            saved["weights"] = [p.detach().clone() if clone else p.detach() for p in _all_params(opt)]
+            if not after and not all(torch.isfinite(p.grad).all() for p in _all_params(opt) if p.grad is not None):
+                for p in _all_params(opt):  # O5's guard: looks at the gradients only
                     p.grad = None
 
-    return optimizer.register_step_pre_hook(hook)
+        def post(opt, args, kwargs):  # noqa: ANN001, ANN202
+            if not after:
+                return
+            pairs = list(zip(_all_params(opt), saved["weights"]))
+            bad = any((p.detach() - w).abs().max() > max_change for p, w in pairs)
+            if finite:
+                bad = bad or any(not torch.isfinite(p).all() for p, _ in pairs)
+            if bad:
+                with torch.no_grad():
+                    for p, w in pairs:
+                        p.copy_(w)
+                if state:
+                    opt.load_state_dict(saved["state"])
+
+        return [optimizer.register_step_pre_hook(pre), optimizer.register_step_post_hook(post)]
+
+    return attach
 
 
-def skip_by_zeroing(optimizer):  # noqa: ANN001, ANN201 -- zero gradients still move momentum and Adam
-    def hook(opt, args, kwargs):  # noqa: ANN001, ANN202
-        params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
-        if not all(torch.isfinite(p.grad).all() for p in params):
-            for p in params:
-                p.grad.zero_()
-
-    return optimizer.register_step_pre_hook(hook)
+def undo_no_handles(optimizer, max_change):  # noqa: ANN001, ANN201
+    _undoer()(optimizer, max_change)
 
 
-def skip_checks_first_only(optimizer):  # noqa: ANN001, ANN201
-    def hook(opt, args, kwargs):  # noqa: ANN001, ANN202
-        first = opt.param_groups[0]["params"][0]
-        if not torch.isfinite(first.grad).all():
-            for p in opt.param_groups[0]["params"]:
-                p.grad = None
+CASES_09_2 = Cases(
+    right=[undo_by_hand],
+    wrong=[
+        (_undoer(state=False), "optimizer's state"),
+        (_undoer(deep=False), "copy.deepcopy"),
+        (_undoer(clone=False), "clone()"),
+        (_undoer(finite=False), "torch.isfinite"),
+        (_undoer(after=False), "was kept"),
+        (undo_no_handles, "both handles"),
+    ],
+)
 
-    return optimizer.register_step_pre_hook(hook)
 
-
-def skip_no_handle(optimizer):  # noqa: ANN001, ANN201
-    skip_by_raising_flag(optimizer)
-
-
-def fused_with_dict(model, make_optimizer):  # noqa: ANN001, ANN201 -- optimizers in a dict, zero_grad frees
+# -- 09.3 ----------------------------------------------------------------------------------------------------------
+def accumulate_with_dicts(model, make_optimizer, every):  # noqa: ANN001, ANN201 -- dicts keyed by parameter
     optimizers = {p: make_optimizer([p]) for p in model.parameters()}
+    seen = {p: 0 for p in model.parameters()}
 
     def hook(p):  # noqa: ANN001, ANN202
-        optimizers[p].step()
-        optimizers[p].zero_grad(set_to_none=True)
+        seen[p] += 1
+        if seen[p] == every:
+            seen[p] = 0
+            optimizers[p].step()
+            optimizers[p].zero_grad(set_to_none=True)
 
     return [p.register_post_accumulate_grad_hook(hook) for p in model.parameters()]
 
 
-def fused_keeps_grads(model, make_optimizer):  # noqa: ANN001, ANN201 -- steps, but the gradients stay
+def accumulate_never(model, make_optimizer, every):  # noqa: ANN001, ANN201 -- O8's hook: steps after every backward
     optimizers = {p: make_optimizer([p]) for p in model.parameters()}
-    return [p.register_post_accumulate_grad_hook(lambda q: optimizers[q].step()) for p in model.parameters()]
 
-
-def fused_fresh_optimizer(model, make_optimizer):  # noqa: ANN001, ANN201 -- a new optimizer each time: state lost
     def hook(p):  # noqa: ANN001, ANN202
-        make_optimizer([p]).step()
+        optimizers[p].step()
         p.grad = None
 
     return [p.register_post_accumulate_grad_hook(hook) for p in model.parameters()]
 
 
-def fused_frees_late(model, make_optimizer):  # noqa: ANN001, ANN201 -- grads freed only after the last one
-    params = list(model.parameters())
-    optimizers = {p: make_optimizer([p]) for p in params}
-    ready = []
+def accumulate_shared_counter(model, make_optimizer, every):  # noqa: ANN001, ANN201 -- one counter for all
+    optimizers = {p: make_optimizer([p]) for p in model.parameters()}
+    calls = [0]
 
     def hook(p):  # noqa: ANN001, ANN202
-        ready.append(p)
-        if len(ready) == len(params):
-            for q in ready:
-                optimizers[q].step()
-                q.grad = None
-            ready.clear()
+        calls[0] += 1
+        if calls[0] % every == 0:
+            optimizers[p].step()
+            p.grad = None
 
-    return [p.register_post_accumulate_grad_hook(hook) for p in params]
+    return [p.register_post_accumulate_grad_hook(hook) for p in model.parameters()]
+
+
+def accumulate_frees_each_time(model, make_optimizer, every):  # noqa: ANN001, ANN201 -- the sum is lost
+    optimizers = {p: make_optimizer([p]) for p in model.parameters()}
+    seen = {p: 0 for p in model.parameters()}
+
+    def hook(p):  # noqa: ANN001, ANN202
+        seen[p] += 1
+        if seen[p] % every == 0:
+            optimizers[p].step()
+        p.grad = None
+
+    return [p.register_post_accumulate_grad_hook(hook) for p in model.parameters()]
+
+
+def accumulate_fresh_optimizer(model, make_optimizer, every):  # noqa: ANN001, ANN201 -- state lost at every step
+    seen = {p: 0 for p in model.parameters()}
+
+    def hook(p):  # noqa: ANN001, ANN202
+        seen[p] += 1
+        if seen[p] % every == 0:
+            make_optimizer([p]).step()
+            p.grad = None
+
+    return [p.register_post_accumulate_grad_hook(hook) for p in model.parameters()]
+
+
+def accumulate_keeps_grads(model, make_optimizer, every):  # noqa: ANN001, ANN201 -- steps, never frees
+    optimizers = {p: make_optimizer([p]) for p in model.parameters()}
+    seen = {p: 0 for p in model.parameters()}
+
+    def hook(p):  # noqa: ANN001, ANN202
+        seen[p] += 1
+        if seen[p] % every == 0:
+            optimizers[p].step()
+
+    return [p.register_post_accumulate_grad_hook(hook) for p in model.parameters()]
 
 
 CASES = {
-    "09.1": Cases(
-        right=[rename_with_replace],
-        wrong=[
-            (rename_ignoring_prefix, "prefix"),
-            (rename_drops_unknown, "leave other keys alone"),
-            (rename_no_handle, "Return the handle"),
-        ],
-    ),
-    "09.2": Cases(
-        right=[skip_by_raising_flag],
-        wrong=[
-            (skip_by_zeroing, "zero gradients are not"),
-            (skip_checks_first_only, "every parameter"),
-            (skip_no_handle, "Return the handle"),
-        ],
-    ),
+    "09.1": CASES_09_1,
+    "09.2": CASES_09_2,
     "09.3": Cases(
-        right=[fused_with_dict],
+        right=[accumulate_with_dicts],
         wrong=[
-            (fused_keeps_grads, "still hold a .grad"),
-            (fused_fresh_optimizer, "created once"),
-            (fused_frees_late, "bytes of gradients existed at once"),
+            (accumulate_never, "freed it at every call"),
+            (accumulate_shared_counter, "per parameter"),
+            (accumulate_frees_each_time, "freed it at every call"),
+            (accumulate_fresh_optimizer, "created once"),
+            (accumulate_keeps_grads, "still hold a .grad"),
         ],
     ),
 }

@@ -51,34 +51,46 @@ def activity_no_handle(module, running):  # noqa: ANN001, ANN201
 
 
 # -- 10.3 ----------------------------------------------------------------------------------------------------------
-def counting_around_torch(state, bucket):  # noqa: ANN001, ANN201 -- count, then let torch's hook average
-    state.bytes += bucket.buffer().nbytes
+def weighted_new_tensor(state, bucket):  # noqa: ANN001, ANN201 -- fills a new tensor, returns a new tensor
+    buffer = bucket.buffer()
+    sent = torch.empty(buffer.numel() + 1, dtype=buffer.dtype)
+    sent[:-1] = buffer * state.samples
+    sent[-1] = state.samples
+    work = dist.all_reduce(sent, group=state.group, async_op=True)
+    return work.get_future().then(lambda fut: fut.value()[0][:-1] / fut.value()[0][-1:])
+
+
+def _weighted(finish, *, scale=True):  # noqa: ANN001, ANN202 -- the right message, then a wrong last step
+    def hook(state, bucket):  # noqa: ANN001, ANN202
+        buffer = bucket.buffer()
+        sent = torch.cat([buffer * (state.samples if scale else 1), torch.tensor([float(state.samples if scale else 1)])])
+
+        def back(fut):  # noqa: ANN001, ANN202
+            total = fut.value()[0]
+            return buffer.copy_(finish(total, state))
+
+        return dist.all_reduce(sent, group=state.group, async_op=True).get_future().then(back)
+
+    return hook
+
+
+def weighted_as_ddp(state, bucket):  # noqa: ANN001, ANN201 -- DDP's own average: one value short of rank 1's tensor
     return default_hooks.allreduce_hook(state.group, bucket)
 
 
-def counting_no_mean(state, bucket):  # noqa: ANN001, ANN201 -- all_reduce sums: forgot to divide
+def weighted_two_all_reduces(state, bucket):  # noqa: ANN001, ANN201 -- the count in a separate all-reduce
+    buffer = bucket.buffer().mul_(state.samples)
+    count = torch.tensor([float(state.samples)])
+    dist.all_reduce(count, group=state.group)
+    return dist.all_reduce(buffer, group=state.group, async_op=True).get_future().then(
+        lambda fut: fut.value()[0].div_(count))
+
+
+def weighted_returns_tensor(state, bucket):  # noqa: ANN001, ANN201 -- waits and returns the tensor itself
     buffer = bucket.buffer()
-    state.bytes += buffer.numel() * buffer.element_size()
-    return dist.all_reduce(buffer, group=state.group, async_op=True).get_future().then(lambda f: f.value()[0])
-
-
-def counting_elements(state, bucket):  # noqa: ANN001, ANN201 -- counts elements, not bytes
-    buffer = bucket.buffer()
-    state.bytes += buffer.numel()
-    return default_hooks.allreduce_hook(state.group, bucket)
-
-
-def counting_list_future(state, bucket):  # noqa: ANN001, ANN201 -- the all-reduce's future holds a list
-    buffer = bucket.buffer().div_(state.group.size())
-    state.bytes += buffer.nbytes
-    return dist.all_reduce(buffer, group=state.group, async_op=True).get_future()
-
-
-def counting_returns_tensor(state, bucket):  # noqa: ANN001, ANN201 -- waits and returns the tensor itself
-    buffer = bucket.buffer().div_(state.group.size())
-    state.bytes += buffer.nbytes
-    dist.all_reduce(buffer, group=state.group)
-    return buffer
+    sent = torch.cat([buffer * state.samples, torch.tensor([float(state.samples)])])
+    dist.all_reduce(sent, group=state.group)
+    return buffer.copy_(sent[:-1] / sent[-1])
 
 
 # -- 10.4 ----------------------------------------------------------------------------------------------------------
@@ -133,12 +145,15 @@ CASES = {
         wrong=[(1, "Count a new graph"), (2, "Count a new graph")],
     ),
     "10.3": Cases(
-        right=[counting_around_torch],
+        right=[weighted_new_tensor],
         wrong=[
-            (counting_no_mean, "all_reduce sums"),
-            (counting_elements, "number of elements"),
-            (counting_list_future, "holds a list"),
-            (counting_returns_tensor, "not a tensor"),
+            (_weighted(lambda total, state: total[:-1]), "weighted sum"),
+            (_weighted(lambda total, state: total[:-1] / state.group.size()), "number of ranks"),
+            (_weighted(lambda total, state: total[:-1] / state.samples), "its own number of samples"),
+            (_weighted(lambda total, state: total[:-1] / total[-1], scale=False), "counted as one sample"),
+            (weighted_as_ddp, "rank 1 sends"),
+            (weighted_two_all_reduces, "did not match"),
+            (weighted_returns_tensor, "not a tensor"),
         ],
     ),
     "10.4": Cases(
