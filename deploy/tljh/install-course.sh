@@ -5,11 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 USER_ENV=${USER_ENV:-/opt/tljh/user}
 version=$("$USER_ENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-if [ "$version" != "3.11" ]; then
-  echo "TLJH's user environment has Python $version; the course is pinned for 3.11. Install a TLJH release whose" >&2
-  echo "user environment is Python 3.11, or create one: sudo $USER_ENV/bin/mamba install -p $USER_ENV python=3.11" >&2
-  exit 1
-fi
+case "$version" in 3.11|3.12|3.13) ;; *)
+  echo "TLJH's user environment has Python $version; the course runs on 3.11, 3.12 or 3.13. Install a TLJH release" >&2
+  echo "whose user environment is one of them, or: sudo $USER_ENV/bin/mamba install -p $USER_ENV python=3.12" >&2
+  exit 1;;
+esac
 # The hub packages (jupyterhub, proxy, authenticator, culler) come with TLJH itself: install the rest of the pins.
 grep -v -E '^(jupyterhub|configurable-http-proxy|jupyterhub-nativeauthenticator|jupyterhub-idle-culler)==' requirements.txt > /tmp/course-requirements.txt
 "$USER_ENV/bin/pip" install --index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple \

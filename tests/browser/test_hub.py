@@ -302,7 +302,7 @@ def test_three_learners_log_in_at_once_and_run_notebook_01_in_their_own_workspac
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     for learner in three:
         copy = learner.home / "workspace" / NOTEBOOK
-        wait_for(lambda: saved_cells(copy) and all(c.get("execution_count") for c in saved_cells(copy)), 60,
+        wait_for(lambda: saved_cells(copy) and all(c.get("execution_count") for c in saved_cells(copy)), 120,
                  f"{learner.name}'s notebook to be saved")
         cells = saved_cells(copy)
         errors = [(c.get("metadata", {}).get("tags", []), o["ename"]) for c in cells for o in c["outputs"]
