@@ -67,6 +67,17 @@ def _hooks_left(model: nn.Module) -> list[str]:
     return left
 
 
+def _left_untidy(model: nn.Module, x: torch.Tensor, x_before: torch.Tensor) -> Verdict | None:
+    """A ✗ when the learner's function left a hook on the model or changed the caller's x; None when all is tidy."""
+    left = _hooks_left(model)
+    if left:
+        return Verdict(False, f"A hook is left behind ({left[0]}): remove it with its handle, in a finally block.")
+    if not torch.equal(x, x_before) or x.requires_grad or x.grad is not None:
+        return Verdict(False, "Your function changed the input x (its values, requires_grad or .grad): work on a "
+                              "copy and leave the caller's tensor alone.")
+    return None
+
+
 def _as_tensor(result: Any, shape: tuple[int, ...], what: str) -> torch.Tensor | Verdict:
     if not isinstance(result, torch.Tensor):
         return Verdict(False, f"Return {what} as a tensor of shape {shape}, got {type(result).__name__}.")
@@ -88,12 +99,9 @@ def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
         result = _as_tensor(raw, (3, activation.shape[1]), f"one weight per sample and channel at layer {layer!r}")
         if isinstance(result, Verdict):
             return result
-        left = _hooks_left(model)
-        if left:
-            return Verdict(False, f"A hook is left behind ({left[0]}): remove it with its handle, in a finally block.")
-        if not torch.equal(x, x_before) or x.requires_grad or x.grad is not None:
-            return Verdict(False, "Your function changed the input x (its values, requires_grad or .grad): work on a "
-                                  "copy and leave the caller's tensor alone.")
+        untidy = _left_untidy(model, x, x_before)
+        if untidy is not None:
+            return untidy
         expected = gradient.mean(dim=(2, 3))
         if torch.allclose(result, expected, atol=1e-5):
             continue
@@ -140,12 +148,9 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
                             f"one raw map per sample at layer {layer!r} (no upsampling)")
         if isinstance(result, Verdict):
             return result
-        left = _hooks_left(model)
-        if left:
-            return Verdict(False, f"A hook is left behind ({left[0]}): remove it with its handle, in a finally block.")
-        if not torch.equal(x, x_before) or x.requires_grad or x.grad is not None:
-            return Verdict(False, "Your function changed the input x (its values, requires_grad or .grad): work on a "
-                                  "copy and leave the caller's tensor alone.")
+        untidy = _left_untidy(model, x, x_before)
+        if untidy is not None:
+            return untidy
         expected = _cam(activation, gradient)
         if torch.allclose(result, expected, atol=1e-5):
             continue

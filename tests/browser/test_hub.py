@@ -50,16 +50,6 @@ def need_browser_and_root() -> None:
         pytest.skip("the classroom tests need root: each learner is a separate system user (CI runs as root)")
 
 
-def wait_for(condition, timeout: float, what: str, interval: float = 0.25):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(interval)
-    raise TimeoutError(f"Timed out after {timeout:.0f} s waiting for {what}.")
-
-
 @dataclass
 class Learner:
     name: str
