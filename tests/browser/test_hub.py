@@ -207,6 +207,13 @@ def test_a_wrong_password_or_an_unapproved_learner_gets_no_server(room: Room) ->
         assert not found, f"{learner.name} got {found} without logging in"
 
 
+PAGE_STATE = """() => ({
+    dialogs: [...document.querySelectorAll('.jp-Dialog')].map(d => d.textContent.slice(0, 200)),
+    prompts: [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')].map(p => p.textContent),
+    focused: document.hasFocus(), active: document.activeElement && document.activeElement.className,
+    status: document.querySelector('.jp-Notebook-ExecutionIndicator')?.getAttribute('data-status'),
+})"""
+
 CELL_STATE = """([i]) => {
     const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
     const cell = cells[i];
@@ -229,19 +236,23 @@ def open_workspace_notebook(learner: Learner, hub: ThrowAwayHub) -> None:
 
 def run_cell_by_cell_together(learners: list[Learner], timeout: float) -> None:
     """Each learner presses Shift+Enter on one cell after the other, waiting for each code cell to finish (an
-    error does not stop them, as it does not stop a learner); all learners at the same time."""
-    todo = {learner.name: {"i": 0, "waiting": False, "count": None} for learner in learners}
+    error does not stop them, as it does not stop a learner); all learners at the same time. How many cells there
+    are comes from the learner's file, not from the page: JupyterLab renders a long notebook's cells progressively,
+    so a page counted too early shows only the first ones (a busy learner's run once stopped there)."""
+    todo = {learner.name: {"i": 0, "waiting": False,
+                           "count": len(json.loads((learner.home / "workspace" / NOTEBOOK).read_text())["cells"])}
+            for learner in learners}
     deadline = time.monotonic() + timeout
-    while any(state["count"] is None or state["i"] < state["count"] for state in todo.values()):
+    while any(state["i"] < state["count"] for state in todo.values()):
         if time.monotonic() > deadline:
             raise TimeoutError(f"the learners did not get through {NOTEBOOK} in {timeout:.0f} s: {todo}")
         for learner in learners:
             state = todo[learner.name]
-            if state["count"] is not None and state["i"] >= state["count"]:
+            if state["i"] >= state["count"]:
                 continue
             cell = learner.page.evaluate(CELL_STATE, [state["i"]])  # type: ignore[attr-defined]
-            if state["count"] is None:
-                state["count"] = cell["count"]
+            if cell.get("missing"):
+                continue  # not rendered yet: wait for it
             if state["waiting"]:
                 if re.search(r"\[\d+\]", cell["prompt"]):
                     state["i"], state["waiting"] = state["i"] + 1, False
@@ -270,14 +281,18 @@ def saved_cells(path: Path) -> list[dict]:
 
 
 def save_and_wait(learner: Learner, copy: Path, timeout: float) -> None:
-    """Press Ctrl+S as a learner does (in command mode), again every 15 s while the file on disk does not hold every
-    code cell executed (a key press that reaches a page still busy after a run can be lost), for at most
-    ``timeout`` seconds; then fail naming the cells that were not saved as executed."""
+    """Bring the learner's page to the front, click into the notebook and press Ctrl+S in command mode, as a learner
+    does; again every 10 s while the file on disk does not hold every code cell executed (a key press that reached a
+    page in the background was lost once), for at most ``timeout`` seconds; then fail with a screenshot and what the
+    page shows (dialogs, prompts, focus)."""
     deadline, last_press = time.monotonic() + timeout, 0.0
     while time.monotonic() < deadline:
-        if time.monotonic() - last_press > 15:
-            learner.page.keyboard.press("Escape")  # type: ignore[attr-defined]
-            learner.page.keyboard.press("Control+s")  # type: ignore[attr-defined]
+        if time.monotonic() - last_press > 10:
+            page = learner.page
+            page.bring_to_front()  # type: ignore[attr-defined]  # three learners' pages: keys go to the focused one
+            page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-InputPrompt").click()  # type: ignore[attr-defined]
+            page.keyboard.press("Escape")  # type: ignore[attr-defined]
+            page.keyboard.press("Control+s")  # type: ignore[attr-defined]
             last_press = time.monotonic()
         cells = saved_cells(copy)
         if cells and all(c.get("execution_count") for c in cells):
@@ -285,7 +300,10 @@ def save_and_wait(learner: Learner, copy: Path, timeout: float) -> None:
         time.sleep(0.25)
     cells = saved_cells(copy)
     missing = [i for i, c in enumerate(cells) if not c.get("execution_count")]
-    raise TimeoutError(f"{learner.name}'s notebook was not saved with every code cell executed within {timeout:.0f} s: "
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    learner.page.screenshot(path=str(SCREENSHOTS / f"hub_not_saved_{learner.name}.png"))  # type: ignore[attr-defined]
+    seen = learner.page.evaluate(PAGE_STATE)  # type: ignore[attr-defined]
+    raise TimeoutError(f"page state: {seen}; "f"{learner.name}'s notebook was not saved with every code cell executed within {timeout:.0f} s: "
                        f"{len(cells)} code cells on disk, not executed: {missing[:10]}")
 
 
