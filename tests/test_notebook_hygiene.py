@@ -193,12 +193,18 @@ def test_each_rule_catches_a_notebook_that_breaks_it(rule: str, breaker: Callabl
     assert any(p.startswith(f"{rule}:") for p in found), found
 
 
-def test_refresh_merges_stream_chunks() -> None:
+def _refresh_coalesce_streams():  # type: ignore[no-untyped-def]
+    """tools/refresh_notebooks.coalesce_streams (tools/ is not a package)."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
     from refresh_notebooks import coalesce_streams
 
+    return coalesce_streams
+
+
+def test_refresh_merges_stream_chunks() -> None:
+    coalesce_streams = _refresh_coalesce_streams()
     nb = clean_notebook()
     nb.cells[1].outputs = [
         new_output("stream", name="stdout", text="first line"),
@@ -215,11 +221,7 @@ def test_refresh_merges_stream_chunks() -> None:
 def test_refresh_keeps_only_the_finished_progress_bar() -> None:
     # A text progress bar redraws its line with \r at moments that depend on timing (notebook 07's tqdm bar):
     # refresh stores only the last state of the line, so re-running gives the same file.
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from refresh_notebooks import coalesce_streams
-
+    coalesce_streams = _refresh_coalesce_streams()
     nb = clean_notebook()
     nb.cells[1].outputs = [
         new_output("stream", name="stdout", text="\repochs:   0%| 0/4\repochs:  50%| 2/4"),

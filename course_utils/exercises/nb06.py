@@ -17,6 +17,7 @@ import torch
 import torch.nn as nn
 
 from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.hooks import hook_report
 
 _TARGETS = [6, 0, 3]
 # What would do these exercises for the learner: check() switches them off while an answer runs.
@@ -59,12 +60,8 @@ def _split_truth(model: nn.Sequential, index: int, x: torch.Tensor, targets: lis
 
 
 def _hooks_left(model: nn.Module) -> list[str]:
-    left = []
-    for name, module in model.named_modules():
-        for kind in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
-            if getattr(module, kind, None):
-                left.append(f"{kind[1:-1].replace('_', ' ')} on {name or 'the model'}")
-    return left
+    """Where hooks are still registered on ``model`` (``"2._forward_hooks"``), from course_utils.hooks."""
+    return sorted(hook_report(model))
 
 
 def _left_untidy(model: nn.Module, x: torch.Tensor, x_before: torch.Tensor) -> Verdict | None:
@@ -217,15 +214,16 @@ class _SharedBlockNet(nn.Module):
 def _per_call_test(cam_per_call: Callable[..., Any]) -> Verdict:
     model = _SharedBlockNet().eval()
     x = torch.randn(2, 3, 6, 5, generator=torch.Generator().manual_seed(64))
+    x_before = x.clone()
     targets = [4, 1]
     truth = model.truth(x, targets)
     result = cam_per_call(model, model.block, x, list(targets))
     if not isinstance(result, (list, tuple)) or len(result) != 2:
         got = len(result) if isinstance(result, (list, tuple)) else type(result).__name__
         return Verdict(False, f"The block runs twice in one forward: return a list of 2 maps, one per call (got {got}).")
-    left = _hooks_left(model)
-    if left:
-        return Verdict(False, f"A hook is left behind ({left[0]}): remove it with its handle, in a finally block.")
+    untidy = _left_untidy(model, x, x_before)
+    if untidy is not None:
+        return untidy
     maps = []
     for position, item in enumerate(result):
         checked = _as_tensor(item, (2, 6, 5), f"map {position}")
