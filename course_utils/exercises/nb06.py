@@ -121,8 +121,8 @@ _EXERCISE_06_1 = Exercise(
     hints=(
         "register_full_backward_hook gives hook(module, grad_input, grad_output); which of the two belongs to the "
         "layer's output?",
-        "Keep grad_output[0] from inside the hook, run one backward of the summed target scores, remove the hook, "
-        "then average over the two spatial dimensions.",
+        "grad_output[0] has the output's shape (N, C, h, w); Grad-CAM's weight is a mean over two of those "
+        "dimensions, and one backward can serve every sample of the batch.",
     ),
     kind="write",
     praise="grad_output[0] is the gradient at the layer's output -- the same tensor a tensor hook on the output sees.",

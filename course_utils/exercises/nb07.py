@@ -265,9 +265,8 @@ EXERCISES = (
             "model.get_submodule(layer_name) finds the layer. A forward pre-hook runs before the layer's forward and "
             "gets (module, args), args being the tuple of the layer's positional inputs; what it returns (other than "
             "None) becomes the new inputs.",
-            "Inside the hook, module.training tells you the mode. In training, hand the layer a new first input: "
-            "args[0] after torch.nn.functional's channel dropout with your p (tell it that it is training), as a new "
-            "tensor rather than an in-place change. In eval, return nothing, so the input stays as it is.",
+            "Inside the hook, module.training tells you the mode. Don't change args[0] in place -- the layer before may "
+            "need it for its backward.",
         ),
         kind="write",
         praise="A plug-in regulariser in front of a layer: the model's code never changed, and the handle takes it "
