@@ -79,20 +79,25 @@ lab-complete: venv
 CHROMIUM ?= /usr/bin/chromium
 export COURSE_CHROMIUM := $(CHROMIUM)
 
-test: venv
-	$(PY) -m pytest -n $(WORKERS) --dist loadfile tests $(NOTEBOOKS) --ignore=tests/browser \
-	    --nbval --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT)
-	@if [ -x "$(CHROMIUM)" ]; then $(MAKE) --no-print-directory test-browser; \
-	else echo "SKIPPED the browser tests: no Chromium at $(CHROMIUM) (apt-get install chromium, or make test CHROMIUM=/path; CI installs it)"; fi
-
+# One pytest session for everything: unit tests, strict nbval of every notebook and, when Chromium is here, the
+# browser suite, on $(WORKERS) workers that share the work by units (tests/conftest.py). With the browser suite,
+# each learner notebook runs in JupyterLab and not a second time in tests/test_editions.py.
 # --timeout: a last resort per test (signal method, so servers and browsers are still stopped); the tests fail
 # much sooner with a message naming the notebook and cell.
+HAVE_CHROMIUM = $(shell test -x "$(CHROMIUM)" && echo yes)
+TIMEOUTS := --timeout=600 --timeout-method=signal
+
+test: venv
+	@test -n "$(HAVE_CHROMIUM)" || echo "SKIPPED the browser tests: no Chromium at $(CHROMIUM) (apt-get install chromium, or make test CHROMIUM=/path; CI installs it)"
+	$(if $(HAVE_CHROMIUM),COURSE_REQUIRE_BROWSER=1) $(PY) -m pytest -n $(WORKERS) tests $(NOTEBOOKS) \
+	    $(if $(HAVE_CHROMIUM),,--ignore=tests/browser) --nbval --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) \
+	    $(TIMEOUTS) --durations=20
+
 test-browser: venv
-	COURSE_REQUIRE_BROWSER=1 $(PY) -m pytest tests/browser -p no:cacheprovider \
-	    --timeout=600 --timeout-method=signal --durations=15
+	COURSE_REQUIRE_BROWSER=1 $(PY) -m pytest -n $(WORKERS) tests/browser $(TIMEOUTS) --durations=15
 
 unit: venv
-	$(PY) -m pytest -n $(WORKERS) --dist loadfile tests --ignore=tests/browser
+	$(PY) -m pytest -n $(WORKERS) tests --ignore=tests/browser
 
 nbval: venv
 	$(PY) -m pytest -n $(WORKERS) --dist loadfile $(NB) --nbval --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT)

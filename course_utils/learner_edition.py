@@ -34,6 +34,7 @@ __all__ = [
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 STUB_TAG = "learner-stub"
+RAISES = "raises-exception"  # nbval's tag; JupyterLab's Run All goes on past a cell that has it
 _NEAR_MARKER = re.compile(r"#+\s*(BEGIN|END)\s+SOLUTION", re.IGNORECASE)  # a marker written slightly wrong
 _CHECK_ID = re.compile(r"""\bcheck\(\s*["'](\d\d\.\d+)["']""")
 
@@ -143,8 +144,10 @@ def restore_solutions(stubbed: str, teaching: str) -> str:
 def learner_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """A copy of a teaching notebook with every solution block stubbed and all outputs cleared.
 
-    A cell with markers is tagged ``learner-stub`` (its ``solution`` tag is dropped); every other cell keeps its
-    source. Markers in a markdown cell are an error (a solution must be code the learner writes).
+    A cell with markers is tagged ``learner-stub`` (its ``solution`` tag is dropped) and ``raises-exception``: until
+    the learner writes it, it raises, and with that tag JupyterLab's *Run All* (and *Run All Above Selected Cell*,
+    how a learner catches up) goes on past an exercise not done yet instead of stopping there. Every other cell
+    keeps its source. Markers in a markdown cell are an error (a solution must be code the learner writes).
     """
     learner = nbformat.from_dict(notebook)
     for index, cell in enumerate(learner.cells):
@@ -155,7 +158,7 @@ def learner_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
         tags = list(cell.metadata.get("tags", []))
         if solution_blocks(cell.source):
             cell.source = stub_source(cell.source)
-            cell.metadata["tags"] = [tag for tag in tags if tag != "solution"] + [STUB_TAG]
+            cell.metadata["tags"] = [tag for tag in tags if tag not in ("solution", RAISES)] + [STUB_TAG, RAISES]
         cell.outputs = []
         cell.execution_count = None
     return learner

@@ -1,9 +1,127 @@
-"""Make tests/ importable (notebook_hygiene) and the repository root (tests.exercise_cases)."""
+"""Make tests/ importable (notebook_hygiene) and the repository root (tests.exercise_cases); order and group the work
+of ``make test`` so that its two workers finish together (``work_unit``, ``pytest_collection_modifyitems``,
+``pytest_xdist_make_scheduler``)."""
 
+from __future__ import annotations
+
+import json
 import sys
+from collections import OrderedDict
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 TESTS = Path(__file__).resolve().parent
 for path in (TESTS.parent, TESTS):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
+
+# -- scheduling ------------------------------------------------------------------------------------------------------
+# `make test` runs everything in one pytest session on two xdist workers: unit tests, strict nbval of every notebook
+# and the browser suite. A work unit is what one worker runs from start to end: a test file (nbval's cells of one
+# notebook must share one kernel, a browser module shares its server and browser), except that the JupyterLab
+# notebooks are split into two halves of about equal time, so that the longest file does not decide the wall time.
+# The tests of the built editions and the browser checks of their pages are one unit, so one build serves both
+# (``course_editions``). The units go out longest first (the browser modules, the exercise checks, the editions, then
+# the notebooks by their measured time), so that no long unit starts when the other worker is nearly done.
+JUPYTERLAB = "tests/browser/test_jupyterlab.py"
+EDITIONS = "tests/test_editions.py"
+SAME_UNIT = {"tests/browser/test_static_maths.py": EDITIONS}
+LONGEST_FIRST = ("tests/browser/test_hub.py", f"{JUPYTERLAB}@1", f"{JUPYTERLAB}@2", "tests/test_exercises.py", EDITIONS)
+
+
+def notebook_seconds() -> dict[str, float]:
+    """Each notebook's run time measured by ``make timings`` (tools/notebook_timings.json), by file name."""
+    try:
+        seconds = json.loads((TESTS.parent / "tools" / "notebook_timings.json").read_text())["seconds"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    return {f"{stem}.ipynb": float(value) for stem, value in seconds.items()}
+
+
+def jupyterlab_halves(seconds: dict[str, float]) -> dict[str, int]:
+    """Half 1 or 2 for each notebook: longest first, each to the half with less time so far (the explorer test goes
+    with 06, whose run it reuses)."""
+    totals = {1: 0.0, 2: 0.0}
+    half = {}
+    for name in sorted(seconds, key=lambda n: (-seconds[n], n)):
+        chosen = min(totals, key=lambda h: (totals[h], h))
+        half[name] = chosen
+        totals[chosen] += seconds[name]
+    return half
+
+
+_HALVES: dict[str, int] | None = None
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit a test belongs to: its file (the static maths pages: the editions' file), or
+    ``tests/browser/test_jupyterlab.py@1`` / ``@2``."""
+    global _HALVES
+    file = nodeid.split("::", 1)[0]
+    if file != JUPYTERLAB:
+        return SAME_UNIT.get(file, file)
+    if _HALVES is None:
+        _HALVES = jupyterlab_halves(notebook_seconds())
+    if "[" in nodeid:
+        return f"{file}@{_HALVES.get(nodeid.rsplit('[', 1)[1].rstrip(']'), 2)}"
+    if "explorer" in nodeid:
+        return f"{file}@{_HALVES.get('06_grad_cam.ipynb', 1)}"
+    return f"{file}@2"
+
+
+def _rank(unit: str, seconds: dict[str, float]) -> tuple[int, float]:
+    if unit in LONGEST_FIRST:
+        return 0, LONGEST_FIRST.index(unit)
+    name = Path(unit).name
+    if name in seconds:
+        return 1, -seconds[name]
+    return 2, 0.0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest units first, each unit's tests together and in their own order (a stable sort)."""
+    seconds = notebook_seconds()
+    position = {id(item): index for index, item in enumerate(items)}
+    items.sort(key=lambda item: (*_rank(work_unit(item.nodeid), seconds), work_unit(item.nodeid),
+                                 position[id(item)]))
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unused when xdist is not loaded
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scope scheduling, with ``work_unit`` as the scope."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnitScheduling(LoadScopeScheduling):
+        """Units in the order of the collection (``pytest_collection_modifyitems``), not by their number of tests
+        as xdist orders them."""
+
+        in_collection_order = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.in_collection_order:
+                first: dict[str, int] = {}
+                for index, nodeid in enumerate(self.collection):
+                    first.setdefault(self._split_scope(nodeid), index)
+                self.workqueue = OrderedDict(sorted(self.workqueue.items(), key=lambda unit: first[unit[0]]))
+                self.in_collection_order = True
+            super()._assign_work_unit(node)
+
+    return WorkUnitScheduling(config, log)
+
+
+@pytest.fixture(scope="session")
+def course_editions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The learner, slides and html editions, built once per worker process by ``tools/build_editions.py`` into
+    ``learner/``, ``slides/`` and ``html/`` (read them, do not change them: copy what you need to change)."""
+    sys.path.insert(0, str(TESTS.parent / "tools"))
+    import build_editions
+
+    out = tmp_path_factory.mktemp("editions")
+    for builder in (build_editions.build_learner, build_editions.build_slides, build_editions.build_html):
+        builder(out)
+    return out

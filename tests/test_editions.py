@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import io
+import os
 import re
 import sys
 import textwrap
@@ -23,16 +24,15 @@ import build_editions  # noqa: E402
 from refresh_notebooks import CURRENT_ENV, CurrentEnvKernelSpecs  # noqa: E402
 
 from course_utils.learner_edition import learner_notebook, restore_solutions, solution_blocks, stub_source  # noqa: E402
+from learner_run import learner_run_problems  # noqa: E402
 
 NOTEBOOKS = build_editions.course_notebooks()
 
 
 @pytest.fixture(scope="module")
-def editions(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("build")
-    for builder in (build_editions.build_learner, build_editions.build_slides, build_editions.build_html):
-        builder(out)
-    return out
+def editions(course_editions: Path) -> Path:
+    """The three editions, built once for this run (tests/conftest.py), shared with the static maths pages."""
+    return course_editions
 
 
 def test_stub_keeps_the_def_line_docstring_and_check() -> None:
@@ -140,6 +140,7 @@ def test_solution_cells_round_trip_and_carry_nbgrader_metadata(path: Path) -> No
             continue
         assert restore_solutions(cell.source, original.source) == original.source, f"cell {index}: no round trip"
         assert "learner-stub" in cell.metadata["tags"] and "solution" not in cell.metadata["tags"]
+        assert "raises-exception" in cell.metadata["tags"], f"cell {index}: Run All would stop at this stub"
         assert cell.outputs == [] and cell.execution_count is None
         meta = original.metadata.get("nbgrader", {})
         assert meta.get("solution") is True and meta.get("grade") is False and meta.get("schema_version") == 3, index
@@ -176,27 +177,31 @@ def test_check_receives_what_the_learners_code_made_and_passes(path: Path) -> No
         assert f"✓ Exercise {exercise_id}: correct." in text and "✗" not in text, f"{path.name} cell {index}: {text!r}"
 
 
+def _jupyterlab_runs_the_learner_edition(session: pytest.Session, name: str) -> bool:
+    """True when this run also runs the learner notebook ``name`` in JupyterLab (tests/browser/test_jupyterlab.py,
+    same verdict): a third execution of the notebook, beside nbval's, would only repeat it."""
+    chromium = Path(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium"))
+    return chromium.exists() and any(
+        item.nodeid.startswith("tests/browser/test_jupyterlab.py::test_learner_notebook_runs")
+        and item.nodeid.endswith(f"[{name}]") for item in session.items)
+
+
 @pytest.mark.parametrize("name", [path.name for path in NOTEBOOKS])
-def test_learner_notebooks_run_to_the_end_with_only_the_stubs_failing(editions: Path, name: str) -> None:
+def test_learner_notebooks_run_to_the_end_with_only_the_stubs_failing(request: pytest.FixtureRequest,
+                                                                     name: str) -> None:
+    """The learner edition, run top to bottom in a kernel as a learner's workspace holds it (tests/learner_run.py
+    says what must hold). When the browser suite runs too, it runs each learner notebook in JupyterLab with the same
+    verdict, and this test steps aside."""
+    if _jupyterlab_runs_the_learner_edition(request.session, name):
+        pytest.skip("run in JupyterLab by tests/browser/test_jupyterlab.py in this same run")
+    editions = request.getfixturevalue("editions")
     path = editions / "learner" / name
     notebook = nbformat.read(path, as_version=4)
     manager = AsyncKernelManager(kernel_name=CURRENT_ENV, kernel_spec_manager=CurrentEnvKernelSpecs())
     NotebookClient(notebook, km=manager, kernel_name=CURRENT_ENV, timeout=300, allow_errors=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute()  # as in a workspace
-    stubs = 0
-    for index, cell in enumerate(notebook.cells):
-        if cell.cell_type != "code":
-            continue
-        errors = [o for o in cell.outputs if o.output_type == "error"]
-        tags = cell.metadata.get("tags", [])
-        if "learner-stub" in tags:  # the stub raises, in the cell or inside check() when it calls the stub
-            stubs += 1
-            printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
-            raised = bool(errors) and errors[0].ename == "NotImplementedError"
-            assert raised or "still the stub" in printed, f"{name} cell {index}: the stub neither raised nor was reported"
-        elif "raises-exception" not in tags:
-            assert not errors, f"{name} cell {index} failed in the learner edition: {errors[0].ename}: {errors[0].evalue}"
-    assert stubs == sum("solution" in c.metadata.get("tags", []) for c in nbformat.read(ROOT / "notebooks" / name, 4).cells)
+    problems = learner_run_problems(notebook, nbformat.read(ROOT / "notebooks" / name, as_version=4))
+    assert not problems, f"{name}, learner edition:\n" + "\n".join(problems)
 
 
 def test_every_slide_deck_and_page_is_produced_with_its_title(editions: Path) -> None:

@@ -85,3 +85,10 @@ def test_print_warnings_still_prints_when_the_block_raises(capsys: pytest.Captur
 
 def test_environment_line_without_seed() -> None:
     assert "seed" not in environment_line()
+
+
+def test_environment_line_names_the_torchvision_that_imports() -> None:
+    # read from the installed package's metadata (no import): it must be the version that `import torchvision` gets
+    import torchvision
+
+    assert f"| torchvision {torchvision.__version__.split('+')[0]} |" in environment_line()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from labserver import CHROMIUM, CHROMIUM_FLAGS, Lab, LabPage, jupyterlab, serve_copy
+from labserver import CHROMIUM, CHROMIUM_FLAGS, Lab, LabPage, jupyterlab, serve_workspace
 
 
 def require_chromium() -> None:
@@ -26,7 +26,7 @@ def require_chromium() -> None:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    """JupyterLab on 127.0.0.1 serving a copy of notebooks/ with every output cleared."""
+    """JupyterLab on 127.0.0.1 serving a learner's workspace (the learner edition, no outputs), as ``make lab`` does."""
     require_chromium()
     base = tmp_path_factory.mktemp("lab")
 
@@ -36,7 +36,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     # A SIGTERM (timeout(1), CI cancelling) ends the run like Ctrl-C: pytest still tears the fixtures down.
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        with jupyterlab(base, serve_copy(base / "course")) as running:
+        with jupyterlab(base, serve_workspace(base / "workspace")) as running:
             yield running
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -1,12 +1,13 @@
-"""Shared pieces of the browser suite: where Chromium is, a throw-away JupyterLab server, and Run All in a page.
+"""Shared pieces of the browser suite: where Chromium is, a throw-away JupyterLab server, and a notebook run in a page.
 
 * ``jupyterlab(base, root)`` starts JupyterLab on 127.0.0.1 on a port the server picks itself (``--port=0``,
   ``port_retries=0``), reads the port back from its server-info file, and always stops the server and the kernels
   it started, by their process ids.
-* ``serve_copy(dest)`` copies ``notebooks/`` with every output and execution count cleared, so a test can only
-  pass on outputs made by its own run.
-* ``run_all(page, path)`` starts Run All without awaiting it, then polls the cells' state: a cell that raises (and
-  is not tagged ``raises-exception``) fails the run at once with the notebook, the cell index and the error.
+* ``serve_workspace(dest)`` prepares a learner's workspace in ``dest`` as ``make lab`` does: the learner edition,
+  with no outputs, so a test can only pass on outputs made by its own run.
+* ``run_all(page, path)`` starts Run All without awaiting it, then polls the cells' state: a cell that fails
+  (tests/learner_run.py says which may: the exercise stubs, and cells tagged ``raises-exception``) fails the run
+  at once with the notebook, the cell index and the error.
 * ``LabPage`` keeps one Lab page open for notebook after notebook (a fresh one after a failure);
   ``Traffic(page)`` records every request and websocket of a page that went anywhere but the loopback address.
 """
@@ -19,7 +20,6 @@ import logging
 import os
 import re
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -36,6 +36,8 @@ from urllib.parse import quote, urlparse
 
 import nbformat
 
+from learner_run import cell_problem
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_FLAGS = [
@@ -44,7 +46,6 @@ CHROMIUM_FLAGS = [
 ]
 SCREENSHOTS = ROOT / "build" / "browser"
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-EXPECTED_ERROR_TAG = "raises-exception"
 log = logging.getLogger("labserver")  # pytest shows these lines under a failed test ("Captured log")
 log.setLevel(logging.INFO)
 
@@ -54,23 +55,17 @@ def course_notebooks() -> list[str]:
     return sorted(path.name for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
-def clear_outputs(path: Path) -> None:
-    """Remove every output, execution count and execution timing from the notebook at ``path`` (in place)."""
-    notebook = nbformat.read(path, 4)
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            cell.outputs = []
-            cell.execution_count = None
-        cell.metadata.pop("execution", None)
-    nbformat.write(notebook, path)
+def serve_workspace(dest: Path) -> Path:
+    """A learner's workspace in ``dest``, made by ``course_utils.workspace`` exactly as ``make lab`` makes it: the
+    learner edition of every notebook (exercise stubs, no outputs) and ``complete/``. Lab saves what it runs
+    there; the stored notebooks stay untouched, and nothing can pass on a stored output."""
+    from course_utils.workspace import prepare_workspace
 
-
-def serve_copy(dest: Path) -> Path:
-    """Copy ``notebooks/`` to ``dest`` with all outputs cleared (Lab saves what it runs: the stored notebooks stay
-    untouched, and nothing can pass on a stored output)."""
-    shutil.copytree(ROOT / "notebooks", dest)
-    for path in dest.rglob("*.ipynb"):
-        clear_outputs(path)
+    prepare_workspace(dest)
+    for path in dest.glob("[0-9][0-9]_*.ipynb"):
+        notebook = nbformat.read(path, 4)
+        stale = [i for i, c in enumerate(notebook.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
+        assert not stale, f"{path.name} in the workspace holds outputs in cells {stale}: they would count as this run's"
     return dest
 
 
@@ -295,32 +290,39 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: 
 
 
 # The notebook panel of `path` and its cells, read from JupyterLab's models (not the DOM: a windowed notebook does
-# not render every cell). One snapshot per poll; only what the checks need crosses over.
-_SNAPSHOT = """(path) => {
+# not render every cell). One snapshot per poll; only what the checks need crosses over, and a cell before
+# `detailFrom` that has finished sends only its index and state (its outputs were read once it finished: a long
+# notebook is not serialised again on every poll). Only stream and error outputs are read, never images.
+_SNAPSHOT = """([path, detailFrom]) => {
   const app = window.jupyterapp;
+  if (!app) return null;  // the page is still loading JupyterLab
   const panel = [...app.shell.widgets('main')].find(w => w.context && w.context.path === path);
   if (!panel || !panel.content.model) return null;
   const session = panel.sessionContext.session;
   const kernel = session ? session.kernel : null;
   const cells = [];
   const list = panel.content.model.cells;
+  const text = o => Array.isArray(o.text) ? o.text.join('') : o.text;
   for (let i = 0; i < list.length; i++) {
     const cell = list.get(i);
     if (cell.type !== 'code' || !cell.sharedModel.getSource().trim()) continue;  // Lab does not run empty cells
-    const outputs = cell.outputs.toJSON();
-    const stdout = outputs.filter(o => o.output_type === 'stream' && o.name === 'stdout')
-      .map(o => Array.isArray(o.text) ? o.text.join('') : o.text).join('');
-    cells.push({
-      index: i,
-      count: cell.executionCount,
-      running: cell.executionState === 'running',
-      expected_error: (cell.getMetadata('tags') || []).includes('raises-exception'),
+    const state = {index: i, count: cell.executionCount, running: cell.executionState === 'running'};
+    cells.push(state);
+    if (i < detailFrom && state.count != null && !state.running) continue;
+    const outputs = [];
+    for (let j = 0; j < cell.outputs.length; j++) {
+      const output = cell.outputs.get(j);
+      if (output.type === 'stream' || output.type === 'error') outputs.push(output.toJSON());
+    }
+    const stdout = outputs.filter(o => o.output_type === 'stream' && o.name === 'stdout').map(text).join('');
+    Object.assign(state, {
+      tags: cell.getMetadata('tags') || [],
       first_line: cell.sharedModel.getSource().split('\\n')[0].slice(0, 100),
       errors: outputs.filter(o => o.output_type === 'error').map(o => ({ename: o.ename, evalue: o.evalue,
         traceback: (o.traceback || []).join('\\n').replace(/\\u001b\\[[0-9;]*m/g, '').slice(-600)})),
-      stderr: outputs.filter(o => o.output_type === 'stream' && o.name === 'stderr')
-        .map(o => Array.isArray(o.text) ? o.text.join('') : o.text).join('').slice(0, 600),
-      failed_checks: stdout.split('\\n').filter(line => line.startsWith('✗ Exercise')),
+      stderr: outputs.filter(o => o.output_type === 'stream' && o.name === 'stderr').map(text).join('').slice(0, 600),
+      // what tests/learner_run.cell_problem reads of stdout: check()'s verdicts
+      check_lines: stdout.split('\\n').filter(line => line.startsWith('✗ Exercise') || line.includes('still the stub')),
       stdout_tail: stdout.slice(-300),
     });
   }
@@ -343,20 +345,27 @@ def _describe(path: str, cell: dict[str, Any]) -> str:
 
 def evaluate(page: Any, script: str, arg: Any = None, timeout: float = 30) -> Any:
     """``page.evaluate(script, arg)`` within ``timeout`` s (Playwright's own evaluate waits forever on a page whose
-    renderer is stuck; ``wait_for_function`` gives up, and its first try runs at once)."""
-    handle = page.wait_for_function(f"(arg) => [({script})(arg)]", arg=arg, timeout=timeout * 1000, polling=100)
+    renderer is stuck; ``wait_for_function`` gives up, and its first try runs at once).
+
+    The result is serialised in the page, in the same turn as ``script`` ran: a handle's value is read later, and an
+    object it refers to (a run's progress, say) could by then have moved on from the rest of the result."""
+    handle = page.wait_for_function(f"(arg) => [JSON.stringify(({script})(arg)) ?? null]", arg=arg,
+                                    timeout=timeout * 1000, polling=100)
     try:
-        return handle.json_value()[0]
+        text = handle.json_value()[0]
     finally:
         handle.dispose()
+    return None if text is None else json.loads(text)
 
 
-def snapshot(page: Any, path: str) -> dict[str, Any] | None:
-    return evaluate(page, _SNAPSHOT, path)
+def snapshot(page: Any, path: str, detail_from: int = 0) -> dict[str, Any] | None:
+    """The kernel's state and the code cells of ``path``: every cell's index, execution count and running flag,
+    and the outputs the checks read for every cell from ``detail_from`` on and for any cell not finished."""
+    return evaluate(page, _SNAPSHOT, [path, detail_from])
 
 
 def kernel_ready(page: Any, lab: Lab, path: str) -> bool:
-    """The notebook's kernel is idle and its websocket connected, as the page and the server both see it (a Run All
+    """The notebook's kernel is idle and its websocket connected, as the page and the server both see it (a cell
     sent before the kernel's websocket is connected is dropped)."""
     state = snapshot(page, path)
     if not state or state["kernel"] != "idle" or state["connection"] != "connected":
@@ -430,45 +439,53 @@ class LabPage:
         self.page = None
 
 
-def run_all(page: Any, path: str, timeout: float = 300, stall: float = 120,
+_RUN_ALL = """(path) => {
+  const app = window.jupyterapp;
+  const panel = [...app.shell.widgets('main')].find(w => w.context && w.context.path === path);
+  app.commands.execute('notebook:run-all-cells', {widgetId: panel.id}).catch(error => console.error('Run All:', error));
+}"""
+
+
+def run_all(page: Any, path: str, timeout: float = 300, stall: float = 120, stopped: float = 3,
             interval: float = 0.5) -> list[dict[str, Any]]:
-    """Run every cell of the open notebook ``path`` and return its code cells' final state.
+    """Run All in the open notebook ``path``, as a learner catching up does; return its code cells' final state.
 
     Run All is started, not awaited; the cells are then polled every ``interval`` s. It raises ``NotebookFailed``
     naming the notebook, the cell index (counting every cell from 0, as nbformat does) and the error as soon as a
-    cell not tagged ``raises-exception`` shows an error or a failed exercise check (``✗ Exercise``), when the kernel
-    dies, when no cell finishes for ``stall`` s, or after ``timeout`` s in all. Tagged cells raise as expected: Lab
-    sends them with ``stop_on_error: false``, so the kernel keeps running the cells queued after them.
+    cell fails in a way ``learner_run.cell_problem`` does not allow (an exercise stub may raise
+    ``NotImplementedError`` or be reported by ``check()``; a cell tagged ``raises-exception`` may raise), when Run
+    All stopped with cells not run (the kernel idle and nothing running for ``stopped`` s: a cell raised without
+    the ``raises-exception`` tag, which the learner edition gives its stubs), when the kernel dies, when no cell
+    finishes for ``stall`` s, or after ``timeout`` s in all. Tagged cells are sent with ``stop_on_error: false``, so
+    the kernel keeps running the cells queued after them.
     """
-    evaluate(page, """(path) => {
-      const app = window.jupyterapp;
-      const panel = [...app.shell.widgets('main')].find(w => w.context && w.context.path === path);
-      app.commands.execute('notebook:run-all-cells', {widgetId: panel.id})
-        .catch(error => console.error('Run All:', error));
-    }""", path)
+    evaluate(page, _RUN_ALL, path)
     start = last_progress = time.monotonic()
     log.info("Run All started in %s", path)
-    done_before = -1
+    done_before, idle_since = -1, None
     cells: list[dict[str, Any]] = []
+    final: dict[int, dict[str, Any]] = {}  # each finished cell as read once it had finished (checked then)
     while True:
+        detail_from = next((cell["index"] for cell in cells if cell["index"] not in final), 1 << 30) if cells else 0
         try:
-            state = snapshot(page, path)
+            state = snapshot(page, path, detail_from)
         except Exception as error:  # Playwright's TimeoutError, a crashed page
             running = next((_describe(path, c) for c in cells if c["count"] is None), path)
             raise NotebookFailed(f"{path}: the page stopped answering while running {running}: "
                                  f"{type(error).__name__}: {str(error).splitlines()[0]}", cells) from error
         if state is None:
             raise NotebookFailed(f"{path} is no longer open in JupyterLab.", cells)
-        cells = state["cells"]
+        cells = [final.get(cell["index"], cell) for cell in state["cells"]]
         for cell in cells:
-            for error in cell["errors"]:
-                if not cell["expected_error"]:
-                    text = f"{error['ename']}: {error['evalue']}" if error["ename"] else error["traceback"]
-                    raise NotebookFailed(f"{_describe(path, cell)} raised {text}"
-                                         + (f"\nstderr: {cell['stderr']}" if cell["stderr"] else ""), cells)
-            if cell["failed_checks"]:
-                raise NotebookFailed(f"{_describe(path, cell)}: an exercise check failed: {cell['failed_checks']}",
-                                     cells)
+            if cell["count"] is None or cell["running"] or cell["index"] in final:
+                continue
+            final[cell["index"]] = cell
+            errors = [(error["ename"], error["evalue"] if error["ename"] else error["traceback"])
+                      for error in cell["errors"]]
+            problem = cell_problem(cell["tags"], errors, "\n".join(cell["check_lines"]))
+            if problem:
+                raise NotebookFailed(f"{_describe(path, cell)}: {problem}"
+                                     + (f"\nstderr: {cell['stderr']}" if cell["stderr"] else ""), cells)
         pending = [cell for cell in cells if cell["count"] is None or cell["running"]]
         if not pending:
             log.info("Run All finished in %s: %d code cells in %.1f s", path, len(cells), time.monotonic() - start)
@@ -477,6 +494,15 @@ def run_all(page: Any, path: str, timeout: float = 300, stall: float = 120,
         if state["kernel"] in ("dead", "restarting", "autorestarting"):
             raise NotebookFailed(f"{path}: the kernel is {state['kernel']} while running {_describe(path, pending[0])}",
                                  cells)
+        if state["kernel"] == "idle" and not any(cell["running"] for cell in cells):
+            idle_since = idle_since or now
+            if now - idle_since > stopped:
+                ran = [cell for cell in cells if cell["count"] is not None]
+                after = f" after {_describe(path, ran[-1])}" if ran else ""
+                raise NotebookFailed(f"{path}: Run All stopped{after}: {_describe(path, pending[0])} and "
+                                     f"{len(pending) - 1} more code cells never ran", cells)
+        else:
+            idle_since = None
         done = len(cells) - len(pending)
         if done != done_before:
             log.info("%s: %d/%d code cells done after %.1f s", path, done, len(cells), now - start)

@@ -1,14 +1,18 @@
 """The course in a real browser: JupyterLab in Debian's Chromium, driven by Playwright.
 
-JupyterLab serves a copy of the notebooks with every output cleared. Each notebook is opened, run with Run All once
-its kernel is really connected and idle, and watched cell by cell: a cell that raises (unless tagged
-``raises-exception``) or an exercise check that fails stops the test at once, naming the notebook, the cell and the
-error. The saved notebook must hold this run's outputs to the last cell, which must print what the stored
-notebook's last cell printed (``assert_no_hooks`` passed); a screenshot goes to build/browser/. The
-saliency explorer must react to the keyboard, and the page must never contact anything but 127.0.0.1, websockets
-included. A notebook broken on purpose proves the run fails fast and says where.
+JupyterLab serves a learner's workspace made as ``make lab`` makes it: the learner edition of every notebook, with
+its exercise stubs and no outputs. Each notebook is opened and, once its kernel is really connected and idle, run
+with Run All, as a learner who catches up does (the stubs are tagged ``raises-exception``, so Run All goes past an
+exercise not done yet), and watched: a cell that fails, other than an exercise stub (which must raise
+``NotImplementedError`` or be reported by ``check()``) or a cell tagged ``raises-exception``, stops the test at once,
+naming the notebook, the cell and the error (tests/learner_run.py); so does a Run All that stops early.
+The saved notebook must hold this run's outputs to the last cell, which must print what the stored notebook's last
+cell printed (``assert_no_hooks`` passed); a screenshot goes to build/browser/. The saliency explorer must react to
+the keyboard, and the page must never contact anything but 127.0.0.1, websockets included. A notebook broken on
+purpose proves the run fails fast and says where.
 
-Run with ``make test-browser``.
+The solutions themselves run in the teaching notebooks under strict nbval; this suite is what a learner's run
+looks like in the browser. Run with ``make test-browser``.
 """
 
 from __future__ import annotations
@@ -25,9 +29,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from labserver import (
-    EXPECTED_ERROR_TAG, ROOT, SCREENSHOTS, Lab, LabPage, NotebookFailed, Traffic, course_notebooks, evaluate, run_all,
-    wait_for,
+    ROOT, SCREENSHOTS, Lab, LabPage, NotebookFailed, Traffic, course_notebooks, evaluate, run_all, wait_for,
 )
+from learner_run import EXPECTED_ERROR_TAG, STUB_TAG, learner_run_problems
 
 NOTEBOOKS = course_notebooks()
 GRAD_CAM = "06_grad_cam.ipynb"  # its saliency explorer is tested on the same run
@@ -81,14 +85,9 @@ def grad_cam(lab: Lab, browser: Any) -> Iterator[Opened]:
         own.discard()
 
 
-def last_printed(notebook: nbformat.NotebookNode) -> str:
-    last = [c for c in notebook.cells if c.cell_type == "code"][-1]
-    return "".join(o.get("text", "") for o in last.outputs if o.output_type == "stream")
-
-
 def check_saved_run(lab: Lab, notebook: Opened) -> None:
-    """Save, then check the file on disk: every code cell ran here (the served copy had no outputs), errors only
-    in tagged cells, and the last cell reached; screenshot."""
+    """Save, then check the file on disk: every code cell ran here (the served workspace had no outputs), only the
+    stubs and tagged cells failed, the last cell printed what the stored notebook's does; screenshot."""
     name, page = notebook.path, notebook.page
     evaluate(page, """(path) => {
       const panel = [...window.jupyterapp.shell.widgets('main')].find(w => w.context && w.context.path === path);
@@ -104,24 +103,16 @@ def check_saved_run(lab: Lab, notebook: Opened) -> None:
         return nb if all(c.execution_count for c in nb.cells if c.cell_type == "code" and c.source.strip()) else None
 
     ran = wait_for(saved_run, 30, f"{name} to be saved with its outputs")
-    failures = [
-        f"cell {i}: {o.ename}: {o.evalue}"
-        for i, cell in enumerate(ran.cells) if cell.cell_type == "code"
-        for o in cell.outputs if o.output_type == "error" and EXPECTED_ERROR_TAG not in cell.metadata.get("tags", [])
-    ]
-    assert not failures, f"{name} failed in JupyterLab: {failures}"
-    # The last cell (assert_no_hooks and its message) printed what the stored, nbval-checked notebook holds.
-    expected, got = (last_printed(nbformat.read(folder / name, 4)) for folder in (ROOT / "notebooks", lab.root))
-    assert expected, f"{name}: the stored notebook's last cell prints nothing to compare with"
-    assert got == expected, f"{name}: the last cell printed {got!r}, the stored notebook {expected!r}"
+    problems = learner_run_problems(ran, nbformat.read(ROOT / "notebooks" / name, 4))
+    assert not problems, f"{name}, learner edition in JupyterLab:\n" + "\n".join(problems)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.keyboard.press("Control+End")
     page.screenshot(path=str(SCREENSHOTS / f"{Path(name).stem}.png"))
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs_to_the_end_in_jupyterlab(lab: Lab, lab_page: LabPage, request: pytest.FixtureRequest,
-                                                name: str) -> None:
+def test_learner_notebook_runs_in_jupyterlab_with_only_its_stubs_failing(
+        lab: Lab, lab_page: LabPage, request: pytest.FixtureRequest, name: str) -> None:
     if name == GRAD_CAM:
         notebook = request.getfixturevalue("grad_cam")
         check_saved_run(lab, notebook)
@@ -158,21 +149,24 @@ def test_saliency_explorer_reacts_to_the_keyboard(grad_cam: Opened) -> None:
 
 
 def broken_notebook() -> nbformat.NotebookNode:
-    """Cell 1 raises but is tagged (the run must go on), cell 3 raises for real, cell 4 must never run."""
+    """Cell 1 raises but is tagged, cell 2 is an exercise stub that raises (the run must go on past both), cell 4
+    raises for real, cell 5 must never run."""
     nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nb.cells = [
         new_markdown_cell("# Broken on purpose"),
         new_code_cell("raise KeyError('expected here')", metadata={"tags": [EXPECTED_ERROR_TAG]}),
-        new_code_cell("print('cell 2 ran')"),
-        new_code_cell("raise ValueError('deliberate failure in cell 3')"),
-        new_code_cell("print('cell 4 must never run')"),
+        new_code_cell("raise NotImplementedError('Exercise 99.1: your code goes here')",
+                      metadata={"tags": [STUB_TAG, EXPECTED_ERROR_TAG]}),  # as the learner edition tags a stub
+        new_code_cell("print('cell 3 ran')"),
+        new_code_cell("raise ValueError('deliberate failure in cell 4')"),
+        new_code_cell("print('cell 5 must never run')"),
     ]
     return nb
 
 
 @pytest.mark.timeout(180)
 def test_a_cell_that_raises_fails_the_run_within_a_minute_naming_it(lab: Lab, lab_page: LabPage) -> None:
-    path = "fixtures/broken_in_cell_3.ipynb"  # inside the served temporary copy, never in notebooks/
+    path = "fixtures/broken_in_cell_4.ipynb"  # inside the served temporary workspace, never in notebooks/
     (lab.root / "fixtures").mkdir(exist_ok=True)
     nbformat.write(broken_notebook(), lab.root / path)
     with opened(lab_page, path) as notebook:
@@ -183,9 +177,27 @@ def test_a_cell_that_raises_fails_the_run_within_a_minute_naming_it(lab: Lab, la
     message = str(failure.value)
     print(f"fail-fast: {seconds:.1f} s after Run All: {message}")
     assert seconds < 60, f"the failure took {seconds:.0f} s"
-    assert message.startswith(f"{path}, cell 3 ")
-    assert "ValueError: deliberate failure in cell 3" in message
+    assert message.startswith(f"{path}, cell 4 ")
+    assert "ValueError: deliberate failure in cell 4" in message
     cells = {cell["index"]: cell for cell in failure.value.cells}
     assert cells[1]["errors"] and cells[1]["errors"][0]["ename"] == "KeyError"  # the tagged cell raised ...
-    assert cells[2]["count"] is not None  # ... and the run went on past it
-    assert cells[4]["count"] is None and not cells[4]["stdout_tail"]  # nothing ran after the failure
+    assert cells[2]["errors"] and cells[2]["errors"][0]["ename"] == "NotImplementedError"  # ... and the stub ...
+    assert cells[3]["count"] is not None  # ... and the run went on past both
+    assert cells[5]["count"] is None and not cells[5]["stdout_tail"]  # nothing ran after the failure
+
+
+@pytest.mark.timeout(180)
+def test_a_run_all_that_stops_early_fails_naming_the_first_cell_not_run(lab: Lab, lab_page: LabPage) -> None:
+    # A stub without the raises-exception tag (as the learner edition had before it tagged them): its error is an
+    # allowed one, but Run All stops there, and the cells after it must not pass for "still running".
+    path = "fixtures/untagged_stub.ipynb"
+    (lab.root / "fixtures").mkdir(exist_ok=True)
+    nb = broken_notebook()
+    nb.cells = [nb.cells[0], new_code_cell("raise NotImplementedError('Exercise 99.1: your code goes here')",
+                                           metadata={"tags": [STUB_TAG]}), new_code_cell("print('never')")]
+    nbformat.write(nb, lab.root / path)
+    with opened(lab_page, path) as notebook:
+        start = time.monotonic()
+        with pytest.raises(NotebookFailed, match=r"Run All stopped after .*cell 1 .*: .*cell 2 .*never ran"):
+            run_all(notebook.page, path)
+        assert time.monotonic() - start < 60

@@ -1,9 +1,9 @@
 """Formulas render offline in the static HTML pages and the slides (``make html``, ``make slides``).
 
-Each page is built by ``tools/build_editions.py`` into a temporary folder and opened from ``file://`` in Debian's
-Chromium (Playwright, never ``playwright install``). It must typeset its formulas with the vendored KaTeX
-(``.katex`` elements), leave no ``$...$`` or TeX command as raw text outside code, show no KaTeX parse error,
-raise no script error, and request nothing but local files: no CDN.
+Each page is built by ``tools/build_editions.py`` into a temporary folder (once per run, shared with
+tests/test_editions.py) and opened from ``file://`` in Debian's Chromium (Playwright, never ``playwright install``).
+It must typeset its formulas with the vendored KaTeX (``.katex`` elements), leave no ``$...$`` or TeX command as raw
+text outside code, show no KaTeX parse error, raise no script error, and request nothing but local files: no CDN.
 
 Run with ``make test-browser`` (or ``pytest tests/browser/test_static_maths.py``).
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -57,11 +58,12 @@ def fixture_notebook() -> nbformat.NotebookNode:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The course's html and slides editions, plus the fixture notebook rendered by the same exporters."""
+def site(course_editions: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the course's html and slides editions (built once for the run, tests/conftest.py), plus the fixture
+    notebook rendered by the same exporters."""
     out = tmp_path_factory.mktemp("static")
-    build_editions.build_html(out)
-    build_editions.build_slides(out)
+    for edition in ("html", "slides"):
+        shutil.copytree(course_editions / edition, out / edition, symlinks=True)
     nb = fixture_notebook()
     body, _ = build_editions.html_exporter().from_notebook_node(nb)
     (out / "html" / "fixture.html").write_text(body, encoding="utf-8")
