@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import random
-import sys
 import sysconfig
 import traceback
 import warnings
@@ -33,7 +32,7 @@ from course_utils.blocked_helpers import HelperBlocked, blocked
 from course_utils.exercise_kit import Exercise, Verdict
 from course_utils.exercises import catalogue
 
-__all__ = ["check", "exercise", "hint", "all_exercises", "preserved_session", "COURSE_BUG_REPORT"]
+__all__ = ["check", "exercise", "hint", "all_exercises", "preserved_session", "COURSE_BUG_REPORT", "STILL_THE_STUB"]
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _LIBRARY_DIRS = tuple(
@@ -45,6 +44,7 @@ COURSE_BUG_REPORT = (
     "(the issue tracker of the repository you got the course from) with the exercise id and this message; "
     "meanwhile compare your code with the complete notebook."
 )
+STILL_THE_STUB = "your answer is still the stub"  # check()'s verdict on an exercise the learner has not written
 _hints_shown: dict[str, int] = {}
 
 
@@ -135,8 +135,8 @@ def _explain_error(error: BaseException) -> Verdict:
     if isinstance(error, HelperBlocked):
         return Verdict(False, f"your code called {error.name}: {error.why}")
     if isinstance(error, NotImplementedError) and "your code goes here" in str(error):
-        return Verdict(False, "your answer is still the stub: replace `# YOUR CODE HERE` and the `raise` line below it "
-                              "with your code, then run the cell again.")
+        return Verdict(False, f"{STILL_THE_STUB}: replace `# YOUR CODE HERE` and the `raise` line below it with your "
+                              "code, then run the cell again.")
     learner = [frame for frame in frames if not _is_course_or_library(frame.filename)]
     if learner:
         frame = learner[-1]

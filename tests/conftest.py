@@ -41,8 +41,7 @@ def notebook_seconds() -> dict[str, float]:
 
 
 def jupyterlab_halves(seconds: dict[str, float]) -> dict[str, int]:
-    """Half 1 or 2 for each notebook: longest first, each to the half with less time so far (the explorer test goes
-    with 06, whose run it reuses)."""
+    """Half 1 or 2 for each notebook: longest first, each to the half with less time so far."""
     totals = {1: 0.0, 2: 0.0}
     half = {}
     for name in sorted(seconds, key=lambda n: (-seconds[n], n)):
@@ -66,7 +65,7 @@ def work_unit(nodeid: str) -> str:
         _HALVES = jupyterlab_halves(notebook_seconds())
     if "[" in nodeid:
         return f"{file}@{_HALVES.get(nodeid.rsplit('[', 1)[1].rstrip(']'), 2)}"
-    if "explorer" in nodeid:
+    if "explorer" in nodeid:  # with 06, whose run it reuses
         return f"{file}@{_HALVES.get('06_grad_cam.ipynb', 1)}"
     return f"{file}@2"
 

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 import nbformat
 
+from course_utils.checks import STILL_THE_STUB
+from course_utils.learner_edition import RAISES as EXPECTED_ERROR_TAG  # nbval's tag: a cell expected to raise
 from course_utils.learner_edition import STUB_TAG
 
-EXPECTED_ERROR_TAG = "raises-exception"  # nbval's tag: a cell the course shows failing on purpose
-STILL_THE_STUB = "still the stub"  # what check() prints when it called a stub (course_utils.checks)
+__all__ = ["EXPECTED_ERROR_TAG", "STUB_TAG", "cell_problem", "learner_run_problems"]
 
 
 def cell_problem(tags: Sequence[str], errors: Sequence[tuple[str, str]], stdout: str) -> str | None:
