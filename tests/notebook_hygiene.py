@@ -11,6 +11,10 @@ from typing import Any
 
 import nbformat
 
+# A cell may print such digits on purpose (float64 arithmetic it teaches, say): its metadata names the reason,
+# e.g. {"allow_digits": "float64 rounding is the lesson; the same on every CPU"}.
+ALLOW_DIGITS = "allow_digits"
+
 RULES = {
     "schema": "the notebook is valid against the nbformat JSON schema (nbformat.validate)",
     "kernelspec": "the kernelspec is python3",
@@ -22,6 +26,9 @@ RULES = {
     "setup": "the first code cell calls setup_notebook()",
     "no-hooks-left": "the last code cell calls assert_no_hooks(...)",
     "control-chars": "no control character (tab, backspace, carriage return, ...) in any cell's source; only newlines",
+    "digits": "no stored output depends on the CPU's rounding: no noise-level exponents (2.7e-07) and no number with "
+              "more significant digits than float32 carries (1.4736897945404053), unless the cell's metadata says why "
+              f"under {ALLOW_DIGITS!r}",
 }
 
 UNSTABLE_PATTERNS = {
@@ -31,6 +38,29 @@ UNSTABLE_PATTERNS = {
     "absolute path": re.compile(r"(?<![\w.:/~])/(?:[\w.-]+/){2,}[\w.-]*|\b[A-Z]:\\[\w.-]+"),
     "ipykernel path": re.compile(r"ipykernel_\d+"),
 }
+
+# Digits that another CPU's kernels (AVX-512, AVX2, NEON; oneDNN's own dispatch) or another torch version round
+# differently: a mantissa with decimals and an exponent of -6 or below (the size of float32 rounding noise), or a
+# decimal number with more significant digits than float32 holds (~7.2; 9 or more is surely noise).
+NOISE_EXPONENT = re.compile(r"(?<![\w.])\d\.\d+e-(?:0?[6-9]|[1-9]\d)(?![\d])")
+_DECIMAL = re.compile(r"(?<![\w.])(\d+)\.(\d+)(?![\w.])")
+FLOAT32_DIGITS = 8
+
+
+def too_many_digits(text: str) -> str | None:
+    """The first number in ``text`` that prints float32 rounding noise, or None.
+
+    Usage: ``too_many_digits("diff 2.7e-07")`` -> ``"2.7e-07"``
+    """
+    match = NOISE_EXPONENT.search(text)
+    if match:
+        return match.group(0)
+    for match in _DECIMAL.finditer(text):
+        significant = (match.group(1) + match.group(2)).lstrip("0")
+        if len(significant) > FLOAT32_DIGITS:
+            return match.group(0)
+    return None
+
 
 # Every C0/C1 control character except the newline. Tabs count too: the course indents with spaces, and a tab or
 # backspace in markdown is almost always a TeX command (\top, \bar) written into a non-raw Python string.
@@ -108,7 +138,18 @@ def problems(nb: dict[str, Any]) -> list[str]:
             found.append(f"errors: code cell {index} has an error output but is not tagged raises-exception")
         if "raises-exception" in tags and not has_error:
             found.append(f"errors: code cell {index} is tagged raises-exception but stored no error")
+        allow_digits = cell.get("metadata", {}).get(ALLOW_DIGITS)
+        if allow_digits is not None and not (isinstance(allow_digits, str) and allow_digits.strip()):
+            found.append(f"digits: code cell {index} has {ALLOW_DIGITS!r} in its metadata without a reason (a string)")
         for output in outputs:
+            if not allow_digits:
+                noisy = next(filter(None, map(too_many_digits, _texts(output))), None)
+                if noisy:
+                    found.append(
+                        f"digits: code cell {index} output prints {noisy!r}, digits another CPU rounds differently: "
+                        f"print a bound (max difference < 1e-5) or round; or give the reason in the cell's metadata "
+                        f"{ALLOW_DIGITS!r}"
+                    )
             if output.get("output_type") == "stream" and output.get("name") == "stderr":
                 found.append(f"stderr: code cell {index} stored stderr output (catch and print warnings instead)")
             for text in _texts(output):

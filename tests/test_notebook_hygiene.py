@@ -121,6 +121,14 @@ def break_schema_markdown_with_count(nb: Any) -> None:
     nb.cells[0].execution_count = 1
 
 
+def allow_digits(reason: Any) -> Callable[[Any], None]:
+    def breaker(nb: Any) -> None:
+        output_text("[[0.0, 1.4736897945404053]]")(nb)
+        nb.cells[1].metadata["allow_digits"] = reason
+
+    return breaker
+
+
 BREAKERS = {
     "schema": [break_schema_missing_outputs, break_schema_unknown_output, break_schema_bad_cell_id,
                break_schema_markdown_with_count],
@@ -146,6 +154,16 @@ BREAKERS = {
         source_with(3, "\r\n"),
         source_with(0, "\x1b[31m"),
     ],
+    "digits": [
+        output_text("max difference 2.7e-07"),
+        output_text("max difference 8.3e-7"),
+        output_text("tensor([1.2346e-08])"),
+        output_text("eager: [[0.0, 1.4736897945404053]]"),
+        output_text("loss 6.21730375"),
+        output_text("0.000123456789"),
+        allow_digits(""),
+        allow_digits(True),
+    ],
 }
 
 
@@ -165,6 +183,19 @@ def test_schema_problem_says_where_the_notebook_is_invalid() -> None:
 def test_urls_and_ratios_are_not_paths() -> None:
     nb = clean_notebook()
     output_text("see github.com/pytorch/pytorch/pull/30531 and https://docs.pytorch.org/a/b/c; 1/2/3")(nb)
+    assert problems(nb) == []
+
+
+def test_bounds_rounded_values_and_versions_are_not_noise() -> None:
+    nb = clean_notebook()
+    output_text("max difference < 1e-6; tolerance 1e-05; 2.5e-03; loss 0.073; 1,797 digits; torch 2.14.1; "
+                "127.0.0.1; 12345678 bytes; 3.1415927; id 0.12345678")(nb)
+    assert problems(nb) == []
+
+
+def test_digits_allowed_with_a_reason() -> None:
+    nb = clean_notebook()
+    allow_digits("float64 rounding is the lesson: the same on every CPU")(nb)
     assert problems(nb) == []
 
 
