@@ -29,7 +29,7 @@ NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help venv lab lab-complete test test-browser unit nbval refresh bench learner slides html timings clean hub
+.PHONY: help venv lab lab-complete test test-browser unit nbval nbval-portable refresh bench learner slides html timings clean hub
 
 help:
 	@echo "make lab      create .venv if needed, prepare your workspace/ (exercises), open JupyterLab on it (127.0.0.1)"
@@ -44,6 +44,7 @@ help:
 	@echo "make timings  measure each notebook's execution time (for the instructor guide)"
 	@echo "make bench    time course_utils.saliency against captum and pytorch-grad-cam (a few minutes)"
 	@echo "make unit     unit tests only;  make nbval  notebook checks only;  make clean  remove .venv and build/"
+	@echo "make nbval-portable  strict nbval with another CPU's kernels (no AVX2/AVX-512): outputs must not depend on the CPU"
 	@echo "Another Python (3.11, 3.12, 3.13), one folder each: make test PYTHON=python3.12 VENV=.venv312"
 
 venv: $(STAMP)
@@ -101,6 +102,14 @@ unit: venv
 
 nbval: venv
 	$(PY) -m pytest -n $(WORKERS) --dist loadfile $(NB) --nbval --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT)
+
+# Strict nbval with the kernels of an older CPU: ATen's plain C++ kernels instead of AVX2/AVX-512 ones, and oneDNN
+# limited to SSE4.1. The stored outputs must not depend on which kernels run (.ci/run runs this after make test).
+PORTABLE_CPU := ATEN_CPU_CAPABILITY=default DNNL_MAX_CPU_ISA=SSE41
+
+nbval-portable: venv
+	$(PORTABLE_CPU) $(PY) -m pytest -n $(WORKERS) --dist loadfile $(NB) --nbval --nbval-current-env \
+	    --nbval-cell-timeout=$(CELL_TIMEOUT) $(TIMEOUTS)
 
 refresh: venv
 	$(PY) tools/refresh_notebooks.py --timeout $(CELL_TIMEOUT) $(NB)
