@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import time
 from pathlib import Path
 
@@ -71,6 +70,12 @@ def exit_hard(rank: int, world_size: int, folder: str) -> None:
     os._exit(7)
 
 
+def parent_of_worker(rank: int, world_size: int) -> dict:
+    """The worker's parent process: its pid and whether torch's library is already loaded in it."""
+    maps = Path(f"/proc/{os.getppid()}/maps")
+    return {"ppid": os.getppid(), "torch_loaded": "libtorch_cpu" in maps.read_text() if maps.exists() else None}
+
+
 # -- helpers ---------------------------------------------------------------------------------------------------------
 @pytest.fixture()
 def ports(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -91,14 +96,14 @@ def ports(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def launched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The process ids of every worker run_workers starts during the test (whether or not it got far)."""
     pids: list[int] = []
-    original = subprocess.Popen
+    original = distributed._start_worker
 
-    def recording(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        process = original(*args, **kwargs)
+    def recording(work: Path, rank: int):  # noqa: ANN202
+        process = original(work, rank)
         pids.append(process.pid)
         return process
 
-    monkeypatch.setattr(distributed.subprocess, "Popen", recording)
+    monkeypatch.setattr(distributed, "_start_worker", recording)
     return pids
 
 
@@ -205,6 +210,18 @@ def test_local_rank_zero_joins_the_group_with_the_workers(tmp_path: Path, ports:
     results = run_workers(report, world_size=2, args=(str(tmp_path),), timeout=60, local=local)
     assert results[0] == 3.0 and results[1]["sum"] == 3.0 and results[1]["rank"] == 1
     _assert_cleaned_up(launched, 1, ports, environment)
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc (Linux)")
+def test_workers_fork_from_a_server_that_imported_torch_once(ports: list[int], launched: list[int]) -> None:
+    """The workers' parent is the forkserver, not this process, and it has torch loaded: a worker does not import
+    torch again (about 3 CPU-seconds each); both runs' workers come from the same server."""
+    first = run_workers(parent_of_worker, world_size=2, timeout=60)
+    second = run_workers(parent_of_worker, world_size=2, timeout=60)
+    parents = {r["ppid"] for r in first + second}
+    assert len(parents) == 1 and os.getpid() not in parents, parents
+    assert all(r["torch_loaded"] for r in first + second)
+    assert len(launched) == 4 and not any(_alive(pid) for pid in launched)
 
 
 def test_two_runs_at_once_get_different_ports(monkeypatch: pytest.MonkeyPatch) -> None:
