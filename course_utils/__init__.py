@@ -15,14 +15,16 @@ One module per concept:
 - ``regularize`` -- DropBlock / Dropout2d plug-ins and gradient clipping through hooks
 - ``models``    -- the articles' fixed-weight MLP (``seed_mlp``) and ``LeNet``
 - ``course``    -- the course map, read from the notebooks' opening cells
+- ``progress_record`` -- each ``check()`` appends a line to the learner's record; ``progress()`` sums it up
 
-Usage: ``from course_utils import setup_notebook, HookRegistry, assert_no_hooks, check, hint``
+Usage: ``from course_utils import setup_notebook, HookRegistry, assert_no_hooks, check, hint, progress``
 """
 
 from course_utils.checks import check, hint
 from course_utils.env_check import doctor
 from course_utils.hooks import HookRegistry, UnknownLayerError, assert_no_hooks, count_hooks, hook_report
 from course_utils.notebook import print_warnings, setup_notebook
+from course_utils.progress_record import progress
 
 __version__ = "0.1.0"
 
@@ -36,5 +38,6 @@ __all__ = [
     "hint",
     "hook_report",
     "print_warnings",
+    "progress",
     "setup_notebook",
 ]

@@ -1,0 +1,230 @@
+"""The learner's progress record: one line per ``check()``, kept in their own workspace; ``progress()`` sums it up.
+
+Each ``check()`` appends one JSON line -- never the learner's code -- to ``.course-progress.jsonl``::
+
+    {"exercise": "06.1", "verdict": "pass", "attempt": 3, "time": "2026-11-25T04:01:02Z"}
+
+The file lives in the learner's workspace: the nearest folder at or above the working directory that holds the
+workspace's ``.course-manifest.json`` (what ``make lab`` and the hub make), else the working directory itself.
+``COURSE_PROGRESS=off`` turns recording off; ``COURSE_PROGRESS=/some/file.jsonl`` records there instead.
+
+Recording never breaks ``check()``: a read-only folder, a full disk or a corrupt file give a one-line note and the
+verdict is shown as always. Kernels that check at the same moment take turns (an exclusive lock where the system
+has ``fcntl``; each line is one append). Course updates never touch the file (the workspace keeps every file).
+
+Usage::
+
+    from course_utils import progress
+    progress()              # per notebook: exercises done, tried, not started
+    progress(reset=True)    # start afresh (the old record is kept beside it, renamed)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import re
+import stat
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:  # POSIX; on Windows each line is still one append
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["ENV", "RECORD_NAME", "Attempt", "progress", "read_record", "record", "record_path", "summarise"]
+
+ENV = "COURSE_PROGRESS"
+RECORD_NAME = ".course-progress.jsonl"
+_MANIFEST = ".course-manifest.json"  # course_utils.workspace.MANIFEST (not imported: no nbformat needed here)
+_ID = re.compile(r"\d\d\.\d{1,2}")
+_VERDICTS = ("pass", "fail")
+_MAX_LINE = 512  # a line of ours is ~90 bytes; anything longer is not ours
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One line of the record."""
+
+    exercise: str
+    verdict: str
+    attempt: int
+    time: str
+
+
+def record_path(cwd: Path | None = None) -> Path | None:
+    """Where ``check()`` records, or None when ``COURSE_PROGRESS=off``.
+
+    Usage: ``record_path()`` -> ``Path("/home/ada/workspace/.course-progress.jsonl")``
+    """
+    setting = os.environ.get(ENV, "").strip()
+    if setting.lower() in ("off", "0", "no", "false"):
+        return None
+    if setting and setting.lower() not in ("on", "1", "yes", "true"):
+        return Path(setting).expanduser()
+    here = Path.cwd() if cwd is None else Path(cwd)
+    for folder in (here, *here.parents):
+        if (folder / _MANIFEST).is_file():
+            return folder / RECORD_NAME
+    return here / RECORD_NAME
+
+
+def parse_line(line: str) -> Attempt | None:
+    """One record line as an :class:`Attempt`, or None when it is not a well-formed line of ours.
+
+    Usage: ``parse_line('{"exercise": "01.1", "verdict": "pass", "attempt": 1, "time": "..."}')``
+    """
+    if len(line) > _MAX_LINE:
+        return None
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    exercise, verdict, attempt, when = (data.get(k) for k in ("exercise", "verdict", "attempt", "time"))
+    if not (isinstance(exercise, str) and _ID.fullmatch(exercise) and verdict in _VERDICTS
+            and isinstance(attempt, int) and not isinstance(attempt, bool) and attempt >= 1
+            and isinstance(when, str) and len(when) <= 40):
+        return None
+    return Attempt(exercise, verdict, attempt, when)
+
+
+def parse_lines(lines: Iterable[str]) -> tuple[list[Attempt], int]:
+    """The well-formed attempts among ``lines``, and how many lines were not (a corrupt or foreign line)."""
+    found: list[Attempt] = []
+    bad = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        attempt = parse_line(line)
+        if attempt is None:
+            bad += 1
+        else:
+            found.append(attempt)
+    return found, bad
+
+
+def read_record(path: Path | None = None) -> tuple[list[Attempt], int]:
+    """Every attempt in the record (``record_path()`` by default) and the number of unreadable lines.
+
+    Usage: ``attempts, unreadable = read_record()``
+    """
+    path = record_path() if path is None else path
+    if path is None or not path.exists():
+        return [], 0
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return parse_lines(handle)
+
+
+@contextlib.contextmanager
+def _locked(fd: int) -> Iterator[None]:
+    if fcntl is None:  # pragma: no cover - Windows
+        yield
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def record(exercise_id: str, passed: bool, *, path: Path | None = None) -> str | None:
+    """Append one attempt; return None, or a one-line note saying why nothing was recorded.
+
+    Usage: ``note = record("06.1", True)``
+    """
+    try:
+        target = record_path() if path is None else path
+        if target is None:
+            return None
+        fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"{target} is not a regular file")
+            with _locked(fd):
+                with open(os.dup(fd), encoding="utf-8", errors="replace") as reader:
+                    earlier, _ = parse_lines(reader)
+                attempt = 1 + sum(1 for item in earlier if item.exercise == exercise_id)
+                when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                line = json.dumps({"exercise": exercise_id, "verdict": "pass" if passed else "fail",
+                                   "attempt": attempt, "time": when}) + "\n"
+                data = line.encode("utf-8")
+                if os.write(fd, data) != len(data):
+                    raise OSError("the line was written only in part (is the disk full?)")
+        finally:
+            os.close(fd)
+    except (OSError, ValueError) as error:
+        return (f"(Your progress was not recorded: {type(error).__name__}: {error}. Your answer was checked as "
+                f"usual. Set {ENV}=off to stop recording.)")
+    return None
+
+
+def summarise(attempts: Iterable[Attempt], exercise_ids: Iterable[str]) -> dict[str, dict[str, list[str]]]:
+    """Per notebook number: which exercises are ``done`` (passed once), ``tried`` (never passed) or ``not started``.
+
+    Usage: ``summarise(read_record()[0], all_exercises())["06"]["done"]``
+    """
+    passed = {a.exercise for a in attempts if a.verdict == "pass"}
+    tried = {a.exercise for a in attempts} - passed
+    table: dict[str, dict[str, list[str]]] = {}
+    for exercise_id in sorted(exercise_ids):
+        row = table.setdefault(exercise_id.split(".")[0], {"done": [], "tried": [], "not started": []})
+        state = "done" if exercise_id in passed else "tried" if exercise_id in tried else "not started"
+        row[state].append(exercise_id)
+    return table
+
+
+def _table(summary: Mapping[str, Mapping[str, list[str]]], titles: Mapping[str, str]) -> str:
+    lines = [f"{'notebook':32} {'done':>5} {'tried':>6} {'not started':>12}   still open"]
+    for number, row in summary.items():
+        title = titles.get(number, number)[:32]
+        still_open = ", ".join(row["tried"] + row["not started"]) or "-"
+        lines.append(f"{title:32} {len(row['done']):>5} {len(row['tried']):>6} {len(row['not started']):>12}   {still_open}")
+    done = sum(len(row["done"]) for row in summary.values())
+    total = sum(len(ids) for row in summary.values() for ids in row.values())
+    lines.append(f"{'all':32} {done:>5} of {total} exercises done")
+    return "\n".join(lines)
+
+
+def _titles() -> dict[str, str]:
+    try:
+        from course_utils.course import course_map
+
+        return {row.file[:2]: row.file.removesuffix(".ipynb") for row in course_map()}
+    except (OSError, ValueError):
+        return {}
+
+
+def progress(reset: bool = False) -> dict[str, dict[str, list[str]]]:
+    """Print, per notebook, the exercises done, tried and not started; return the same as a dict.
+
+    ``reset=True`` starts a fresh record; the old one is kept beside it as ``.course-progress.<time>.jsonl``.
+
+    Usage: ``from course_utils import progress; progress()``
+    """
+    from course_utils.checks import all_exercises
+
+    path = record_path()
+    if path is None:
+        print(f"Progress is not recorded: {ENV}=off is set.")
+        return {}
+    if reset:
+        if path.exists():
+            stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+            kept = path.with_name(f"{path.stem}.{stamp}{path.suffix}")
+            path.rename(kept)
+            print(f"Progress reset. The old record is kept as {kept.name}.")
+        else:
+            print("Progress reset: there was no record yet.")
+    attempts, unreadable = read_record(path)
+    summary = summarise(attempts, all_exercises())
+    print(_table(summary, _titles()))
+    if unreadable:
+        print(f"({unreadable} line(s) of {path.name} could not be read and were skipped.)")
+    return summary

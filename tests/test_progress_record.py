@@ -1,0 +1,147 @@
+"""The progress record: what check() appends, where, and that recording never breaks check()."""
+
+from __future__ import annotations
+
+import errno
+import json
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+
+from course_utils import progress_record
+from course_utils.progress_record import RECORD_NAME, parse_line, progress, read_record, record, record_path
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("COURSE_PROGRESS", raising=False)
+    return tmp_path
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_each_record_is_one_line_with_the_attempt_number_and_nothing_else(in_tmp: Path) -> None:
+    assert record("06.1", False) is None and record("06.1", True) is None and record("01.2", True) is None
+    written = lines(in_tmp / RECORD_NAME)
+    assert [(r["exercise"], r["verdict"], r["attempt"]) for r in written] == [
+        ("06.1", "fail", 1), ("06.1", "pass", 2), ("01.2", "pass", 1)]
+    assert all(set(r) == {"exercise", "verdict", "attempt", "time"} for r in written)
+    assert all(r["time"].endswith("Z") and len(r["time"]) == 20 for r in written)
+    assert oct((in_tmp / RECORD_NAME).stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_record_lives_in_the_workspace_above_the_working_directory(in_tmp: Path) -> None:
+    (in_tmp / ".course-manifest.json").write_text("{}")
+    (in_tmp / "complete").mkdir()
+    assert record_path(in_tmp / "complete") == in_tmp / RECORD_NAME
+    assert record_path(in_tmp) == in_tmp / RECORD_NAME
+
+
+def test_off_and_another_file(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COURSE_PROGRESS", "off")
+    assert record_path() is None and record("01.1", True) is None
+    assert not (in_tmp / RECORD_NAME).exists()
+    monkeypatch.setenv("COURSE_PROGRESS", str(in_tmp / "elsewhere.jsonl"))
+    assert record("01.1", True) is None and lines(in_tmp / "elsewhere.jsonl")[0]["exercise"] == "01.1"
+
+
+def test_a_folder_that_cannot_be_written_gives_a_note_not_an_error(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (in_tmp / "a-file").write_text("x")
+    monkeypatch.setenv("COURSE_PROGRESS", str(in_tmp / "a-file" / "record.jsonl"))  # real: a file is no folder
+    note = record("01.1", True)
+    assert note and note.startswith("(Your progress was not recorded: NotADirectoryError") and "COURSE_PROGRESS=off" in note
+    monkeypatch.delenv("COURSE_PROGRESS")
+
+    def read_only(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - root may write anywhere, so simulate EACCES
+        raise PermissionError(errno.EACCES, "Permission denied", str(in_tmp / RECORD_NAME))
+
+    monkeypatch.setattr(progress_record.os, "open", read_only)
+    assert "PermissionError" in record("01.1", True)
+
+
+def test_a_full_disk_gives_a_note(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(progress_record.os, "write", full)
+    assert "No space left on device" in record("01.1", True)
+
+
+def test_a_device_or_folder_is_refused(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COURSE_PROGRESS", "/dev/full")  # reading it never ends: refused before any read
+    assert "not a regular file" in record("01.1", True)
+
+
+def test_a_corrupt_record_is_read_around_and_still_appended_to(in_tmp: Path) -> None:
+    path = in_tmp / RECORD_NAME
+    good = json.dumps({"exercise": "02.1", "verdict": "pass", "attempt": 1, "time": "2026-01-01T00:00:00Z"})
+    path.write_bytes(b"\x00\xff garbage\n" + good.encode() + b"\n{\"exercise\": \"02.1\"}\n" + b"x" * 5000 + b"\n[1, 2]\n")
+    assert record("02.1", False) is None
+    attempts, unreadable = read_record(path)
+    assert [(a.exercise, a.verdict, a.attempt) for a in attempts] == [("02.1", "pass", 1), ("02.1", "fail", 2)]
+    assert unreadable == 4
+
+
+def test_only_well_formed_lines_count() -> None:
+    assert parse_line('{"exercise": "01.1", "verdict": "pass", "attempt": 1, "time": "t"}')
+    for bad in ('{"exercise": "../etc", "verdict": "pass", "attempt": 1, "time": "t"}',
+                '{"exercise": "01.1", "verdict": "maybe", "attempt": 1, "time": "t"}',
+                '{"exercise": "01.1", "verdict": "pass", "attempt": true, "time": "t"}',
+                '{"exercise": "01.1", "verdict": "pass", "attempt": 0, "time": "t"}', "null", "not json"):
+        assert parse_line(bad) is None, bad
+
+
+def _record_many(path: str, count: int) -> None:
+    for _ in range(count):
+        assert record("03.2", True, path=Path(path)) is None
+
+
+def test_kernels_checking_at_once_do_not_corrupt_the_record(in_tmp: Path) -> None:
+    path = in_tmp / RECORD_NAME
+    methods = multiprocessing.get_all_start_methods()  # fork: no second import of torch per process
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    workers = [context.Process(target=_record_many, args=(str(path), 40)) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+        assert worker.exitcode == 0
+    attempts, unreadable = read_record(path)
+    assert unreadable == 0 and sorted(a.attempt for a in attempts) == list(range(1, 161))
+
+
+def test_progress_shows_done_tried_and_not_started_and_resets(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record("01.1", False)
+    record("01.1", True)
+    record("01.2", False)
+    summary = progress()
+    out = capsys.readouterr().out
+    assert "01.1" in summary["01"]["done"] and summary["01"]["tried"] == ["01.2"]
+    assert all(not row["done"] and not row["tried"] for number, row in summary.items() if number != "01")
+    assert "01_tensor_hooks" in out and "1 of" in out.splitlines()[-1]
+    progress(reset=True)
+    out = capsys.readouterr().out
+    assert "Progress reset. The old record is kept as .course-progress." in out
+    assert not (in_tmp / RECORD_NAME).exists() and len(list(in_tmp.glob(".course-progress.*.jsonl"))) == 1
+    assert all(not row["done"] for row in progress().values())
+
+
+def test_a_course_update_of_the_workspace_leaves_the_record_alone(in_tmp: Path) -> None:
+    from course_utils.workspace import prepare_workspace
+
+    workspace = in_tmp / "workspace"
+    prepare_workspace(workspace)
+    path = workspace / RECORD_NAME
+    assert record_path(workspace) == path and record("01.1", True, path=path) is None
+    before = path.read_bytes()
+    manifest = workspace / ".course-manifest.json"
+    data = json.loads(manifest.read_text())
+    data["delivered"] = {name: "an older version" for name in data["delivered"]}  # as after a course update
+    manifest.write_text(json.dumps(data))
+    prepare_workspace(workspace)
+    assert path.read_bytes() == before
