@@ -1,0 +1,264 @@
+"""The instructor's view of the room: a JupyterHub service that shows every learner's progress record.
+
+A learners x exercises grid (✓ done, ✗N tried N times, blank: not started), the time since each learner's last
+check, and which exercise most learners are stuck on; the page refreshes itself every 15 s. Only the hub's admins
+may open it (JupyterHub's OAuth: a learner gets 403). It reads nothing but each learner's progress record,
+``~/workspace/.course-progress.jsonl`` (see course_utils.progress_record): opened without following links, only
+when it is a regular file that the learner owns, at most its last 256 KiB, and only well-formed lines are shown.
+No notebook, no code, no other file is read.
+
+Started by the hub as a managed service (``configure_dashboard`` in this file, called by course_hub.configure);
+by hand: ``python tools/hub/dashboard.py`` with JupyterHub's service environment variables.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+import json
+import os
+import pwd
+import stat
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+SERVICE = "dashboard"
+RECORD = Path("workspace") / ".course-progress.jsonl"
+MAX_BYTES = 256 * 1024
+REFRESH_S = 15
+
+
+# -- reading the records ---------------------------------------------------------------------------------------------
+def read_learner_record(home: Path, owner_uid: int | None) -> tuple[list[Any], str | None]:
+    """The learner's well-formed attempts and, when the record could not be read, why.
+
+    ``owner_uid``: the file must belong to this uid (None: no owner check, for a hub whose learners share one
+    account). The last path component is never followed as a link; a link elsewhere in the path is refused too."""
+    from course_utils.progress_record import parse_lines
+
+    path = home / RECORD
+    try:
+        if os.path.realpath(path) != str(path):
+            return [], "the record's path goes through a link"
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return [], None
+    except OSError as error:
+        return [], f"unreadable ({error.strerror or error})"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return [], "not a regular file"
+        if owner_uid is not None and info.st_uid != owner_uid:
+            return [], "not owned by the learner"
+        start = max(0, info.st_size - MAX_BYTES)
+        os.lseek(fd, start, os.SEEK_SET)
+        data = os.read(fd, MAX_BYTES)
+    finally:
+        os.close(fd)
+    text = data.decode("utf-8", errors="replace")
+    if start:
+        text = text.split("\n", 1)[-1]  # the first line may be cut
+    attempts, _ = parse_lines(text.splitlines())
+    return attempts, None
+
+
+def learner_home(name: str, state: Path | None) -> tuple[Path, int | None] | None:
+    """Where a learner's home is and which uid must own the record: the system user's (hub run as root), or
+    ``<state>/homes/<name>`` with no owner check (a hub run as one account)."""
+    if os.geteuid() == 0:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            return None
+        return Path(entry.pw_dir), entry.pw_uid
+    if state is None:
+        return None
+    return state / "homes" / name, None
+
+
+# -- the room --------------------------------------------------------------------------------------------------------
+def room(records: Mapping[str, list[Any]], exercise_ids: Iterable[str], now: datetime.datetime) -> dict[str, Any]:
+    """The dashboard's content as plain data: per learner, each exercise's state and attempts, the last check."""
+    ids = sorted(exercise_ids)
+    learners = {}
+    for name, attempts in sorted(records.items()):
+        cells = {}
+        for exercise_id in ids:
+            mine = [a for a in attempts if a.exercise == exercise_id]
+            if any(a.verdict == "pass" for a in mine):
+                cells[exercise_id] = {"state": "done", "attempts": len(mine)}
+            elif mine:
+                cells[exercise_id] = {"state": "tried", "attempts": len(mine)}
+        times = [a.time for a in attempts]
+        last = max(times) if times else None
+        learners[name] = {"exercises": cells, "last_check": last, "idle_s": _seconds_since(last, now)}
+    stuck_counts = {e: sum(1 for l in learners.values() if l["exercises"].get(e, {}).get("state") == "tried")
+                    for e in ids}
+    most = max(stuck_counts.values(), default=0)
+    stuck = sorted(e for e, n in stuck_counts.items() if n == most and n > 0)
+    return {"exercises": ids, "learners": learners, "stuck_on": stuck, "stuck_count": most}
+
+
+def _seconds_since(stamp: str | None, now: datetime.datetime) -> int | None:
+    if stamp is None:
+        return None
+    try:
+        then = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return None
+    return max(0, int((now - then).total_seconds()))
+
+
+def _ago(seconds: int | None) -> str:
+    if seconds is None:
+        return "no check yet"
+    if seconds < 90:
+        return f"{seconds} s ago"
+    if seconds < 5400:
+        return f"{seconds // 60} min ago"
+    return f"{seconds // 3600} h ago"
+
+
+def render(data: Mapping[str, Any], problems: Mapping[str, str]) -> str:
+    """The dashboard page (HTML, every value escaped)."""
+    e = html.escape
+    ids = data["exercises"]
+    if data["stuck_on"]:
+        stuck = (f"Most learners are stuck on <strong>{e(', '.join(data['stuck_on']))}</strong> "
+                 f"({data['stuck_count']} of {len(data['learners'])} tried it and have not passed yet).")
+    else:
+        stuck = "Nobody is stuck right now."
+    head = "".join(f"<th>{e(i)}</th>" for i in ids)
+    rows = []
+    for name, learner in data["learners"].items():
+        cells = []
+        for exercise_id in ids:
+            cell = learner["exercises"].get(exercise_id)
+            if cell is None:
+                cells.append("<td></td>")
+            elif cell["state"] == "done":
+                cells.append(f'<td class="done" title="done in {cell["attempts"]} attempt(s)">✓</td>')
+            else:
+                cells.append(f'<td class="tried" title="{cell["attempts"]} attempt(s), not passed">✗{cell["attempts"]}</td>')
+        note = f' <span class="problem">({e(problems[name])})</span>' if name in problems else ""
+        rows.append(f'<tr data-learner="{e(name)}"><th>{e(name)}{note}</th>{"".join(cells)}'
+                    f'<td class="last">{e(_ago(learner["idle_s"]))}</td></tr>')
+    body = "\n".join(rows) or f'<tr><td colspan="{len(ids) + 2}">No learner has signed up yet.</td></tr>'
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="{REFRESH_S}">
+<title>The room: course progress</title>
+<style>
+body {{ font-family: sans-serif; margin: 1.5em; }} table {{ border-collapse: collapse; font-size: 13px; }}
+th, td {{ border: 1px solid #ccc; padding: 2px 5px; text-align: center; }} tbody th {{ text-align: left; }}
+td.done {{ background: #d9f2d9; }} td.tried {{ background: #fde2c8; }} .problem {{ color: #a00; font-weight: normal; }}
+</style></head>
+<body><h1>The room: course progress</h1>
+<p id="stuck">{stuck}</p>
+<p>✓ done · ✗N tried N times, not passed yet · blank: not started. Read from each learner's progress record
+(exercise, verdict, attempt, time; never their code). Refreshes every {REFRESH_S} s.</p>
+<table id="room"><thead><tr><th>learner</th>{head}<th>last check</th></tr></thead>
+<tbody>
+{body}
+</tbody></table></body></html>
+"""
+
+
+# -- the service -----------------------------------------------------------------------------------------------------
+def _learner_names(api_url: str, token: str, admins: set[str]) -> list[str]:
+    from urllib.request import Request, urlopen
+
+    request = Request(f"{api_url.rstrip('/')}/users", headers={"Authorization": f"token {token}"})
+    with urlopen(request, timeout=10) as response:  # the hub's own API, on 127.0.0.1
+        users = json.loads(response.read().decode("utf-8"))
+    return sorted(u["name"] for u in users if u["name"] not in admins and not u.get("admin"))
+
+
+def collect(names: Iterable[str], state: Path | None) -> tuple[dict[str, list[Any]], dict[str, str]]:
+    """Every learner's attempts, and a short note for each record that could not be read."""
+    records: dict[str, list[Any]] = {}
+    problems: dict[str, str] = {}
+    for name in names:
+        where = learner_home(name, state)
+        if where is None:
+            records[name] = []
+            continue
+        attempts, problem = read_learner_record(*where)
+        records[name] = attempts
+        if problem:
+            problems[name] = problem
+    return records, problems
+
+
+def main() -> None:  # pragma: no cover - run by the hub; tests/browser/test_hub.py drives it for real
+    from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
+    from jupyterhub.utils import url_path_join
+    from tornado import ioloop, web
+
+    from course_utils.checks import all_exercises
+
+    prefix = os.environ["JUPYTERHUB_SERVICE_PREFIX"]
+    api_url, token = os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"]
+    admins = set(filter(None, os.environ.get("COURSE_DASHBOARD_ADMINS", "").split(",")))
+    state = Path(os.environ["COURSE_HUB_STATE"]) if os.environ.get("COURSE_HUB_STATE") else None
+    exercise_ids = list(all_exercises())
+
+    def snapshot() -> tuple[dict[str, Any], dict[str, str]]:
+        records, problems = collect(_learner_names(api_url, token, admins), state)
+        return room(records, exercise_ids, datetime.datetime.now(datetime.timezone.utc)), problems
+
+    class Page(HubOAuthenticated, web.RequestHandler):
+        @web.authenticated
+        def get(self) -> None:
+            data, problems = snapshot()
+            self.set_header("Cache-Control", "no-store")
+            self.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+            self.write(render(data, problems))
+
+    class Api(HubOAuthenticated, web.RequestHandler):
+        @web.authenticated
+        def get(self) -> None:
+            data, problems = snapshot()
+            self.set_header("Cache-Control", "no-store")
+            self.write({**data, "problems": problems})
+
+    app = web.Application([
+        (prefix, Page), (url_path_join(prefix, "api/room"), Api),
+        (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
+    ], cookie_secret=os.urandom(32))
+    url = os.environ["JUPYTERHUB_SERVICE_URL"]
+    from urllib.parse import urlparse
+
+    where = urlparse(url)
+    app.listen(where.port, where.hostname)
+    print(f"[course dashboard] serving {prefix} on {where.hostname}:{where.port}", flush=True)
+    ioloop.IOLoop.current().start()
+
+
+def configure_dashboard(c: Any, *, python: str, port: int, admins: Iterable[str], state: Path,
+                        pythonpath: str) -> None:
+    """Register the dashboard as a managed JupyterHub service that only admins may open.
+
+    Usage (in course_hub.configure): ``configure_dashboard(c, python=sys.executable, port=..., admins={...}, ...)``
+    """
+    c.JupyterHub.services = [*(c.JupyterHub.services if "services" in c.JupyterHub else []), {
+        "name": SERVICE,
+        "url": f"http://127.0.0.1:{port}",
+        "command": [python, str(Path(__file__).resolve())],
+        "oauth_no_confirm": True,
+        "display": True,
+        "environment": {"COURSE_DASHBOARD_ADMINS": ",".join(sorted(admins)), "COURSE_HUB_STATE": str(state),
+                        "PYTHONPATH": pythonpath},
+    }]
+    # The service's own token may list the users (names only); who may OPEN it is JupyterHub's access:services
+    # scope, which the admin role has and the default user role does not.
+    roles = list(c.JupyterHub.load_roles if "load_roles" in c.JupyterHub else [])
+    roles.append({"name": "course-dashboard", "scopes": ["list:users", "read:users:name"], "services": [SERVICE]})
+    c.JupyterHub.load_roles = roles
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    main()
