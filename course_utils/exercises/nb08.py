@@ -305,11 +305,12 @@ EXERCISES = (
         expect_live_value(_pack_unpack_calls, "Ask, for each operation, whether its backward needs a tensor; then "
                                               "count how often backward reads each saved tensor."),
         hints=(
-            "A multiplication by a Python number needs only that number in backward, not a tensor.",
+            "A multiplication by a Python number keeps only that number for backward, and pack never sees it (S1b).",
             "exp's derivative is exp itself: it saves its result. Every backward pass unpacks what it uses.",
         ),
         kind="predict",
-        praise="Only operations whose backward needs a tensor save one, and every backward reads it again.",
+        praise="pack sees only the tensors an operation's backward needs (not a Python number), and every backward "
+               "reads them again.",
     ),
     Exercise(
         "08.2",
