@@ -5,6 +5,7 @@ Each problem starts with the rule's name (a key of RULES), so tests can prove th
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,8 @@ RULES = {
     "setup": "the first code cell calls setup_notebook()",
     "no-hooks-left": "the last code cell calls assert_no_hooks(...)",
     "control-chars": "no control character (tab, backspace, carriage return, ...) in any cell's source; only newlines",
+    "hint": "a notebook with exercises (a check(\"NN.k\", ...) call) imports check and hint from course_utils in its "
+            "setup cell, so hint(\"NN.k\") works exactly when a learner is stuck",
 }
 
 UNSTABLE_PATTERNS = {
@@ -39,6 +42,19 @@ _CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 _OPENING_TITLE = re.compile(r"^#\s+\S", re.MULTILINE)
 _OPENING_OBJECTIVES = re.compile(r"objective|you will learn", re.IGNORECASE)
 _OPENING_MINUTES = re.compile(r"\b\d+\s*(?:min|minutes)\b", re.IGNORECASE)
+
+
+_EXERCISE_CALL = re.compile(r"""\bcheck\(\s*["']\d\d\.\d+["']""")
+
+
+def _course_utils_imports(source: str) -> set[str]:
+    """The names a cell imports with ``from course_utils import ...`` (parsed, so parentheses and line breaks count)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {alias.asname or alias.name for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "course_utils" for alias in node.names}
 
 
 def _source(cell: Any) -> str:
@@ -142,6 +158,11 @@ def problems(nb: dict[str, Any]) -> list[str]:
 
     if not code_cells or "setup_notebook(" not in _source(code_cells[0]):
         found.append("setup: the first code cell must call setup_notebook()")
+    if code_cells and any(_EXERCISE_CALL.search(_source(c)) for c in code_cells):
+        lacking = sorted({"check", "hint"} - _course_utils_imports(_source(code_cells[0])))
+        if lacking:
+            found.append(f"hint: the notebook has exercises but its setup cell does not import {' and '.join(lacking)} "
+                         "from course_utils (a learner who types hint(\"NN.k\") would get a NameError)")
     if not code_cells or "assert_no_hooks(" not in _source(code_cells[-1]):
         found.append("no-hooks-left: the last code cell must call assert_no_hooks(...) on the notebook's models")
     return found

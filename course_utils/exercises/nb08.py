@@ -106,8 +106,8 @@ def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[
     back = unpack(pack(second))
     if isinstance(back, torch.Tensor) and torch.equal(back, torch.ones(64)):
         return Verdict(False, "A tensor was freed, a new one got the same memory address, and your unpack gave back "
-                              "the old tensor's values: before reusing a cached copy, check that the storage it was "
-                              "made from is still alive (StorageWeakRef(storage).expired()).")
+                              "the old tensor's values: a cached copy is valid only while the storage it was made from "
+                              "is alive. Look at how your cache tells a live entry from a stale one.")
     if not isinstance(back, torch.Tensor) or back.dtype != torch.float32 or not torch.equal(back, torch.full((64,), 2.0)):
         return Verdict(False, "unpack did not give back the tensor pack received (a 1-D float32 tensor of 2.0s came "
                               "back as something else): rebuild it with its shape, stride and storage offset, in "
