@@ -309,8 +309,8 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
             current["inside"] = False
         if not current["calls"]:
             stop(f"Your hook did not call torch.distributed.all_reduce for a bucket; rank 1 sends {_SENDS[which]}.")
-        if not isinstance(result, torch.futures.Future):
-            return result  # DDP itself refuses it, with its own message (see _DDP_ERRORS)
+        if not callable(getattr(result, "then", None)):
+            return result  # not a Future (all_reduce's get_future() gives torch._C.Future): DDP refuses it itself
         buffer = bucket.buffer()
 
         def note_what_it_holds(done):  # noqa: ANN001, ANN202
