@@ -170,3 +170,18 @@ def test_step_pre_hooks_get_the_optimizer_first_in_args_as_the_cheatsheet_says()
     with optimizer.register_step_pre_hook(lambda opt, args, kwargs: seen.append(args)):
         optimizer.step()
     assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0] is optimizer
+
+
+def test_a_global_full_backward_hook_breaks_in_place_models_as_the_cheatsheet_says() -> None:
+    import torch
+    import torch.nn.modules.module as module_globals
+
+    assert "any model with an in-place layer" in _row("torch.nn.modules.module.register_module_full_backward_pre_hook")
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(inplace=True), torch.nn.Linear(3, 1))
+    handle = module_globals.register_module_full_backward_hook(lambda module, grad_input, grad_output: None)
+    try:
+        with pytest.raises(RuntimeError, match="BackwardHookFunction"):
+            model(torch.randn(2, 3, requires_grad=True))
+    finally:
+        handle.remove()
+    model(torch.randn(2, 3, requires_grad=True)).sum().backward()  # without the global hook: fine
