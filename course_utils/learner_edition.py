@@ -102,6 +102,15 @@ def _assigned_names(body: list[str]) -> list[str]:
     return names
 
 
+def _only_values(body: list[str]) -> bool:
+    """Whether a block only assigns values (a prediction such as ``answer = 3``), defining no function or class."""
+    try:
+        tree = ast.parse(textwrap.dedent("\n".join(body)))
+    except SyntaxError:
+        return False
+    return all(isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)) for node in tree.body)
+
+
 def stub_source(source: str) -> str:
     """The cell with each solution block replaced by ``# YOUR CODE HERE`` and a ``raise NotImplementedError``."""
     lines = source.splitlines()
@@ -114,9 +123,15 @@ def stub_source(source: str) -> str:
         # a block at the top of the cell names what the learner must create (e.g. `answer`); inside a def, the
         # def line already says it, and the solution's local names would be a hint
         names = _assigned_names(block.body(lines)) if not block.indent else []
-        create = f" (define {', '.join(f'`{n}`' for n in names)})" if names else ""
+        listed = ", ".join(f"`{n}`" for n in names)
+        create = f" (define {listed})" if names else ""
         out.append(f"{block.indent}# YOUR CODE HERE{create}, then delete the raise line below")
-        out.append(f'{block.indent}raise NotImplementedError("{label}: your code goes here")')
+        if names and _only_values(block.body(lines)):
+            # a prediction: the cell itself raises (check() is not reached), so the message must say what to do
+            out.append(f'{block.indent}raise NotImplementedError("{label}: write your prediction here -- define '
+                       f'{listed} in place of this raise line, then run the cell again")')
+        else:
+            out.append(f'{block.indent}raise NotImplementedError("{label}: your code goes here")')
         position = block.end + 1
     out.extend(lines[position:])
     return "\n".join(out) + ("\n" if source.endswith("\n") else "")

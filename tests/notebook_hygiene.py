@@ -5,6 +5,7 @@ Each problem starts with the rule's name (a key of RULES), so tests can prove th
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -29,6 +30,8 @@ RULES = {
     "digits": "no stored output depends on the CPU's rounding: no noise-level exponents (2.7e-07) and no number with "
               "more significant digits than float32 carries (1.4736897945404053), unless the cell's metadata says why "
               f"under {ALLOW_DIGITS!r}",
+    "hint": "a notebook with exercises (a check(\"NN.k\", ...) call) imports check and hint from course_utils in its "
+            "setup cell, so hint(\"NN.k\") works exactly when a learner is stuck",
 }
 
 UNSTABLE_PATTERNS = {
@@ -69,6 +72,19 @@ _CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 _OPENING_TITLE = re.compile(r"^#\s+\S", re.MULTILINE)
 _OPENING_OBJECTIVES = re.compile(r"objective|you will learn", re.IGNORECASE)
 _OPENING_MINUTES = re.compile(r"\b\d+\s*(?:min|minutes)\b", re.IGNORECASE)
+
+
+_EXERCISE_CALL = re.compile(r"""\bcheck\(\s*["']\d\d\.\d+["']""")
+
+
+def _course_utils_imports(source: str) -> set[str]:
+    """The names a cell imports with ``from course_utils import ...`` (parsed, so parentheses and line breaks count)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {alias.asname or alias.name for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "course_utils" for alias in node.names}
 
 
 def _source(cell: Any) -> str:
@@ -183,6 +199,11 @@ def problems(nb: dict[str, Any]) -> list[str]:
 
     if not code_cells or "setup_notebook(" not in _source(code_cells[0]):
         found.append("setup: the first code cell must call setup_notebook()")
+    if code_cells and any(_EXERCISE_CALL.search(_source(c)) for c in code_cells):
+        lacking = sorted({"check", "hint"} - _course_utils_imports(_source(code_cells[0])))
+        if lacking:
+            found.append(f"hint: the notebook has exercises but its setup cell does not import {' and '.join(lacking)} "
+                         "from course_utils (a learner who types hint(\"NN.k\") would get a NameError)")
     if not code_cells or "assert_no_hooks(" not in _source(code_cells[-1]):
         found.append("no-hooks-left: the last code cell must call assert_no_hooks(...) on the notebook's models")
     return found

@@ -113,3 +113,75 @@ def test_heading_anchor_matches_nbconvert() -> None:
 def test_every_row_links_the_pytorch_docs_or_a_notebook() -> None:
     for row in table_rows():
         assert "](https://docs.pytorch.org/" in row[-1] or ".ipynb#" in row[-1], row[0]
+
+
+# -- behaviour the cheat-sheet states, run live (issue 24) ---------------------------------------------------------
+def _row(api: str) -> str:
+    rows = [" | ".join(row) for row in table_rows() if row[0].startswith(f"`{api}`")]
+    assert len(rows) == 1, f"one row for {api}"
+    return rows[0]
+
+
+def test_post_accumulate_grad_hook_return_values_raise_as_the_cheatsheet_says() -> None:
+    import torch
+
+    row = _row("torch.Tensor.register_post_accumulate_grad_hook")
+    assert "a tensor raises `RuntimeError`, any other value `TypeError`" in row
+    for value, error in ((torch.zeros(2), RuntimeError), (0.0, TypeError), ("x", TypeError)):
+        leaf = torch.ones(2, requires_grad=True)
+        with leaf.register_post_accumulate_grad_hook(lambda param, value=value: value):
+            with pytest.raises(error):
+                (leaf * 2).sum().backward()
+
+
+def test_save_on_cpu_copies_only_with_pin_memory_as_the_cheatsheet_says() -> None:
+    import torch
+    from torch.autograd.graph import save_on_cpu
+
+    row = _row("torch.autograd.graph.save_on_cpu")
+    assert "default `pin_memory=False` changes nothing, but `pin_memory=True` copies every saved tensor" in row
+    probe = torch.randn(5)
+    _, kept = save_on_cpu().pack_hook(probe)
+    _, copied = save_on_cpu(pin_memory=True).pack_hook(probe)
+    assert kept.data_ptr() == probe.data_ptr()
+    assert copied.data_ptr() != probe.data_ptr() and torch.equal(copied, probe)
+
+
+def test_a_python_number_is_saved_without_pack_as_the_cheatsheet_says() -> None:
+    import torch
+    from torch.autograd.graph import saved_tensors_hooks
+
+    assert "a Python number an op keeps (`a * 3`) is saved without calling `pack_hook`" in _row(
+        "torch.autograd.graph.saved_tensors_hooks")
+    packed = []
+    a = torch.ones(3, requires_grad=True)
+    with saved_tensors_hooks(lambda t: packed.append(t) or t.detach(), lambda t: t):
+        y = a * 3
+    assert packed == [] and y.grad_fn._saved_other.dim() == 0 and y.grad_fn._saved_other.item() == 3
+
+
+def test_step_pre_hooks_get_the_optimizer_first_in_args_as_the_cheatsheet_says() -> None:
+    import torch
+
+    assert "where `args` starts with the optimizer itself" in _row("torch.optim.Optimizer.register_step_pre_hook")
+    weight = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.SGD([weight], lr=0.1)
+    seen = []
+    with optimizer.register_step_pre_hook(lambda opt, args, kwargs: seen.append(args)):
+        optimizer.step()
+    assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0] is optimizer
+
+
+def test_a_global_full_backward_hook_breaks_in_place_models_as_the_cheatsheet_says() -> None:
+    import torch
+    import torch.nn.modules.module as module_globals
+
+    assert "any model with an in-place layer" in _row("torch.nn.modules.module.register_module_full_backward_pre_hook")
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(inplace=True), torch.nn.Linear(3, 1))
+    handle = module_globals.register_module_full_backward_hook(lambda module, grad_input, grad_output: None)
+    try:
+        with pytest.raises(RuntimeError, match="BackwardHookFunction"):
+            model(torch.randn(2, 3, requires_grad=True))
+    finally:
+        handle.remove()
+    model(torch.randn(2, 3, requires_grad=True)).sum().backward()  # without the global hook: fine

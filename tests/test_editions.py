@@ -48,6 +48,9 @@ def test_stub_keeps_the_def_line_docstring_and_check() -> None:
     assert restore_solutions(stub, source) == source
     chosen = stub_source('### BEGIN SOLUTION\nanswer = "b"\n### END SOLUTION\ncheck("05.3", answer)\n')
     assert "(define `answer`)" in chosen and '"b"' not in chosen
+    # a prediction stub raises at the cell's top level (check() is never reached): its message says what to do
+    with pytest.raises(NotImplementedError, match=r"Exercise 05\.3: write your prediction here -- define `answer`"):
+        exec(chosen, {"check": lambda *args: None})
 
 
 @pytest.mark.parametrize(

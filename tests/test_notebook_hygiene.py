@@ -30,11 +30,11 @@ def clean_notebook() -> Any:
     nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nb.cells = [
         new_markdown_cell("# A lesson\n\nObjectives: learn a thing.\n\nEstimated time: 10 min. Binder: see binder/README.md"),
-        new_code_cell("from course_utils import setup_notebook\nprint(setup_notebook())", execution_count=1,
+        new_code_cell("from course_utils import check, hint, setup_notebook\nprint(setup_notebook())", execution_count=1,
                       outputs=[new_output("stream", name="stdout", text="torch 2.14.1\n")]),
         new_code_cell("raise ValueError('shown on purpose')", execution_count=2, metadata={"tags": ["raises-exception"]},
                       outputs=[new_output("error", ename="ValueError", evalue="shown on purpose", traceback=[])]),
-        new_code_cell("assert_no_hooks(model)", execution_count=3),
+        new_code_cell("check('99.1', answer)\nassert_no_hooks(model)", execution_count=3),
     ]
     return nb
 
@@ -88,6 +88,17 @@ def break_opening_no_binder(nb: Any) -> None:
 
 def break_setup(nb: Any) -> None:
     nb.cells[1].source = "import torch"
+
+
+def import_without(name: str) -> Callable[[Any], None]:
+    def breaker(nb: Any) -> None:
+        nb.cells[1].source = nb.cells[1].source.replace(f" {name},", "")
+
+    return breaker
+
+
+def break_import_in_parentheses(nb: Any) -> None:
+    nb.cells[1].source = "from course_utils import (\n    check,\n    setup_notebook,\n)\nprint(setup_notebook())"
 
 
 def break_last_cell(nb: Any) -> None:
@@ -147,6 +158,7 @@ BREAKERS = {
     "opening": [break_opening_not_markdown, break_opening_no_minutes, break_opening_no_objectives, break_opening_no_binder],
     "setup": [break_setup],
     "no-hooks-left": [break_last_cell],
+    "hint": [import_without("hint"), import_without("check"), break_import_in_parentheses],
     "control-chars": [
         source_with(0, BROKEN_TEX),
         source_with(0, "\n\tan indented markdown line"),
@@ -206,6 +218,16 @@ def test_tex_written_correctly_is_not_a_control_character() -> None:
     source_with(0, BROKEN_TEX)(nb)
     found = [p for p in problems(nb) if p.startswith("control-chars:")]
     assert len(found) == 3 and all("cell 1 (markdown) line 7" in p for p in found), found  # two \b, one \t
+
+
+def test_a_notebook_without_exercises_needs_no_hint_import() -> None:
+    nb = clean_notebook()
+    nb.cells[3].source = "assert_no_hooks(model)"
+    nb.cells[1].source = "from course_utils import setup_notebook\nprint(setup_notebook())"
+    assert problems(nb) == []
+    nb.cells[1].source = "from course_utils import (\n    check,\n    hint,\n    setup_notebook,\n)\nprint(setup_notebook())"
+    nb.cells[3].source = "check('99.1', answer)\nassert_no_hooks(model)"
+    assert problems(nb) == []
 
 
 def test_every_rule_has_breaking_fixtures() -> None:

@@ -106,8 +106,8 @@ def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[
     back = unpack(pack(second))
     if isinstance(back, torch.Tensor) and torch.equal(back, torch.ones(64)):
         return Verdict(False, "A tensor was freed, a new one got the same memory address, and your unpack gave back "
-                              "the old tensor's values: before reusing a cached copy, check that the storage it was "
-                              "made from is still alive (StorageWeakRef(storage).expired()).")
+                              "the old tensor's values: a cached copy is valid only while the storage it was made from "
+                              "is alive. Look at how your cache tells a live entry from a stale one.")
     if not isinstance(back, torch.Tensor) or back.dtype != torch.float32 or not torch.equal(back, torch.full((64,), 2.0)):
         return Verdict(False, "unpack did not give back the tensor pack received (a 1-D float32 tensor of 2.0s came "
                               "back as something else): rebuild it with its shape, stride and storage offset, in "
@@ -305,11 +305,12 @@ EXERCISES = (
         expect_live_value(_pack_unpack_calls, "Ask, for each operation, whether its backward needs a tensor; then "
                                               "count how often backward reads each saved tensor."),
         hints=(
-            "A multiplication by a Python number needs only that number in backward, not a tensor.",
+            "A multiplication by a Python number keeps only that number for backward, and pack never sees it (S1b).",
             "exp's derivative is exp itself: it saves its result. Every backward pass unpacks what it uses.",
         ),
         kind="predict",
-        praise="Only operations whose backward needs a tensor save one, and every backward reads it again.",
+        praise="pack sees only the tensors an operation's backward needs (not a Python number), and every backward "
+               "reads them again.",
     ),
     Exercise(
         "08.2",

@@ -210,17 +210,16 @@ def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdi
                     if index in bad:
                         moved = max(float((p.detach() - w).abs().max()) for p, w in zip(params, before))
                         return Verdict(False, f"With {label}, a step that moved a weight by {moved:.3g} (max_change is "
-                                              f"{_MAX_CHANGE:g}) was kept: compare the weights after the step with a "
-                                              "copy taken before it, and copy them back -- a copy made with clone(): "
-                                              "detach() shares the memory that step() changes in place.")
+                                              f"{_MAX_CHANGE:g}) was kept. Look at what your pre-hook keeps of the "
+                                              "weights: a tensor that shares memory with a weight (detach() does) "
+                                              "changes with it when step() updates it in place.")
                     return Verdict(False, f"With {label}, a normal step was undone or changed: undo only a step that "
                                           "moved a weight by more than max_change or left one not finite.")
                 if not _state_equal(guarded, plain, params, list(plain_model.parameters())):
                     return Verdict(False, f"With {label}, the undone step still changed the optimizer's state "
-                                          "(momentum, step counts, moments): restore optimizer.state_dict() from "
-                                          "before the step with load_state_dict -- and copy it with copy.deepcopy: "
-                                          "state_dict() hands you the optimizer's own tensors, which step() changes "
-                                          "in place.")
+                                          "(momentum, step counts, moments): it must go back too. Look at what your "
+                                          "pre-hook keeps of it: optimizer.state_dict() hands you the optimizer's own "
+                                          "tensors, which step() changes in place.")
         finally:
             for handle in handles:
                 handle.remove()
@@ -236,6 +235,35 @@ def _wide_model() -> nn.Sequential:
     return nn.Sequential(nn.Linear(5, 24), nn.Tanh(), nn.Linear(24, 24), nn.ReLU(inplace=True), nn.Linear(24, 3))
 
 
+def _late_bound_name(params: list[torch.Tensor]) -> str | None:
+    """The name of a variable that the hooks of different parameters -- distinct functions, made one per loop
+    iteration -- share through one closure cell, when it holds a parameter or a one-parameter optimizer: a function
+    defined in a loop reads the loop's variables when it runs (late binding), so every hook gets the last iteration's
+    value. None if there is none."""
+    cells: dict[int, tuple[str, Any, set[int], set[int]]] = {}
+    for param in params:
+        for hook in (getattr(param, "_post_accumulate_grad_hooks", None) or {}).values():
+            code, closure = getattr(hook, "__code__", None), getattr(hook, "__closure__", None)
+            if code is None or not closure:
+                continue
+            for name, cell in zip(code.co_freevars, closure):
+                entry = cells.setdefault(id(cell), (name, cell, set(), set()))
+                entry[2].add(id(param))
+                entry[3].add(id(hook))
+    for name, cell, hooked, functions in cells.values():
+        if len(hooked) < 2 or len(functions) < 2:
+            continue
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        one_parameter_optimizer = (isinstance(value, torch.optim.Optimizer)
+                                   and sum(len(group["params"]) for group in value.param_groups) == 1)
+        if one_parameter_optimizer or any(value is p for p in params):
+            return name
+    return None
+
+
 def _accumulation_test(function: Callable[[nn.Module, Callable[[list], torch.optim.Optimizer], int], Any]) -> Verdict:
     makers = {"SGD with momentum": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9),
               "Adam": lambda ps: torch.optim.Adam(ps, lr=0.01)}
@@ -248,6 +276,13 @@ def _accumulation_test(function: Callable[[nn.Module, Callable[[list], torch.opt
             try:
                 if not isinstance(handles, (list, tuple)) or not all(_has_remove(h) for h in handles):
                     return Verdict(False, "Return the list of handles, one per parameter.")
+                shared = _late_bound_name(params)
+                if shared is not None:
+                    return Verdict(False, f"The hooks of different parameters all read one and the same `{shared}`: "
+                                          "your hook refers to a variable of the loop that created it, and Python "
+                                          "looks such a variable up when the hook runs -- after the loop has ended, "
+                                          "so every hook gets the last parameter's value (late binding). Look at "
+                                          "which of the loop's variables your hook reads.")
                 plain = make(plain_model.parameters())
                 for number, batch in enumerate(batches, start=1):
                     fused_model(batch).pow(2).mean().backward()
@@ -262,7 +297,9 @@ def _accumulation_test(function: Callable[[nn.Module, Callable[[list], torch.opt
                             return Verdict(False, f"With every={every}, after backward {number % every} of {every} some "
                                                   "parameters have no .grad and others do: each parameter's hook runs "
                                                   "once per backward, so count the calls per parameter (a counter "
-                                                  "shared by all the hooks counts parameters, not backward passes).")
+                                                  "shared by all the hooks counts parameters, not backward passes -- "
+                                                  "and a counter made inside your loop is shared too if the hook "
+                                                  "reads the loop's variable when it runs).")
                         if not all(torch.allclose(p.grad, q.grad, atol=1e-6)
                                    for p, q in zip(params, plain_model.parameters())):
                             return Verdict(False, f"With every={every}, the gradients between two steps are not the "
@@ -318,8 +355,9 @@ EXERCISES = (
             "What a step did is known only after it: a pre-hook keeps copies of what the step may change, a post-hook "
             "compares and restores.",
             "optimizer.state_dict() and load_state_dict() save and restore momentum, step counts and moments -- but "
-            "the dict holds the optimizer's live tensors, which step() changes in place. Weights go back with copy_ "
-            "under torch.no_grad().",
+            "the dict holds the optimizer's live tensors, which step() changes in place: keep a copy.deepcopy of it "
+            "(import copy). Weights: keep clone()s, which have their own memory, and put them back with copy_ under "
+            "torch.no_grad().",
         ),
         kind="write",
         praise="A bad step leaves no trace: not in the weights, not in Adam's moments, not in the step count.",
@@ -333,7 +371,9 @@ EXERCISES = (
             "Each parameter's hook runs once per backward pass, when that parameter's .grad holds the sum so far: it "
             "needs its own count of how often it has run.",
             "Keep .grad between the steps (backward adds to it); on the every-th call step that parameter's "
-            "optimizer, created once outside the hook, then set .grad to None.",
+            "optimizer, created once outside the hook, then set .grad to None. A hook defined inside a loop must "
+            "hold its own optimizer and counter: bind them when the hook is made -- default arguments "
+            "(def hook(p, opt=opt, count=count)) or a small function that builds and returns the hook.",
         ),
         kind="write",
         stretch=True,

@@ -266,20 +266,24 @@ _DDP_ERRORS = (
     ("must return a torch.futures.Future", "DDP needs a Future from the hook, not a tensor: return the future of the "
                                            "all-reduce (async_op=True, .get_future())."),
     ("expected the hook result", "The Future must hold one tensor (the bucket's new gradients), but an all-reduce's "
-                                 "future holds a list: chain .then(lambda fut: fut.value()[0])."),
+                                 "future holds a list of tensors: look at what your Future's value is (D1's hook "
+                                 "shows it)."),
     ("Communication hook", "DDP rejected the hook's signature: write it as def hook(state, bucket) without type "
                            "annotations."),
 )
 
 
 @contextlib.contextmanager
-def _guarded(hook: Callable[..., Any], which: str) -> Iterator[Callable[..., Any]]:
+def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Iterator[Callable[..., Any]]:
     """The learner's hook, wrapped: while it runs, ``torch.distributed.all_reduce`` (in this process) refuses a tensor
-    that does not match what rank 1 sends for the bucket, and a hook that sends nothing is stopped too."""
+    that does not match what rank 1 sends for the bucket, and a hook that sends nothing is stopped too. The Future
+    it returns is followed: ``notes["not_the_buffer"]`` counts the buckets whose result was not the bucket's own
+    buffer (a fresh tensor instead)."""
     import torch.distributed as dist
 
     real_all_reduce = dist.all_reduce
     current: dict[str, Any] = {"inside": False}
+    notes.setdefault("not_the_buffer", 0)
 
     def stop(message: str) -> None:
         raise _StoppedAllReduce(f"{_STOPPED} {message}")
@@ -305,7 +309,18 @@ def _guarded(hook: Callable[..., Any], which: str) -> Iterator[Callable[..., Any
             current["inside"] = False
         if not current["calls"]:
             stop(f"Your hook did not call torch.distributed.all_reduce for a bucket; rank 1 sends {_SENDS[which]}.")
-        return result
+        if not callable(getattr(result, "then", None)):
+            return result  # not a Future (all_reduce's get_future() gives torch._C.Future): DDP refuses it itself
+        buffer = bucket.buffer()
+
+        def note_what_it_holds(done):  # noqa: ANN001, ANN202
+            value = done.value()
+            if not (isinstance(value, torch.Tensor) and value.data_ptr() == buffer.data_ptr()
+                    and value.shape == buffer.shape):
+                notes["not_the_buffer"] += 1
+            return value
+
+        return result.then(note_what_it_holds)
 
     dist.all_reduce = checked_all_reduce
     try:
@@ -315,9 +330,10 @@ def _guarded(hook: Callable[..., Any], which: str) -> Iterator[Callable[..., Any
 
 
 def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which: str,
-              size: int = 6) -> tuple[Any, list, list] | Verdict:
-    """Rank 0 (here) trains with the learner's hook, rank 1 (a worker) with the reference; returns
-    (rank 0's state, rank 0's gradients, rank 1's gradients), or a Verdict explaining a DDP error."""
+              size: int = 6) -> tuple[dict[str, Any], list, list] | Verdict:
+    """Rank 0 (here) trains with the learner's hook, rank 1 (a worker) with the reference; returns (what rank 0
+    noted: its state, and ``not_the_buffer`` from ``_guarded``; rank 0's gradients; rank 1's gradients), or a
+    Verdict explaining a DDP error."""
     import torch.distributed as dist
 
     from course_utils.distributed import WorkerError, run_workers
@@ -329,7 +345,7 @@ def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which:
 
     def rank0(rank: int, world_size: int) -> list[torch.Tensor]:
         kept["state"] = make_state(dist.group.WORLD)
-        with _guarded(hook, which) as guarded_hook:
+        with _guarded(hook, which, kept) as guarded_hook:
             return _train_ddp(rank, guarded_hook, kept["state"], size)
 
     try:
@@ -348,7 +364,7 @@ def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which:
         if "gloo" in text or "Connection" in text:
             return _mismatch(which, text)
         raise
-    return kept["state"], mine, theirs
+    return kept, mine, theirs
 
 
 def _mismatch(which: str, text: str) -> Verdict:
@@ -397,7 +413,7 @@ def _bf16_test(hook: Callable[..., Any]) -> Verdict:
     outcome = _run_pair(hook, lambda group: group, "bf16")
     if isinstance(outcome, Verdict):
         return outcome
-    _, mine, theirs = outcome
+    noted, mine, theirs = outcome
     for got, (own, other) in zip(mine, _rank_gradients()):
         mean = (own + other) / 2
         if got.dtype != torch.float32:
@@ -407,14 +423,19 @@ def _bf16_test(hook: Callable[..., Any]) -> Verdict:
         if mistake and _relative(got, mean) > 1e-2:
             return Verdict(False, mistake)
         if not torch.equal(got, got.to(torch.bfloat16).to(torch.float32)):
-            return Verdict(False, "Some gradients are not bfloat16 numbers: the all-reduce was not done in bfloat16 "
-                                  "(cast the bucket's buffer with .to(torch.bfloat16) before sending it).")
+            return Verdict(False, "Some gradients are not bfloat16 numbers: the all-reduce was not done in bfloat16. "
+                                  "Look at the dtype of the tensor your hook hands to all_reduce.")
         if _relative(got, mean) > 1e-2:
             return Verdict(False, f"The gradients are far from the mean of both ranks (relative error "
                                   f"{_relative(got, mean):.2g}): average, in bfloat16, then copy back.")
     if not all(torch.equal(a, b) for a, b in zip(mine, theirs)):
         return Verdict(False, "The two ranks ended with different gradients: every rank must decompress the same "
                               "all-reduced tensor.")
+    if noted["not_the_buffer"]:
+        return Verdict(False, f"The gradients are right, but for {noted['not_the_buffer']} bucket(s) your Future held a "
+                              "new tensor, not the bucket's own float32 buffer that the exercise asks for (DDP copies "
+                              "a new tensor back; torch's compression hooks fill bucket.buffer() and return it). Look "
+                              "at what your then() callback returns.")
     return Verdict(True)
 
 

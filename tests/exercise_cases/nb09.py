@@ -126,8 +126,8 @@ CASES_09_2 = Cases(
     right=[undo_by_hand],
     wrong=[
         (_undoer(state=False), "optimizer's state"),
-        (_undoer(deep=False), "copy.deepcopy"),
-        (_undoer(clone=False), "clone()"),
+        (_undoer(deep=False), "own tensors, which step() changes in place"),
+        (_undoer(clone=False), "shares memory with a weight"),
         (_undoer(finite=False), "torch.isfinite"),
         (_undoer(after=False), "was kept"),
         (undo_no_handles, "both handles"),
@@ -210,17 +210,60 @@ def accumulate_keeps_grads(model, make_optimizer, every):  # noqa: ANN001, ANN20
     return [p.register_post_accumulate_grad_hook(hook) for p in model.parameters()]
 
 
+def accumulate_late_bound(model, make_optimizer, every):  # noqa: ANN001, ANN201 -- the loop's variables, read late
+    handles = []
+    for param in model.parameters():
+        opt, count = make_optimizer([param]), [0]
+
+        def hook(p):  # noqa: ANN001, ANN202 -- opt and count are looked up when the hook runs: the last ones
+            count[0] += 1
+            if count[0] % every == 0:
+                opt.step()
+                p.grad = None
+
+        handles.append(param.register_post_accumulate_grad_hook(hook))
+    return handles
+
+
+def accumulate_late_bound_param(model, make_optimizer, every):  # noqa: ANN001, ANN201 -- frees the loop's last param
+    handles = []
+    for param in model.parameters():
+        def hook(p, opt=make_optimizer([param]), count=[0]):  # noqa: ANN001, ANN202, B006, B008
+            count[0] += 1
+            if count[0] % every == 0:
+                opt.step()
+                param.grad = None                         # the loop variable, read when the hook runs
+
+        handles.append(param.register_post_accumulate_grad_hook(hook))
+    return handles
+
+
+def accumulate_bound_by_defaults(model, make_optimizer, every):  # noqa: ANN001, ANN201 -- late binding avoided
+    handles = []
+    for param in model.parameters():
+        def hook(p, opt=make_optimizer([param]), count=[0]):  # noqa: ANN001, ANN202, B006, B008
+            count[0] += 1
+            if count[0] % every == 0:
+                opt.step()
+                p.grad = None
+
+        handles.append(param.register_post_accumulate_grad_hook(hook))
+    return handles
+
+
 CASES = {
     "09.1": CASES_09_1,
     "09.2": CASES_09_2,
     "09.3": Cases(
-        right=[accumulate_with_dicts],
+        right=[accumulate_with_dicts, accumulate_bound_by_defaults],
         wrong=[
             (accumulate_never, "freed it at every call"),
             (accumulate_shared_counter, "per parameter"),
             (accumulate_frees_each_time, "freed it at every call"),
             (accumulate_fresh_optimizer, "created once"),
             (accumulate_keeps_grads, "still hold a .grad"),
+            (accumulate_late_bound, "late binding"),
+            (accumulate_late_bound_param, "`param`"),
         ],
     ),
 }

@@ -130,6 +130,12 @@ def bf16_no_mean(process_group, bucket):  # noqa: ANN001, ANN201
     return dist.all_reduce(compressed, group=process_group, async_op=True).get_future().then(back)
 
 
+def bf16_fresh_tensor(process_group, bucket):  # noqa: ANN001, ANN201 -- right values in a new tensor, not the buffer
+    compressed = bucket.buffer().to(torch.bfloat16).div_(process_group.size())
+    return dist.all_reduce(compressed, group=process_group, async_op=True).get_future().then(
+        lambda fut: fut.value()[0].to(torch.float32))
+
+
 CASES = {
     "10.1": Cases(
         right=[activity_stacked],
@@ -162,6 +168,7 @@ CASES = {
             (bf16_not_compressed, "did not match"),
             (bf16_no_mean, "all_reduce sums"),
             (bf16_divide_after, "divided after the all-reduce"),
+            (bf16_fresh_tensor, "bucket's own float32 buffer"),
         ],
     ),
 }
