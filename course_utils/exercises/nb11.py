@@ -95,8 +95,8 @@ _EXERCISE_11_1 = Exercise(
         "Remember each module's `inplace` flag, set it to False while the hook is registered, and put every flag "
         "back in the same `finally` that removes the hook (HookRegistry.set_attr does both for you).",
     ),
-    praise="The fix captum and pytorch-grad-cam users apply to pytorch#61519: no in-place op next to a full "
-           "backward hook -- and the model handed back as it came.",
+    praise="No in-place op next to a full backward hook while it is registered (pytorch#61519) -- and the model "
+           "handed back as it came.",
 )
 
 
