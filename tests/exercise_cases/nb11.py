@@ -53,6 +53,24 @@ def grad_output_flags_left_off(model, layer_name, x):  # noqa: ANN001, ANN201
     return grad_output_naive(model, layer_name, x)
 
 
+def grad_output_all_relus_in_place_after(model, layer_name, x):  # noqa: ANN001, ANN201 -- True is not "as found"
+    relus = [module for module in model.modules() if isinstance(module, nn.ReLU)]
+    for relu in relus:
+        relu.inplace = False
+    try:
+        return grad_output_naive(model, layer_name, x)
+    finally:
+        for relu in relus:
+            relu.inplace = True
+
+
+def norms_as_tensors(model):  # noqa: ANN001, ANN201 -- keeps a graph per forward
+    norms = {name: [] for name, module in model.named_modules() if name and not list(module.children())}
+    handles = [module.register_forward_hook(lambda m, a, o, name=name: norms[name].append(o.norm()))
+               for name, module in model.named_modules() if name in norms]
+    return norms, handles
+
+
 def grad_output_hook_left(model, layer_name, x):  # noqa: ANN001, ANN201 -- flags restored, hook forgotten
     caught = []
     flags = {module: module.inplace for module in model.modules() if hasattr(module, "inplace")}
@@ -310,6 +328,7 @@ CASES = {
         wrong=[
             (grad_output_naive, "in-place error"),
             (grad_output_flags_left_off, "inplace` flags"),
+            (grad_output_all_relus_in_place_after, "inplace` flags"),
             (grad_output_hook_left, "hooks are left"),
         ],
     ),
@@ -346,6 +365,7 @@ CASES = {
             (norms_setdefault_returns, "returns anything but None"),
             (norms_returns_detached, "no longer requires grad"),
             (norms_of_input, "output, per forward"),
+            (norms_as_tensors, "Python floats"),
         ],
     ),
     "11.6": Cases(
