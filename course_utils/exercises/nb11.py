@@ -1,0 +1,588 @@
+"""Exercises of notebooks/11_hook_clinic.ipynb, the hook clinic: each is the fix of a hook bug people file --
+a full backward hook next to an in-place op, stored activations that keep graphs alive or change afterwards,
+hooks never removed, hooks that do not fire, a hook that returns a value by accident, Grad-CAM on the wrong layer,
+recompiles under ``torch.compile`` and clipping before AMP's unscale. Every check runs the learner's fix on models
+it has not seen, against a ground truth computed without hooks."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.hooks import count_hooks
+
+__all__ = ["EXERCISES"]
+
+
+def _inplace_flags(model: nn.Module) -> dict[str, bool]:
+    return {name: module.inplace for name, module in model.named_modules() if hasattr(module, "inplace")}
+
+
+def _without_inplace(model: nn.Module) -> nn.Module:
+    """A copy of the model with every in-place flag off: the ground truth runs on it, never on the learner's."""
+    clone = copy.deepcopy(model)
+    for module in clone.modules():
+        if hasattr(module, "inplace"):
+            module.inplace = False
+    return clone
+
+
+# -- 11.1: the gradient at a layer's output, on a model with in-place ReLUs -------------------------------------
+def _inplace_cnn() -> nn.Sequential:
+    torch.manual_seed(111)
+    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(4, 3, 3, padding=1),
+                         nn.ReLU(inplace=True), nn.Flatten(), nn.Linear(3 * 5 * 6, 6), nn.ReLU(), nn.Linear(6, 2))
+
+
+def _grad_at_output(model: nn.Sequential, index: int, x: torch.Tensor) -> torch.Tensor:
+    """d model(x).sum() / d (output of model[index]), computed by splitting the model there (no hooks)."""
+    plain = _without_inplace(model)
+    with torch.no_grad():
+        middle = plain[: index + 1](x)
+    middle.requires_grad_(True)
+    return torch.autograd.grad(plain[index + 1:](middle).sum(), middle)[0]
+
+
+def _grad_output_test(answer: Callable[..., Any]) -> Verdict:
+    model = _inplace_cnn()
+    x = torch.randn(3, 2, 5, 6, generator=torch.Generator().manual_seed(5))
+    x_before = x.clone()
+    flags = _inplace_flags(model)
+    for name in ("0", "1", "2"):
+        try:
+            got = answer(model, name, x)
+        except RuntimeError as error:
+            if "BackwardHookFunction" in str(error):
+                return Verdict(False, f"At layer '{name}' PyTorch still raised the in-place error of the "
+                                      "reproduction: the full backward hook's output (or input) is changed in "
+                                      "place by an in-place ReLU. Switch those off while your hook is there.")
+            raise
+        if _inplace_flags(model) != flags:
+            return Verdict(False, "After your function the model's `inplace` flags are not what they were: set "
+                                  "back every flag you changed (also when something raises).")
+        if count_hooks(model):
+            return Verdict(False, f"After your function layer hooks are left on the model ({count_hooks(model)}): "
+                                  "remove the hook before returning, in a `finally`.")
+        if not torch.equal(x, x_before):
+            return Verdict(False, "Your function changed x: leave the caller's input as it was.")
+        if not isinstance(got, torch.Tensor):
+            return Verdict(False, f"Return the gradient as a tensor; got {type(got).__name__} at layer '{name}'.")
+        truth = _grad_at_output(model, int(name), x)
+        if got.shape != truth.shape:
+            return Verdict(False, f"At layer '{name}' expected a gradient shaped like the layer's output "
+                                  f"{tuple(truth.shape)}, got {tuple(got.shape)}: use grad_output[0].")
+        if not torch.allclose(got, truth, atol=1e-5):
+            return Verdict(False, f"At layer '{name}' the gradient is not d model(x).sum() / d output: is it "
+                                  "grad_output[0] of the layer you were asked about, from one backward?")
+    return Verdict(True)
+
+
+_EXERCISE_11_1 = Exercise(
+    "11.1",
+    "Catch grad_output at a layer with a full backward hook on a model with in-place ReLUs, leaving it as found.",
+    expect_callable(_grad_output_test, "a function grad_output_of(model, layer_name, x)"),
+    hints=(
+        "The error is about an in-place operation on the tensor the hook wraps. Which modules of the model do "
+        "something in place, and is there a switch on them?",
+        "Remember each module's `inplace` flag, set it to False while the hook is registered, and put every flag "
+        "back in the same `finally` that removes the hook (HookRegistry.set_attr does both for you).",
+    ),
+    praise="No in-place op next to a full backward hook while it is registered (pytorch#61519) -- and the model "
+           "handed back as it came.",
+)
+
+
+# -- 11.2: keep activations without keeping graphs, and without aliases ---------------------------------------
+def _keeper_model() -> nn.Sequential:
+    torch.manual_seed(112)
+    return nn.Sequential(nn.Linear(5, 7), nn.ReLU(inplace=True), nn.Linear(7, 4), nn.ReLU(inplace=True),
+                         nn.Linear(4, 2))
+
+
+def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
+    model = _keeper_model()
+    plain = _without_inplace(model)
+    names = ["0", "2"]
+    generator = torch.Generator().manual_seed(12)
+    sizes = (4, 2, 3)
+    truths: dict[str, list[torch.Tensor]] = {name: [] for name in names}
+    alive: list[weakref.ref] = []
+    result = answer(model, names)
+    if not isinstance(result, tuple) or len(result) != 2:
+        return Verdict(False, "Return a pair (kept, handles): the dict of lists and the list of handles.")
+    kept, handles = result
+    if not isinstance(handles, (list, tuple)) or not all(callable(getattr(h, "remove", None)) for h in handles):
+        return Verdict(False, "The second item must be the list of handles that register_forward_hook returned.")
+    try:
+        for size in sizes:
+            batch = torch.randn(size, 5, generator=generator)
+            alive.append(weakref.ref(batch))
+            with torch.no_grad():
+                hidden = plain[0](batch)
+                truths["0"].append(hidden.clone())
+                truths["2"].append(plain[2](plain[1](hidden)))
+            model(batch)   # an evaluation loop that forgot torch.no_grad(): no backward frees the graph
+            del batch
+    finally:
+        for handle in handles:
+            handle.remove()
+    gc.collect()
+    if count_hooks(model):
+        return Verdict(False, "Removing your handles left hooks on the model: return every handle you registered.")
+    if not isinstance(kept, dict) or sorted(kept) != names:
+        return Verdict(False, f"`kept` must be a dict with one key per layer name, {names}; got "
+                              f"{sorted(kept) if isinstance(kept, dict) else type(kept).__name__}.")
+    still_alive = sum(ref() is not None for ref in alive)
+    if still_alive:
+        return Verdict(False, f"After the loop {still_alive} of {len(sizes)} input batches are still alive: what you "
+                              "kept holds the autograd graph, and the graph holds the batch. Detach.")
+    for name in names:
+        if len(kept[name]) != len(sizes):
+            return Verdict(False, f"kept['{name}'] has {len(kept[name])} tensors after {len(sizes)} forwards; "
+                                  "append one per forward.")
+        for got, truth in zip(kept[name], truths[name]):
+            if not isinstance(got, torch.Tensor) or got.shape != truth.shape:
+                return Verdict(False, f"kept['{name}'] should hold the layer's output tensors, shaped like them.")
+            if got.requires_grad:
+                return Verdict(False, f"kept['{name}'] holds tensors that require grad: detach them.")
+            if not torch.allclose(got, truth, atol=1e-6):
+                if torch.allclose(got, truth.clamp(min=0), atol=1e-6):
+                    return Verdict(False, f"kept['{name}'] holds the values *after* the in-place ReLU that follows "
+                                          "the layer: your tensor shares memory with the output. Copy it.")
+                return Verdict(False, f"kept['{name}'] does not hold the layer's outputs, in forward order.")
+    return Verdict(True)
+
+
+_EXERCISE_11_2 = Exercise(
+    "11.2",
+    "Keep every forward's output of the named layers without keeping the graph alive or an alias of the output.",
+    expect_callable(_keep_outputs_test, "a function keep_outputs(model, layer_names)"),
+    hints=(
+        "Two things hold on to more than you want: the output's grad_fn (the whole graph of that forward) and its "
+        "memory (which the next in-place op writes into).",
+        "`.detach()` cuts the first and copies nothing; `.clone()` copies. You need both.",
+    ),
+    praise="detach() drops the graph, clone() drops the alias: memory stays flat and the record stays true.",
+)
+
+
+# -- 11.3: a hook registered per call, removed per call ------------------------------------------------------------
+class _Breaks(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("this layer fails on purpose")
+
+
+def _mean_test(answer: Callable[..., Any]) -> Verdict:
+    torch.manual_seed(113)
+    model = nn.Sequential(nn.Linear(3, 6), nn.Tanh(), nn.Linear(6, 4), nn.Sigmoid())
+    generator = torch.Generator().manual_seed(13)
+    for call in range(4):
+        x = torch.randn(2 + call, 3, generator=generator)
+        for name in ("1", "3"):
+            with torch.no_grad():
+                truth = float(model[: int(name) + 1](x).mean())
+            got = answer(model, name, x)
+            left = count_hooks(model)
+            if left:
+                return Verdict(False, f"After call {call + 1} {left} hook(s) are left on the model: each call must "
+                                      "remove the hook it registered.")
+            if not isinstance(got, (float, int, torch.Tensor)) or abs(float(got) - truth) > 1e-5:
+                return Verdict(False, f"Layer '{name}': expected the mean of its output ({truth:.4f}), got {got!r}.")
+    broken = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), _Breaks())
+    raised = False
+    try:
+        answer(broken, "1", torch.randn(2, 3, generator=generator))
+    except ValueError:
+        raised = True
+    if not raised:
+        return Verdict(False, "When the model raises, your function must let the error through (not swallow it).")
+    if count_hooks(broken):
+        return Verdict(False, "When the model raises, your hook stays on the model: remove it in a `finally` (or "
+                              "use the handle as a context manager).")
+    return Verdict(True)
+
+
+_EXERCISE_11_3 = Exercise(
+    "11.3",
+    "Write output_mean(model, layer_name, x): one hook per call, always removed, also when the forward raises.",
+    expect_callable(_mean_test, "a function output_mean(model, layer_name, x)"),
+    hints=(
+        "register_forward_hook returns a handle; the hook stays until someone calls its remove().",
+        "Put the forward in `try:` and `handle.remove()` in `finally:` -- or write `with layer.register_forward_hook"
+        "(...):`, since a handle is also a context manager.",
+    ),
+    praise="One hook in, one hook out, whatever happens in between.",
+)
+
+
+# -- 11.4: which hooks fire? ------------------------------------------------------------------------------------------
+class _CallsForward(nn.Module):
+    """Calls its layer's .forward directly: module hooks run only through module(...)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer.forward(x)
+
+
+class _AuxHead(nn.Module):
+    """An auxiliary head that runs in training mode only (as in torchvision's GoogLeNet and Inception v3)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body, self.aux = nn.Linear(3, 3), nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        hidden = self.body(x)
+        if self.training:
+            return hidden, self.aux(hidden)
+        return hidden
+
+
+def _fires(scenario: str) -> bool:
+    fired: list[str] = []
+
+    def note(module: nn.Module, args: Any, output: Any) -> None:
+        fired.append(scenario)
+
+    x = torch.ones(1, 3)
+    if scenario == "copied_after_hook":
+        model = nn.Sequential(nn.Linear(3, 3))
+        handle = model[0].register_forward_hook(note)
+        twin = copy.deepcopy(model)
+        handle.remove()   # removes the original's hook only
+        twin(x)
+    elif scenario == "forward_called_directly":
+        model = _CallsForward()
+        with model.layer.register_forward_hook(note):
+            model(x)
+    elif scenario == "under_no_grad":
+        model = nn.Linear(3, 3)
+        with model.register_forward_hook(note), torch.no_grad():
+            model(x)
+    elif scenario == "aux_head_in_eval":
+        model = _AuxHead().eval()
+        with model.aux.register_forward_hook(note):
+            model(x)
+    else:
+        raise ValueError(scenario)
+    return bool(fired)
+
+
+_SCENARIOS = ("copied_after_hook", "forward_called_directly", "under_no_grad", "aux_head_in_eval")
+
+
+def _fires_test(answer: Any) -> Verdict:
+    if not isinstance(answer, dict) or sorted(answer) != sorted(_SCENARIOS):
+        return Verdict(False, f"Answer with a dict with exactly the keys {list(_SCENARIOS)}, each True or False.")
+    if not all(isinstance(value, bool) for value in answer.values()):
+        return Verdict(False, "Each value must be True (the hook fires) or False (it does not).")
+    wrong = [name for name in _SCENARIOS if answer[name] != _fires(name)]
+    if not wrong:
+        return Verdict(True)
+    return Verdict(False, f"{len(wrong)} of {len(_SCENARIOS)} predictions differ from what PyTorch does. A module "
+                          "hook runs when that very module object is called as module(...), in whatever grad mode.")
+
+
+_EXERCISE_11_4 = Exercise(
+    "11.4",
+    "Predict, for four scenarios, whether the forward hook fires (a dict of True/False).",
+    _fires_test,
+    hints=(
+        "Module hooks live in the module object's own dictionaries, and run inside nn.Module.__call__.",
+        "deepcopy copies those dictionaries too; grad mode matters to tensor and backward hooks, not to forward "
+        "hooks; a layer that is never called -- or whose .forward is called directly -- runs no hook.",
+    ),
+    kind="predict",
+    praise="A hook fires only where its module object is called: check the object, the call and the path.",
+)
+
+
+# -- 11.5: a logging hook that returns nothing ----------------------------------------------------------------------
+def _leaves(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    return [(name, module) for name, module in model.named_modules() if name and not list(module.children())]
+
+
+def _norms_test(answer: Callable[..., Any]) -> Verdict:
+    torch.manual_seed(115)
+    model = nn.Sequential(nn.Linear(4, 5), nn.GELU(), nn.Sequential(nn.Linear(5, 5), nn.Tanh()), nn.Linear(5, 3))
+    reference = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(15)
+    batches = [torch.randn(3, 4, generator=generator), torch.randn(2, 4, generator=generator)]
+    result = answer(model)
+    if not isinstance(result, tuple) or len(result) != 2:
+        return Verdict(False, "Return a pair (norms, handles).")
+    norms, handles = result
+    try:
+        outputs = [model(batch) for batch in batches]
+    finally:
+        for handle in handles:
+            handle.remove()
+    if count_hooks(model):
+        return Verdict(False, "Removing your handles left hooks on the model: return every handle.")
+    expected_outputs = [reference(batch) for batch in batches]
+    for number, (got, want) in enumerate(zip(outputs, expected_outputs), start=1):
+        if got.shape != want.shape or not torch.allclose(got.detach(), want.detach(), atol=1e-6):
+            return Verdict(False, f"Forward {number}: the model's output changed while your hooks were on: a "
+                                  "forward hook that returns anything but None replaces the layer's output. Does "
+                                  "your hook return the result of a call (setdefault, append, ...)?")
+    for number, got in enumerate(outputs, start=1):
+        if not got.requires_grad:
+            return Verdict(False, f"Forward {number}: the output no longer requires grad: a hook returned a "
+                                  "detached tensor, which replaced the layer's output.")
+    leaves = _leaves(reference)
+    if not isinstance(norms, dict) or sorted(norms) != sorted(name for name, _ in leaves):
+        return Verdict(False, f"`norms` needs one key per leaf module, by its name in named_modules(): "
+                              f"{sorted(name for name, _ in leaves)}.")
+    for name, module in leaves:
+        values = []
+        for batch in batches:
+            captured: list[float] = []
+
+            def measure(module: nn.Module, args: Any, output: torch.Tensor) -> None:
+                captured.append(float(output.norm()))
+
+            with torch.no_grad(), module.register_forward_hook(measure):
+                reference(batch)
+            values.append(captured[0])
+        got = norms[name]
+        if not isinstance(got, list) or len(got) != len(values):
+            return Verdict(False, f"norms['{name}'] should be a list with one number per forward ({len(values)}).")
+        if not all(isinstance(value, (float, int)) and not isinstance(value, bool) for value in got):
+            return Verdict(False, f"norms['{name}'] holds {type(got[0]).__name__} values: store Python floats "
+                                  "(`.item()`), not tensors that keep the graph alive.")
+        if any(abs(float(g) - v) > 1e-4 for g, v in zip(got, values)):
+            return Verdict(False, f"norms['{name}'] is not the L2 norm of that layer's output, per forward.")
+    return Verdict(True)
+
+
+_EXERCISE_11_5 = Exercise(
+    "11.5",
+    "Log every leaf layer's output norm per forward with hooks that change nothing.",
+    expect_callable(_norms_test, "a function log_output_norms(model)"),
+    hints=(
+        "What a forward hook returns matters: None leaves the output alone, anything else replaces it.",
+        "Append in one statement and let the hook end without a `return`; keep a plain Python float (`.item()`).",
+    ),
+    praise="A logger that only looks: the outputs, and the gradients through them, are the model's own.",
+)
+
+
+# -- 11.6: the layer Grad-CAM should use -----------------------------------------------------------------------------
+class _Residual(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + self.conv(x))
+
+
+class _NamedNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 3, padding=1)
+        self.blocks = nn.Sequential(_Residual(4), _Residual(4))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.head = nn.Linear(4, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.pool(self.blocks(self.stem(x))).flatten(1))
+
+
+def _layer_models() -> list[tuple[nn.Module, torch.Tensor, str, str]]:
+    """(model, input, the right layer, the last layer with a 4-D output even if 1x1)."""
+    torch.manual_seed(116)
+    sequential = nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.Conv2d(3, 5, 3), nn.ReLU(), nn.AdaptiveMaxPool2d(1),
+                               nn.Flatten(), nn.Linear(5, 2))
+    generator = torch.Generator().manual_seed(16)
+    return [
+        (sequential, torch.randn(2, 1, 9, 7, generator=generator), "3", "4"),
+        (_NamedNet(), torch.randn(1, 3, 6, 8, generator=generator), "blocks", "pool"),
+    ]
+
+
+def _layer_test(answer: Callable[..., Any]) -> Verdict:
+    for model, x, right, pooled in _layer_models():
+        x_before = x.clone()
+        got = answer(model, x)
+        if count_hooks(model):
+            return Verdict(False, "Your function left hooks on the model: remove them before returning.")
+        if not torch.equal(x, x_before):
+            return Verdict(False, "Your function changed x: leave the caller's input as it was.")
+        if got == right:
+            continue
+        if got == pooled:
+            return Verdict(False, f"'{got}' has a 4-D output, but it is 1x1: after global pooling there is nothing "
+                                  "left to localise. Require h * w > 1.")
+        names = dict(model.named_modules())
+        if got not in names:
+            return Verdict(False, f"{got!r} is not a module name of the model (names from named_modules()).")
+        return Verdict(False, f"Expected the *last* module, in the order the forward calls finish, whose output "
+                              f"is (N, C, h, w) with h * w > 1; got {got!r}.")
+    return Verdict(True)
+
+
+_EXERCISE_11_6 = Exercise(
+    "11.6",
+    "Find the last layer that still has a spatial map (the Grad-CAM layer) by running the model with hooks.",
+    expect_callable(_layer_test, "a function cam_layer(model, x)"),
+    hints=(
+        "A forward hook on every named module sees every output's shape; the hooks fire in the order the calls "
+        "finish (a container after its children).",
+        "Keep the name each time an output is 4-D with shape[-2] * shape[-1] > 1; the last name kept is the answer. "
+        "Run under torch.no_grad() and remove the hooks in a `finally`.",
+    ),
+    praise="The right layer is the last one that still knows *where*: after global pooling, every map is flat.",
+)
+
+
+# -- 11.7 (stretch): a hook that does not make torch.compile recompile ------------------------------------------------
+def _compiled_graphs(run: Callable[[], None]) -> int:
+    from torch._dynamo.utils import counters
+
+    before = counters["stats"]["unique_graphs"]
+    run()
+    return counters["stats"]["unique_graphs"] - before
+
+
+def _scale_test(answer: Callable[..., Any]) -> Verdict:
+    torch.manual_seed(117)
+    model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2))
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(17))
+    result = answer(model[0])
+    if not isinstance(result, tuple) or len(result) != 2 or not callable(result[0]):
+        return Verdict(False, "Return a pair (set_scale, handle).")
+    set_scale, handle = result
+    # Dynamo caches compiled code per code object (nn.Module's forward machinery, shared by every model) up to a
+    # recompile limit, then runs eagerly without counting: start from nothing, or a retried wrong answer would pass.
+    torch.compiler.reset()
+    compiled = torch.compile(model, backend="eager")
+    outputs: list[torch.Tensor] = []
+    scales = (0.5, 2.0, 3.0)
+
+    def run() -> None:
+        for scale in scales:
+            set_scale(scale)
+            outputs.append(compiled(x))
+
+    try:
+        graphs = _compiled_graphs(run)
+    finally:
+        if callable(getattr(handle, "remove", None)):
+            handle.remove()
+    if count_hooks(model):
+        return Verdict(False, "After handle.remove() hooks are left on the layer: return the handle of the one "
+                              "hook, and register no other.")
+    with torch.no_grad():
+        for scale, got in zip(scales, outputs):
+            want = model[2](torch.tanh(model[0](x) * scale))
+            if not torch.allclose(got.detach(), want, atol=1e-5):
+                return Verdict(False, f"After set_scale({scale}) the compiled model's output is not the eager model "
+                                      "with layer '0''s output multiplied by that scale.")
+    if graphs > 1:
+        return Verdict(False, f"torch.compile built {graphs} graphs for {len(scales)} scales: something the hook "
+                              "depends on changes in a way dynamo guards on (a new hook, a new Python number). "
+                              "Register one hook once and keep the scale in a tensor you update in place.")
+    return Verdict(True)
+
+
+_EXERCISE_11_7 = Exercise(
+    "11.7",
+    "Scale a layer's output under torch.compile with one hook whose scale changes without a recompile.",
+    expect_callable(_scale_test, "a function attach_scale(module)"),
+    hints=(
+        "Dynamo guards on the hooks a module has and on the Python numbers the traced code reads; a tensor's "
+        "values are data, not guards.",
+        "Register the hook once, reading a 0-dimensional tensor from its closure; set_scale writes into that tensor "
+        "with fill_() (or copy_()).",
+    ),
+    stretch=True,
+    praise="One hook, one graph: what changes between calls is data, not code.",
+)
+
+
+# -- 11.8: clipping after accumulation and after unscale -------------------------------------------------------------
+def _clip_model() -> nn.Sequential:
+    torch.manual_seed(118)
+    return nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2))
+
+
+def _clip_batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(18)
+    return [(torch.randn(5, 4, generator=generator) * 2, torch.randn(5, 2, generator=generator) * 3) for _ in range(3)]
+
+
+def _reference_step(clip: str, limit: float) -> list[torch.Tensor]:
+    """Parameters after one SGD step on the accumulated gradient, clipped as ``clip`` says (no scaler: scaling by a
+    power of two and unscaling is exact, so the scaler's unscaled gradient is this one)."""
+    model = _clip_model()
+    batches = _clip_batches()
+    scale = 2.0 ** 10
+    for x, y in batches:
+        loss = F.mse_loss(model(x), y) / len(batches)
+        (loss * (scale if clip == "before unscale" else 1.0)).backward()
+    if clip == "once":
+        torch.nn.utils.clip_grad_value_(model.parameters(), limit)
+    elif clip == "before unscale":
+        torch.nn.utils.clip_grad_value_(model.parameters(), limit)
+        for param in model.parameters():
+            param.grad.div_(scale)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.sub_(0.1 * param.grad)
+    return [param.detach().clone() for param in model.parameters()]
+
+
+def _train_step_test(answer: Callable[..., Any]) -> Verdict:
+    model = _clip_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10)
+    limit = 0.05
+    answer(model, optimizer, scaler, _clip_batches(), limit)
+    if any(count_hooks(param) for param in model.parameters()) or count_hooks(model):
+        return Verdict(False, "Hooks are left on the model or its parameters after train_step: clipping once needs "
+                              "no hook at all.")
+    got = [param.detach() for param in model.parameters()]
+
+    def same(reference: list[torch.Tensor]) -> bool:
+        return all(torch.allclose(g, r, atol=1e-6) for g, r in zip(got, reference))
+
+    if same(_reference_step("once", limit)):
+        return Verdict(True)
+    if same(_reference_step("none", limit)):
+        return Verdict(False, "The step equals one without clipping: clip the accumulated, unscaled gradients "
+                              "before scaler.step.")
+    if same(_reference_step("before unscale", limit)):
+        return Verdict(False, "You clipped the *scaled* gradients: after unscaling they are 1/scale of the limit. "
+                              "Call scaler.unscale_(optimizer) first, then clip.")
+    return Verdict(False, "The step is not SGD on the sum of the micro-batch gradients, unscaled, clipped by value "
+                          "once after the last backward. Did you clip per micro-batch (a hook fires on every "
+                          "backward) or divide the loss differently?")
+
+
+_EXERCISE_11_8 = Exercise(
+    "11.8",
+    "Write a training step with gradient accumulation and a GradScaler that clips once, after unscaling.",
+    expect_callable(_train_step_test, "a function train_step(model, optimizer, scaler, batches, limit)"),
+    hints=(
+        "A gradient hook fires during every backward, on scaled gradients: it cannot know the last micro-batch, "
+        "nor the scale.",
+        "Accumulate with scaler.scale(loss).backward() for each micro-batch; then scaler.unscale_(optimizer), "
+        "clip_grad_value_, scaler.step(optimizer), scaler.update().",
+    ),
+    praise="The order AMP's documentation gives: accumulate, unscale, clip, step.",
+)
+
+EXERCISES = (_EXERCISE_11_1, _EXERCISE_11_2, _EXERCISE_11_3, _EXERCISE_11_4, _EXERCISE_11_5, _EXERCISE_11_6,
+             _EXERCISE_11_7, _EXERCISE_11_8)
