@@ -290,8 +290,26 @@ def limited_output(max_lines: int = 200, max_chars: int = 20_000) -> Iterator[Ou
 
 
 # -- the session's globals ----------------------------------------------------------------------------------------
+_NAMESPACES: dict[bool, list[tuple[str, Any]]] = {}
+
+
 def _watched_namespaces() -> list[tuple[str, Any]]:
     """Where a patch would fool a check or outlive it: PyTorch's and numpy's public namespaces and module classes."""
+    key = "torch.distributed" in sys.modules
+    if key not in _NAMESPACES:
+        _NAMESPACES[key] = _find_namespaces()
+    return _NAMESPACES[key]
+
+
+def _fingerprint(namespace: dict[str, Any]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Names and value identities of a namespace, compared at C speed (a numpy array's == would not do)."""
+    return tuple(namespace), tuple(map(id, namespace.values()))
+
+
+_KNOWN_CLEAN: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {}  # namespaces already scanned, by label
+
+
+def _find_namespaces() -> list[tuple[str, Any]]:
     import torch.nn.functional as F  # noqa: N812
 
     spaces: list[tuple[str, Any]] = [
@@ -383,13 +401,24 @@ class SessionGuard:
             self._cwd = None
         self._streams = (sys.stdout, sys.stderr)
         self._trace, self._profile = sys.gettrace(), sys.getprofile()
-        self._namespaces = [(label, owner, dict(vars(owner))) for label, owner in _watched_namespaces()]
+        self._namespaces = []
+        for label, owner in _watched_namespaces():
+            namespace = dict(vars(owner))
+            self._namespaces.append((label, owner, namespace, _fingerprint(namespace)))
 
     # What was changed before the check started: a learner's function sitting in PyTorch's namespace.
     def patched_before(self) -> list[str]:
         """Names in PyTorch's or numpy's namespaces that hold a function the learner wrote (patched before check)."""
-        return [f"{label}.{name}" for label, _, before in self._namespaces
-                for name, value in before.items() if self._is_learner_value(value)]
+        found = []
+        for label, _, before, fingerprint in self._namespaces:
+            if _KNOWN_CLEAN.get(label) == fingerprint:
+                continue  # scanned before, unchanged since
+            patched = [f"{label}.{name}" for name, value in before.items() if self._is_learner_value(value)]
+            if patched:
+                found += patched
+            else:
+                _KNOWN_CLEAN[label] = fingerprint
+        return found
 
     def restore(self) -> list[str]:
         """Put everything back, each in its own ``try``; return what the answer had changed, one phrase each
@@ -466,8 +495,11 @@ class SessionGuard:
                 changes.append("changed numpy's error handling with np.seterr (put back)")
 
         def _torch_settings() -> None:
-            torch.set_anomaly_enabled(*self._anomaly)
-            torch.use_deterministic_algorithms(self._deterministic[0], warn_only=self._deterministic[1])
+            if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != self._anomaly:
+                torch.set_anomaly_enabled(*self._anomaly)
+            if (torch.are_deterministic_algorithms_enabled(),
+                    torch.is_deterministic_algorithms_warn_only_enabled()) != self._deterministic:
+                torch.use_deterministic_algorithms(self._deterministic[0], warn_only=self._deterministic[1])
             torch.set_default_dtype(self._dtype)
             if torch.get_num_threads() != self._threads:
                 torch.set_num_threads(self._threads)
@@ -497,9 +529,9 @@ class SessionGuard:
                                    "removed): remove every hook you register, with its handle")
 
         def _patched_namespaces() -> None:
-            for label, owner, before in self._namespaces:
+            for label, owner, before, fingerprint in self._namespaces:
                 now = vars(owner)
-                if len(now) == len(before) and all(now.get(k, _MISSING) is v for k, v in before.items()):
+                if _fingerprint(now) == fingerprint:
                     continue
                 for name in set(now) | set(before):
                     old, new = before.get(name, _MISSING), now.get(name, _MISSING)
