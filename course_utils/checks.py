@@ -242,7 +242,11 @@ def hint(exercise_id: str) -> None:
 
     Usage: ``hint("06.1")``
     """
-    item = exercise(exercise_id)
+    try:
+        item = exercise(exercise_id)
+    except (KeyError, TypeError) as error:
+        print(error.args[0] if error.args else error)
+        return
     shown = _hints_shown.get(item.id, 0)
     if shown < len(item.hints):
         _hints_shown[item.id] = shown + 1

@@ -51,8 +51,13 @@ __all__ = ["TimeLimitExceeded", "SessionGuard", "Timer", "OutputBudget", "is_lea
            "is_learner_value", "limited_output", "quiet_warnings", "time_limit"]
 
 COURSE_DIR = os.path.dirname(os.path.realpath(__file__))
-_LIBRARY_DIRS = tuple(sorted({os.path.realpath(sysconfig.get_paths()[key]) for key in ("stdlib", "platstdlib",
-                                                                                   "purelib", "platlib")}))
+# The standard library, this environment's packages, and wherever torch and numpy themselves live (a user site or a
+# distribution's dist-packages on Colab, Kaggle, conda); any folder called site-packages or dist-packages counts too.
+_LIBRARY_DIRS = tuple(sorted({os.path.realpath(path) for path in (
+    *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")),
+    os.path.dirname(os.path.dirname(torch.__file__)), os.path.dirname(os.path.dirname(np.__file__)),
+)}))
+_PACKAGE_FOLDERS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -64,7 +69,8 @@ def is_learner_file(filename: str) -> bool:
     if filename.startswith("<"):
         return True
     path = os.path.realpath(filename)
-    return not (path.startswith(COURSE_DIR + os.sep) or path.startswith(_LIBRARY_DIRS))
+    return not (path.startswith(COURSE_DIR + os.sep) or path.startswith(_LIBRARY_DIRS)
+                or any(folder in path for folder in _PACKAGE_FOLDERS))
 
 
 def is_learner_frame(frame: types.FrameType) -> bool:
@@ -110,7 +116,8 @@ class Timer:
 
 _RETRY_S = 0.05  # when the limit passes in course or library code, try again this soon
 _AGAIN_S = 1.0  # an answer that swallowed the exception is interrupted again this much later
-_FORCE_AFTER_S = 20.0  # ... and raise wherever the check is after this much longer (a course check that hangs)
+_FORCE_AFTER_S = 60.0  # ... and raise wherever the check is after this much longer (a course check that hangs;
+# not sooner: a slow laptop's first torch.compile runs in library code and must not be cut short)
 _MAX_FORCED = 2  # raised outside the learner's code at most this often
 
 

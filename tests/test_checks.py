@@ -54,6 +54,8 @@ def test_unknown_id_suggests_close_ids(capsys: pytest.CaptureFixture[str]) -> No
     assert not check("6.1", "x")  # check() prints the advice as a ✗ line instead of a traceback
     out = capsys.readouterr().out
     assert out.startswith("✗ There is no exercise '6.1'. Did you mean '06.1'") and "Traceback" not in out
+    hint("6.1")  # hint() too
+    assert capsys.readouterr().out.startswith("There is no exercise '6.1'. Did you mean '06.1'")
     with pytest.raises(TypeError, match="strings like"):
         exercise(1)  # type: ignore[arg-type]
 
