@@ -130,6 +130,7 @@ def time_limit(seconds: float, is_learner: Callable[[types.FrameType], bool] = i
     timer = Timer(seconds)
     start = time.monotonic()
     forced = [0]
+    owner = sys._getframe(2)  # the frame whose `with` statement started the limit: tracing stops there
 
     def due(frame: types.FrameType | None) -> bool:
         """Called once the limit passed: True when the exception should be raised now, in ``frame``."""
@@ -145,7 +146,7 @@ def time_limit(seconds: float, is_learner: Callable[[types.FrameType], bool] = i
 
     use_signal = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread())
     if use_signal:
-        with _alarm(seconds, due, is_learner):
+        with _alarm(seconds, due, is_learner, owner):
             yield timer
     else:
         with _watchdog(seconds, due):
@@ -153,8 +154,10 @@ def time_limit(seconds: float, is_learner: Callable[[types.FrameType], bool] = i
 
 
 def _raise_at_next_learner_line(frame: types.FrameType, is_learner: Callable[[types.FrameType], bool],
-                                message: str) -> None:
-    """Trace the learner's frames on the stack (and new ones) so that their next line raises the time limit."""
+                                message: str, traced_frames: list[tuple[types.FrameType, Any]],
+                                owner: types.FrameType) -> None:
+    """Trace the learner's frames on the stack (up to the code that started the time limit) and new ones, so that
+    their next line raises the time limit; ``traced_frames`` keeps what to put back."""
     def local(traced: types.FrameType, event: str, arg: Any) -> Any:
         if event == "line" and is_learner(traced):
             raise TimeLimitExceeded(message)
@@ -165,18 +168,20 @@ def _raise_at_next_learner_line(frame: types.FrameType, is_learner: Callable[[ty
 
     sys.settrace(start)
     current: types.FrameType | None = frame
-    while current is not None:
+    while current is not None and current is not owner:
         if is_learner(current):
+            traced_frames.append((current, current.f_trace))
             current.f_trace = local
         current = current.f_back
 
 
 @contextlib.contextmanager
 def _alarm(seconds: float, due: Callable[[types.FrameType | None], bool],
-           is_learner: Callable[[types.FrameType], bool]) -> Iterator[None]:
+           is_learner: Callable[[types.FrameType], bool], owner: types.FrameType) -> Iterator[None]:
     previous_handler = signal.getsignal(signal.SIGALRM)
     previous_timer = signal.setitimer(signal.ITIMER_REAL, 0)
     previous_trace = sys.gettrace()
+    traced_frames: list[tuple[types.FrameType, Any]] = []
     started = time.monotonic()
     message = f"the check's time limit of {seconds:g} s passed"
 
@@ -184,7 +189,7 @@ def _alarm(seconds: float, due: Callable[[types.FrameType | None], bool],
         if due(frame):
             signal.setitimer(signal.ITIMER_REAL, _AGAIN_S)  # again later, should the answer swallow this one
             if frame is not None and is_learner(frame):
-                _raise_at_next_learner_line(frame, is_learner, message)
+                _raise_at_next_learner_line(frame, is_learner, message, traced_frames, owner)
             raise TimeLimitExceeded(message)
         signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
 
@@ -197,6 +202,8 @@ def _alarm(seconds: float, due: Callable[[types.FrameType | None], bool],
         signal.signal(signal.SIGALRM, previous_handler)
         if sys.gettrace() is not previous_trace:
             sys.settrace(previous_trace)
+        for traced, trace in reversed(traced_frames):
+            traced.f_trace = trace
         remaining, interval = previous_timer
         if remaining > 0:  # the caller's own timer goes on where it was (or fires at once if it is overdue)
             signal.setitimer(signal.ITIMER_REAL, max(remaining - (time.monotonic() - started), 1e-3), interval)
@@ -371,11 +378,13 @@ def _backend_flags() -> dict[str, tuple[Any, str]]:
 class SessionGuard:
     """A snapshot of the learner's session; :meth:`restore` puts it back and says what had changed.
 
-    ``is_learner_value(value)`` tells a function or class the learner wrote (those replacing PyTorch's or numpy's
-    own are taken out again and named); the snapshot itself changes nothing."""
+    ``is_learner(value)`` tells a function or class the learner wrote (those replacing PyTorch's or numpy's own are
+    taken out again and named); the snapshot itself changes nothing.
 
-    def __init__(self, is_learner_value: Callable[[Any], bool] | None = None) -> None:
-        self._is_learner_value = is_learner_value or (lambda value: False)
+    Usage: ``guard = SessionGuard(); ...; changes = guard.restore()``"""
+
+    def __init__(self, is_learner: Callable[[Any], bool] = is_learner_value) -> None:
+        self._is_learner_value = is_learner
         self._python_random = random.getstate()
         self._numpy_random = np.random.get_state()
         self._torch_random = torch.random.get_rng_state()

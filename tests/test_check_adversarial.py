@@ -511,3 +511,23 @@ def test_an_answer_with_the_wrong_signature_is_the_learners_error(capsys) -> Non
 
     ok, out = _judged(capsys, "01.1", clamp_hook)
     assert not ok and "bug in the course" not in out and "clamp_hook()" in out
+
+
+def test_a_debuggers_trace_function_survives_a_stopped_answer(capsys, monkeypatch) -> None:
+    _with_limit(monkeypatch, "01.1", 1.0)
+
+    def debugger(frame, event, arg):  # noqa: ANN001, ANN202 -- a debugger's global trace function, doing nothing
+        return None
+
+    def spins(grad):  # noqa: ANN001, ANN202
+        while True:
+            pass
+
+    here = sys._getframe()
+    sys.settrace(debugger)
+    try:
+        ok, out = _judged(capsys, "01.1", spins)
+        assert sys.gettrace() is debugger and here.f_trace is None
+    finally:
+        sys.settrace(None)
+    assert not ok and "did not finish" in out
