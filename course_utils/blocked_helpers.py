@@ -129,11 +129,14 @@ def blocked(names: Sequence[str]) -> Iterator[None]:
             finally:
                 _Guard.swapping = False
             _Guard.protected[id(function)] = name
-        yield
+        with _watching_copies({code: name for (_, code), name in zip(functions, names)}) as copies_called:
+            yield
         for function, _ in functions:
             if not is_blocked(function):  # cannot happen through Python code while the audit hook guards it
                 raise HelperBlocked(_Guard.protected.get(id(function), function.__qualname__),
                                     why="it was switched back on while your answer ran.")
+        if copies_called:
+            raise HelperBlocked(copies_called[0], why="your code ran a copy of its code while it was switched off.")
     finally:
         for function, code in reversed(functions):
             _Guard.protected.pop(id(function), None)
@@ -142,6 +145,61 @@ def blocked(names: Sequence[str]) -> Iterator[None]:
                 function.__code__ = code
             finally:
                 _Guard.swapping = False
+
+
+@contextmanager
+def _watching_copies(originals: dict[CodeType, str]) -> Iterator[list[str]]:
+    """While the block runs, any start of a blocked helper's original code -- through a function the learner made
+    from it before the check -- is noted and stopped with :class:`HelperBlocked`. Python 3.12+: ``sys.monitoring``
+    events on those code objects only (no cost elsewhere); 3.11: a profile function (``sys.setprofile``), which
+    steps aside for a profiler or debugger already in force."""
+    called: list[str] = []
+    if not originals:
+        yield called
+        return
+
+    def refuse(name: str) -> None:
+        called.append(name)
+        raise HelperBlocked(name, why="your code ran a copy of its code while it was switched off.")
+
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is not None:
+        tool = next((t for t in range(2, 6) if monitoring.get_tool(t) is None), None)
+        if tool is None:
+            yield called
+            return
+        monitoring.use_tool_id(tool, "course_utils check")
+        try:
+            monitoring.register_callback(tool, monitoring.events.PY_START,
+                                         lambda code, offset: refuse(originals[code]) if code in originals else None)
+            for code in originals:
+                monitoring.set_local_events(tool, code, monitoring.events.PY_START)
+            yield called
+        finally:
+            for code in originals:
+                monitoring.set_local_events(tool, code, 0)
+            monitoring.register_callback(tool, monitoring.events.PY_START, None)
+            monitoring.free_tool_id(tool)
+        return
+    if sys.getprofile() is not None:
+        yield called
+        return
+    files = {code.co_filename for code in originals}
+    where = {(code.co_filename, code.co_firstlineno, code.co_name): name for code, name in originals.items()}
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename in files:
+            code = frame.f_code
+            name = where.get((code.co_filename, code.co_firstlineno, code.co_name))
+            if name is not None:
+                refuse(name)
+
+    sys.setprofile(profile)
+    try:
+        yield called
+    finally:
+        if sys.getprofile() is profile:
+            sys.setprofile(None)
 
 
 def is_blocked(function: Callable[..., Any]) -> bool:

@@ -531,3 +531,21 @@ def test_a_debuggers_trace_function_survives_a_stopped_answer(capsys, monkeypatc
     finally:
         sys.settrace(None)
     assert not ok and "did not finish" in out
+
+
+def test_a_copy_of_a_blocked_helper_made_before_the_check_is_refused(capsys) -> None:
+    import types
+
+    copy = types.FunctionType(saliency.grad_cam.__code__, saliency.grad_cam.__globals__, "my_grad_cam",
+                              saliency.grad_cam.__defaults__)
+    copy.__kwdefaults__ = saliency.grad_cam.__kwdefaults__
+
+    def through_the_copy(model, layer_name, x, targets):  # noqa: ANN001, ANN202
+        try:
+            return copy(model, layer_name, x, list(targets), upsample=False, normalize=False)
+        except Exception:  # noqa: BLE001 -- swallowing the refusal does not help either
+            return torch.zeros(3, 7, 5)
+
+    ok, out = _judged(capsys, "06.2", through_the_copy)
+    assert not ok and "copy of its code" in out, out
+    assert sys.getprofile() is None and not is_blocked(saliency.grad_cam)
