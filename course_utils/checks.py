@@ -1,10 +1,18 @@
 """Exercise checking: ``check("06.1", answer)`` prints ✓ or a hint (never the solution); ``hint("06.1")``.
 
-``check`` runs the exercise's validator on cases the learner has not seen, inside a sandbox that leaves the
-learner's session as it found it: the random states of torch, numpy and ``random``, grad mode, anomaly mode,
-deterministic-algorithm mode, default dtype, thread count, print options and warning filters are restored.
-An error raised in the learner's own code is reported with the learner's line; an error inside the course's
-validator is reported as a course bug, with what to send the maintainers.
+``check`` runs the exercise's validator on cases the learner has not seen, inside a guard
+(:mod:`course_utils.sandbox`) that leaves the learner's session as it found it and survives whatever the answer does:
+
+- it stops an answer that runs past the exercise's time limit (an endless loop) with a ✗ that says so;
+- every exception the answer raises, ``SystemExit`` and ``KeyboardInterrupt`` included, becomes a ✗ naming the
+  learner's line; an error inside the course's validator is reported as a course bug, with what to send;
+- random states, grad/anomaly/determinism modes, default dtype and device, print options, warning filters, torch
+  function/dispatch modes and saved-tensor hooks left active are put back; global module/optimizer hooks left
+  registered, PyTorch functions replaced by the learner's and the like are taken out and named in the ✗ line;
+  settings that are only restored (np.seterr, the working directory, ...) are named in the ✓ line;
+- what the answer prints is shown up to a budget; the helpers an exercise asks the learner to write are switched
+  off, and so are the course's own ground truths (``only_inside_a_check``);
+- answers are compared as plain values: a ``str``/``int``/tensor subclass cannot redefine equality.
 
 Usage::
 
@@ -17,28 +25,30 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import random
-import sysconfig
+import re
 import traceback
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
 from course_utils.blocked_helpers import HelperBlocked, blocked
-from course_utils.exercise_kit import Exercise, Verdict
+from course_utils.exercise_kit import Exercise, ReferenceRefused, Verdict, plain
 from course_utils.exercises import catalogue
+from course_utils.sandbox import (
+    COURSE_DIR,
+    SessionGuard,
+    TimeLimitExceeded,
+    Timer,
+    is_learner_file,
+    is_learner_value,
+    limited_output,
+    quiet_warnings,
+    time_limit,
+)
 
 __all__ = ["check", "exercise", "hint", "all_exercises", "preserved_session", "COURSE_BUG_REPORT", "STILL_THE_STUB"]
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
-_LIBRARY_DIRS = tuple(
-    str(Path(p).resolve()) for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
-                                     sysconfig.get_paths()["platlib"]}
-)
+_PACKAGE_DIR = Path(COURSE_DIR)
 COURSE_BUG_REPORT = (
     "This is a bug in the course's check, not in your answer. Please report it to the course's maintainers "
     "(the issue tracker of the repository you got the course from) with the exercise id and this message; "
@@ -69,61 +79,33 @@ def exercise(exercise_id: str) -> Exercise:
 
 @contextlib.contextmanager
 def preserved_session() -> Iterator[None]:
-    """Run a block without changing the caller's global state (random states, modes, threads, print options).
+    """Run a block without changing the caller's global state (random states, modes, threads, print options,
+    default dtype and device, torch modes and saved-tensor hooks left active, global hooks, ...).
 
     Usage: ``with preserved_session(): validator(answer)``
     """
-    python_state = random.getstate()
-    numpy_state = np.random.get_state()
-    numpy_print = np.get_printoptions()
-    torch_print = {name: getattr(torch._tensor_str.PRINT_OPTS, name)
-                   for name in ("precision", "threshold", "edgeitems", "linewidth", "sci_mode")}
-    grad_enabled = torch.is_grad_enabled()
-    anomaly = (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled())
-    deterministic = (torch.are_deterministic_algorithms_enabled(),
-                     torch.is_deterministic_algorithms_warn_only_enabled())
-    default_dtype = torch.get_default_dtype()
-    threads = torch.get_num_threads()
-    saved_tensor_hooks = _top_saved_tensor_hooks()
+    guard = SessionGuard(is_learner_value)
     try:
-        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # a validator's (or the answer's) warnings are not the learner's output
+        with quiet_warnings():
             yield
     finally:
-        random.setstate(python_state)
-        np.random.set_state(numpy_state)
-        np.set_printoptions(**numpy_print)
-        torch.set_printoptions(**torch_print)
-        torch.set_grad_enabled(grad_enabled)
-        torch.set_anomaly_enabled(*anomaly)
-        torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
-        torch.set_default_dtype(default_dtype)
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
-        _pop_saved_tensor_hooks_down_to(saved_tensor_hooks)
-
-
-def _top_saved_tensor_hooks() -> tuple[Any, Any] | None:
-    """The innermost ``saved_tensors_hooks`` pair in force in this thread (None when there is none)."""
-    return torch._C._autograd._top_saved_tensors_default_hooks(False)
-
-
-def _pop_saved_tensor_hooks_down_to(expected: tuple[Any, Any] | None) -> None:
-    """Undo ``saved_tensors_hooks`` contexts an answer entered and never left (e.g. its forward raised inside a
-    bare ``__enter__``): they would keep packing every later forward of the learner's session. PyTorch has no public
-    way to leave another code's context, so this pops autograd's default-hooks stack (the call
-    ``saved_tensors_hooks.__exit__`` makes) until the caller's own innermost pair is on top again."""
-    for _ in range(1000):  # bounded: a stack deeper than this is not a learner's answer
-        top = _top_saved_tensor_hooks()
-        if top is None or (expected is not None and all(a is b for a, b in zip(top, expected))):
-            return
-        torch._C._autograd._pop_saved_tensors_default_hooks()
-    raise RuntimeError("more than 1000 saved_tensors_hooks contexts were left open; restart the kernel")
+        guard.restore()
 
 
 def _is_course_or_library(filename: str) -> bool:
-    path = str(Path(filename).resolve()) if filename and not filename.startswith("<") else filename
-    return path.startswith(str(_PACKAGE_DIR)) or path.startswith(_LIBRARY_DIRS)
+    return not is_learner_file(filename)
+
+
+def _time_verdict(timer: Timer) -> Verdict:
+    return Verdict(False, f"your code did not finish in {timer.seconds:g} s -- an endless loop (a `while` whose "
+                          "condition never changes, a hook that calls itself)? The check stopped it; your session "
+                          "is usable.")
+
+
+# What Python says when a function is called with arguments its `def` line does not take.
+_SIGNATURE_MISMATCH = re.compile(r"(missing \d+ required (positional|keyword-only) argument|takes \d+ positional "
+                                 r"arguments? but \d+ (was|were) given|got an unexpected keyword argument|takes no "
+                                 r"arguments|takes from \d+ to \d+ positional arguments)")
 
 
 def _explain_error(error: BaseException) -> Verdict:
@@ -133,11 +115,24 @@ def _explain_error(error: BaseException) -> Verdict:
     frames = traceback.extract_tb(error.__traceback__)
     summary = f"{type(error).__name__}: {error}"
     if isinstance(error, HelperBlocked):
-        return Verdict(False, f"your code called {error.name}: {error.why}")
+        return Verdict(False, f"your code called (or switched back on) {error.name}: {error.why}")
+    if isinstance(error, ReferenceRefused):
+        return Verdict(False, f"your code called the course's reference: {error}")
+    if isinstance(error, KeyboardInterrupt):
+        return Verdict(False, "the check was interrupted (KeyboardInterrupt: your code raised it, or the kernel was "
+                              "interrupted) before it could judge your answer: run it again.")
+    if isinstance(error, SystemExit):
+        learner = [frame for frame in frames if not _is_course_or_library(frame.filename)]
+        where = f" (in {learner[-1].name}, line {learner[-1].lineno})" if learner else ""
+        return Verdict(False, f"your code called sys.exit() or raised SystemExit{where}: a hook or answer must "
+                              "return (or raise an ordinary exception), never end the interpreter.")
     if isinstance(error, NotImplementedError) and "your code goes here" in str(error):
         return Verdict(False, f"{STILL_THE_STUB}: replace `# YOUR CODE HERE` and the `raise` line below it with your "
                               "code, then run the cell again.")
     learner = [frame for frame in frames if not _is_course_or_library(frame.filename)]
+    if isinstance(error, TypeError) and not learner and _SIGNATURE_MISMATCH.search(str(error)):
+        return Verdict(False, f"your function was called the way the exercise describes, and its parameters do not "
+                              f"fit: {error}. Compare its `def` line with the task.")
     if learner:
         frame = learner[-1]
         line = f": `{frame.line.strip()}`" if frame.line else ""
@@ -157,25 +152,88 @@ def _explain_error(error: BaseException) -> Verdict:
 def check(exercise_id: str, answer: Any) -> Verdict:
     """Check ``answer`` for an exercise, print ✓ or a hint, and return the verdict (truthy when it passed).
 
-    The validator runs the answer on its own cases; the learner's random states and settings are untouched.
+    The validator runs the answer on its own cases, within the exercise's time limit; the learner's random states
+    and settings are untouched, and whatever else the answer changed is put back and named.
 
     Usage: ``check("01.1", clamp_hook)``
     """
-    item = exercise(exercise_id)
-    with preserved_session():
-        try:
-            with blocked(item.blocked):  # helpers that would do the exercise for the learner are off meanwhile
-                verdict = item.validate(answer)
-        except Exception as error:  # reported, never hidden: the learner's bug or the course's
-            verdict = _explain_error(error)
-        if not isinstance(verdict, Verdict):
-            verdict = Verdict(False, f"the check returned {type(verdict).__name__}, not a Verdict. {COURSE_BUG_REPORT}")
+    try:
+        item = exercise(exercise_id)
+    except (KeyError, TypeError) as error:
+        message = error.args[0] if error.args else str(error)
+        print(f"✗ {message}")
+        return Verdict(False, message)
+    verdict, changes, budget = _run(item, answer)
+    if verdict.ok and not [phrase for phrase, fatal in changes if fatal]:
+        notes = "".join(f" Note: your code {phrase}." for phrase, _ in changes) + _spaced(budget)
+        print(f"✓ Exercise {item.id}: correct. {verdict.message or item.praise}".rstrip() + notes)
+        return verdict
     if verdict.ok:
-        print(f"✓ Exercise {item.id}: correct. {verdict.message or item.praise}".rstrip())
-    else:
-        more = " Stuck? hint(\"%s\") gives a hint." % item.id if item.hints and _hints_shown.get(item.id, 0) == 0 else ""
-        print(f"✗ Exercise {item.id}: not yet. {verdict.message}{more}".rstrip())
-    return verdict
+        verdict = Verdict(False, "the answer gives the right result, but your code " +
+                          "; and ".join(phrase for phrase, fatal in changes if fatal) + ".")
+        changes = [(phrase, fatal) for phrase, fatal in changes if not fatal]
+    extra = "".join(f" Also, your code {phrase}." for phrase, _ in changes if phrase not in verdict.message)
+    print(f"✗ Exercise {item.id}: not yet. {verdict.message}".rstrip() + extra + _spaced(budget) + _hint_offer(item))
+    return Verdict(False, verdict.message + extra)
+
+
+def _spaced(budget: Any) -> str:
+    note = budget.note() if budget is not None else ""
+    return f" {note}" if note else ""
+
+
+def _hint_offer(item: Exercise) -> str:
+    """How to ask for a hint: the last words of every ✗ line."""
+    shown = _hints_shown.get(item.id, 0)
+    if item.hints and shown == 0:
+        return f' Stuck? hint("{item.id}") gives a hint.'
+    if shown < len(item.hints):
+        return f' hint("{item.id}") gives the next hint.'
+    return f' hint("{item.id}") says where the solution is.'
+
+
+# Changes the answer left behind that make it wrong (the others are only restored and named in the ✓ line).
+_FATAL_WORDS = ("registered", "replaced torch", "replaced numpy", "TorchFunctionMode", "TorchDispatchMode",
+                "could not put back", "inference_mode")
+
+
+def _run(item: Exercise, answer: Any) -> tuple[Verdict, list[tuple[str, bool]], Any]:
+    """Run the validator in the guard; return (verdict, [(what the answer changed, makes it wrong)], output)."""
+    guard = SessionGuard(is_learner_value)
+    budget = None
+    verdict: Any = None
+    try:
+        patched = guard.patched_before()
+        if patched:
+            verdict = Verdict(False, f"{patched[0]} holds a function defined in your notebook, so PyTorch cannot be "
+                                     "trusted to check your answer: restart the kernel and run your cells again, "
+                                     "without replacing PyTorch's own functions.")
+        else:
+            with limited_output() as budget, time_limit(item.time_limit_s) as timer, quiet_warnings():
+                try:
+                    with blocked(item.blocked):  # helpers that would do the exercise for the learner are off
+                        verdict = item.validate(_as_plain(answer))
+                except BaseException as error:  # noqa: BLE001 -- every kind is reported, never hidden
+                    verdict = _explain_error(error)
+                if timer.fired:
+                    verdict = _time_verdict(timer)
+    except TimeLimitExceeded:  # raised past the validator (a check stuck in its own clean-up): still a verdict
+        verdict = _time_verdict(Timer(item.time_limit_s))
+    except BaseException as error:  # noqa: BLE001 -- the guard itself failed: report, never hide
+        verdict = _explain_error(error)
+    finally:
+        changes = guard.restore()
+    if not isinstance(verdict, Verdict):
+        verdict = Verdict(False, f"the check returned {type(verdict).__name__}, not a Verdict. {COURSE_BUG_REPORT}")
+    return verdict, [(phrase, any(word in phrase for word in _FATAL_WORDS)) for phrase in changes], budget
+
+
+def _as_plain(answer: Any) -> Any:
+    """The answer with str, number, list, tuple, dict and tensor values made plain (functions unchanged)."""
+    try:
+        return plain(answer)
+    except TypeError:
+        return answer  # the validator names the type it expected
 
 
 def hint(exercise_id: str) -> None:
@@ -184,7 +242,11 @@ def hint(exercise_id: str) -> None:
 
     Usage: ``hint("06.1")``
     """
-    item = exercise(exercise_id)
+    try:
+        item = exercise(exercise_id)
+    except (KeyError, TypeError) as error:
+        print(error.args[0] if error.args else error)
+        return
     shown = _hints_shown.get(item.id, 0)
     if shown < len(item.hints):
         _hints_shown[item.id] = shown + 1

@@ -18,16 +18,25 @@ Usage::
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import torch
+
+from course_utils.sandbox import is_learner_frame
 
 __all__ = [
     "Exercise",
     "ExerciseKind",
+    "ReferenceRefused",
     "Verdict",
+    "as_whole_number",
+    "plain",
+    "plain_tensor",
+    "only_inside_a_check",
     "expect_callable",
     "expect_choice",
     "expect_live_order",
@@ -67,7 +76,8 @@ class Exercise:
     - ``stretch``: the notebook's harder, optional exercise;
     - ``praise``: what the ✓ line adds;
     - ``blocked``: dotted names of course helpers that would do the exercise for the learner
-      (``"course_utils.saliency.grad_cam"``): ``check()`` switches them off while the answer runs.
+      (``"course_utils.saliency.grad_cam"``): ``check()`` switches them off while the answer runs;
+    - ``time_limit_s``: how long ``check()`` lets the answer run before it stops it (an endless loop).
     """
 
     id: str
@@ -78,6 +88,7 @@ class Exercise:
     stretch: bool = False
     praise: str = ""
     blocked: tuple[str, ...] = ()
+    time_limit_s: float = 60.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not _ID.fullmatch(self.id):
@@ -95,6 +106,88 @@ class Exercise:
         return self.id.split(".")[0]
 
 
+# -- the course's own answers: for check() only ----------------------------------------------------------------
+class ReferenceRefused(RuntimeError):
+    """The learner's code called a function that computes an exercise's ground truth."""
+
+
+def only_inside_a_check(exercise_id: str) -> None:
+    """Refuse to go on when learner code called the caller (a function that computes the ground truth of
+    ``exercise_id``): directly, from a notebook cell, or from inside an answer that check() is running. The course
+    calls it from the check itself (and from its own processes), where no learner frame lies in between.
+
+    Usage: first line of a ground-truth function, ``only_inside_a_check("02.2")``."""
+    frame = sys._getframe(2)  # whoever called the ground-truth function
+    name = sys._getframe(1).f_code.co_name
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "course_utils.checks":
+            return  # reached check() with no learner frame in between: the check itself asked
+        if is_learner_frame(frame):
+            raise ReferenceRefused(
+                f"{name} computes the course's own answer to exercise {exercise_id}, so only check() may run it: "
+                "write (or predict) the answer yourself.")
+        frame = frame.f_back
+
+
+# -- answers as plain Python and torch values -----------------------------------------------------------------
+def plain_tensor(value: torch.Tensor) -> torch.Tensor:
+    """A plain ``torch.Tensor`` holding ``value``'s numbers: a subclass (one whose ``__torch_function__`` could
+    answer ``allclose`` with True) loses its behaviour; a plain tensor or Parameter comes back as it is. Raises
+    ``TypeError`` when no plain tensor can be made (a wrapper subclass that keeps its type)."""
+    if type(value) in (torch.Tensor, torch.nn.Parameter):
+        return value
+    with torch._C.DisableTorchFunctionSubclass():
+        copy = value.detach().clone()
+    if type(copy) is not torch.Tensor:
+        raise TypeError(f"a {type(value).__name__} (a torch.Tensor subclass) cannot be compared: pass a plain tensor")
+    return copy
+
+
+def plain(value: Any, _depth: int = 0) -> Any:
+    """``value`` with every str, number, list, tuple, dict and tensor replaced by its plain type (a ``str``
+    subclass whose ``__eq__`` always says True becomes a ``str``; numpy scalars become Python numbers); anything else
+    (functions, classes, modules) is returned unchanged.
+
+    Usage: ``answer = plain(answer)`` before comparing it with the truth."""
+    if _depth > 20:
+        raise TypeError("the answer is nested too deeply")
+    if isinstance(value, bool) or value is None:  # bool cannot be subclassed
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, torch.Tensor):
+        return plain_tensor(value)
+    if isinstance(value, list):
+        return [plain(item, _depth + 1) for item in list.__iter__(value)]
+    if isinstance(value, tuple):
+        return tuple(plain(item, _depth + 1) for item in tuple.__iter__(value))
+    if isinstance(value, dict):
+        return {plain(key, _depth + 1): plain(item, _depth + 1) for key, item in dict.items(value)}
+    return value
+
+
+def as_whole_number(value: Any) -> int | None:
+    """``value`` as an int when it is a whole number (``3``, ``3.0``, ``np.int64(3)``), else None (``3.7``,
+    ``None``, ``"3"``, ``True``)."""
+    try:
+        value = plain(value)
+    except TypeError:
+        return None
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value)
+
+
 # -- validators, composable ----------------------------------------------------------------------------
 def _type_name(value: Any) -> str:
     return "None" if value is None else type(value).__name__
@@ -103,15 +196,25 @@ def _type_name(value: Any) -> str:
 def _as_float_tensor(answer: Any) -> torch.Tensor | Verdict:
     if answer is None:
         return Verdict(False, "You passed None: is that .grad still empty, or did the hook not run?")
+    if isinstance(answer, np.ndarray):
+        if answer.dtype.kind not in "biuf":
+            return Verdict(False, f"Expected numbers; got a numpy array of {answer.dtype}.")
+        answer = torch.from_numpy(np.array(answer, dtype=np.float32))
+    try:
+        answer = plain(answer)
+    except TypeError as error:
+        return Verdict(False, f"Expected plain numbers or a plain tensor: {error}.")
     if isinstance(answer, (int, float)) and not isinstance(answer, bool):
         return torch.tensor(float(answer))
     if isinstance(answer, (list, tuple)):
         try:
             return torch.tensor(answer, dtype=torch.float32)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RuntimeError):
             return Verdict(False, "Expected numbers (a tensor, a number or a list of numbers).")
     if not isinstance(answer, torch.Tensor):
         return Verdict(False, f"Expected a torch.Tensor (or a number or list), got {_type_name(answer)}.")
+    if answer.is_complex():
+        return Verdict(False, f"Expected real numbers, got a tensor of {answer.dtype}.")
     return answer.detach().to(torch.float32).cpu()
 
 
@@ -148,6 +251,7 @@ def expect_choice(expected: str, options: Sequence[str], hint: str) -> Callable[
     def validate(answer: Any) -> Verdict:
         if not isinstance(answer, str):
             return Verdict(False, f"Answer with one of the strings {list(options)}, got {_type_name(answer)}.")
+        answer = str.__str__(answer)  # a str subclass whose __eq__ always says True is just its text here
         key = " ".join(answer.lower().split())
         if key not in normalised:
             return Verdict(False, f"{answer!r} is not one of the options {list(options)}.")
@@ -162,6 +266,7 @@ def expect_live_order(record: Callable[[], list[str]], hint: str) -> Callable[[A
     def validate(answer: Any) -> Verdict:
         if not isinstance(answer, (list, tuple)) or not all(isinstance(item, str) for item in answer):
             return Verdict(False, f"Answer with a list of strings, got {_type_name(answer)}.")
+        answer = plain(answer)
         truth = record()
         if sorted(answer) != sorted(truth):
             return Verdict(False, f"Use exactly these {len(truth)} entries, each once: {sorted(truth)}.")

@@ -47,10 +47,15 @@ def test_choice_right_wrong_and_misuse(scratch_exercise, capsys: pytest.CaptureF
         expect_choice("z", ["a"], "")
 
 
-def test_unknown_id_suggests_close_ids() -> None:
+def test_unknown_id_suggests_close_ids(capsys: pytest.CaptureFixture[str]) -> None:
     some_id = next(iter(all_exercises()))
     with pytest.raises(KeyError, match=r"There is no exercise .*Did you mean"):
-        check(some_id[:-1] + "9", "x")
+        exercise(some_id[:-1] + "9")
+    assert not check("6.1", "x")  # check() prints the advice as a ✗ line instead of a traceback
+    out = capsys.readouterr().out
+    assert out.startswith("✗ There is no exercise '6.1'. Did you mean '06.1'") and "Traceback" not in out
+    hint("6.1")  # hint() too
+    assert capsys.readouterr().out.startswith("There is no exercise '6.1'. Did you mean '06.1'")
     with pytest.raises(TypeError, match="strings like"):
         exercise(1)  # type: ignore[arg-type]
 
@@ -181,7 +186,7 @@ def test_hints_come_one_by_one_then_point_to_the_solution(scratch_exercise, caps
     hint("99.1")
     assert "complete notebook" in capsys.readouterr().out
     check("99.1", 1)
-    assert "hint(" not in capsys.readouterr().out  # hints already seen: no reminder
+    assert capsys.readouterr().out.rstrip().endswith('hint("99.1") says where the solution is.')
 
 
 def test_preserved_session_restores_even_when_the_block_raises() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.exercise_kit import Exercise, Verdict, as_whole_number, expect_callable, only_inside_a_check
 
 
 def _hook_counts(model: nn.Module) -> dict[str, int]:
@@ -99,6 +99,7 @@ _EXERCISE_00_1 = Exercise(
 # -- 00.2 predict: a hook registered twice, one handle overwritten -----------------------------------------
 def _live_double_registration() -> int:
     """The exercise's code, run live with plain PyTorch calls: how many times the hook runs."""
+    only_inside_a_check("00.2")
     calls: list[tuple[int, ...]] = []
 
     def announce(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
@@ -118,9 +119,10 @@ def _live_double_registration() -> int:
 
 
 def _predict_double_registration(answer: Any) -> Verdict:
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)) or answer != int(answer):
+    guess = as_whole_number(answer)
+    if guess is None:
         return Verdict(False, f"Answer with a whole number, how many lines announce prints; got {answer!r}.")
-    truth, guess = _live_double_registration(), int(answer)
+    truth = _live_double_registration()
     if guess == truth:
         return Verdict(True)
     if guess == 0:

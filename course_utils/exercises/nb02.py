@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from course_utils.exercise_kit import Exercise, Verdict, _as_float_tensor, expect_callable
+from course_utils.exercise_kit import Exercise, Verdict, _as_float_tensor, expect_callable, only_inside_a_check, plain
 from course_utils.hooks import count_hooks
 
 
@@ -23,7 +23,11 @@ def _leak_test(measure: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
         return Verdict(False, f"{count_hooks(w)} hook(s) still registered on w after measure() returned: remove "
                               "the hook before returning.")
     expected = 2 * (w.detach() * x).sum() * x.sum(dim=0)  # d/dw of (sum w*x)^2, by hand
-    if not isinstance(result, torch.Tensor) or result.shape != expected.shape or not torch.allclose(result, expected):
+    if isinstance(result, torch.Tensor) and not (result.is_floating_point() and result.shape == expected.shape):
+        return Verdict(False, f"measure(w, x) should still return the gradient that reached w (a float tensor of shape "
+                              f"{tuple(expected.shape)}); it returned a {result.dtype} tensor of shape "
+                              f"{tuple(result.shape)}.")
+    if not isinstance(result, torch.Tensor) or not torch.allclose(plain(result).detach().float(), expected):
         return Verdict(False, "measure(w, x) should still return the gradient that reached w.")
     w2 = torch.randn(2, generator=generator, requires_grad=True)
     try:
@@ -55,6 +59,7 @@ _EXERCISE_02_1 = Exercise(
 # -- 02.2 predict: a leaf hook and a post-accumulate hook over two backward passes ------------------------
 def _live_leaf_run() -> list[float]:
     """The exercise's case, run live with plain PyTorch calls."""
+    only_inside_a_check("02.2")
     d = torch.tensor(1.0, requires_grad=True)
     seen = []
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable, plain
 from course_utils.hooks import count_hooks
 
 
@@ -210,9 +210,22 @@ class _Reuse(nn.Module):
 
 
 def _as_calls(calls: Any) -> list[tuple[Any, Any]] | None:
+    """The tracer's calls as plain (name, shape tuple or None) pairs; None when they are not such pairs."""
+    try:
+        calls = plain(calls)
+    except TypeError:
+        return None
     if not isinstance(calls, (list, tuple)) or not all(isinstance(c, (list, tuple)) and len(c) == 2 for c in calls):
         return None
-    return [(name, None if shape is None else tuple(shape)) for name, shape in calls]
+    pairs = []
+    for name, shape in calls:
+        if isinstance(shape, torch.Size):
+            shape = tuple(shape)
+        if shape is not None and not (isinstance(shape, (list, tuple)) and
+                                      all(isinstance(d, int) and not isinstance(d, bool) for d in shape)):
+            return None  # an int, a tensor or a string instead of a shape
+        pairs.append((name, None if shape is None else tuple(shape)))
+    return pairs
 
 
 def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
@@ -222,7 +235,9 @@ def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
         model(torch.ones(2, 3))
     calls = _as_calls(getattr(tracer, "calls", None))
     if calls is None:
-        return Verdict(False, "tracer.calls should be a list of (name, shape) pairs.")
+        return Verdict(False, "tracer.calls should be a list of (name, shape) pairs, each shape a tuple of ints "
+                              "(tuple(output.shape)) or None; got "
+                              f"{type(getattr(tracer, 'calls', None)).__name__} {getattr(tracer, 'calls', None)!r:.80}.")
     if count_hooks(model):
         return Verdict(False, f"{count_hooks(model)} hook(s) are still on the model after the with block: remove "
                               "them in __exit__.")

@@ -12,13 +12,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.exercise_kit import Exercise, Verdict, as_whole_number, expect_callable, only_inside_a_check, plain
 from course_utils.hooks import count_hooks
 
 
 # -- 04.1 (predict): the deprecated hook on a Linear without bias ---------------------------------------------
 def _deprecated_shapes() -> tuple[tuple[int, ...], ...]:
     """A live run: the shapes in the deprecated hook's grad_input for nn.Linear(5, 2, bias=False), batch 3."""
+    only_inside_a_check("04.1")
     layer = nn.Linear(5, 2, bias=False)
     shapes: list[tuple[tuple[int, ...], ...]] = []
     with warnings.catch_warnings():
@@ -32,10 +33,14 @@ def _deprecated_shapes() -> tuple[tuple[int, ...], ...]:
 
 
 def _shapes_test(answer: Any) -> Verdict:
-    if not isinstance(answer, (list, tuple)) or not all(isinstance(s, (list, tuple)) for s in answer):
+    answer = plain(answer)
+    if not isinstance(answer, (list, tuple)) or not all(isinstance(s, (list, tuple, torch.Size)) for s in answer):
         return Verdict(False, "Answer with a tuple of shapes, e.g. ((1,), (2, 2)): one shape per grad_input entry.")
+    sizes = [[as_whole_number(d) for d in s] for s in answer]
+    if any(d is None or d < 0 for s in sizes for d in s):
+        return Verdict(False, f"Each shape is a tuple of whole numbers, e.g. (3, 5); got {answer!r}.")
     truth = _deprecated_shapes()
-    given = tuple(tuple(int(d) for d in s) for s in answer)
+    given = tuple(tuple(s) for s in sizes)
     if given == truth:
         return Verdict(True)
     if len(given) == 1:

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.hooks import hook_report
 
 
 # -- hand-written activations for the ground truth -------------------------------------------------------------
@@ -119,6 +120,13 @@ def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
     if not torch.allclose(got, truth, atol=1e-6):
         return Verdict(False, "Not the guided map: at each ReLU6 only positive gradients may pass, where 0 < x < 6 "
                               "(check that you hooked the ReLU6 modules and nothing else).")
+    relu6s = [module for module in model.modules() if isinstance(module, nn.ReLU6)]
+    if any("forward" in vars(module) for module in relu6s):
+        return Verdict(False, "You replaced a ReLU6's forward: the exercise asks for a hook (the module's own code "
+                              "stays as it is).")
+    if not all(hook_report(module) for module in relu6s):
+        return Verdict(False, "The gradient is guided, but not every nn.ReLU6 module has a hook: register one on "
+                              "each (register_full_backward_hook).")
     for handle in handles:
         handle.remove()
     if not torch.allclose(_input_gradient(model, x, targets), plain, atol=1e-6):
@@ -223,9 +231,13 @@ def _functional_test(mode_class: Any) -> Verdict:
     plain = _input_gradient(model, x, targets)
     truth = _input_gradient(lambda t: model(t, guided=True), x, targets)
     inputs = x.clone().requires_grad_(True)
+    depth = torch._C._len_torch_function_stack()
     try:
         with mode_class():
             logits = model(inputs)
+        if torch._C._len_torch_function_stack() != depth:
+            return Verdict(False, "Your mode is still active after the with block: if your class overrides "
+                                  "__exit__, call super().__exit__(...) in it (that is what takes the mode off).")
     except TypeError as error:
         return Verdict(False, f"The model failed inside your mode ({error}). __torch_function__ must return what "
                               "func(*args, **kwargs) returned.")
@@ -263,6 +275,8 @@ _EXERCISE_05_3 = Exercise(
     kind="write",
     stretch=True,
     praise="A function mode sees the calls module hooks cannot: this is how guided_backprop(..., functional=True) works.",
+    blocked=("course_utils.saliency._GuideFunctionalRelus.__torch_function__", "course_utils.saliency._guide",
+             "course_utils.saliency.guided_backprop"),
 )
 
 EXERCISES = (_EXERCISE_05_1, _EXERCISE_05_2, _EXERCISE_05_3)

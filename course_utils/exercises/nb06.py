@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable, only_inside_a_check, plain_tensor
 from course_utils.hooks import hook_report
 
 _TARGETS = [6, 0, 3]
@@ -50,6 +50,7 @@ def _batch() -> torch.Tensor:
 
 def _split_truth(model: nn.Sequential, index: int, x: torch.Tensor, targets: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Activation of model[index] and the gradient of the target scores at it, without any hook."""
+    only_inside_a_check("06.1")
     with torch.no_grad():
         activation = model[: index + 1](x)
     leaf = activation.clone().requires_grad_(True)
@@ -80,7 +81,13 @@ def _as_tensor(result: Any, shape: tuple[int, ...], what: str) -> torch.Tensor |
         return Verdict(False, f"Return {what} as a tensor of shape {shape}, got {type(result).__name__}.")
     if tuple(result.shape) != shape:
         return Verdict(False, f"Expected {what} of shape {shape}, got {tuple(result.shape)}.")
-    return result.detach()
+    if not result.is_floating_point():
+        return Verdict(False, f"Expected {what} as floating-point numbers, got a tensor of {result.dtype}: did an "
+                              "integer tensor (or .long(), .int(), a comparison) slip into your computation?")
+    try:
+        return plain_tensor(result).detach().float()
+    except TypeError as error:
+        return Verdict(False, f"Return {what} as a plain tensor: {error}.")
 
 
 # -- 06.1: channel weights from a full backward hook -------------------------------------------------------------
@@ -132,6 +139,7 @@ _EXERCISE_06_1 = Exercise(
 
 # -- 06.2: Grad-CAM from one forward hook and one tensor hook ---------------------------------------------------------
 def _cam(activation: torch.Tensor, gradient: torch.Tensor) -> torch.Tensor:
+    only_inside_a_check("06.2")
     return (gradient.mean(dim=(2, 3), keepdim=True) * activation).sum(dim=1).clamp(min=0)
 
 
@@ -201,6 +209,7 @@ class _SharedBlockNet(nn.Module):
 
     def truth(self, x: torch.Tensor, targets: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """(activation, gradient) of each call of ``block``, computed without hooks."""
+        only_inside_a_check("06.3")
         with torch.no_grad():
             h = torch.relu(self.stem(x))
         first = self.block(h)

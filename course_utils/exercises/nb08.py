@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_live_value
+from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_live_value, only_inside_a_check
 from course_utils.hooks import count_hooks
 
 
@@ -24,6 +24,7 @@ def _saved_tensor_hooks_active() -> bool:
 # -- 08.1 ------------------------------------------------------------------------------------------------
 def _pack_unpack_calls() -> torch.Tensor:
     """The snippet of exercise 08.1, run live with counting hooks."""
+    only_inside_a_check("08.1")
     calls = {"pack": 0, "unpack": 0}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
@@ -215,6 +216,7 @@ class _Explodes(nn.Module):
 
 def _graph_truth(model: nn.Module, x: torch.Tensor, *, dedupe: bool = True, skip_params: bool = True) -> dict[str, int]:
     """Bytes per leaf module from the graph's own ``_saved_*`` attributes (no saved-tensor hooks involved)."""
+    only_inside_a_check("08.3")
     outputs: list[tuple[str, Any]] = []
     handles = []
     for name, module in model.named_modules():
