@@ -34,6 +34,7 @@ from typing import Any
 from course_utils.blocked_helpers import HelperBlocked, blocked
 from course_utils.exercise_kit import Exercise, ReferenceRefused, Verdict, plain
 from course_utils.exercises import catalogue
+from course_utils.progress_record import record as record_attempt
 from course_utils.sandbox import (
     COURSE_DIR,
     SessionGuard,
@@ -163,6 +164,15 @@ def check(exercise_id: str, answer: Any) -> Verdict:
         message = error.args[0] if error.args else str(error)
         print(f"✗ {message}")
         return Verdict(False, message)
+    verdict = _check_and_say(item, answer)
+    note = record_attempt(item.id, verdict.ok)  # the learner's progress record; never breaks the check
+    if note:
+        print(note)
+    return verdict
+
+
+def _check_and_say(item: Exercise, answer: Any) -> Verdict:
+    """Run the check of ``item`` on ``answer`` and print its ✓ or ✗ line."""
     verdict, changes, budget = _run(item, answer)
     if verdict.ok and not [phrase for phrase, fatal in changes if fatal]:
         notes = "".join(f" Note: your code {phrase}." for phrase, _ in changes) + _spaced(budget)

@@ -145,3 +145,22 @@ def test_a_course_update_of_the_workspace_leaves_the_record_alone(in_tmp: Path) 
     manifest.write_text(json.dumps(data))
     prepare_workspace(workspace)
     assert path.read_bytes() == before
+
+
+def test_check_records_each_attempt_and_a_failed_record_never_hides_the_verdict(
+        in_tmp: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from course_utils import check
+
+    check("01.1", "not a hook")
+    check("01.1", None)
+    assert [(r["exercise"], r["verdict"], r["attempt"]) for r in lines(in_tmp / RECORD_NAME)] == [
+        ("01.1", "fail", 1), ("01.1", "fail", 2)]
+    assert "not a hook" not in (in_tmp / RECORD_NAME).read_text()  # the answer itself is never recorded
+    capsys.readouterr()
+    monkeypatch.setenv("COURSE_PROGRESS", str(in_tmp / "a-missing-folder" / "record.jsonl"))
+    verdict = check("01.1", "not a hook")
+    out = capsys.readouterr().out.splitlines()
+    assert not verdict and out[0].startswith("✗ Exercise 01.1: not yet.")
+    assert out[1].startswith("(Your progress was not recorded: FileNotFoundError")
+    check("1.1", None)  # an unknown id is no attempt
+    assert len(lines(in_tmp / RECORD_NAME)) == 2
