@@ -51,13 +51,17 @@ def install_lines() -> list[str]:
     """The guarded install that opens each notebook's first code cell, one source line each (no newline).
 
     It runs pip only on Colab (its kernel imports ``google.colab``) or Kaggle (``KAGGLE_KERNEL_RUN_TYPE`` is set),
-    and only when course_utils is not importable yet; anywhere else it does nothing.
+    and only when course_utils is not importable yet; anywhere else it does nothing. The platform's torch and
+    torchvision are named at their installed versions, so pip keeps them: inside the supported range the install
+    goes through untouched; outside it pip stops with a conflict instead of downloading another torch.
     Usage: ``"\\n".join(install_lines())``
     """
     return [
-        "# On Colab or Kaggle: install the course's helpers first (your torch stays as it is). Elsewhere: nothing.",
-        "import importlib.util, os, subprocess, sys",
+        "# On Colab or Kaggle: install the course's helpers first, keeping the torch and torchvision there. Elsewhere: nothing.",
+        "import importlib.metadata, importlib.util, os, subprocess, sys",
         'if ("google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ) \\',
         '        and importlib.util.find_spec("course_utils") is None:',
-        f'    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "{install_requirement()}"], check=True)',
+        '    keep = [f"{name}=={importlib.metadata.version(name)}" for name in ("torch", "torchvision")',
+        "            if importlib.util.find_spec(name)]  # pip must not replace them",
+        f'    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "{install_requirement()}", *keep], check=True)',
     ]

@@ -78,8 +78,9 @@ def test_on_colab_or_kaggle_it_installs_the_course_and_not_torch(platform: str, 
     (command,), kwargs = calls[0]
     assert command[1:5] == ["-m", "pip", "install", "--quiet"] and command[5] == cloud.install_requirement()
     assert kwargs == {"check": True}
-    # no torch requirement, no upgrade: torch and torchvision are only ranges the platform's versions satisfy
-    assert not any(part.split("=")[0].split("<")[0].split(">")[0] in ("torch", "torchvision") for part in command)
+    # torch and torchvision are held at the versions installed there: pip keeps them or stops, never replaces them
+    from importlib.metadata import version
+    assert command[6:] == [f"torch=={version('torch')}", f"torchvision=={version('torchvision')}"]
     assert not {"-U", "--upgrade", "--force-reinstall", "--upgrade-strategy"} & set(command), command
     # once installed (the next notebook of the same session), nothing runs
     assert run_install(monkeypatch, colab=platform == "colab", kaggle=platform == "kaggle", installed=True) == []

@@ -79,7 +79,9 @@ def run_one(job: tuple[str, str, str, str, str, bool]) -> tuple[str, list[str], 
     client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(Path(path).parent)}})
     try:
-        client.execute()
+        # the kernel process's own stderr (its start-up chatter, under PYTHONWARNINGS=always) stays out of the log;
+        # what a cell writes to stderr reaches the notebook through the kernel's messages, as in JupyterLab
+        client.execute(stderr=subprocess.DEVNULL)
     except Exception as error:  # a dead kernel or a timeout: report it as this run's problem
         return label, [f"the run stopped: {type(error).__name__}: {str(error)[:400]}"], [], time.monotonic() - started
     if kind == "teaching":
