@@ -29,13 +29,15 @@ NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help venv lab lab-complete test test-browser unit nbval nbval-portable refresh bench learner slides html timings clean hub
+.PHONY: help venv lab lab-complete test test-browser test-compat unit nbval nbval-portable refresh bench learner slides html timings clean hub
 
 help:
 	@echo "make lab      create .venv if needed, prepare your workspace/ (exercises), open JupyterLab on it (127.0.0.1)"
 	@echo "make lab-complete  JupyterLab on notebooks/, the complete notebooks with every solution (instructors)"
 	@echo "make test     same environment, then unit tests + strict nbval on every notebook (+ browser tests if Chromium)"
 	@echo "make test-browser  the browser suite alone: each learner notebook in JupyterLab, the hub, the pages (screenshots in build/browser)"
+	@echo "make test-compat  the course installed with pip on Colab's package set (torch 2.11, Python 3.13) and on the lock,"
+	@echo "              every notebook and learner edition run from a temporary folder (tools/compat/; ~20 min cold)"
 	@echo "make venv     create/update .venv only (a no-op when the pins did not change)"
 	@echo "make refresh  re-execute notebooks in place with CI's settings (NB=notebooks/01_x.ipynb for one)"
 	@echo "make learner  learner edition (solutions replaced by stubs) in build/learner"
@@ -96,6 +98,15 @@ test: venv
 
 test-browser: venv
 	COURSE_REQUIRE_BROWSER=1 $(PY) -m pytest -n $(WORKERS) tests/browser $(TIMEOUTS) --durations=15
+
+# The supported range, measured: pip install of the course into an environment made from Colab's package snapshot
+# (tools/compat/colab-packages.txt, Python 3.13), then every notebook and learner edition run from a temporary folder
+# there and with the lock (.venv); records tools/compat/verified.json and the "Last verified" lines. Wheels and the
+# snapshot's environment are cached in $(COMPAT_CACHE) (torch 2.11.0 from PyPI: several GB, downloaded once).
+COMPAT_CACHE ?= $(HOME)/.cache/course-compat
+COMPAT_PYTHON ?=
+test-compat: venv
+	$(PY) tools/compat/run.py --cache $(COMPAT_CACHE) --lock-python $(PY) $(if $(COMPAT_PYTHON),--python $(COMPAT_PYTHON))
 
 unit: venv
 	$(PY) -m pytest -n $(WORKERS) tests --ignore=tests/browser

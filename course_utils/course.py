@@ -6,6 +6,10 @@ Each notebook opens with a markdown cell like::
     **You will learn** how to read and change gradients with tensor hooks.
     **Estimated time:** 35 min
 
+The notebooks are read from the course checkout's ``notebooks/`` or, where course_utils was installed without its
+checkout (``pip install`` of the repository, Colab, Kaggle), from the copy the wheel ships as package data
+(``course_utils/notebooks``, read with importlib.resources): :func:`notebooks_folder`.
+
 Usage: ``print(course_map_markdown())`` or ``[row.title for row in course_map()]``
 """
 
@@ -14,11 +18,31 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
-__all__ = ["NOTEBOOKS_DIR", "NotebookInfo", "course_map", "course_map_markdown"]
+__all__ = ["NOTEBOOKS_DIR", "NotebookInfo", "course_map", "course_map_markdown", "notebooks_folder"]
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+"""The checkout's notebooks/ (absent where course_utils was installed without its checkout)."""
+_NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
+
+
+def notebooks_folder() -> Path:
+    """The folder of the course notebooks: the checkout's ``notebooks/``, else the installed package's copy.
+
+    Usage: ``sorted(notebooks_folder().glob("[0-9][0-9]_*.ipynb"))``
+    """
+    if any(NOTEBOOKS_DIR.glob(_NOTEBOOK_GLOB)):
+        return NOTEBOOKS_DIR
+    packaged = resources.files("course_utils").joinpath("notebooks")
+    if isinstance(packaged, Path) and any(packaged.glob(_NOTEBOOK_GLOB)):
+        return packaged
+    raise FileNotFoundError(
+        "No course notebooks (NN_topic.ipynb): course_utils is neither in the course checkout nor installed with its "
+        "notebooks. Install the course with `pip install` of its repository (the install cell at the top of each "
+        "notebook does it on Colab and Kaggle), or run from the course folder (`make lab`)."
+    )
 
 _TITLE = re.compile(r"^#\s+(.+?)\s*$", re.MULTILINE)
 _LEARN = re.compile(r"\*\*You will learn\*\*\s*(.+?)\s*$", re.MULTILINE)
@@ -58,8 +82,8 @@ def read_opening(path: Path) -> NotebookInfo:
 
 def course_map(notebooks_dir: Path | None = None) -> list[NotebookInfo]:
     """Every ``NN_topic.ipynb`` in teaching order, with its title, summary and estimated minutes."""
-    folder = NOTEBOOKS_DIR if notebooks_dir is None else Path(notebooks_dir)
-    paths = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+    folder = notebooks_folder() if notebooks_dir is None else Path(notebooks_dir)
+    paths = sorted(folder.glob(_NOTEBOOK_GLOB))
     if not paths:
         raise FileNotFoundError(f"No course notebooks (NN_topic.ipynb) in {folder.name}/.")
     return [read_opening(path) for path in paths]

@@ -4,6 +4,11 @@ The advice follows the route the learner took: the course's own virtual environm
 environment of ``environment.yml`` (Windows, or anyone using conda), another virtual environment, or a Python
 outside any environment.
 
+Versions: the course's own environment has the exact lock (requirements.txt) the stored outputs were made with.
+Any version inside the supported ranges (pyproject.toml, :func:`course_utils.pins.supported_ranges`) also passes,
+with a note that the last digits of some numbers may differ from the stored outputs; outside them doctor() says
+what to install.
+
 Usage (in a notebook): ``report = doctor()`` prints one line per check; ``report.ok`` is True when all pass.
 """
 
@@ -14,9 +19,12 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from course_utils.pins import read_pins
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
 
-__all__ = ["SUPPORTED_PYTHONS", "Finding", "DoctorReport", "Route", "detect_route", "doctor"]
+from course_utils.pins import in_checkout, read_pins, supported_ranges
+
+__all__ = ["SUPPORTED_NOTE", "SUPPORTED_PYTHONS", "Finding", "describe_range", "DoctorReport", "Route", "detect_route", "doctor"]
 
 SUPPORTED_PYTHONS = ("3.11", "3.12", "3.13")
 """The Python versions the course runs on; pyproject.toml's requires-python and the Makefile's check say the same
@@ -24,6 +32,8 @@ SUPPORTED_PYTHONS = ("3.11", "3.12", "3.13")
 
 _CHECKOUT = Path(__file__).resolve().parent.parent
 _KEY_PACKAGES = ("torch", "torchvision", "numpy", "matplotlib", "ipywidgets", "jupyterlab")
+SUPPORTED_NOTE = "supported; the last digits of some numbers may differ from the stored outputs"
+"""What doctor() says of a version inside the supported range that is not the lock's."""
 _CONDA_ROUTE = "`conda env create -f environment.yml`, `conda activate pytorch-hooks-course`, `jupyter lab`"
 
 
@@ -173,29 +183,74 @@ def _check_python(route: Route) -> Finding:
     )
 
 
-def _check_pins(pins: dict[str, str], fix: str) -> list[Finding]:
+def _in_range(have: str | None, wanted: SpecifierSet) -> bool:
+    if have is None:
+        return False
+    try:
+        return wanted.contains(Version(have), prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+def describe_range(wanted: SpecifierSet) -> str:
+    """A range as people write it, lower bound first: ``">=2.11,<2.15"``.
+
+    Usage: ``describe_range(supported_ranges()["torch"])``
+    """
+    order = {">=": 0, ">": 0, "~=": 0, "==": 1, "===": 1, "!=": 2, "<=": 3, "<": 3}
+    return ",".join(str(s) for s in sorted(wanted, key=lambda s: (order.get(s.operator, 4), str(s)))) or "any version"
+
+
+def _range_fix(name: str, wanted: SpecifierSet, route: Route) -> str:
+    if in_checkout():
+        return route.fix_packages
+    return (f"Install a supported {name}: run `%pip install \"{name}{describe_range(wanted)}\"` in a cell (torch: see "
+            "https://pytorch.org/get-started/locally/ for your machine's build), then restart the kernel.")
+
+
+def _check_versions(pins: dict[str, str] | None, ranges: dict[str, SpecifierSet], route: Route) -> list[Finding]:
+    """One finding per key package, then one for the others: the lock's version passes as before; another version
+    passes inside the supported range (with :data:`SUPPORTED_NOTE`); outside it, or missing, fails with the fix.
+    Without a checkout (``pins`` None) only the ranges are checked, and packages the learner's platform brings
+    itself (JupyterLab) are not required."""
     findings = []
-    wrong = []
-    for name, wanted in pins.items():
+    wrong: list[tuple[str, str]] = []
+    supported_others: list[str] = []
+    names = list(pins) if pins is not None else list(ranges)
+    for name in [*(n for n in _KEY_PACKAGES if n in names), *(n for n in names if n not in _KEY_PACKAGES)]:
         have = _installed(name)
-        if have is None or have.split("+")[0] != wanted:
-            wrong.append(f"{name} {have or 'missing'} (want {wanted})")
-    for name in _KEY_PACKAGES:
-        if name in pins:
-            have = _installed(name)
-            ok = have is not None and have.split("+")[0] == pins[name]
-            findings.append(
-                Finding(name, ok, f"{pins[name]}" if ok else f"{have or 'not installed'}, pinned {pins[name]}", fix)
-            )
-    others_ok = not [w for w in wrong if w.split()[0] not in _KEY_PACKAGES]
-    findings.append(
-        Finding(
-            "other pinned packages",
-            others_ok,
-            f"all {len(pins) - len(_KEY_PACKAGES)} match requirements.txt" if others_ok else "; ".join(wrong),
-            fix,
-        )
-    )
+        pinned = pins.get(name) if pins is not None else None
+        key = name in _KEY_PACKAGES
+        if have is not None and pinned is not None and have.split("+")[0] == pinned:
+            detail, ok = pinned, True
+        elif name in ranges and _in_range(have, ranges[name]):
+            detail, ok = f"{have}, {SUPPORTED_NOTE}", True
+            if not key:
+                supported_others.append(f"{name} {have}")
+        else:
+            want = (f"pinned {pinned}" if pinned is not None and name not in ranges
+                    else f"the course supports {describe_range(ranges[name])}")
+            detail, ok = f"{have or 'not installed'}, {want}", False
+            fix = route.fix_packages if name not in ranges else _range_fix(name, ranges[name], route)
+            if not key:
+                wrong.append((f"{name} {have or 'missing'} ({want})", fix))
+        if key:
+            fix = route.fix_packages if name not in ranges else _range_fix(name, ranges[name], route)
+            findings.append(Finding(name, ok, detail, "" if ok else fix))
+    others = [n for n in names if n not in _KEY_PACKAGES]
+    if wrong:
+        detail = "; ".join(text for text, _ in wrong)
+        fix = wrong[0][1] if len({f for _, f in wrong}) == 1 else route.fix_packages
+        findings.append(Finding("other course packages" if pins is None else "other pinned packages", False, detail,
+                                fix))
+    elif pins is not None and not supported_others:
+        findings.append(Finding("other pinned packages", True, f"all {len(others)} match requirements.txt"))
+    elif pins is not None:
+        findings.append(Finding("other pinned packages", True,
+                                f"{', '.join(supported_others)}: {SUPPORTED_NOTE}; the other "
+                                f"{len(others) - len(supported_others)} match requirements.txt"))
+    else:
+        findings.append(Finding("other course packages", True, f"all {len(others)} in the supported ranges"))
     return findings
 
 
@@ -237,19 +292,21 @@ def _ipython_kind() -> str:
 
 
 def doctor(*, show: bool = True) -> DoctorReport:
-    """Check Python, the pinned packages, the widgets front end and the kernel; print the findings, each failing
-    one with the command that fixes it on the route this environment was made by (:func:`detect_route`).
+    """Check Python, the course's packages (the lock, or any version in the supported ranges), the widgets front
+    end and the kernel; print the findings, each failing one with the command that fixes it on the route this
+    environment was made by (:func:`detect_route`).
 
     Usage: ``report = doctor(); assert report.ok``
     """
     route = detect_route()
     findings = [_check_python(route)]
     try:
-        pins = read_pins()
+        pins = read_pins() if in_checkout() else None
+        ranges = supported_ranges()
     except (FileNotFoundError, ValueError) as error:
-        findings.append(Finding("requirements.txt", False, str(error), route.fix_packages))
+        findings.append(Finding("course versions", False, str(error), route.fix_packages))
     else:
-        findings.extend(_check_pins(pins, route.fix_packages))
+        findings.extend(_check_versions(pins, ranges, route))
     findings.append(_check_widgets_frontend(route))
     findings.append(_check_kernel())
     report = DoctorReport(findings)

@@ -1,29 +1,44 @@
-"""Read the course's pinned dependencies: ``requirements.txt`` in a checkout, the installed metadata elsewhere.
+"""The course's versions: the exact lock (``requirements.txt``) and the supported ranges (``pyproject.toml``).
 
-``requirements.txt`` is the one place the pins are written; ``pyproject.toml`` turns it into the ``Requires-Dist``
-metadata of the ``course-utils`` distribution. So in a course checkout (``make venv``, an editable install, Binder)
-the file is read -- it is the source, and the installed metadata lags behind it until the next ``make venv``;
-where course_utils was installed without its checkout (a wheel, ``pip install`` from git) the installed metadata
-is read instead. Both are parsed with ``packaging.requirements``.
+``requirements.txt`` is the one place exact pins live: what ``make lab`` and ``make test`` install, and what the
+stored outputs were made with. ``pyproject.toml`` declares the *ranges* the course runs with (its
+``dependencies``, with lower bounds measured by ``make test-compat`` on Colab's package set); an installed wheel
+carries them as ``Requires-Dist``. In a course checkout both files are read; where course_utils was installed
+without its checkout (a wheel, ``pip install`` from git, Colab) there is no lock, and the installed metadata gives
+the ranges. Both are parsed with ``packaging``.
 
-Usage: ``read_pins()`` -> ``{"torch": "2.14.1", "torchvision": "0.29.1", ...}``
+Usage: ``read_pins()["torch"]`` -> ``"2.14.1"``; ``supported_ranges()["torch"]`` -> ``SpecifierSet(">=2.11,<2.15")``
 """
 
 from __future__ import annotations
 
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-__all__ = ["DISTRIBUTION", "REQUIREMENTS_FILE", "installed_pins", "parse_pins", "read_pins"]
+__all__ = [
+    "DISTRIBUTION", "PYPROJECT_FILE", "REQUIREMENTS_FILE", "in_checkout", "installed_ranges", "parse_pins",
+    "parse_ranges", "read_pins", "supported_ranges",
+]
 
 DISTRIBUTION = "course-utils"
 """The distribution name of course_utils (``[project] name`` in pyproject.toml)."""
 
 _CHECKOUT = Path(__file__).resolve().parent.parent
 REQUIREMENTS_FILE = _CHECKOUT / "requirements.txt"
+PYPROJECT_FILE = _CHECKOUT / "pyproject.toml"
+
+
+def in_checkout() -> bool:
+    """Whether course_utils is imported from a course checkout (its requirements.txt and pyproject.toml beside it).
+
+    Usage: ``if in_checkout(): pins = read_pins()``
+    """
+    return REQUIREMENTS_FILE.is_file() and PYPROJECT_FILE.is_file()
 
 
 def parse_pins(lines: list[str]) -> dict[str, str]:
@@ -58,40 +73,72 @@ def parse_pins(lines: list[str]) -> dict[str, str]:
     return pins
 
 
-def installed_pins(distribution: str = DISTRIBUTION) -> dict[str, str]:
-    """The pins recorded in the installed distribution's ``Requires-Dist`` metadata.
+def parse_ranges(requirements: list[str]) -> dict[str, SpecifierSet]:
+    """``{normalised name: SpecifierSet}`` of the requirements that apply without extras (``Requires-Dist`` lines
+    or pyproject's ``dependencies``); optional ones (``; extra == "test"``) and other platforms' are skipped.
 
-    Usage: ``installed_pins()`` -- what ``pip install`` of course_utils (wheel, git URL, editable) recorded.
+    Usage: ``parse_ranges(["torch>=2.11,<2.15"])`` -> ``{"torch": SpecifierSet("<2.15,>=2.11")}``
+    """
+    ranges: dict[str, SpecifierSet] = {}
+    for line in requirements:
+        requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        ranges[canonicalize_name(requirement.name)] = requirement.specifier
+    return ranges
+
+
+def installed_ranges(distribution: str = DISTRIBUTION) -> dict[str, SpecifierSet]:
+    """The ranges recorded in the installed distribution's ``Requires-Dist`` metadata.
+
+    Usage: ``installed_ranges()["torch"]`` -- what ``pip install`` of course_utils (wheel, git URL) recorded.
     """
     try:
         requirements = metadata.requires(distribution)
     except metadata.PackageNotFoundError:
         raise FileNotFoundError(
             f"course_utils is neither in a course checkout (no requirements.txt next to it) nor installed as the "
-            f"{distribution!r} distribution. Run `make venv` in the course folder (or `pip install .` there)."
+            f"{distribution!r} distribution. Install it: `pip install` of the course's repository (see its README), "
+            f"or `make venv` in the course folder."
         ) from None
     if not requirements:
         raise ValueError(
-            f"The installed {distribution!r} distribution records no dependencies: reinstall it from the course "
-            f"folder (`make venv`) so that its metadata carries the pins of requirements.txt."
+            f"The installed {distribution!r} distribution records no dependencies: reinstall it (`pip install` of the "
+            f"course's repository, or `make venv` in the course folder)."
         )
-    return parse_pins(requirements)
+    return parse_ranges(requirements)
+
+
+def supported_ranges() -> dict[str, SpecifierSet]:
+    """The versions the course supports, by normalised name: pyproject.toml's ``dependencies`` in a checkout, else
+    the installed metadata (:func:`installed_ranges`).
+
+    Usage: ``Version("2.11.0") in supported_ranges()["torch"]`` -> ``True``
+    """
+    if in_checkout():
+        with PYPROJECT_FILE.open("rb") as handle:
+            return parse_ranges(tomllib.load(handle)["project"]["dependencies"])
+    return installed_ranges()
 
 
 def read_pins(path: Path | str | None = None) -> dict[str, str]:
-    """The course's pins with normalised package names: from ``path`` if given, else from ``requirements.txt``
-    of the checkout course_utils is imported from, else from the installed metadata (:func:`installed_pins`).
+    """The exact lock with normalised package names: from ``path`` if given, else from ``requirements.txt`` of the
+    checkout course_utils is imported from. Without a checkout there is no lock (an installed course_utils records
+    ranges, :func:`supported_ranges`): ``FileNotFoundError``.
 
     Usage: ``read_pins()["torch"]`` -> ``"2.14.1"``
     """
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
+    if path is None:
+        if not in_checkout():
             raise FileNotFoundError(
-                f"Cannot find the pins file {path}. Pass the course's requirements.txt, or call read_pins() without "
-                "a path to use the course checkout or the installed course_utils (run `make venv` to install it)."
+                "The exact versions (requirements.txt) are in the course checkout only; this course_utils was "
+                "installed without it. supported_ranges() gives the versions it supports."
             )
-        return parse_pins(path.read_text(encoding="utf-8").splitlines())
-    if REQUIREMENTS_FILE.is_file() and (_CHECKOUT / "pyproject.toml").is_file():
-        return parse_pins(REQUIREMENTS_FILE.read_text(encoding="utf-8").splitlines())
-    return installed_pins()
+        path = REQUIREMENTS_FILE
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"Cannot find the pins file {path}. Pass the course's requirements.txt, or call read_pins() without "
+            "a path to use the course checkout (run `make venv` there)."
+        )
+    return parse_pins(path.read_text(encoding="utf-8").splitlines())

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.course import NOTEBOOKS_DIR
+from course_utils.course import notebooks_folder
 from course_utils.learner_edition import learner_notebook
 
 __all__ = ["MANIFEST", "prepare_workspace", "main"]
@@ -107,7 +107,7 @@ def prepare_workspace(dest: Path, *, notebooks_dir: Path | None = None, quiet: b
 
     Usage: ``prepare_workspace(Path("workspace"))``
     """
-    source = NOTEBOOKS_DIR if notebooks_dir is None else Path(notebooks_dir)
+    source = notebooks_folder() if notebooks_dir is None else Path(notebooks_dir)
     notebooks = sorted(source.glob("[0-9][0-9]_*.ipynb"))
     if not notebooks:
         raise FileNotFoundError(f"No course notebooks (NN_topic.ipynb) in {source}: is this the course repository?")

@@ -45,8 +45,49 @@ def test_doctor_reports_a_wrong_torch_with_the_fix(monkeypatch: pytest.MonkeyPat
     report = doctor()
     out = capsys.readouterr().out
     assert not report.ok
-    assert "✗ torch: 2.0.0, pinned 2.14.1" in out
+    assert "✗ torch: 2.0.0, the course supports >=2.11,<2.15" in out
     assert detect_route().install in out and "restart the kernel" in out
+
+
+@pytest.mark.parametrize("version", ["2.11.0", "2.12.1", "2.11.0+cu128"])
+def test_a_torch_inside_the_supported_range_passes_with_the_note(
+    version: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = doctor_module._installed
+    monkeypatch.setattr(doctor_module, "_installed", lambda name: version if name == "torch" else real(name))
+    report = doctor()
+    out = capsys.readouterr().out
+    assert report.ok, out
+    assert f"✓ torch: {version}, supported; the last digits of some numbers may differ from the stored outputs" in out
+
+
+@pytest.mark.parametrize("version", ["2.10.0", "2.15.0", "3.0.0"])
+def test_a_torch_outside_the_range_fails_and_says_what_to_install(
+    version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = doctor_module._installed
+    monkeypatch.setattr(doctor_module, "_installed", lambda name: version if name == "torch" else real(name))
+    monkeypatch.setattr(doctor_module, "in_checkout", lambda: False)  # as on Colab: installed without the checkout
+    report = doctor(show=False)
+    torch_finding = next(f for f in report.findings if f.name == "torch")
+    assert not report.ok and not torch_finding.ok
+    assert torch_finding.detail == f"{version}, the course supports >=2.11,<2.15"
+    assert '`%pip install "torch>=2.11,<2.15"`' in torch_finding.fix and "restart the kernel" in torch_finding.fix
+
+
+def test_without_the_checkout_doctor_checks_ranges_and_does_not_need_jupyterlab(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = doctor_module._installed
+    monkeypatch.setattr(doctor_module, "in_checkout", lambda: False)
+    colab = {"numpy": "2.1.3", "jupyterlab": None}  # Colab's numpy; no JupyterLab (Colab brings its own front end)
+    monkeypatch.setattr(doctor_module, "_installed", lambda name: colab[name] if name in colab else real(name))
+    report = doctor(show=False)
+    assert report.ok, str(report)
+    names = [f.name for f in report.findings]
+    assert "jupyterlab" not in names and "other course packages" in names
+    numpy = next(f for f in report.findings if f.name == "numpy")
+    assert numpy.detail.startswith("2.1.3, supported;")
 
 
 def test_doctor_reports_a_missing_widget_front_end(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,7 +185,7 @@ def test_doctor_gives_the_conda_command_in_a_conda_kernel(
     report = doctor()
     out = capsys.readouterr().out
     assert not report.ok
-    assert "✗ torch: 2.0.0, pinned 2.14.1\n    → In a terminal, in the course folder: " \
+    assert "✗ torch: 2.0.0, the course supports >=2.11,<2.15\n    → In a terminal, in the course folder: " \
            "`conda env update -n pytorch-hooks-course -f environment.yml`; then restart the kernel" in out
     assert "make venv" not in out
 

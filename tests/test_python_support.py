@@ -46,12 +46,12 @@ def test_environment_yml_and_binder_use_a_supported_python() -> None:
     assert binder.removeprefix("python-") in SUPPORTED_PYTHONS
 
 
-def test_the_build_backend_is_the_pinned_setuptools() -> None:
+def test_the_build_backend_range_holds_the_pinned_setuptools() -> None:
     # make venv installs course_utils with --no-build-isolation: the setuptools installed from requirements.txt
-    # builds it, and pip's --check-build-dependencies refuses any other version.
+    # builds it, and pip's --check-build-dependencies refuses one outside pyproject's range.
     (requirement,) = (Requirement(r) for r in PYPROJECT["build-system"]["requires"])
     assert requirement.name == "setuptools"
-    assert str(requirement.specifier) == f"=={read_pins()['setuptools']}"
+    assert requirement.specifier.contains(read_pins()["setuptools"])
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     for line in makefile.splitlines():
         if "--no-build-isolation" in line:

@@ -1,0 +1,74 @@
+"""The compat run's verdicts (tools/compat/execute.py) fire on what they are meant to, and Colab's snapshot says where
+it came from and how to update it. The run itself is `make test-compat` (.ci/run runs it after make test)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools" / "compat"))
+import execute  # noqa: E402
+import run  # noqa: E402
+
+
+def notebook(*cells: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    return new_notebook(cells=list(cells))
+
+
+def stderr(text: str) -> nbformat.NotebookNode:
+    return new_output("stream", name="stderr", text=text)
+
+
+def test_deprecations_from_torch_or_course_code_are_debt_and_others_are_not() -> None:
+    lines = (
+        "/x/site-packages/torch/nn/modules/module.py:12: FutureWarning: `foo` is deprecated\n  foo()\n"
+        "/tmp/ipykernel_123/456.py:3: DeprecationWarning: the notebook calls a deprecated torch API\n"
+        "/x/site-packages/course_utils/saliency.py:9: DeprecationWarning: course code\n"
+        "/x/site-packages/jupyter_client/session.py:203: DeprecationWarning: datetime.utcnow() is deprecated\n"
+        "/x/site-packages/torch/foo.py:1: UserWarning: not a deprecation\n"
+    )
+    debt, other = execute.warnings_seen(notebook(new_code_cell("x", outputs=[stderr(lines)])))
+    assert [line.split(": ", 2)[1] for line in debt] == ["FutureWarning", "DeprecationWarning", "DeprecationWarning"]
+    assert "module.py:12" in debt[0] and "456.py:3" in debt[1] and "saliency.py:9" in debt[2]
+    assert len(other) == 1 and "session.py:203" in other[0]
+
+
+def test_a_teaching_run_fails_on_an_unexpected_error_a_failed_check_or_a_silent_solution() -> None:
+    error = new_output("error", ename="AssertionError", evalue="", traceback=[])
+    ok = new_output("stream", name="stdout", text="✓ Exercise 01.1: correct.\n")
+    failed = new_output("stream", name="stdout", text="✗ Exercise 01.2: not yet.\n")
+    cells = [
+        new_code_cell("assert False", outputs=[error]),
+        new_code_cell("raise ValueError", outputs=[error], metadata={"tags": ["raises-exception"]}),
+        new_code_cell("check('01.1', f)", outputs=[ok], metadata={"tags": ["solution"]}),
+        new_code_cell("check('01.2', g)", outputs=[failed], metadata={"tags": ["solution"]}),
+        new_code_cell("check('01.3', h)", outputs=[], metadata={"tags": ["solution"]}),
+    ]
+    problems = execute.teaching_problems(notebook(*cells))
+    assert problems[0].startswith("cell 0 raised AssertionError")
+    assert not any(p.startswith(("cell 1 ", "cell 2")) for p in problems)
+    assert any(p.startswith("cell 3: a check failed") for p in problems)
+    assert any(p.startswith("cell 4: the solution's check did not pass") for p in problems)
+    assert len(problems) == 4  # cell 3 both failed and did not pass
+
+
+def test_the_snapshot_names_its_source_date_and_how_to_update_it() -> None:
+    text = run.SNAPSHOT.read_text(encoding="utf-8")
+    assert "https://github.com/googlecolab/backend-info" in text and run.COLAB_DATE in text
+    assert "How to update" in text and f"Python {run.COLAB_PYTHON}" in text
+    pins = run.snapshot_pins()
+    assert pins["torch"] == "2.11.0" and pins["ipywidgets"].startswith("7.")
+
+
+def test_only_notebooks_that_passed_both_runs_are_recorded(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(run, "VERIFIED", tmp_path / "verified.json")
+    monkeypatch.setattr(run, "ROOT", tmp_path)
+    report = {"01_a (teaching)": [], "01_a (learner)": [], "02_b (teaching)": [], "02_b (learner)": ["cell 3: x"]}
+    run.record_verified("colab-2026-08-19", report, "2.11.0")
+    data = json.loads((tmp_path / "verified.json").read_text())
+    assert list(data) == ["01_a"] and data["01_a"]["colab-2026-08-19"]["torch"] == "2.11.0"
