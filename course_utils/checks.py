@@ -35,6 +35,7 @@ from course_utils.blocked_helpers import HelperBlocked, blocked
 from course_utils.exercise_kit import Exercise, ReferenceRefused, Verdict, plain
 from course_utils.exercises import catalogue
 from course_utils.progress_record import record as record_attempt
+from course_utils.report_problem import problem_url
 from course_utils.sandbox import (
     COURSE_DIR,
     SessionGuard,
@@ -165,6 +166,8 @@ def check(exercise_id: str, answer: Any) -> Verdict:
         print(f"✗ {message}")
         return Verdict(False, message)
     verdict = _check_and_say(item, answer)
+    if not verdict.ok and STILL_THE_STUB not in verdict.message:
+        print(f"Think the check itself is wrong? {problem_url(exercise=item.id)}")
     note = record_attempt(item.id, verdict.ok)  # the learner's progress record; never breaks the check
     if note:
         print(note)

@@ -38,12 +38,16 @@ _HINT_TAILS = ("gives a hint.", "gives the next hint.", "says where the solution
 
 
 def _judged(capsys: pytest.CaptureFixture[str], exercise_id: str, answer: object) -> tuple[bool, str]:
-    """check() once; the verdict and the printed line. A ✗ line must end with how to ask for a hint."""
+    """check() once; the verdict and the printed verdict line. A ✗ line must end with how to ask for a hint, and
+    the next line offers the prefilled 'report a problem' link."""
     verdict = bool(checks.check(exercise_id, answer))
     out = capsys.readouterr().out
     if not verdict:
-        assert out.startswith(f"✗ Exercise {exercise_id}: not yet."), out
-        assert out.rstrip().endswith(tuple(f'hint("{exercise_id}") {tail}' for tail in _HINT_TAILS)), out
+        first, *rest = out.splitlines()
+        assert first.startswith(f"✗ Exercise {exercise_id}: not yet."), out
+        assert first.rstrip().endswith(tuple(f'hint("{exercise_id}") {tail}' for tail in _HINT_TAILS)), out
+        assert rest and rest[0].startswith("Think the check itself is wrong? https://github.com/"), out
+        out = first + "\n" + "\n".join(rest[1:])
     return verdict, out
 
 

@@ -186,7 +186,7 @@ def test_hints_come_one_by_one_then_point_to_the_solution(scratch_exercise, caps
     hint("99.1")
     assert "complete notebook" in capsys.readouterr().out
     check("99.1", 1)
-    assert capsys.readouterr().out.rstrip().endswith('hint("99.1") says where the solution is.')
+    assert capsys.readouterr().out.splitlines()[0].endswith('hint("99.1") says where the solution is.')
 
 
 def test_preserved_session_restores_even_when_the_block_raises() -> None:

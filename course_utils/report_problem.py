@@ -1,0 +1,79 @@
+"""A link that opens a prefilled issue on the course's repository: what a learner clicks when the course is wrong.
+
+The issue is prefilled with the notebook, the exercise id and the versions of course_utils, torch and Python --
+never the learner's code, outputs or file paths. The repository is ``course_utils.cloud.REPOSITORY``.
+
+Usage::
+
+    from course_utils.report_problem import problem_url, report_problem
+    report_problem("06.1")          # prints the link for exercise 06.1 (its notebook is filled in too)
+    problem_url(notebook="06_grad_cam.ipynb")
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import re
+from urllib.parse import urlencode
+
+from course_utils.cloud import REPOSITORY
+
+__all__ = ["problem_url", "report_problem", "versions_line"]
+
+_EXERCISE = re.compile(r"\d\d\.\d{1,2}")
+_NOTEBOOK = re.compile(r"\d\d_[a-z0-9_]+(?:\.ipynb)?")
+
+
+def _version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def versions_line() -> str:
+    """``course_utils 0.1.0 | torch 2.14.1 | Python 3.11.7`` (names and versions only).
+
+    Usage: ``print(versions_line())``
+    """
+    return f"course_utils {_version('course-utils')} | torch {_version('torch')} | Python {platform.python_version()}"
+
+
+def problem_url(exercise: str | None = None, notebook: str | None = None) -> str:
+    """The link to a new issue on the course's repository, prefilled with what helps the maintainers.
+
+    ``exercise`` (``"06.1"``) and ``notebook`` (``"06_grad_cam.ipynb"``) are checked against their patterns, so
+    nothing else (a path, code) can end up in the link. Usage: ``problem_url("06.1")``
+    """
+    if exercise is not None and not _EXERCISE.fullmatch(str(exercise)):
+        raise ValueError(f"exercise looks like '06.1', got {exercise!r}")
+    if notebook is not None and not _NOTEBOOK.fullmatch(str(notebook)):
+        raise ValueError(f"notebook looks like '06_grad_cam.ipynb', got {notebook!r}")
+    where = notebook or (f"notebook {exercise.split('.')[0]}" if exercise else "")
+    title = " ".join(filter(None, ["Problem in", f"exercise {exercise}" if exercise else "", where and f"({where})"]))
+    body = "\n".join([
+        "**What happened** (what you ran, what you saw; please no personal paths):",
+        "",
+        "",
+        "**What you expected:**",
+        "",
+        "",
+        "---",
+        f"notebook: {notebook or '-'}",
+        f"exercise: {exercise or '-'}",
+        versions_line(),
+    ])
+    return f"https://github.com/{REPOSITORY}/issues/new?" + urlencode({"title": title, "body": body})
+
+
+def report_problem(exercise_or_notebook: str | None = None) -> str:
+    """Print (and return) the link that opens a prefilled issue for an exercise or a notebook.
+
+    Usage: ``report_problem("06.1")`` or ``report_problem("06_grad_cam.ipynb")``
+    """
+    value = exercise_or_notebook
+    is_exercise = value is not None and _EXERCISE.fullmatch(value) is not None
+    url = problem_url(exercise=value if is_exercise else None, notebook=None if is_exercise else value)
+    print(f"Report a problem with the course (a prefilled issue; no code or paths are sent): {url}")
+    return url

@@ -1,0 +1,52 @@
+"""'Report a problem': a prefilled issue link with the notebook, the exercise and versions -- never code or paths."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from course_utils import check
+from course_utils.cloud import REPOSITORY
+from course_utils.report_problem import problem_url, report_problem
+
+
+def fields(url: str) -> dict[str, str]:
+    parsed = urlparse(url)
+    assert (parsed.scheme, parsed.netloc, parsed.path) == ("https", "github.com", f"/{REPOSITORY}/issues/new")
+    return {key: values[0] for key, values in parse_qs(parsed.query).items()}
+
+
+def test_the_link_names_the_exercise_its_notebook_and_the_versions() -> None:
+    query = fields(problem_url(exercise="06.1"))
+    assert query["title"] == "Problem in exercise 06.1 (notebook 06)"
+    assert "exercise: 06.1" in query["body"] and f"torch {importlib.metadata.version('torch')}" in query["body"]
+    assert f"Python {platform.python_version()}" in query["body"] and "course_utils " in query["body"]
+    assert fields(problem_url(notebook="11_hook_clinic.ipynb"))["title"] == "Problem in (11_hook_clinic.ipynb)"
+
+
+@pytest.mark.parametrize("bad", ["/home/ada/secret.ipynb", "06.1; rm -rf", "def f(): pass", "../06_grad_cam.ipynb"])
+def test_nothing_but_an_id_or_a_notebook_name_gets_in(bad: str) -> None:
+    with pytest.raises(ValueError):
+        problem_url(exercise=bad)
+    with pytest.raises(ValueError):
+        problem_url(notebook=bad)
+
+
+def test_report_problem_prints_the_link(capsys: pytest.CaptureFixture[str]) -> None:
+    url = report_problem("03.2")
+    assert url in capsys.readouterr().out and fields(url)["title"].startswith("Problem in exercise 03.2")
+
+
+def test_a_failed_check_offers_the_link_without_the_learners_code(capsys: pytest.CaptureFixture[str]) -> None:
+    secret = "a-learner-secret-value"
+
+    def hook(grad):  # noqa: ANN001, ANN202 - a wrong answer whose code holds a string that must never be sent
+        return grad * 0 if secret else grad
+
+    assert not check("01.1", hook)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("✗ Exercise 01.1") and out[1].startswith("Think the check itself is wrong? https://")
+    assert secret not in out[1] and "exercise: 01.1" in fields(out[1].split("wrong? ")[1])["body"]
