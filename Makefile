@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-# The Python versions the course runs on; pyproject.toml's requires-python and course_utils.env_check say the same
+# The Python versions the course runs on; pyproject.toml's requires-python and course_utils.machinery.env_check say the same
 # (tests/test_pins.py). One virtual environment per Python: make test PYTHON=python3.12 VENV=.venv312
 PYTHONS := 3.11 3.12 3.13
 VENV   ?= .venv
@@ -71,7 +71,7 @@ WORKSPACE ?= workspace
 
 # Self-learners get their own copy of the learner edition (never overwritten); complete notebooks in $(WORKSPACE)/complete.
 lab: venv
-	$(PY) -m course_utils.workspace $(WORKSPACE)
+	$(PY) -m course_utils.machinery.workspace $(WORKSPACE)
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=$(WORKSPACE) $(ROOT_FLAG) \
 	    --LabApp.default_url=/lab/tree/00_start_here.ipynb
 

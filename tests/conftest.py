@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-# check() records each attempt in the learner's progress record (course_utils.progress_record): never from the
+# check() records each attempt in the learner's progress record (course_utils.machinery.progress_record): never from the
 # tests, their notebook kernels or the servers they start, unless a test asks for it.
 os.environ["COURSE_PROGRESS"] = "off"
 for path in (TESTS.parent, TESTS):

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import nbformat
 
-from course_utils.checks import STILL_THE_STUB
-from course_utils.learner_edition import RAISES as EXPECTED_ERROR_TAG  # nbval's tag: a cell expected to raise
-from course_utils.learner_edition import STUB_TAG
+from course_utils.machinery.checks import STILL_THE_STUB
+from course_utils.machinery.learner_edition import RAISES as EXPECTED_ERROR_TAG  # nbval's tag: a cell expected to raise
+from course_utils.machinery.learner_edition import STUB_TAG
 
 __all__ = ["EXPECTED_ERROR_TAG", "STUB_TAG", "cell_problem", "learner_run_problems"]
 

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 from course_utils import saliency
-from course_utils.blocked_helpers import HelperBlocked, blocked, is_blocked, resolve_helper
+from course_utils.machinery.blocked_helpers import HelperBlocked, blocked, is_blocked, resolve_helper
 from course_utils.recorder import ActivationRecorder
 from course_utils.saliency import grad_cam  # the learner's own name for it: the same object
 
@@ -47,7 +47,7 @@ def test_bad_names_get_a_clear_error(name: str, message: str) -> None:
 
 
 def test_every_blocked_name_of_every_exercise_resolves() -> None:
-    from course_utils.checks import all_exercises
+    from course_utils.machinery.checks import all_exercises
 
     names = [(item.id, name) for item in all_exercises().values() for name in item.blocked]
     assert names, "some exercises block the helper that would solve them"

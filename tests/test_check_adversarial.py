@@ -16,10 +16,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from course_utils import checks, saliency
-from course_utils.blocked_helpers import is_blocked
-from course_utils.exercise_kit import ReferenceRefused, Verdict
-from course_utils.exercises import nb02, nb06
+from course_utils import saliency
+from course_utils.machinery import checks
+from course_utils.machinery.blocked_helpers import is_blocked
+from course_utils.machinery.exercise_kit import ReferenceRefused, Verdict
+from course_utils.machinery.exercises import nb02, nb06
 from course_utils.hooks import HookRegistry
 from tests.exercise_cases import all_cases
 from tests.session_state import same_session, session_state
@@ -288,7 +289,7 @@ def test_an_endless_loop_in_a_hook_is_stopped_and_the_kernel_stays_usable(capsys
 def test_the_time_limit_keeps_the_callers_own_alarm() -> None:
     import signal
 
-    from course_utils.sandbox import time_limit
+    from course_utils.machinery.sandbox import time_limit
 
     fired = []
     previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(1))

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils import checks
-from course_utils.checks import all_exercises, check, exercise, hint, preserved_session
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_choice, expect_tensor
+from course_utils.machinery import checks
+from course_utils.machinery.checks import all_exercises, check, exercise, hint, preserved_session
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, expect_choice, expect_tensor
 from tests.session_state import same_session, session_state
 
 
@@ -143,7 +143,7 @@ def test_an_error_inside_a_check_is_reported_as_a_course_bug(scratch_exercise, c
     broken_validator.__code__ = broken_validator.__code__.replace(co_filename=checks.__file__)
     assert not check("99.1", lambda g: g)
     out = capsys.readouterr().out
-    assert "bug in the course's check" in out and "RuntimeError" in out and "course_utils/checks.py" in out
+    assert "bug in the course's check" in out and "RuntimeError" in out and "course_utils/machinery/checks.py" in out
     assert "your code raised" not in out
 
 
@@ -209,7 +209,7 @@ def test_no_import_cycle_between_checks_and_the_exercises() -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        assert "course_utils.checks" not in imported, f"{path.name} imports course_utils.checks: an import cycle"
+        assert "course_utils.machinery.checks" not in imported, f"{path.name} imports course_utils.machinery.checks: an import cycle"
 
 
 def test_saved_tensor_hooks_an_answer_left_open_are_undone_and_the_callers_own_stay() -> None:

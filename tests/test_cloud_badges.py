@@ -1,5 +1,5 @@
 """Every notebook opens with its Colab and Kaggle links and a guarded install that does nothing here and installs the
-course (never torch) on Colab or Kaggle; all generated from course_utils.cloud, where the repository is named once."""
+course (never torch) on Colab or Kaggle; all generated from course_utils.machinery.cloud, where the repository is named once."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from course_utils import cloud
+from course_utils.machinery import cloud
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -103,7 +103,7 @@ def test_the_repository_is_named_in_one_place() -> None:
                 text = text[:begin] + text[text.index(end, begin) + len(end):]
         if cloud.REPOSITORY in text:
             naming.append(name)
-    assert naming == ["course_utils/cloud.py"], naming
+    assert naming == ["course_utils/machinery/cloud.py"], naming
 
 
 def test_the_tool_is_idempotent_and_replaces_its_own_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

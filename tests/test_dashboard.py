@@ -15,7 +15,7 @@ from traitlets.config import Config
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools" / "hub"))
 import dashboard  # noqa: E402
 
-from course_utils.progress_record import Attempt  # noqa: E402
+from course_utils.machinery.progress_record import Attempt  # noqa: E402
 
 NOW = datetime.datetime(2026, 11, 25, 12, 0, 0, tzinfo=datetime.timezone.utc)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from course_utils.pins import parse_pins, read_pins
+from course_utils.machinery.pins import parse_pins, read_pins
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import env_check as doctor_module
-from course_utils.env_check import SUPPORTED_PYTHONS, detect_route, doctor
+from course_utils.machinery import env_check as doctor_module
+from course_utils.machinery.env_check import SUPPORTED_PYTHONS, detect_route, doctor
 
 
 def test_doctor_passes_here(capsys: pytest.CaptureFixture[str]) -> None:

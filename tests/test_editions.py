@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import build_editions  # noqa: E402
 from refresh_notebooks import CURRENT_ENV, CurrentEnvKernelSpecs  # noqa: E402
 
-from course_utils.learner_edition import learner_notebook, restore_solutions, solution_blocks, stub_source  # noqa: E402
+from course_utils.machinery.learner_edition import learner_notebook, restore_solutions, solution_blocks, stub_source  # noqa: E402
 from learner_run import learner_run_problems  # noqa: E402
 
 NOTEBOOKS = build_editions.course_notebooks()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.checks import all_exercises, check
-from course_utils.checks import _reset_hints
-from course_utils.course import course_map, read_opening
+from course_utils.machinery.checks import all_exercises, check
+from course_utils.machinery.checks import _reset_hints
+from course_utils.machinery.course import course_map, read_opening
 from tests.exercise_cases import all_cases
 from tests.session_state import same_session, session_state
 
@@ -90,7 +90,7 @@ def test_the_course_is_hands_on() -> None:
 
 
 def test_every_exercise_has_hints_that_come_one_by_one(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_utils.checks import hint
+    from course_utils.machinery.checks import hint
 
     _reset_hints()
     try:

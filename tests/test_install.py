@@ -78,9 +78,9 @@ def outside(python: Path, code: str, cwd: Path, check: bool = True) -> subproces
 PROBE = r"""
 import json, sys, tempfile
 from pathlib import Path
-import course_utils, course_utils.pins as pins
-from course_utils.course import course_map, notebooks_folder
-from course_utils.workspace import prepare_workspace
+import course_utils, course_utils.machinery.pins as pins
+from course_utils.machinery.course import course_map, notebooks_folder
+from course_utils.machinery.workspace import prepare_workspace
 from course_utils.images import load_photo
 from course_utils.models import efficientnet_lite0, imagenet_categories
 report = course_utils.doctor(show=False)
@@ -119,7 +119,7 @@ def test_without_its_notebooks_the_course_map_says_what_to_do(wheel: Path, fresh
     assert site.is_relative_to(fresh_env.parent.parent)
     shutil.rmtree(site / "notebooks")
     try:
-        result = outside(fresh_env, "from course_utils.course import course_map; course_map()", tmp_path, check=False)
+        result = outside(fresh_env, "from course_utils.machinery.course import course_map; course_map()", tmp_path, check=False)
         assert result.returncode != 0
         assert "FileNotFoundError" in result.stderr and "`pip install`" in result.stderr, result.stderr
     finally:

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import instructor_guide  # noqa: E402
 
-from course_utils.course import course_map  # noqa: E402
+from course_utils.machinery.course import course_map  # noqa: E402
 
 FIX = "run `.venv/bin/python tools/instructor_guide.py` (or `make timings` to measure again)"
 

@@ -18,7 +18,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from course_utils.pins import DISTRIBUTION, installed_ranges, parse_pins, parse_ranges, read_pins, supported_ranges
+from course_utils.machinery.pins import DISTRIBUTION, installed_ranges, parse_pins, parse_ranges, read_pins, supported_ranges
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -137,7 +137,7 @@ def test_a_non_editable_install_without_the_checkout_reads_its_own_metadata(tmp_
         check=True, capture_output=True, text=True, timeout=300,
     )
     shutil.rmtree(source)  # the checkout is gone: only the installed files remain
-    probe = ("import json, course_utils.pins as p\ntry:\n    p.read_pins(); lock = True\nexcept FileNotFoundError:\n"
+    probe = ("import json, course_utils.machinery.pins as p\ntry:\n    p.read_pins(); lock = True\nexcept FileNotFoundError:\n"
              "    lock = False\nprint(json.dumps([p.__file__, {k: str(v) for k, v in p.supported_ranges().items()}, lock]))")
     env = {**os.environ, "PYTHONPATH": str(site)}
     result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, check=True, capture_output=True,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import progress_record
-from course_utils.progress_record import RECORD_NAME, parse_line, progress, read_record, record, record_path
+from course_utils.machinery import progress_record
+from course_utils.machinery.progress_record import RECORD_NAME, parse_line, progress, read_record, record, record_path
 
 
 @pytest.fixture(autouse=True)
@@ -132,7 +132,7 @@ def test_progress_shows_done_tried_and_not_started_and_resets(in_tmp: Path, caps
 
 
 def test_a_course_update_of_the_workspace_leaves_the_record_alone(in_tmp: Path) -> None:
-    from course_utils.workspace import prepare_workspace
+    from course_utils.machinery.workspace import prepare_workspace
 
     workspace = in_tmp / "workspace"
     prepare_workspace(workspace)
@@ -161,6 +161,6 @@ def test_check_records_each_attempt_and_a_failed_record_never_hides_the_verdict(
     verdict = check("01.1", "not a hook")
     out = capsys.readouterr().out.splitlines()
     assert not verdict and out[0].startswith("✗ Exercise 01.1: not yet.")
-    assert out[1].startswith("(Your progress was not recorded: FileNotFoundError")
+    assert out[-1].startswith("(Your progress was not recorded: FileNotFoundError")
     check("1.1", None)  # an unknown id is no attempt
     assert len(lines(in_tmp / RECORD_NAME)) == 2

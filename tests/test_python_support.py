@@ -17,8 +17,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from course_utils.env_check import SUPPORTED_PYTHONS
-from course_utils.pins import read_pins
+from course_utils.machinery.env_check import SUPPORTED_PYTHONS
+from course_utils.machinery.pins import read_pins
 
 ROOT = Path(__file__).resolve().parent.parent
 MAKE = shutil.which("make")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from course_utils.course import course_map, course_map_markdown
+from course_utils.machinery.course import course_map, course_map_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,7 +19,7 @@ def test_readme_course_map_matches_the_notebooks() -> None:
     assert block, "README lacks the course-map markers"
     assert block.group(1).strip() == course_map_markdown().strip(), (
         "README course map is stale; paste the output of "
-        "`.venv/bin/python -c 'from course_utils.course import course_map_markdown; print(course_map_markdown())'`"
+        "`.venv/bin/python -c 'from course_utils.machinery.course import course_map_markdown; print(course_map_markdown())'`"
     )
 
 

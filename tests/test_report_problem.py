@@ -9,8 +9,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from course_utils import check
-from course_utils.cloud import REPOSITORY
-from course_utils.report_problem import problem_url, report_problem
+from course_utils.machinery.cloud import REPOSITORY
+from course_utils.machinery.report_problem import problem_url, report_problem
 
 
 def fields(url: str) -> dict[str, str]:

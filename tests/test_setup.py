@@ -7,7 +7,7 @@ import warnings
 import pytest
 import torch
 
-from course_utils.notebook import environment_line, print_warnings, setup_notebook
+from course_utils.machinery.notebook import environment_line, print_warnings, setup_notebook
 
 
 def test_setup_is_deterministic_and_single_threaded() -> None:

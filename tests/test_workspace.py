@@ -14,9 +14,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils.course import NOTEBOOKS_DIR
-from course_utils.learner_edition import solution_blocks
-from course_utils.workspace import MANIFEST, prepare_workspace
+from course_utils.machinery.course import NOTEBOOKS_DIR
+from course_utils.machinery.learner_edition import solution_blocks
+from course_utils.machinery.workspace import MANIFEST, prepare_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -128,7 +128,7 @@ def test_bad_places_get_clear_errors(tmp_path: Path) -> None:
 
 
 def test_the_command_line_prepares_the_real_course(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "course_utils.workspace", str(tmp_path / "ws")],
+    result = subprocess.run([sys.executable, "-m", "course_utils.machinery.workspace", str(tmp_path / "ws")],
                             capture_output=True, text=True, check=True, cwd=tmp_path)
     assert "Workspace ready" in result.stdout
     assert len(list((tmp_path / "ws").glob("[0-9][0-9]_*.ipynb"))) == len(list(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")))

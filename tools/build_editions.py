@@ -1,9 +1,9 @@
 """Build the workshop editions of the course from the teaching notebooks (nothing here is committed).
 
 - ``learner``: every ``### BEGIN SOLUTION`` … ``### END SOLUTION`` block becomes ``# YOUR CODE HERE`` and a
-  ``raise NotImplementedError`` (``course_utils.learner_edition``); the rest of each cell (the ``def`` line,
+  ``raise NotImplementedError`` (``course_utils.machinery.learner_edition``); the rest of each cell (the ``def`` line,
   docstring, ``check(...)`` line) is kept. Outputs and execution counts are cleared. ``make lab`` gives
-  self-learners the same edition in their own workspace (``course_utils.workspace``).
+  self-learners the same edition in their own workspace (``course_utils.machinery.workspace``).
 - ``slides``: one reveal.js deck per notebook (slide boundaries from each cell's ``slideshow`` metadata; a
   notebook without any starts a new slide at every ``##`` heading). reveal.js, require.js, jQuery and KaTeX are
   copied next to the decks from ``vendor/``, so the decks work offline, formulas included.
@@ -47,8 +47,8 @@ PAGE_STYLE = (
 TEMPLATES = Path(__file__).resolve().parent / "nbconvert_templates"
 OFFLINE_SCRIPTS = {"require_js_url": "requirejs/require.js", "jquery_url": "jquery/jquery.min.js"}
 sys.path.insert(0, str(ROOT))
-from course_utils.course import read_opening  # noqa: E402
-from course_utils.learner_edition import learner_notebook  # noqa: E402
+from course_utils.machinery.course import read_opening  # noqa: E402
+from course_utils.machinery.learner_edition import learner_notebook  # noqa: E402
 
 
 def course_notebooks() -> list[Path]:

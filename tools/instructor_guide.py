@@ -1,7 +1,7 @@
 """The instructor guide's generated tables: notebook timings and the workshop agendas.
 
 Sums, start times and durations are computed here, never typed: the notebooks, their order and their minutes come
-from the course map (each notebook's opening cell, ``course_utils.course``), the measured run times from
+from the course map (each notebook's opening cell, ``course_utils.machinery.course``), the measured run times from
 ``tools/notebook_timings.json`` (written by ``make timings``), and the agendas from the blocks below. A notebook
 that is in the course map but in no agenda block (notebooks 08 and later, say) lands in the optional advanced
 block by itself. ``tests/test_instructor_guide.py`` keeps the guide equal to what this prints.
@@ -26,7 +26,7 @@ GUIDE = ROOT / "notebooks" / "instructor_guide.md"
 TIMINGS = Path(__file__).resolve().parent / "notebook_timings.json"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-from course_utils.course import NOTEBOOKS_DIR, NotebookInfo, course_map  # noqa: E402
+from course_utils.machinery.course import NOTEBOOKS_DIR, NotebookInfo, course_map  # noqa: E402
 
 
 # -- agenda data --------------------------------------------------------------------------------------------

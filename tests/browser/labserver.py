@@ -56,10 +56,10 @@ def course_notebooks() -> list[str]:
 
 
 def serve_workspace(dest: Path) -> Path:
-    """A learner's workspace in ``dest``, made by ``course_utils.workspace`` exactly as ``make lab`` makes it: the
+    """A learner's workspace in ``dest``, made by ``course_utils.machinery.workspace`` exactly as ``make lab`` makes it: the
     learner edition of every notebook (exercise stubs, no outputs) and ``complete/``. Lab saves what it runs
     there; the stored notebooks stay untouched, and nothing can pass on a stored output."""
-    from course_utils.workspace import prepare_workspace
+    from course_utils.machinery.workspace import prepare_workspace
 
     prepare_workspace(dest)
     for path in dest.glob("[0-9][0-9]_*.ipynb"):

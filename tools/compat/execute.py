@@ -2,7 +2,7 @@
 
 Run by tools/compat/run.py with the compat environment's Python (it imports the *installed* course_utils, and
 nbclient/nbformat from that environment). It prepares a learner workspace in ``--folder`` with
-``python -m course_utils.workspace``, then executes every teaching notebook (``complete/``) and every learner
+``python -m course_utils.machinery.workspace``, then executes every teaching notebook (``complete/``) and every learner
 edition there, ``--workers`` at a time, and writes ``{"NN_x (teaching)": [problems], ...}`` to ``--report``.
 
 Usage: ``python tools/compat/execute.py --folder /tmp/x --learner-run tests/learner_run.py --report /tmp/x/r.json``
@@ -110,7 +110,7 @@ def main() -> int:
     args = parser.parse_args()
     os.environ["PYTHONWARNINGS"] = "always::DeprecationWarning,always::FutureWarning"  # the kernels inherit it
     workspace = args.folder / "workspace"
-    subprocess.run([sys.executable, "-m", "course_utils.workspace", str(workspace)], check=True, cwd=args.folder)
+    subprocess.run([sys.executable, "-m", "course_utils.machinery.workspace", str(workspace)], check=True, cwd=args.folder)
     jobs = []
     for teaching in sorted((workspace / "complete").glob("[0-9][0-9]_*.ipynb")):
         if args.notebooks and teaching.name[:2] not in args.notebooks:

@@ -6,7 +6,7 @@
 2. ``pip install`` of this checkout into it, as a learner would (not editable, with its dependencies). Every
    package of the snapshot must keep its version (torch and torchvision above all); what the install added is
    listed.
-3. From a temporary folder outside the checkout: ``python -m course_utils.workspace`` (the installed wheel's
+3. From a temporary folder outside the checkout: ``python -m course_utils.machinery.workspace`` (the installed wheel's
    notebooks), then every teaching notebook (``complete/``) and every learner edition is executed with nbclient in
    that environment's kernel. Teaching notebooks: no error outside cells tagged ``raises-exception``, every
    solution's ``check()`` passes. Learner editions: every stub fails only with the friendly "not done yet" verdict

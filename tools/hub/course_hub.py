@@ -159,7 +159,7 @@ def learner_python(state: Path, venv_python: Path = VENV_PYTHON) -> tuple[str, s
     own, on a system Python of the same minor version. Nothing is copied or installed.
     """
     nobody = pwd.getpwnam("nobody")
-    probe = "import course_utils.workspace, jupyterhub.singleuser"
+    probe = "import course_utils.machinery.workspace, jupyterhub.singleuser"
     if runs_as(str(venv_python), nobody.pw_uid, nobody.pw_gid, probe):
         return str(venv_python), f"learners run the course's environment {venv_python}"
     minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
@@ -356,7 +356,7 @@ def _workspace_hook(s: Settings, python: str):  # type: ignore[no-untyped-def]
             preexec = None
         env = {**learner_environment(s, python), "HOME": home, "USER": name}
         process = await asyncio.create_subprocess_exec(
-            python, "-m", "course_utils.workspace", f"{home}/workspace", cwd=home, env=env, preexec_fn=preexec,
+            python, "-m", "course_utils.machinery.workspace", f"{home}/workspace", cwd=home, env=env, preexec_fn=preexec,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         try:
             output, _ = await asyncio.wait_for(process.communicate(), timeout=180)

@@ -3,7 +3,7 @@
 A learners x exercises grid (✓ done, ✗N tried N times, blank: not started), the time since each learner's last
 check, and which exercise most learners are stuck on; the page refreshes itself every 15 s. Only the hub's admins
 may open it (JupyterHub's OAuth: a learner gets 403). It reads nothing but each learner's progress record,
-``~/workspace/.course-progress.jsonl`` (see course_utils.progress_record): opened without following links, only
+``~/workspace/.course-progress.jsonl`` (see course_utils.machinery.progress_record): opened without following links, only
 when it is a regular file that the learner owns, at most its last 256 KiB, and only well-formed lines are shown.
 No notebook, no code, no other file is read.
 
@@ -36,7 +36,7 @@ def read_learner_record(home: Path, owner_uid: int | None) -> tuple[list[Any], s
 
     ``owner_uid``: the file must belong to this uid (None: no owner check, for a hub whose learners share one
     account). The last path component is never followed as a link; a link elsewhere in the path is refused too."""
-    from course_utils.progress_record import parse_lines
+    from course_utils.machinery.progress_record import parse_lines
 
     path = home / RECORD
     try:
@@ -197,7 +197,7 @@ def main() -> None:  # pragma: no cover - run by the hub; tests/browser/test_hub
     from jupyterhub.utils import url_path_join
     from tornado import ioloop, web
 
-    from course_utils.checks import all_exercises
+    from course_utils.machinery.checks import all_exercises
 
     prefix = os.environ["JUPYTERHUB_SERVICE_PREFIX"]
     api_url, token = os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"]

@@ -23,7 +23,7 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from course_utils.workspace import MANIFEST, prepare_workspace  # noqa: E402
+from course_utils.machinery.workspace import MANIFEST, prepare_workspace  # noqa: E402
 
 
 def git(repo: Path, *args: str) -> str:

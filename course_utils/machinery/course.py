@@ -23,7 +23,7 @@ from pathlib import Path
 
 __all__ = ["NOTEBOOKS_DIR", "NotebookInfo", "course_map", "course_map_markdown", "notebooks_folder"]
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 """The checkout's notebooks/ (absent where course_utils was installed without its checkout)."""
 _NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable
 from course_utils.hooks import count_hooks
 from course_utils.optim_hooks import optimizer_hook_report
 

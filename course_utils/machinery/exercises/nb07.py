@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable, only_inside_a_check
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, only_inside_a_check
 from course_utils.hooks import count_hooks, hook_report
 
 _FLAGS = ("_with_kwargs", "_always_called")  # flag dictionaries that come with some hooks: not hooks themselves

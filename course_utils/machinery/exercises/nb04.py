@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.exercise_kit import Exercise, Verdict, as_whole_number, expect_callable, only_inside_a_check, plain
+from course_utils.machinery.exercise_kit import Exercise, Verdict, as_whole_number, expect_callable, only_inside_a_check, plain
 from course_utils.hooks import count_hooks
 
 

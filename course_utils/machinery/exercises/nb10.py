@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_live_value
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, expect_live_value
 from course_utils.hooks import count_hooks
 
 _STEPS = 2

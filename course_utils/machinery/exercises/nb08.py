@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable, expect_live_value, only_inside_a_check
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, expect_live_value, only_inside_a_check
 from course_utils.hooks import count_hooks
 
 

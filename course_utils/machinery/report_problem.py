@@ -1,11 +1,11 @@
 """A link that opens a prefilled issue on the course's repository: what a learner clicks when the course is wrong.
 
 The issue is prefilled with the notebook, the exercise id and the versions of course_utils, torch and Python --
-never the learner's code, outputs or file paths. The repository is ``course_utils.cloud.REPOSITORY``.
+never the learner's code, outputs or file paths. The repository is ``course_utils.machinery.cloud.REPOSITORY``.
 
 Usage::
 
-    from course_utils.report_problem import problem_url, report_problem
+    from course_utils.machinery.report_problem import problem_url, report_problem
     report_problem("06.1")          # prints the link for exercise 06.1 (its notebook is filled in too)
     problem_url(notebook="06_grad_cam.ipynb")
 """
@@ -17,7 +17,7 @@ import platform
 import re
 from urllib.parse import urlencode
 
-from course_utils.cloud import REPOSITORY
+from course_utils.machinery.cloud import REPOSITORY
 
 __all__ = ["problem_url", "report_problem", "versions_line"]
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable
 from course_utils.hooks import count_hooks
 
 __all__ = ["EXERCISES"]

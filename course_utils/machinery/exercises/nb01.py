@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable
 from course_utils.hooks import count_hooks
 
 

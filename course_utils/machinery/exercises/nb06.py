@@ -5,7 +5,7 @@ Every check builds its own small networks (an in-place ReLU after the hooked lay
 sample, a non-square input) and computes the ground truth without hooks: the network split at the layer, the
 activation made a leaf, and ``torch.autograd.grad`` asked for the gradient at it.
 
-Usage: ``catalogue()["06.2"]`` (through ``course_utils.exercises``); ``check("06.2", grad_cam_two_hooks)``.
+Usage: ``catalogue()["06.2"]`` (through ``course_utils.machinery.exercises``); ``check("06.2", grad_cam_two_hooks)``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable, only_inside_a_check, plain_tensor
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, only_inside_a_check, plain_tensor
 from course_utils.hooks import hook_report
 
 _TARGETS = [6, 0, 3]

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.exercise_kit import Exercise, Verdict, as_whole_number, expect_callable, only_inside_a_check
+from course_utils.machinery.exercise_kit import Exercise, Verdict, as_whole_number, expect_callable, only_inside_a_check
 
 
 def _hook_counts(model: nn.Module) -> dict[str, int]:

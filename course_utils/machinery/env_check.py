@@ -5,7 +5,7 @@ environment of ``environment.yml`` (Windows, or anyone using conda), another vir
 outside any environment.
 
 Versions: the course's own environment has the exact lock (requirements.txt) the stored outputs were made with.
-Any version inside the supported ranges (pyproject.toml, :func:`course_utils.pins.supported_ranges`) also passes,
+Any version inside the supported ranges (pyproject.toml, :func:`course_utils.machinery.pins.supported_ranges`) also passes,
 with a note that the last digits of some numbers may differ from the stored outputs; outside them doctor() says
 what to install.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from course_utils.pins import in_checkout, read_pins, supported_ranges
+from course_utils.machinery.pins import in_checkout, read_pins, supported_ranges
 
 __all__ = ["SUPPORTED_NOTE", "SUPPORTED_PYTHONS", "Finding", "describe_range", "DoctorReport", "Route", "detect_route", "doctor"]
 
@@ -30,7 +30,7 @@ SUPPORTED_PYTHONS = ("3.11", "3.12", "3.13")
 """The Python versions the course runs on; pyproject.toml's requires-python and the Makefile's check say the same
 (tests/test_pins.py keeps them equal)."""
 
-_CHECKOUT = Path(__file__).resolve().parent.parent
+_CHECKOUT = Path(__file__).resolve().parents[2]
 _KEY_PACKAGES = ("torch", "torchvision", "numpy", "matplotlib", "ipywidgets", "jupyterlab")
 SUPPORTED_NOTE = "supported; the last digits of some numbers may differ from the stored outputs"
 """What doctor() says of a version inside the supported range that is not the lock's."""

@@ -43,7 +43,7 @@ def _stub(*args: Any, **kwargs: Any) -> Any:
     # Runs with the blocked function's globals, so it names nothing but builtins; the blocked name is the code
     # object's qualified name, set in _stub_code.
     sys = __import__("sys")
-    raise __import__("course_utils.blocked_helpers", fromlist=["HelperBlocked"]).HelperBlocked(
+    raise __import__("course_utils.machinery.blocked_helpers", fromlist=["HelperBlocked"]).HelperBlocked(
         sys._getframe().f_code.co_qualname)
 
 

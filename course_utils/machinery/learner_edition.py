@@ -7,7 +7,7 @@ indentation); the ``def`` line, docstring and ``check(...)`` line around them st
 Usage::
 
     import nbformat
-    from course_utils.learner_edition import learner_notebook
+    from course_utils.machinery.learner_edition import learner_notebook
     learner = learner_notebook(nbformat.read("notebooks/01_tensor_hooks.ipynb", as_version=4))
 """
 

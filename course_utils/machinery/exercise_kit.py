@@ -1,12 +1,12 @@
 """What an exercise is, and validators to build its check from: ``Exercise``, ``Verdict``, ``expect_*``.
 
-An exercise module (``course_utils/exercises/nbNN.py``) exports ``EXERCISES``, a tuple of :class:`Exercise`;
-``course_utils.exercises.catalogue()`` collects them and ``course_utils.checks.check`` runs them. This module
+An exercise module (``course_utils/machinery/exercises/nbNN.py``) exports ``EXERCISES``, a tuple of :class:`Exercise`;
+``course_utils.machinery.exercises.catalogue()`` collects them and ``course_utils.machinery.checks.check`` runs them. This module
 imports neither, so there is no import cycle and nothing is registered at import time.
 
 Usage::
 
-    from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+    from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable
 
     def _test_clamp(hook) -> Verdict:
         ...  # run the learner's hook on fresh cases, return Verdict(True) or Verdict(False, "a hint")
@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from course_utils.sandbox import is_learner_frame
+from course_utils.machinery.sandbox import is_learner_frame
 
 __all__ = [
     "Exercise",
@@ -120,7 +120,7 @@ def only_inside_a_check(exercise_id: str) -> None:
     frame = sys._getframe(2)  # whoever called the ground-truth function
     name = sys._getframe(1).f_code.co_name
     while frame is not None:
-        if frame.f_globals.get("__name__") == "course_utils.checks":
+        if frame.f_globals.get("__name__") == "course_utils.machinery.checks":
             return  # reached check() with no learner frame in between: the check itself asked
         if is_learner_frame(frame):
             raise ReferenceRefused(

@@ -28,7 +28,7 @@ __all__ = [
 DISTRIBUTION = "course-utils"
 """The distribution name of course_utils (``[project] name`` in pyproject.toml)."""
 
-_CHECKOUT = Path(__file__).resolve().parent.parent
+_CHECKOUT = Path(__file__).resolve().parents[2]
 REQUIREMENTS_FILE = _CHECKOUT / "requirements.txt"
 PYPROJECT_FILE = _CHECKOUT / "pyproject.toml"
 

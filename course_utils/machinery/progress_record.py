@@ -41,7 +41,7 @@ __all__ = ["ENV", "RECORD_NAME", "Attempt", "progress", "read_record", "record",
 
 ENV = "COURSE_PROGRESS"
 RECORD_NAME = ".course-progress.jsonl"
-_MANIFEST = ".course-manifest.json"  # course_utils.workspace.MANIFEST (not imported: no nbformat needed here)
+_MANIFEST = ".course-manifest.json"  # course_utils.machinery.workspace.MANIFEST (not imported: no nbformat needed here)
 _ID = re.compile(r"\d\d\.\d{1,2}")
 _VERDICTS = ("pass", "fail")
 _MAX_LINE = 512  # a line of ours is ~90 bytes; anything longer is not ours
@@ -194,7 +194,7 @@ def _table(summary: Mapping[str, Mapping[str, list[str]]], titles: Mapping[str, 
 
 def _titles() -> dict[str, str]:
     try:
-        from course_utils.course import course_map
+        from course_utils.machinery.course import course_map
 
         return {row.file[:2]: row.file.removesuffix(".ipynb") for row in course_map()}
     except (OSError, ValueError):
@@ -208,7 +208,7 @@ def progress(reset: bool = False) -> dict[str, dict[str, list[str]]]:
 
     Usage: ``from course_utils import progress; progress()``
     """
-    from course_utils.checks import all_exercises
+    from course_utils.machinery.checks import all_exercises
 
     path = record_path()
     if path is None:

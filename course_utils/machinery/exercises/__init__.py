@@ -10,7 +10,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from collections.abc import Mapping
 
-from course_utils.exercise_kit import Exercise
+from course_utils.machinery.exercise_kit import Exercise
 
 __all__ = ["MODULES", "catalogue"]
 

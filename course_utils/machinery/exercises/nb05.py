@@ -4,7 +4,7 @@ shows, and a guide for functional ReLUs (``F.relu``) that module hooks cannot se
 Every check builds its own models and computes its ground truth without hooks: the same network run with a
 hand-written guided activation (a ``torch.autograd.Function`` whose backward is the guided rule).
 
-Usage: ``catalogue()["05.1"]`` (through ``course_utils.exercises``); ``check("05.1", guide_relu6)`` in a notebook.
+Usage: ``catalogue()["05.1"]`` (through ``course_utils.machinery.exercises``); ``check("05.1", guide_relu6)`` in a notebook.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable
 from course_utils.hooks import hook_report
 
 

@@ -1,7 +1,7 @@
 """The guard ``check()`` runs a learner's answer in: a time limit, a bounded output, and every global the answer
 could change either put back or named.
 
-Three pieces, each a context manager that ``course_utils.checks.check`` nests:
+Three pieces, each a context manager that ``course_utils.machinery.checks.check`` nests:
 
 - :func:`time_limit` -- an answer that does not finish in time is stopped with :class:`TimeLimitExceeded` (a
   ``BaseException``, so ``except Exception`` in the answer does not swallow it). In the main thread on POSIX it is a
@@ -50,7 +50,7 @@ import torch.nn.modules.module as _module_globals
 __all__ = ["TimeLimitExceeded", "SessionGuard", "Timer", "OutputBudget", "is_learner_file", "is_learner_frame",
            "is_learner_value", "limited_output", "quiet_warnings", "time_limit"]
 
-COURSE_DIR = os.path.dirname(os.path.realpath(__file__))
+COURSE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # course_utils/
 # The standard library, this environment's packages, and wherever torch and numpy themselves live (a user site or a
 # distribution's dist-packages on Colab, Kaggle, conda); any folder called site-packages or dist-packages counts too.
 _LIBRARY_DIRS = tuple(sorted({os.path.realpath(path) for path in (

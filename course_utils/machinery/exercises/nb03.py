@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.exercise_kit import Exercise, Verdict, expect_callable, plain
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, plain
 from course_utils.hooks import count_hooks
 
 

@@ -10,7 +10,7 @@ When the course changes a notebook the learner already has, the learner's file s
 lands beside it as ``NN_topic.course-update-<id>.ipynb``, with a message saying so. Nothing in the workspace is
 ever deleted. ``.course-manifest.json`` remembers what was delivered.
 
-Usage: ``python -m course_utils.workspace workspace`` (what ``make lab`` runs), or
+Usage: ``python -m course_utils.machinery.workspace workspace`` (what ``make lab`` runs), or
 ``prepare_workspace(Path("workspace"))`` -> the list of messages it printed.
 """
 
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.course import notebooks_folder
-from course_utils.learner_edition import learner_notebook
+from course_utils.machinery.course import notebooks_folder
+from course_utils.machinery.learner_edition import learner_notebook
 
 __all__ = ["MANIFEST", "prepare_workspace", "main"]
 
@@ -137,7 +137,7 @@ def prepare_workspace(dest: Path, *, notebooks_dir: Path | None = None, quiet: b
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m course_utils.workspace [DEST]``: prepare the workspace and say where it is."""
+    """``python -m course_utils.machinery.workspace [DEST]``: prepare the workspace and say where it is."""
     parser = argparse.ArgumentParser(description="Create or update a learner workspace (never overwrites your files).")
     parser.add_argument("dest", nargs="?", default="workspace", type=Path)
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """Exercise checking: ``check("06.1", answer)`` prints ✓ or a hint (never the solution); ``hint("06.1")``.
 
 ``check`` runs the exercise's validator on cases the learner has not seen, inside a guard
-(:mod:`course_utils.sandbox`) that leaves the learner's session as it found it and survives whatever the answer does:
+(:mod:`course_utils.machinery.sandbox`) that leaves the learner's session as it found it and survives whatever the answer does:
 
 - it stops an answer that runs past the exercise's time limit (an endless loop) with a ✗ that says so;
 - every exception the answer raises, ``SystemExit`` and ``KeyboardInterrupt`` included, becomes a ✗ naming the
@@ -16,7 +16,7 @@
 
 Usage::
 
-    from course_utils.checks import check, hint
+    from course_utils.machinery.checks import check, hint
     check("01.1", clamp_hook)   # ✓ Exercise 01.1: correct ...   or   ✗ Exercise 01.1: not yet. <hint>
     hint("01.1")                # the next hint for 01.1
 """
@@ -31,12 +31,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from course_utils.blocked_helpers import HelperBlocked, blocked
-from course_utils.exercise_kit import Exercise, ReferenceRefused, Verdict, plain
-from course_utils.exercises import catalogue
-from course_utils.progress_record import record as record_attempt
-from course_utils.report_problem import problem_url
-from course_utils.sandbox import (
+from course_utils.machinery.blocked_helpers import HelperBlocked, blocked
+from course_utils.machinery.exercise_kit import Exercise, ReferenceRefused, Verdict, plain
+from course_utils.machinery.exercises import catalogue
+from course_utils.machinery.progress_record import record as record_attempt
+from course_utils.machinery.report_problem import problem_url
+from course_utils.machinery.sandbox import (
     COURSE_DIR,
     SessionGuard,
     TimeLimitExceeded,
