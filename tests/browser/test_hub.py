@@ -760,7 +760,7 @@ def test_the_hub_runs_from_a_checkout_only_its_owner_can_read(chromium, tmp_path
             assert server.cmdline()[0] == str(env_dir / "bin" / "python"), server.cmdline()
             probe = subprocess.run(["runuser", "-u", learner.name, "--", str(env_dir / "bin" / "python"), "-c",
                                     "import course_utils; print(course_utils.__file__)"], capture_output=True,
-                                   text=True, timeout=120, env={"PATH": "/usr/bin:/bin"}, cwd="/")
+                                   text=True, timeout=120, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, cwd="/")
             assert probe.stdout.startswith(str(env_dir / "course" / "course_utils")), probe.stdout + probe.stderr
             assert not str(clone) in probe.stdout
             left = hub.stop(timeout=60)
