@@ -263,8 +263,8 @@ def _stamp(venv_python: Path) -> str:
         top = ROOT / name
         for path in sorted([top] if top.is_file() else top.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts and ".ipynb_checkpoints" not in path.parts:
-                info = path.stat()
-                digest.update(f"{path.relative_to(ROOT)}:{info.st_size}:{info.st_mtime_ns}\n".encode())
+                content = hashlib.sha256(path.read_bytes()).hexdigest()  # by content: a fresh clone is no change
+                digest.update(f"{path.relative_to(ROOT)}:{content}\n".encode())
     return digest.hexdigest()
 
 
