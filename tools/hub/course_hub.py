@@ -545,6 +545,7 @@ def authenticator_classes() -> tuple[type, type]:
     """(separate system users, one shared account): NativeAuthenticator plus what a course needs."""
     import bcrypt
     from jupyterhub.auth import LocalAuthenticator
+    from jupyterhub import orm
     from nativeauthenticator import NativeAuthenticator
     from nativeauthenticator.handlers import DiscardHandler, ToggleAuthorizationHandler
     from nativeauthenticator.handlers import LoginHandler as NativeLoginHandler
@@ -670,7 +671,7 @@ def authenticator_classes() -> tuple[type, type]:
                         return False
                     if username not in members:
                         return False
-                    if UserInfo.find(self.db, username) is None:
+                    if UserInfo.find(self.db, username) is None and orm.User.find(self.db, username) is None:
                         return False  # an account left by a learner deleted in the hub: a sign-up must not claim it
             return super().validate_username(username)
 
