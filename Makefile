@@ -29,7 +29,7 @@ NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help venv lab lab-complete test test-browser test-compat unit nbval nbval-portable refresh bench learner slides html timings clean hub
+.PHONY: help venv lab lab-complete test test-browser test-compat unit nbval nbval-portable refresh bench learner slides html timings clean hub hub-remove-learner
 
 help:
 	@echo "make lab      create .venv if needed, prepare your workspace/ (exercises), open JupyterLab on it (127.0.0.1)"
@@ -141,6 +141,11 @@ bench: venv
 # instructor guide, "Serving a room with JupyterHub"); state in .hub/; Ctrl-C stops the hub and every learner's server.
 hub: venv
 	$(PY) tools/hub/serve.py
+
+# Archive a learner's home into .hub/private/archive/, end their processes, remove the system account, retire the name.
+hub-remove-learner: venv
+	@test -n "$(LEARNER)" || { echo "usage: sudo make hub-remove-learner LEARNER=name" >&2; exit 2; }
+	$(PY) tools/hub/serve.py remove-learner $(LEARNER)
 
 clean:
 	rm -rf $(VENV) build

@@ -48,9 +48,16 @@ class Bench:
         self.hub, self.token = hub, token
         self.http = AsyncHTTPClient(max_clients=64)
 
+    def host(self, path: str) -> str:
+        """Each learner's server has its own origin (NAME.localhost); Python cannot resolve ``*.localhost``, so the
+        requests go to 127.0.0.1 with that name in the Host header, as a browser would send it."""
+        parts = path.split("/")
+        return f"{parts[2]}.localhost:{self.hub.port}" if path.startswith("/user/") else f"localhost:{self.hub.port}"
+
     async def api(self, method: str, path: str, body: object = None) -> object:
-        request = HTTPRequest(f"{self.hub.url}{path}", method=method, request_timeout=600,
-                              headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+        request = HTTPRequest(f"http://127.0.0.1:{self.hub.port}{path}", method=method, request_timeout=600,
+                              headers={"Authorization": f"token {self.token}", "Content-Type": "application/json",
+                                       "Host": self.host(path)},
                               body=None if body is None and method in ("GET", "DELETE") else json.dumps(body or {}))
         response = await self.http.fetch(request, raise_error=False)
         if response.code >= 400:
@@ -81,8 +88,9 @@ class Bench:
         ``raises-exception`` that does not) stops the run with an error."""
         kernel = await self.api("POST", f"/user/{name}/api/kernels", {"name": "python3"})
         kernel_id = kernel["id"]  # type: ignore[index]
-        url = f"{self.hub.url.replace('http', 'ws')}/user/{name}/api/kernels/{kernel_id}/channels"
-        connection = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {self.token}"}))
+        path = f"/user/{name}/api/kernels/{kernel_id}/channels"
+        connection = await websocket_connect(HTTPRequest(f"ws://127.0.0.1:{self.hub.port}{path}", headers={
+            "Authorization": f"token {self.token}", "Host": self.host(path)}))
         session = uuid.uuid4().hex
         try:
             started = time.monotonic()

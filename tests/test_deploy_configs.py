@@ -51,9 +51,14 @@ def test_make_hub_serves_loopback_by_default_and_refuses_the_network_without_roo
     course_hub.check_settings(settings(as_root=False))  # loopback, not root: allowed (one shared account, said plainly)
     with pytest.raises(course_hub.UnsafeHub, match="share this account"):
         course_hub.check_settings(settings(ip="0.0.0.0", as_root=False, plain_http=True))
+    with pytest.raises(course_hub.UnsafeHub, match="own origin"):  # on the network: subdomains need a name
+        course_hub.check_settings(settings(ip="192.168.1.10", as_root=True, plain_http=True))
+    with pytest.raises(course_hub.UnsafeHub, match="no subdomains"):
+        course_hub.check_settings(settings(ip="192.168.1.10", as_root=True, public_url="http://192.168.1.10:8000"))
     with pytest.raises(course_hub.UnsafeHub, match="TLS"):
-        course_hub.check_settings(settings(ip="192.168.1.10", as_root=True))
-    course_hub.check_settings(settings(ip="192.168.1.10", as_root=True, plain_http=True))  # said explicitly
+        course_hub.check_settings(settings(ip="192.168.1.10", as_root=True, public_url="http://hub.lan:8000"))
+    course_hub.check_settings(settings(ip="192.168.1.10", as_root=True, plain_http=True,
+                                       public_url="http://hub.lan:8000"))  # said explicitly
     with pytest.raises(course_hub.UnsafeHub, match="instructor name"):
         course_hub.check_settings(settings(admin="root"))
 
@@ -83,9 +88,49 @@ def test_make_hub_configuration(tmp_path: Path, as_root: bool) -> None:
     assert {"delete:servers", "read:users:activity"} <= set(c.JupyterHub.load_roles[0]["scopes"])
     assert c.JupyterHub.db_url.startswith(f"sqlite:///{s.private}")  # the state is in one folder
     assert (s.private.stat().st_mode & 0o077) == 0 and (s.password_file.stat().st_mode & 0o077) == 0
-    spawner = "LocalProcessSpawner" if as_root else "SimpleLocalProcessSpawner"
-    assert c.JupyterHub.spawner_class.endswith(spawner)
+    from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
+
+    spawner = LocalProcessSpawner if as_root else SimpleLocalProcessSpawner
+    assert issubclass(c.JupyterHub.spawner_class, spawner)
+    assert c.JupyterHub.subdomain_host == "http://localhost:8000"  # every learner's server: its own origin
+    assert "course_proxy.py" in c.ConfigurableHTTPProxy.command[1]
     course_hub.refuse_unsafe(c, s)  # the configuration as built is accepted
+    c.JupyterHub.subdomain_host = ""  # an extra configuration that puts every learner on the hub's origin
+    with pytest.raises(course_hub.UnsafeHub, match="origin"):
+        course_hub.refuse_unsafe(c, s)
+
+
+def test_the_proxy_redacts_credentials_from_urls_in_its_log() -> None:
+    import course_proxy
+
+    assert course_proxy.redact("404 GET /user/a/x?token=abc123&y=1 (127.0.0.1)") == \
+        "404 GET /user/a/x?token=[secret]&y=1 (127.0.0.1)"
+    assert "s3cr3t" not in course_proxy.redact("/hub/api/oauth2/authorize?code=s3cr3t&state=s3cr3t&_xsrf=s3cr3t")
+    assert course_proxy.redact("/hub/login?next=%2Fuser%2Fa%3Ftoken%3Ds3cr3t%26x%3D1") == \
+        "/hub/login?next=%2Fuser%2Fa%3Ftoken%3D[secret]%26x%3D1"  # inside an encoded URL: JupyterHub misses it
+
+
+def test_private_folders_are_under_the_learners_home_and_sizes_parse() -> None:
+    env = course_hub.private_environment("/home/ann")
+    assert {"TMPDIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"} <= set(env)
+    assert all(value.startswith("/home/ann/") for value in env.values())
+    assert course_hub.parse_size("2.5G") == int(2.5 * 2**30) and course_hub.parse_size("800M") == 800 * 2**20
+    with pytest.raises(course_hub.UnsafeHub, match="size"):
+        course_hub.check_settings(settings(memory_max="lots"))
+
+
+def test_make_hub_refuses_a_port_in_use_with_a_clear_message(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        env = {**os.environ, "HUB_PORT": str(port), "HUB_STATE": str(tmp_path / "state")}
+        result = subprocess.run([sys.executable, str(ROOT / "tools" / "hub" / "serve.py")], env=env,
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and f"HUB_PORT={port} is in use" in result.stderr, result.stderr
+    assert not (tmp_path / "state").exists(), "nothing is made before the refusal"
 
 
 def test_make_hub_refuses_an_open_hub_whatever_the_extra_configuration(tmp_path: Path) -> None:
@@ -181,6 +226,8 @@ def test_tljh_extra_config_sets_one_thread_and_the_nbgitpuller_start_page() -> N
     assert c.Spawner.environment["OMP_NUM_THREADS"] == "1"
     assert c.Spawner.default_url.startswith("/git-pull?repo=https%3A%2F%2Fgithub.com%2F")
     assert "urlpath=lab%2Ftree%2Fpytorch-hooks-learner%2F00_start_here.ipynb" in c.Spawner.default_url
+    assert c.JupyterHub.subdomain_host.startswith("https://"), "one origin per learner, behind TLS"
+    assert load(DEPLOY / "tljh" / "config.yaml")["https"]["tls"]["cert"], "subdomains need a wildcard certificate"
 
 
 def test_tljh_install_script_is_strict_and_installs_cpu_torch() -> None:
@@ -209,6 +256,8 @@ def test_z2jh_values_have_the_keys_of_the_recipe() -> None:
     assert single["defaultUrl"] == f"/lab/tree/{command[3]}/00_start_here.ipynb"
     assert values["cull"]["enabled"] is True and values["cull"]["timeout"] > 0
     assert values["proxy"]["https"]["enabled"] is True
+    assert hub["JupyterHub"]["subdomain_host"].startswith("https://"), "one origin per learner, behind TLS"
+    assert values["proxy"]["https"]["type"] == "secret" and values["proxy"]["https"]["secret"]["name"]
 
 
 def test_singleuser_dockerfile_builds_from_environment_yml_with_cpu_torch() -> None:

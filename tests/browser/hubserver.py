@@ -43,18 +43,20 @@ def free_port() -> int:
 class ThrowAwayHub:
     """``make hub`` on 127.0.0.1 with its own state, homes base, learner group and ports."""
 
-    def __init__(self, prefix: str | None = None, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(self, prefix: str | None = None, extra_env: dict[str, str] | None = None,
+                 checkout: Path = ROOT, state: Path | None = None) -> None:
         self.prefix = prefix or f"h{secrets.token_hex(2)}"
+        self.checkout = Path(checkout)
         self.base = Path(tempfile.mkdtemp(prefix=f"course-hub-{self.prefix}-"))
         self.base.chmod(0o755)  # learners pass through to their homes
-        self.state = self.base / "state"
+        self.state = state or self.base / "state"
         self.homes = self.base / "homes"
         self.homes.mkdir()
         self.homes.chmod(0o755)
         self.group = f"{self.prefix}-learners"
         self.admin = f"{self.prefix}ins"
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://localhost:{self.port}"  # learners: http://NAME.localhost:PORT (own origin each)
         self.log_path = self.base / "hub.log"
         self.extra_env = dict(extra_env or {})
         self.process: subprocess.Popen[bytes] | None = None
@@ -70,12 +72,13 @@ class ThrowAwayHub:
         })
         env.update(self.extra_env)
         self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen([str(VENV_PYTHON), str(SERVE)], env=env, stdout=self._log,
+        serve, python = self.checkout / "tools" / "hub" / "serve.py", self.checkout / ".venv" / "bin" / "python"
+        self.process = subprocess.Popen([str(python), str(serve)], env=env, stdout=self._log,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with urllib.request.urlopen(f"{self.url}/hub/health", timeout=5) as response:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/hub/health", timeout=5) as response:
                     if response.status == 200:
                         break
             except OSError:
@@ -84,6 +87,10 @@ class ThrowAwayHub:
                 raise RuntimeError(f"the hub did not start (exit {self.process.poll()}); log:\n{self.log()[-4000:]}")
             time.sleep(0.5)
         self.remember_processes()
+
+    def user_url(self, name: str) -> str:
+        """A learner's server, at its own origin (browsers resolve ``*.localhost`` to the loopback address)."""
+        return f"http://{name}.localhost:{self.port}/user/{name}"
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -192,6 +199,8 @@ class ThrowAwayHub:
         if keep:
             shutil.copy(self.log_path, keep)
         shutil.rmtree(self.base, ignore_errors=True)
+        if self.state != self.base / "state":
+            shutil.rmtree(self.state, ignore_errors=True)
 
     def __enter__(self) -> ThrowAwayHub:
         return self

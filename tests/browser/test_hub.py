@@ -22,8 +22,10 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -99,7 +101,7 @@ def new_page(browser, outside: list[str]):  # type: ignore[no-untyped-def]
     context = browser.new_context(viewport={"width": 1300, "height": 900})
     page = context.new_page()
     page.on("request", lambda request: outside.append(request.url)
-            if not re.match(r"^(https?|wss?)://(127\.0\.0\.1|localhost)(:\d+)?/", request.url)
+            if not re.match(r"^(https?|wss?)://(127\.0\.0\.1|([a-z0-9-]+\.)?localhost)(:\d+)?/", request.url)
             and re.match(r"^(https?|wss?)://", request.url) else None)
     return context, page
 
@@ -128,6 +130,7 @@ class Room:
     learners: dict[str, Learner]
     instructor: Learner
     outside: list[str]
+    notes: dict[str, float] = field(default_factory=dict)
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +150,9 @@ def room(hub: ThrowAwayHub, chromium) -> Iterator[Room]:  # type: ignore[no-unty
     instructor.context, instructor.page = new_page(chromium, outside)
     log_in(instructor.page, hub, instructor.name, instructor.password, next_url="/hub/authorize")
     instructor.page.wait_for_url(re.compile(r"^http://[^/?]+/hub/authorize$"), timeout=120_000)
-    for key in ("ann", "bob", "cat", "dan"):
-        instructor.page.goto(f"{hub.url}/hub/authorize/{learners[key].name}")
+    for key in ("ann", "bob", "cat", "dan"):  # the Authorize buttons POST with the page's XSRF token
+        instructor.page.click(f"#authorize-{learners[key].name}")
+        instructor.page.wait_for_selector(f"#authorize-{learners[key].name}:has-text('Unauthorize')", timeout=60_000)
     authorize_page = instructor.page.inner_text("body")
     for key in ("ann", "bob", "cat", "dan", "eve"):
         assert learners[key].name in authorize_page
@@ -302,16 +306,19 @@ def save_and_wait(learner: Learner, copy: Path, timeout: float) -> None:
                        f"{len(cells)} code cells on disk, not executed: {missing[:10]}")
 
 
-def test_three_learners_log_in_at_once_and_run_the_first_notebook_in_their_own_workspace(room: Room) -> None:
+@pytest.fixture(scope="module")
+def at_work(room: Room) -> Room:
+    """ann, bob and cat log in at once (three logins sent before any server exists: the hub spawns them side by
+    side), each gets their own workspace and opens notebook 00 in JupyterLab (a kernel each)."""
     hub = room.hub
     three = [room.learners[key] for key in ("ann", "bob", "cat")]
     started = time.monotonic()
-    for learner in three:  # three logins sent before any server exists: the hub spawns them side by side
+    for learner in three:
         learner.context, learner.page = new_page(room.browser, room.outside)
         log_in(learner.page, hub, learner.name, learner.password)
     for learner in three:
         learner.page.wait_for_url(re.compile(rf".*/user/{learner.name}/lab.*"), timeout=240_000)  # type: ignore[attr-defined]
-    logged_in = time.monotonic() - started
+    room.notes["logged_in"] = time.monotonic() - started
     for learner in three:
         copy = learner.home / "workspace" / NOTEBOOK
         assert copy.exists(), f"{learner.name} has no {copy}"
@@ -319,6 +326,13 @@ def test_three_learners_log_in_at_once_and_run_the_first_notebook_in_their_own_w
         assert "YOUR CODE HERE" in copy.read_text(), f"{copy} is not the learner edition"
         assert (learner.home.stat().st_mode & 0o077) == 0, f"{learner.home} is open to others"
         open_workspace_notebook(learner, hub)
+    return room
+
+
+def test_three_learners_log_in_at_once_and_run_the_first_notebook_in_their_own_workspace(at_work: Room) -> None:
+    room, hub = at_work, at_work.hub
+    three = [room.learners[key] for key in ("ann", "bob", "cat")]
+    started, logged_in = time.monotonic(), room.notes["logged_in"]
     run_cell_by_cell_together(three, timeout=420)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     for learner in three:
@@ -333,28 +347,32 @@ def test_three_learners_log_in_at_once_and_run_the_first_notebook_in_their_own_w
     assert not room.outside, f"requests left the machine: {room.outside[:5]}"
 
 
-def test_a_learner_cannot_open_another_learners_files_through_the_hub(room: Room) -> None:
+def test_a_learner_cannot_open_another_learners_files_through_the_hub(at_work: Room) -> None:
+    room = at_work
     hub, ann, bob = room.hub, room.learners["ann"], room.learners["bob"]
     assert ann.page is not None and bob.page is not None, "the learners are not logged in (see the test above)"
     secret_b, secret_a = f"bob-secret-{secrets.token_hex(8)}", f"ann-secret-{secrets.token_hex(8)}"
     for learner, secret in ((bob, secret_b), (ann, secret_a)):
         path = learner.home / "workspace" / "secret.txt"
         subprocess.run(["runuser", "-u", learner.name, "--", "sh", "-c", f"printf %s {secret} > {path}"], check=True)
-    own = ann.page.request.get(f"{hub.url}/user/{ann.name}/files/secret.txt")  # type: ignore[attr-defined]
-    assert own.status == 200 and secret_a in own.text(), "ann cannot read her own file: the check below proves nothing"
-    for path in (f"/user/{bob.name}/files/secret.txt", f"/user/{bob.name}/api/contents/secret.txt",
-                 f"/user/{bob.name}/api/contents/{NOTEBOOK}", f"/user/{bob.name}/lab/tree/secret.txt"):
-        response = ann.page.request.get(f"{hub.url}{path}")  # type: ignore[attr-defined]
-        body = response.text()
-        assert secret_b not in body and '"cells"' not in body, f"ann read {path} of bob through the hub"
-        assert response.status == 403, f"{path} with ann's session: HTTP {response.status} at {response.url}"
-    page = ann.page
-    page.goto(f"{hub.url}/user/{bob.name}/lab/tree/secret.txt")  # type: ignore[attr-defined]
-    content = page.content()  # type: ignore[attr-defined]
-    assert secret_b not in content and "403" in content, f"ann's browser opened bob's lab: {page.url}"  # type: ignore[attr-defined]
+    page = ann.context.new_page()  # type: ignore[attr-defined]
+    try:
+        own = page.goto(f"{hub.user_url(ann.name)}/files/secret.txt")
+        assert own.status == 200 and secret_a in page.content(), "ann cannot read her own file: the rest proves nothing"
+        for base in (hub.user_url(bob.name), f"{hub.url}/user/{bob.name}"):  # bob's origin, and the hub's redirect
+            for path in ("/files/secret.txt", "/api/contents/secret.txt", f"/api/contents/{NOTEBOOK}",
+                         "/lab/tree/secret.txt"):
+                response = page.goto(f"{base}{path}")
+                body = page.content()
+                assert secret_b not in body and '"cells"' not in body, f"ann read {base}{path} of bob"
+                expected = (403,) if base.startswith(hub.user_url(bob.name)) else (403, 404)  # the hub: not yours
+                assert response.status in expected, f"{base}{path} with ann's session: HTTP {response.status} at {page.url}"
+    finally:
+        page.close()
 
 
-def test_a_learner_cannot_read_or_change_another_learners_files_on_disk(room: Room) -> None:
+def test_a_learner_cannot_read_or_change_another_learners_files_on_disk(at_work: Room) -> None:
+    room = at_work
     ann, bob = room.learners["ann"], room.learners["bob"]
     target = bob.home / "workspace" / NOTEBOOK
     assert target.exists()
@@ -370,12 +388,387 @@ def test_a_learner_cannot_read_or_change_another_learners_files_on_disk(room: Ro
     assert "YOUR CODE HERE" in target.read_text()  # bob's notebook is untouched
 
 
-def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(room: Room) -> None:
-    hub = room.hub
-    before = hub.processes()
-    kernels = [p for p in before if "ipykernel" in " ".join(p.cmdline())]  # type: ignore[attr-defined]
-    servers = [p for p in before if "jupyterhub.singleuser" in " ".join(p.cmdline())]  # type: ignore[attr-defined]
-    assert len(servers) >= 3 and len(kernels) >= 3, f"expected the learners' servers and kernels: {before}"
-    left = hub.stop(timeout=90)
-    assert not left, f"still running after Ctrl-C: {left}"
-    assert "Cleaning up single-user servers" in hub.log()
+# -- attacks from inside the room (issue 22): each performs the attack and fails if it works ----------------------
+
+ATTACK_PAGE = """<!doctype html><html><body><pre id="out">running</pre><script>
+(async () => {
+  const cfg = CONFIG;
+  const out = {origin: location.origin, cookie: document.cookie};
+  async function grab(url, opts) {
+    try {
+      const r = await fetch(url, Object.assign({credentials: 'include'}, opts || {}));
+      return r.status + ' ' + (await r.text()).slice(0, 400);
+    } catch (e) { return 'blocked: ' + e; }
+  }
+  out.hubUser = await grab(cfg.hub + '/hub/api/user');
+  out.hubUserHere = await grab('/hub/api/user');
+  out.victimFile = await grab(cfg.victimFile);
+  out.victimFileHere = await grab(cfg.victimPath);
+  out.makeAdmin = await grab(cfg.hub + '/hub/api/users/' + cfg.attacker,
+                             {method: 'PATCH', body: JSON.stringify({admin: true})});
+  out.makeAdminHere = await grab('/hub/api/users/' + cfg.attacker, {method: 'PATCH', body: JSON.stringify({admin: true})});
+  document.getElementById('out').textContent = JSON.stringify(out);
+})();
+</script></body></html>"""
+
+CSRF_PAGE = """<!doctype html><html><body><p id="done">waiting</p>
+<img src="HUB/hub/authorize/EVE"><img src="HUB/hub/discard/EVE">
+<iframe name="sink"></iframe>
+<form id="f" method="post" action="HUB/hub/authorize/EVE" target="sink"></form>
+<script>document.getElementById('f').submit(); setTimeout(() => document.getElementById('done').textContent = 'done', 3000);</script>
+</body></html>"""
+
+
+def as_learner(name: str, script: str) -> None:
+    subprocess.run(["runuser", "-u", name, "--", "sh", "-c", script], check=True, timeout=60)
+
+
+def plant_static_page(learner: Learner, filename: str, html: str) -> str:
+    """What any learner can do from their terminal: a labextension folder in their own home, whose static files
+    their server serves without asking who is logged in. Returns the path under the learner's server."""
+    folder = learner.home / ".local/share/jupyter/labextensions/course-attack/static"
+    as_learner(learner.name, f"mkdir -p {folder}")
+    target = folder / filename
+    subprocess.run(["runuser", "-u", learner.name, "--", "tee", str(target)], input=html.encode(), check=True,
+                   capture_output=True, timeout=60)
+    return f"/lab/extensions/course-attack/static/{filename}"
+
+
+def hub_db(hub: ThrowAwayHub, query: str, *args: object) -> list[tuple]:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{hub.state / 'private' / 'jupyterhub.sqlite'}?mode=ro", uri=True) as db:
+        return db.execute(query, args).fetchall()
+
+
+def test_a_page_a_learner_serves_cannot_act_with_another_learners_or_the_instructors_cookies(at_work: Room) -> None:
+    """Issue 22.1: bob serves a page with script from his own server; the instructor and ann open his links (on
+    the hub's origin, as a learner would post them, and on bob's own). The script may not read their hub session,
+    ann's files, or make bob an admin: bob's server has its own origin (bob.localhost), and the hub redirects
+    /user/bob/... there."""
+    room = at_work
+    hub, ann, bob, instructor = room.hub, room.learners["ann"], room.learners["bob"], room.instructor
+    secret_a = f"ann-secret-{secrets.token_hex(8)}"
+    as_learner(ann.name, f"printf %s {secret_a} > {ann.home / 'workspace' / 'secret.txt'}")
+    config = {"hub": hub.url, "attacker": bob.name, "victimFile": f"{hub.user_url(ann.name)}/files/secret.txt",
+              "victimPath": f"/user/{ann.name}/files/secret.txt"}
+    path = plant_static_page(bob, "attack.html", ATTACK_PAGE.replace("CONFIG", json.dumps(config)))
+    seen = []
+    for victim in (instructor, ann):
+        for link in (f"{hub.url}/user/{bob.name}{path}", f"{hub.user_url(bob.name)}{path}"):
+            page = victim.context.new_page()  # type: ignore[attr-defined]
+            try:
+                response = page.goto(link)
+                if page.query_selector("#out") is None:  # the hub did not serve bob's page to this victim at all
+                    seen.append((victim.name, link, f"not served: HTTP {response.status} at {page.url}"))
+                    assert "course-attack" not in page.url or response.status >= 400, page.url
+                    continue
+                page.wait_for_function("document.getElementById('out').textContent !== 'running'", timeout=60_000)
+                result = json.loads(page.inner_text("#out"))
+            finally:
+                page.close()
+            seen.append((victim.name, link, result))
+            assert result["origin"] != hub.url, f"bob's page ran on the hub's origin: {result}"
+            for key in ("hubUser", "hubUserHere"):
+                assert not result[key].startswith("200"), f"{victim.name}: bob's page read {key}: {result[key]}"
+                assert f'"name":"{victim.name}"' not in result[key].replace(" ", ""), result
+            for key in ("victimFile", "victimFileHere"):
+                assert secret_a not in result[key], f"{victim.name}: bob's page read ann's file ({key})"
+            for key in ("makeAdmin", "makeAdminHere"):
+                assert not result[key].startswith("200"), f"{victim.name}: bob's page changed bob: {result[key]}"
+            assert "jupyterhub" not in result["cookie"], f"bob's page sees a hub cookie: {result['cookie']}"
+    assert hub_db(hub, "select admin from users where name = ?", bob.name) == [(0,)], "bob became an admin"
+    print("\norigin attack, what bob's page got:", *(f"  {who} via {link}: {r}" for who, link, r in seen), sep="\n")
+
+
+def test_a_page_cannot_approve_or_discard_a_sign_up_for_the_instructor(at_work: Room) -> None:
+    """Issue 22.2: the instructor (logged in) opens a learner's page that requests /hub/authorize/EVE and
+    /hub/discard/EVE as images and POSTs a form to /hub/authorize/EVE; eve stays signed up and not approved."""
+    room = at_work
+    hub, bob, eve, instructor = room.hub, room.learners["bob"], room.learners["eve"], room.instructor
+    assert hub_db(hub, "select is_authorized from users_info where username = ?", eve.name) == [(0,)]
+    path = plant_static_page(bob, "csrf.html", CSRF_PAGE.replace("HUB", hub.url).replace("EVE", eve.name))
+    page = instructor.context.new_page()  # type: ignore[attr-defined]
+    try:
+        for link in (f"{hub.url}/user/{bob.name}{path}", f"{hub.user_url(bob.name)}{path}"):
+            page.goto(link)
+            page.wait_for_selector("#done:has-text('done')", timeout=60_000)
+        page.goto(f"{hub.url}/hub/authorize/{eve.name}")  # even the instructor's own GET changes nothing
+    finally:
+        page.close()
+    assert hub_db(hub, "select is_authorized from users_info where username = ?", eve.name) == [(0,)], \
+        "a page the instructor opened approved (or discarded) eve's sign-up"
+
+
+def listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.settimeout(2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def process_of(hub: ThrowAwayHub, learner: Learner, needle: str):  # type: ignore[no-untyped-def]
+    import psutil
+
+    uid = hub.learner_uids()[learner.name]
+    for proc in psutil.process_iter(["uids", "cmdline"]):
+        if proc.info["uids"] and proc.info["uids"].real == uid and needle in " ".join(proc.info["cmdline"] or []):
+            return proc
+    raise AssertionError(f"no process of {learner.name} with {needle!r}")
+
+
+def test_temporary_files_and_compile_caches_are_private_to_each_learner(at_work: Room) -> None:
+    """Issue 22.3: bob makes /tmp/torchinductor_ann (and a /tmp file) first, world-writable, as a learner could;
+    ann's kernel must write its temporary files and torch.compile / Triton caches under her home, mode 0700."""
+    room = at_work
+    ann, bob = room.learners["ann"], room.learners["bob"]
+    trap = Path(f"/tmp/torchinductor_{ann.name}")
+    as_learner(bob.name, f"mkdir -p {trap} && chmod 777 {trap}")
+    try:
+        kernel = process_of(room.hub, ann, "ipykernel")
+        env = kernel.environ()
+        for name in ("TMPDIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "XDG_CACHE_HOME"):
+            folder = Path(env.get(name, "/tmp"))
+            assert folder.is_relative_to(ann.home), f"ann's kernel has {name}={env.get(name)}, outside her home"
+            info = folder.stat()
+            assert info.st_uid == kernel.uids().real and (info.st_mode & 0o077) == 0, f"{folder} is not ann's, 0700"
+        probe = ("import tempfile; from torch._inductor.runtime.cache_dir_utils import cache_dir, triton_cache_dir; "
+                 "print(tempfile.gettempdir()); print(cache_dir()); print(triton_cache_dir(0))")
+        result = subprocess.run([shutil.which("runuser") or "runuser", "-u", ann.name, "--", kernel.cmdline()[0], "-c", probe],
+                                env=env, cwd=ann.home,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        for line in result.stdout.split():
+            assert Path(line).is_relative_to(ann.home) and not Path(line).is_relative_to(trap), \
+                f"ann's torch would use {line} (bob made {trap})"
+    finally:
+        subprocess.run(["rm", "-rf", str(trap)], check=False)
+
+
+def test_each_server_logs_to_its_own_file_and_no_token_reaches_a_log(at_work: Room) -> None:
+    """Issues 22.8 and 22.9: ann's server writes to private/logs/ANN.log (root's, 0600), not to the hub's terminal;
+    requests with ?token=SECRET (to the hub, to ann's server, to an unknown host) leave SECRET in no log."""
+    room = at_work
+    import urllib.error
+    import urllib.request
+
+    hub, ann = room.hub, room.learners["ann"]
+    server = process_of(hub, ann, "jupyterhub.singleuser")
+    own_log = hub.state / "private" / "logs" / f"{ann.name}.log"
+    for fd in (1, 2):
+        assert os.readlink(f"/proc/{server.pid}/fd/{fd}") == str(own_log), f"ann's server fd {fd} is not {own_log}"
+    assert own_log.stat().st_uid == 0 and (own_log.stat().st_mode & 0o077) == 0
+    assert "jupyterhub.singleuser" in own_log.read_text(errors="replace") or own_log.stat().st_size > 0
+    assert "ServerApp]" not in hub.log() and "SingleUserLabApp" not in hub.log(), "a server wrote to the hub's log"
+    secret = f"SECRET{secrets.token_hex(8)}"
+    for host, path in ((f"localhost:{hub.port}", "/hub/nowhere"), (f"{ann.name}.localhost:{hub.port}",
+                       f"/user/{ann.name}/nowhere"), (f"nobody.localhost:{hub.port}", "/user/nobody/api/status"),
+                       (f"localhost:{hub.port}", "/hub/api/user")):
+        request = urllib.request.Request(f"http://127.0.0.1:{hub.port}{path}?token={secret}&x=1", headers={"Host": host})
+        try:
+            urllib.request.urlopen(request, timeout=30).read()
+        except urllib.error.HTTPError:
+            pass
+    time.sleep(1)
+    logs = {"the hub's terminal": hub.log()}
+    logs.update({str(p): p.read_text(errors="replace") for p in (hub.state / "private" / "logs").glob("*.log")})
+    leaked = [name for name, text in logs.items() if secret in text]
+    assert not leaked, f"the token reached {leaked}"
+
+
+def test_a_learner_cannot_take_all_memory_or_processes(at_work: Room) -> None:
+    """Issue 22.4: ann's kernel runs with the hub's limits (read from /proc); under exactly those limits, as ann,
+    allocating 4 GB fails with MemoryError and a fork bomb stops at the process limit."""
+    room = at_work
+    ann = room.learners["ann"]
+    kernel = process_of(room.hub, ann, "ipykernel")
+    table = Path(f"/proc/{kernel.pid}/limits").read_text().splitlines()
+    hard = {line[:26].strip(): line[26:].split()[1] for line in table[1:]}  # "Max data size  soft  hard  units"
+    limits = {"DATA": int(hard["Max data size"]), "NPROC": int(hard["Max processes"])}
+    assert 0 < limits["DATA"] <= 3 * 2**30 and 0 < limits["NPROC"] <= 1024, f"ann's kernel limits: {limits}"
+    attack = """
+import os, sys, time
+try:
+    block = bytearray(4 * 2**30)
+    print("ALLOCATED 4 GB"); sys.exit(1)
+except MemoryError:
+    print("memory refused")
+children = []
+try:
+    for _ in range(2000):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30); os._exit(0)
+        children.append(pid)
+    print("FORKED 2000"); code = 1
+except OSError as error:
+    print("fork refused after", len(children)); code = 0
+for pid in children:
+    os.kill(pid, 9); os.waitpid(pid, 0)
+sys.exit(code)
+"""
+    result = subprocess.run(["runuser", "-u", ann.name, "--", "prlimit", f"--data={limits['DATA']}",
+                             f"--nproc={limits['NPROC']}", "--", kernel.cmdline()[0], "-c", attack],
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0 and "memory refused" in result.stdout, result.stdout + result.stderr
+    print(f"\nlimits of ann's kernel: {limits}; the attack: {result.stdout.strip()}")
+
+
+def test_failed_logins_cannot_lock_the_instructor_out(room: Room) -> None:
+    """Issue 22.7: twelve wrong passwords for the instructor's name (the block is ten); the instructor still logs
+    in at once. A learner's name is still blocked after ten (NativeAuthenticator's protection stays)."""
+    hub, instructor, dan = room.hub, room.instructor, room.learners["dan"]
+    context, page = new_page(room.browser, room.outside)
+    try:
+        page.goto(f"{hub.url}/hub/login")
+        xsrf = page.get_attribute("input[name=_xsrf]", "value")
+        for name in [instructor.name] * 12 + [dan.name] * 11:  # the login form's POST, without rendering each page
+            response = page.request.post(f"{hub.url}/hub/login", max_redirects=0, form={
+                "_xsrf": xsrf, "username": name, "password": "wrong-" + secrets.token_hex(4)})
+            assert "Invalid username or password" in response.text(), f"{name}: HTTP {response.status}"
+        log_in(page, hub, instructor.name, instructor.password, next_url="/hub/authorize")
+        page.wait_for_url(re.compile(r"^http://[^/?]+/hub/authorize$"), timeout=60_000)
+        context.clear_cookies()
+        log_in(page, hub, dan.name, dan.password)  # the right password, inside dan's minute of block
+        page.wait_for_selector("text=Invalid username or password", timeout=60_000)
+    finally:
+        context.close()
+
+
+def test_a_deleted_learners_name_cannot_be_claimed_and_remove_learner_archives_and_retires_it(room: Room) -> None:
+    """Issue 22.5: fay signs up, is approved and logs in (the hub makes her system account); the instructor deletes
+    her in the hub. A new sign-up as fay must not get her uid and home; ``serve.py remove-learner fay`` archives the
+    home, removes the account, and the name stays refused."""
+    import pwd
+
+    hub, instructor = room.hub, room.instructor
+    fay = Learner(f"{hub.prefix}fay", secrets.token_urlsafe(10))
+    context, page = new_page(room.browser, room.outside)
+    try:
+        assert "sent to the admin" in sign_up(page, hub, fay)
+        instructor.page.goto(f"{hub.url}/hub/authorize")  # type: ignore[attr-defined]
+        instructor.page.click(f"#authorize-{fay.name}")  # type: ignore[attr-defined]
+        instructor.page.wait_for_selector(f"#authorize-{fay.name}:has-text('Unauthorize')", timeout=60_000)  # type: ignore[attr-defined]
+        page.goto(f"{hub.url}/hub/login")
+        xsrf = page.get_attribute("input[name=_xsrf]", "value")
+        response = page.request.post(f"{hub.url}/hub/login", form={"_xsrf": xsrf, "username": fay.name,
+                                                                   "password": fay.password}, max_redirects=0)
+        assert response.status == 302, f"fay's login: HTTP {response.status}"
+        assert fay.name in hub.learner_uids(), "the hub did not make fay's system account"
+        (Path(pwd.getpwnam(fay.name).pw_dir) / "notes.txt").write_text("fay's work")
+        status = instructor.page.evaluate("""async (name) => (await fetch('/hub/api/users/' + name, {method: 'DELETE',
+            headers: {'X-XSRFToken': window.jhdata.xsrf_token}})).status""", fay.name)  # type: ignore[attr-defined]
+        assert status == 204, f"deleting fay in the hub: HTTP {status}"
+        claimant = Learner(fay.name, secrets.token_urlsafe(10))
+        text = sign_up(page, hub, claimant)
+        assert "sent to the admin" not in text, "a new sign-up claimed the deleted learner's name (and uid, home)"
+        env = {**os.environ, "HUB_STATE": str(hub.state), "HUB_LEARNER_GROUP": hub.group, "HUB_ADMIN": hub.admin}
+        result = subprocess.run([str(ROOT / ".venv/bin/python"), str(ROOT / "tools/hub/serve.py"), "remove-learner",
+                                 fay.name], env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert fay.name not in hub.learner_uids() and not (hub.homes / fay.name).exists()
+        archives = list((hub.state / "private" / "archive").glob(f"{fay.name}-*.tar.gz"))
+        assert archives and (archives[0].stat().st_mode & 0o077) == 0, "fay's home was not archived (privately)"
+        text = sign_up(page, hub, claimant)
+        assert "sent to the admin" not in text, "a retired name was given out again"
+    finally:
+        context.close()
+        if fay.name in hub.learner_uids():
+            subprocess.run(["userdel", "--remove", fay.name], capture_output=True)
+
+
+def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room) -> None:
+    """Also issue 22.6: ann leaves a process that left her server's session (setsid) and holds a port; Ctrl-C
+    must end it too, and free the port."""
+    room = at_work
+    from hubserver import free_port
+
+    hub, ann = room.hub, room.learners["ann"]
+    port = free_port()
+    server = process_of(hub, ann, "jupyterhub.singleuser")
+    squatter = subprocess.Popen(  # as ann, from her server's environment, in a session of its own
+        ["runuser", "-u", ann.name, "--", "setsid", server.cmdline()[0], "-m", "http.server", "--bind", "127.0.0.1",
+         str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not listening(port):
+            assert time.monotonic() < deadline, "ann's squatter did not start"
+            time.sleep(0.2)
+        before = hub.processes()
+        kernels = [p for p in before if "ipykernel" in " ".join(p.cmdline())]  # type: ignore[attr-defined]
+        servers = [p for p in before if "jupyterhub.singleuser" in " ".join(p.cmdline())]  # type: ignore[attr-defined]
+        assert len(servers) >= 3 and len(kernels) >= 3, f"expected the learners' servers and kernels: {before}"
+        left = hub.stop(timeout=90)
+        assert not left, f"still running after Ctrl-C: {left}"
+        assert "Cleaning up single-user servers" in hub.log()
+        assert not listening(port), f"port {port} is still held by ann's process"
+    finally:
+        if squatter.poll() is None:
+            squatter.kill()
+        squatter.wait(timeout=30)
+
+
+def private_clone(dest: Path) -> Path:
+    """``git clone`` of this checkout into ``dest`` (mode 0700, as ``mktemp -d`` makes it), with this working tree's
+    files on top (what is being tested, committed or not) and the course's environment as ``.venv``."""
+    dest.mkdir(mode=0o700)
+    clone = dest / "course"
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], check=True, timeout=120)
+    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           check=True, capture_output=True, timeout=60).stdout.decode().split("\0")
+    for name in filter(None, files):
+        source, target = ROOT / name, clone / name
+        if source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+            target.chmod(source.stat().st_mode & 0o777)
+    (clone / ".venv").symlink_to(os.path.realpath(ROOT / ".venv"))
+    return clone
+
+
+def test_the_hub_runs_from_a_checkout_only_its_owner_can_read(chromium, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    """Issue 23.3: clone into a 0700 folder and start the hub from there with its default state (``.hub`` in the
+    clone); a learner signs up, is approved, logs in and gets JupyterLab on the workspace, running the learners'
+    copy of the environment outside the clone."""
+    import pwd
+
+    need_browser_and_root()
+    top = Path(tempfile.mkdtemp(prefix="course-private-"))
+    assert (top.stat().st_mode & 0o777) == 0o700
+    clone = private_clone(top / "checkout")
+    outside: list[str] = []
+    try:
+        with ThrowAwayHub(checkout=clone, state=clone / ".hub") as hub:
+            # outside the clone, kept between runs like make hub's own (/var/lib/course-hub): rebuilt only when the
+            # course's files (by content) or the installed packages change
+            env_dir = Path("/var/lib/course-hub/learner-env-test-private-clone")
+            hub.extra_env["HUB_LEARNER_ENV"] = str(env_dir)
+            hub.start()
+            learner = Learner(f"{hub.prefix}liv", secrets.token_urlsafe(10))
+            context, page = new_page(chromium, outside)
+            try:
+                assert "sent to the admin" in sign_up(page, hub, learner)
+                log_in(page, hub, hub.admin, hub.admin_password, next_url="/hub/authorize")
+                page.wait_for_url(re.compile(r"^http://[^/?]+/hub/authorize$"), timeout=120_000)
+                page.click(f"#authorize-{learner.name}")
+                page.wait_for_selector(f"#authorize-{learner.name}:has-text('Unauthorize')", timeout=60_000)
+                context.clear_cookies()
+                log_in(page, hub, learner.name, learner.password)
+                page.wait_for_url(re.compile(rf".*/user/{learner.name}/lab.*"), timeout=240_000)  # the server is up
+            finally:
+                context.close()
+            home = Path(pwd.getpwnam(learner.name).pw_dir)
+            assert "YOUR CODE HERE" in (home / "workspace" / NOTEBOOK).read_text()
+            server = process_of(hub, learner, "jupyterhub.singleuser")
+            assert server.cmdline()[0] == str(env_dir / "bin" / "python"), server.cmdline()
+            probe = subprocess.run(["runuser", "-u", learner.name, "--", str(env_dir / "bin" / "python"), "-c",
+                                    "import course_utils; print(course_utils.__file__)"], capture_output=True,
+                                   text=True, timeout=120, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, cwd="/")
+            assert probe.stdout.startswith(str(env_dir / "course" / "course_utils")), probe.stdout + probe.stderr
+            assert not str(clone) in probe.stdout
+            left = hub.stop(timeout=60)
+            assert not left, f"still running after Ctrl-C: {left}"
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    assert not outside, f"requests left the machine: {outside[:5]}"

@@ -34,6 +34,29 @@ USERNAME_PATTERN = r"^[a-z][a-z0-9_-]{1,31}$"
 NEVER_LEARNERS = frozenset({"root", "nobody", "daemon", "bin", "sys", "sync", "games", "man", "mail", "www-data"})
 # Authenticators that let anybody in (or accept any password): never allowed for a course hub.
 OPEN_AUTHENTICATORS = ("DummyAuthenticator", "NullAuthenticator")
+# The instructor's name is never blocked after failed logins, so its password must be out of guessing range.
+ADMIN_PASSWORD_LENGTH = 16
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the hub's API and the proxy's API need one each)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(ip: str, port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((ip, port))
+        except OSError:
+            return True
+    return False
 
 
 def is_root() -> bool:
@@ -63,6 +86,11 @@ class Settings:
     cull_idle: int = 3600  # seconds without activity before a learner's server is stopped
     plain_http: bool = False  # on the network without TLS: the instructor must say so
     learner_python: str = ""  # the interpreter learners' servers and kernels run (see learner_python())
+    public_url: str = ""  # what learners type; each learner's server gets its own origin NAME.<its host>
+    learner_env: str = ""  # where the learners' copy of the course's environment goes (see learner_python())
+    memory_max: str = "2.5G"  # per process of a learner (RLIMIT_DATA): the capacity benchmark's 1.6 GB, plus room
+    tasks_max: int = 512  # processes and threads per learner (RLIMIT_NPROC)
+    file_max: str = "4G"  # largest file a learner's process may write (RLIMIT_FSIZE)
     extra_config: str = ""
     as_root: bool = field(default_factory=is_root)
 
@@ -82,6 +110,11 @@ class Settings:
         s.cull_idle = int(env.get("HUB_CULL_IDLE", s.cull_idle) or s.cull_idle)
         s.plain_http = env.get("HUB_PLAIN_HTTP", "") in ("1", "yes", "true")
         s.learner_python = env.get("HUB_LEARNER_PYTHON", "")
+        s.public_url = (env.get("HUB_PUBLIC_URL", "") or "").rstrip("/")
+        s.learner_env = env.get("HUB_LEARNER_ENV", "")
+        s.memory_max = env.get("HUB_MEMORY_MAX") or s.memory_max
+        s.tasks_max = int(env.get("HUB_TASKS_MAX") or s.tasks_max)
+        s.file_max = env.get("HUB_FILE_MAX") or s.file_max
         s.extra_config = env.get("HUB_EXTRA_CONFIG", "")
         return s
 
@@ -93,6 +126,30 @@ class Settings:
     @property
     def password_file(self) -> Path:
         return self.private / "instructor-password"
+
+    @property
+    def logs(self) -> Path:
+        """One log file per learner's server (``NAME.log``), readable by root only."""
+        return self.private / "logs"
+
+    @property
+    def retired_names(self) -> Path:
+        """Names of learners removed with ``serve.py remove-learner``: never given out again."""
+        return self.private / "retired-names"
+
+    @property
+    def hub_url(self) -> str:
+        """The hub's public URL. Every learner's server is served at ``NAME.<host>`` (its own origin): on 127.0.0.1
+        that is ``http://localhost:PORT`` (browsers resolve every ``*.localhost`` name to the loopback address)."""
+        return self.public_url or f"http://localhost:{self.port}"
+
+    def learner_env_dir(self) -> Path:
+        """Where learners' copy of the environment lives: outside the checkout, which may be private to its owner."""
+        if self.learner_env:
+            return Path(self.learner_env)
+        import hashlib
+
+        return Path("/var/lib/course-hub") / f"learner-env-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}"
 
 
 class UnsafeHub(SystemExit):
@@ -106,12 +163,32 @@ def check_settings(s: Settings) -> None:
                         f"'_', 2-32 characters, starting with a letter, and not a system account.")
     if s.threads < 1:
         raise UnsafeHub(f"HUB_THREADS={s.threads}: give at least 1 thread per learner.")
+    for name, value in (("HUB_MEMORY_MAX", s.memory_max), ("HUB_FILE_MAX", s.file_max)):
+        try:
+            parse_size(value)
+        except ValueError:
+            raise UnsafeHub(f"{name}={value!r}: give a size such as 2.5G or 800M.") from None
+    if s.public_url:
+        from urllib.parse import urlparse
+
+        host = urlparse(s.public_url).hostname or ""
+        if not s.public_url.startswith(("http://", "https://")) or not host or _is_ip(host):
+            raise UnsafeHub(f"HUB_PUBLIC_URL={s.public_url!r}: give the URL learners open, with a host name whose "
+                            f"subdomains reach this machine (wildcard DNS *.{host or 'NAME'}), e.g. "
+                            "https://hub.example.org: each learner's server is served at NAME.<that host>, its own "
+                            "origin. An IP address has no subdomains.")
     if is_loopback(s.ip):
         return
     if not s.as_root:
         raise UnsafeHub(
             f"HUB_IP={s.ip}: not running as root, every learner would share this account (and could read and change "
             "each other's work), so the hub serves 127.0.0.1 only. Run `sudo make hub HUB_IP=...` for a room.")
+    if not s.public_url:
+        raise UnsafeHub(
+            f"HUB_IP={s.ip}: learners' servers must each have their own origin (otherwise a page one learner serves "
+            "runs script with another learner's or the instructor's cookies), so the hub serves each learner at "
+            "NAME.<host>. Give the URL learners open, whose every subdomain reaches this machine (wildcard DNS): "
+            "make hub HUB_IP=... HUB_PUBLIC_URL=http://hub.example.org:8000 (instructor guide, 'One origin per learner').")
     if not s.plain_http:
         raise UnsafeHub(
             f"HUB_IP={s.ip}: the hub itself speaks plain HTTP, so passwords would cross the room's network in clear. "
@@ -119,9 +196,28 @@ def check_settings(s: Settings) -> None:
             "trust, say so explicitly: make hub HUB_IP=... HUB_PLAIN_HTTP=1.")
 
 
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_size(text: str) -> int:
+    """``"2.5G"`` -> bytes (K, M, G, T: powers of 1024; a plain number is bytes)."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)i?B?\s*", str(text), re.IGNORECASE)
+    if not match:
+        raise ValueError(f"not a size: {text!r}")
+    return int(float(match.group(1)) * 1024 ** " KMGT".index(match.group(2).upper() or " "))
+
+
 def refuse_unsafe(c: Any, s: Settings) -> None:
     """After all configuration (including HUB_EXTRA_CONFIG): never an open hub, never a hub without real passwords."""
     check_settings(s)
+    if not c.JupyterHub.get("subdomain_host"):
+        raise UnsafeHub("JupyterHub.subdomain_host is empty: every learner's server would share the hub's origin, so "
+                        "a page one learner serves could act with another's cookies. Keep make hub's subdomains.")
     auth = c.JupyterHub.authenticator_class
     name = auth if isinstance(auth, str) else getattr(auth, "__name__", str(auth))
     if any(open_name.lower() in str(name).lower() for open_name in OPEN_AUTHENTICATORS) or name in ("dummy", "null"):
@@ -150,13 +246,115 @@ def _site_packages(python: Path) -> Path:
     return python.parent.parent / "lib" / version / "site-packages"
 
 
-def learner_python(state: Path, venv_python: Path = VENV_PYTHON) -> tuple[str, str]:
+# What learners need from the checkout besides the installed packages: the course package and what it reads.
+COURSE_FILES = ("course_utils", "notebooks", "requirements.txt", "pyproject.toml", "environment.yml")
+STAMP = ".course-hub-stamp"
+
+
+def _stamp(venv_python: Path) -> str:
+    """Changes when the checkout's course files or the installed packages change (a refresh is then due)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    prefix = Path(os.path.realpath(venv_python.parent.parent))
+    for marker in sorted(prefix.glob(".installed-*")) + [_site_packages(prefix / "bin" / "python")]:
+        digest.update(f"{marker.name}:{marker.stat().st_mtime_ns}\n".encode())
+    for name in COURSE_FILES:
+        top = ROOT / name
+        for path in sorted([top] if top.is_file() else top.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and ".ipynb_checkpoints" not in path.parts:
+                content = hashlib.sha256(path.read_bytes()).hexdigest()  # by content: a fresh clone is no change
+                digest.update(f"{path.relative_to(ROOT)}:{content}\n".encode())
+    return digest.hexdigest()
+
+
+def _copy_readable(source: Path, dest: Path) -> None:
+    """Copy a tree for learners: hard links where the file is readable by everybody and on the same disk (no space,
+    no time), real copies otherwise; folders 0755, files 0644 (0755 if executable)."""
+    import shutil
+
+    def copy(src: str, dst: str) -> None:
+        info = os.stat(src)
+        if info.st_mode & 0o004:
+            try:
+                os.link(src, dst)
+                return
+            except OSError:
+                pass
+        shutil.copy2(src, dst)
+        os.chmod(dst, 0o755 if info.st_mode & 0o111 else 0o644)
+
+    shutil.copytree(source, dest, symlinks=True, copy_function=copy,
+                    ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    for folder, _, _ in os.walk(dest):
+        os.chmod(folder, 0o755)
+
+
+def build_learner_env(dest: Path, base: Path, venv_python: Path = VENV_PYTHON) -> bool:
+    """Learners' own copy of the course's environment at ``dest`` (True if it was (re)built).
+
+    A venv on the system Python ``base`` (same minor version), whose ``site-packages``, ``share`` and ``etc`` are
+    copies of the course's (hard links where possible), and a copy of the course itself (``course/``: the
+    ``course_utils`` package, the notebooks and the pins) instead of the editable install that points into the
+    checkout. Rebuilt when the checkout or the installed packages changed; built beside and swapped in, so a
+    learner's running server keeps the files it opened.
+    """
+    import shutil
+
+    stamp = _stamp(venv_python)
+    if (dest / STAMP).exists() and (dest / STAMP).read_text() == stamp and (dest / "bin" / "python").exists():
+        return False
+    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    prefix = Path(os.path.realpath(venv_python.parent.parent))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(dest.parent, 0o755)
+    building = dest.parent / f".{dest.name}.building"
+    shutil.rmtree(building, ignore_errors=True)
+    (building / "bin").mkdir(parents=True)
+    (building / "lib").mkdir()
+    version = subprocess.run([str(base), "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (building / "pyvenv.cfg").write_text(
+        f"home = {base.parent}\ninclude-system-site-packages = false\nversion = {version}\n"
+        f"# made by tools/hub/course_hub.py: a copy of {prefix}'s packages and of the course in {ROOT}, on {base}\n")
+    (building / "bin" / "python").symlink_to(base)
+    (building / "bin" / "python3").symlink_to("python")
+    site = building / "lib" / minor / "site-packages"
+    _copy_readable(_site_packages(prefix / "bin" / "python"), site)
+    for name in ("share", "etc"):  # JupyterLab's extensions and kernel spec; which server extensions are on
+        if (prefix / name).is_dir():
+            _copy_readable(prefix / name, building / name)
+    for editable in site.glob("__editable__*course_utils*"):
+        editable.unlink()  # the editable install points into the checkout: the copy below replaces it
+    course = building / "course"
+    course.mkdir()
+    for name in COURSE_FILES:
+        if (ROOT / name).is_dir():
+            _copy_readable(ROOT / name, course / name)
+        elif (ROOT / name).is_file():
+            shutil.copyfile(ROOT / name, course / name)
+            os.chmod(course / name, 0o644)
+    (site / "course-hub-course.pth").write_text(f"{dest / 'course'}\n")
+    for path in (building, building / "bin", building / "lib", site.parent, course):
+        os.chmod(path, 0o755)
+    (building / STAMP).write_text(stamp)
+    old = dest.parent / f".{dest.name}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if dest.exists():
+        dest.rename(old)
+    building.rename(dest)
+    shutil.rmtree(old, ignore_errors=True)
+    return True
+
+
+def learner_python(s: Settings, venv_python: Path = VENV_PYTHON) -> tuple[str, str]:
     """The interpreter learners run, and a note for the instructor.
 
-    The course's environment (``.venv``) is installed once and shared read-only. Learners need to execute its
-    interpreter; when that interpreter lives where other users cannot read it (pyenv under /root, a home with mode
-    0700), the hub builds ``STATE/learner-env``: a venv view whose ``site-packages``, ``share`` and ``etc`` are the course's
-    own, on a system Python of the same minor version. Nothing is copied or installed.
+    When everybody can run the course's ``.venv`` and import the course from it, learners share it read-only.
+    Otherwise (the checkout is private to its owner -- a clone in a 0700 folder, a 0750 home --, or the venv's
+    Python lives under pyenv in /root), learners get their own copy (:func:`build_learner_env`) outside the checkout:
+    the same packages and course files on the system Python of the same minor version, refreshed at start when the
+    checkout changed.
     """
     nobody = pwd.getpwnam("nobody")
     probe = "import course_utils.machinery.workspace, jupyterhub.singleuser"
@@ -165,46 +363,30 @@ def learner_python(state: Path, venv_python: Path = VENV_PYTHON) -> tuple[str, s
     minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
     candidates = [Path(p) / minor for p in ("/usr/local/bin", "/usr/bin")]
     base = next((p for p in candidates if p.exists() and runs_as(str(p), nobody.pw_uid, nobody.pw_gid)), None)
-    real = Path(os.path.realpath(venv_python))
     if base is None:
         raise UnsafeHub(
-            f"Learners cannot run the course's Python ({real}): a folder above it is private. Install Python "
-            f"{sys.version_info.major}.{sys.version_info.minor} where everybody can read it (/usr/local, /opt) and "
-            f"run `make clean && make venv PYTHON=/opt/.../{minor}`, or install {minor} from the system packages.")
-    view = state / "learner-env"
-    site = view / "lib" / minor / "site-packages"
-    course_prefix = venv_python.parent.parent
-    if (not (view / "bin" / "python").exists() or os.path.realpath(site) != str(_site_packages(venv_python))
-            or not (view / "etc").exists()):
-        import shutil
-
-        shutil.rmtree(view, ignore_errors=True)
-        (view / "bin").mkdir(parents=True)
-        site.parent.mkdir(parents=True)
-        version = subprocess.run([str(base), "-c", "import platform; print(platform.python_version())"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
-        (view / "pyvenv.cfg").write_text(
-            f"home = {base.parent}\ninclude-system-site-packages = false\nversion = {version}\n"
-            f"# made by tools/hub/course_hub.py: the course's packages ({_site_packages(venv_python)}) on {base}\n")
-        (view / "bin" / "python").symlink_to(base)
-        site.symlink_to(_site_packages(venv_python))
-        (view / "share").symlink_to(course_prefix / "share")  # JupyterLab's extensions, kernel spec
-        (view / "etc").symlink_to(course_prefix / "etc")  # which server extensions are on (jupyterlab, ...)
-        for path in (view, view / "bin", view / "lib", site.parent):
-            path.chmod(0o755)
+            f"Learners cannot run the course's Python ({os.path.realpath(venv_python)}): a folder above it is "
+            f"private. Install Python {sys.version_info.major}.{sys.version_info.minor} where everybody can read it "
+            f"(/usr/local, /opt) and run `make clean && make venv PYTHON=/opt/.../{minor}`, or install {minor} from "
+            "the system packages.")
+    view = s.learner_env_dir()
+    rebuilt = build_learner_env(view, base, venv_python)
     python = str(view / "bin" / "python")
     if not runs_as(python, nobody.pw_uid, nobody.pw_gid, probe):
-        raise UnsafeHub(f"Learners cannot import the course from {python}: is {ROOT} readable by everybody?")
-    return python, (f"the course's Python ({real}) is private to its owner, so learners run {base} with the course's "
-                    f"packages from {_site_packages(venv_python)} (a view in {view}; nothing copied)")
+        raise UnsafeHub(f"Learners cannot import the course from {python}: is {view.parent} readable by everybody? "
+                        "Name another place with HUB_LEARNER_ENV=/srv/course-learner-env.")
+    return python, (f"learners run {base} with a copy of the course's packages and of the course in {view} "
+                    f"({'made now' if rebuilt else 'up to date'}; the checkout {ROOT} needs no permission change)")
 
 
 def prepare_state(s: Settings) -> None:
-    """The one state folder: ``learner-env`` (readable by learners) and ``private/`` (0700: database, secrets)."""
+    """The one state folder (0700): ``private/`` holds the database, secrets and the learners' server logs."""
     s.state.mkdir(parents=True, exist_ok=True)
-    s.state.chmod(0o711 if s.as_root else 0o700)  # learners may pass through to learner-env, never list
+    s.state.chmod(0o700)
     s.private.mkdir(exist_ok=True)
     s.private.chmod(0o700)
+    s.logs.mkdir(exist_ok=True)
+    s.logs.chmod(0o700)
     instructor_password(s)
 
 
@@ -230,11 +412,142 @@ def learner_environment(s: Settings, python: str) -> dict[str, str]:
     }
 
 
+# Every place a learner's tools write temporary or cached files, under their own home (0700), never in the shared
+# /tmp: torch.compile's caches hold code that runs, so a folder another learner made first would run their code.
+PRIVATE_DIRS = {
+    "TMPDIR": ".cache/tmp",
+    "XDG_CACHE_HOME": ".cache",
+    "TORCHINDUCTOR_CACHE_DIR": ".cache/torchinductor",
+    "TRITON_CACHE_DIR": ".cache/triton",
+    "TORCH_EXTENSIONS_DIR": ".cache/torch_extensions",
+    "MPLCONFIGDIR": ".cache/matplotlib",
+    "PYTHONPYCACHEPREFIX": ".cache/pycache",
+}
+
+
+def private_environment(home: str) -> dict[str, str]:
+    """``TMPDIR`` and the caches of one learner, all under ``home`` (see :data:`PRIVATE_DIRS`)."""
+    return {name: f"{home}/{relative}" for name, relative in PRIVATE_DIRS.items()}
+
+
+def make_private_dirs(env: dict[str, str]) -> None:
+    """Run as the learner (after setuid): create the private folders, mode 0700, refusing one that is not theirs."""
+    for name in PRIVATE_DIRS:
+        path = env[name]
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+        if info.st_uid != os.getuid() or not os.path.isdir(path) or os.path.islink(path):
+            raise PermissionError(f"{path} ({name}) is not a folder of this learner's own")
+        os.chmod(path, 0o700)
+
+
+def limit_resources(s: Settings) -> None:
+    """Run in a learner's server before it starts (inherited by its kernels and terminals): processes per learner,
+    memory per process, file size. See the instructor guide, 'Limits per learner'."""
+    import resource
+
+    memory, file_size = parse_size(s.memory_max), parse_size(s.file_max)
+    resource.setrlimit(resource.RLIMIT_NPROC, (s.tasks_max, s.tasks_max))
+    resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def learner_processes(uid: int) -> list[Any]:
+    """Every process that runs as ``uid`` (a learner the hub created), wherever it was started from."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["uids"]):
+        try:
+            if proc.info["uids"] and uid in (proc.info["uids"].real, proc.info["uids"].effective):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def end_learner_processes(uid: int, grace: float = 5.0) -> list[int]:
+    """SIGTERM, then SIGKILL after ``grace`` seconds, to every process of ``uid``; returns the pids that were ended."""
+    import psutil
+
+    if uid == 0:
+        raise ValueError("refusing to end root's processes")
+    procs = learner_processes(uid)
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace)
+    return [p.pid for p in procs]
+
+
+def spawner_class(s: Settings) -> type:
+    """The learners' spawner: ``LocalProcessSpawner`` (one system user per learner, root) or its shared-account
+    variant, plus what the course adds: a log file per server, a private ``TMPDIR`` and caches, resource limits,
+    and, on stop, the end of every process the learner started (also those that left the server's process group)."""
+    from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
+
+    base = LocalProcessSpawner if s.as_root else SimpleLocalProcessSpawner
+
+    class CourseSpawner(base):  # type: ignore[misc, valid-type]
+        def _home(self) -> str:
+            return pwd.getpwnam(self.user.name).pw_dir if s.as_root else str(s.state / "homes" / self.user.name)
+
+        def get_env(self) -> dict[str, str]:
+            env = super().get_env()
+            env.update(private_environment(self._home()))
+            return env
+
+        def make_preexec_fn(self, name: str):  # type: ignore[no-untyped-def]
+            become = super().make_preexec_fn(name)
+            env = private_environment(self._home())
+
+            def preexec() -> None:
+                if s.as_root:
+                    limit_resources(s)
+                become()
+                make_private_dirs(env)
+
+            return preexec
+
+        async def start(self):  # type: ignore[no-untyped-def]
+            """The server's output goes to ``private/logs/NAME.log`` (root's), never to the hub's terminal."""
+            log_path = s.logs / f"{self.user.name}.log"
+            descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+            self.popen_kwargs = {**self.popen_kwargs, "stdin": subprocess.DEVNULL, "stdout": descriptor,
+                                 "stderr": subprocess.STDOUT}
+            try:
+                return await super().start()
+            finally:
+                os.close(descriptor)
+
+        async def stop(self, now: bool = False) -> None:
+            await super().stop(now=now)
+            if s.as_root:
+                uid = pwd.getpwnam(self.user.name).pw_uid
+                if uid != 0:
+                    ended = await asyncio.get_running_loop().run_in_executor(None, end_learner_processes, uid)
+                    if ended:
+                        self.log.info("Ended %d more process(es) of %s", len(ended), self.user.name)
+
+    return CourseSpawner
+
+
 def authenticator_classes() -> tuple[type, type]:
     """(separate system users, one shared account): NativeAuthenticator plus what a course needs."""
     import bcrypt
     from jupyterhub.auth import LocalAuthenticator
+    from jupyterhub import orm
     from nativeauthenticator import NativeAuthenticator
+    from nativeauthenticator.handlers import DiscardHandler, ToggleAuthorizationHandler
     from nativeauthenticator.handlers import LoginHandler as NativeLoginHandler
     from nativeauthenticator.orm import UserInfo
     from tornado.escape import url_escape
@@ -270,6 +583,33 @@ def authenticator_classes() -> tuple[type, type]:
                                                    {"next": self.get_argument("next", "")}),
             )
 
+    class PostOnlyToggleAuthorization(ToggleAuthorizationHandler):
+        """/hub/authorize/NAME: NativeAuthenticator 1.3.0 approves (or withdraws) on a GET, so any page the
+        instructor visits could approve an account with an ``<img src>``. Here a GET changes nothing; the change is a
+        POST, which JupyterHub accepts only with the form's XSRF token (tools/hub/templates/authorization-area.html)."""
+
+        async def get(self, slug: str) -> None:  # type: ignore[override]
+            self.redirect(self.hub.base_url + "authorize")
+
+        async def post(self, slug: str) -> None:
+            await ToggleAuthorizationHandler.get.__wrapped__(self, slug)  # type: ignore[attr-defined]
+
+    class PostOnlyDiscard(DiscardHandler):
+        """/hub/discard/NAME: the same, for discarding a sign-up."""
+
+        async def get(self, user_name: str) -> None:  # type: ignore[override]
+            self.redirect(self.hub.base_url + "authorize")
+
+        async def post(self, user_name: str) -> None:
+            await DiscardHandler.get.__wrapped__(self, user_name)  # type: ignore[attr-defined]
+
+    from jupyterhub.scopes import needs_scope
+
+    PostOnlyToggleAuthorization.post = needs_scope("admin:users")(PostOnlyToggleAuthorization.post)
+    PostOnlyDiscard.post = needs_scope("admin:users")(PostOnlyDiscard.post)
+    replaced = {NativeLoginHandler: CourseLoginHandler, ToggleAuthorizationHandler: PostOnlyToggleAuthorization,
+                DiscardHandler: PostOnlyDiscard}
+
     class CourseNativeAuthenticator(NativeAuthenticator):
         """Sign-up with instructor approval, a pre-made instructor account, and names that are safe as users."""
 
@@ -280,9 +620,26 @@ def authenticator_classes() -> tuple[type, type]:
             super().__init__(*args, **kwargs)
             self._ensure_instructors()
 
+        retired_names_file = Unicode("", config=True, help="Names removed with serve.py remove-learner, one a line.")
+
         def get_handlers(self, app: Any) -> list[tuple[str, Any]]:
-            return [(path, CourseLoginHandler if handler is NativeLoginHandler else handler)
-                    for path, handler in super().get_handlers(app)]
+            return [(path, replaced.get(handler, handler)) for path, handler in super().get_handlers(app)]
+
+        def is_blocked(self, username: str) -> bool:
+            """Ten failed logins block a learner's name for a minute; never the instructor's (anybody could keep
+            the instructor out by failing on purpose). The instructor's password is long and random instead."""
+            if self.normalize_username(username) in self.admin_users:
+                return False
+            return super().is_blocked(username)
+
+        def change_password(self, username: str, new_password: str) -> bool:
+            if self.normalize_username(username) in self.admin_users and len(new_password) < ADMIN_PASSWORD_LENGTH:
+                return False  # never locked out, so never guessable: the instructor's password stays long
+            return super().change_password(username, new_password)
+
+        def retired(self) -> set[str]:
+            path = Path(self.retired_names_file) if self.retired_names_file else None
+            return set(path.read_text().split()) if path and path.exists() else set()
 
         def _ensure_instructors(self) -> None:
             """The instructor's account exists before anybody can sign up under that name (and become admin)."""
@@ -300,6 +657,8 @@ def authenticator_classes() -> tuple[type, type]:
         def validate_username(self, username: str) -> bool:
             if not re.match(USERNAME_PATTERN, username) or username in NEVER_LEARNERS:
                 return False
+            if username in self.retired():
+                return False  # removed with serve.py remove-learner: this name is never given out again
             if self.learner_group:
                 try:
                     pwd.getpwnam(username)
@@ -312,6 +671,8 @@ def authenticator_classes() -> tuple[type, type]:
                         return False
                     if username not in members:
                         return False
+                    if UserInfo.find(self.db, username) is None and orm.User.find(self.db, username) is None:
+                        return False  # an account left by a learner deleted in the hub: a sign-up must not claim it
             return super().validate_username(username)
 
     class CourseAuthenticator(CourseNativeAuthenticator, LocalAuthenticator):
@@ -320,6 +681,8 @@ def authenticator_classes() -> tuple[type, type]:
         home_base = Unicode("/home", config=True, help="Where learners' homes are created.")
 
         def add_system_user(self, user: Any) -> None:
+            if user.name in self.retired():
+                raise RuntimeError(f"{user.name} was removed with serve.py remove-learner; the name is retired")
             home = Path(self.home_base) / user.name
             command = ["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash",
                        "--user-group", "--groups", self.learner_group, "--key", "UMASK=0077", user.name]
@@ -349,12 +712,18 @@ def _workspace_hook(s: Settings, python: str):  # type: ignore[no-untyped-def]
             from jupyterhub.spawner import set_user_setuid
 
             home = pwd.getpwnam(name).pw_dir
-            preexec = set_user_setuid(name)
+            become = set_user_setuid(name)
         else:
             home = str(s.state / "homes" / name)
             Path(home).mkdir(parents=True, exist_ok=True)
-            preexec = None
-        env = {**learner_environment(s, python), "HOME": home, "USER": name}
+            become = None
+        env = {**learner_environment(s, python), **private_environment(home), "HOME": home, "USER": name}
+
+        def preexec() -> None:
+            if become is not None:
+                become()
+            make_private_dirs(env)
+
         process = await asyncio.create_subprocess_exec(
             python, "-m", "course_utils.machinery.workspace", f"{home}/workspace", cwd=home, env=env, preexec_fn=preexec,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
@@ -374,22 +743,30 @@ def _workspace_hook(s: Settings, python: str):  # type: ignore[no-untyped-def]
 def configure(c: Any, s: Settings) -> str:
     """Fill the JupyterHub config ``c`` for the course; returns the note on which Python learners run."""
     check_settings(s)
+    import course_proxy
+
+    course_proxy.redact_logs()  # this process is the hub: no token in its log either (JupyterHub misses some)
     prepare_state(s)
     if s.learner_python:
         python, note = s.learner_python, f"learners run {s.learner_python} (HUB_LEARNER_PYTHON)"
     elif s.as_root:
-        python, note = learner_python(s.state)
+        python, note = learner_python(s)
     else:
         python, note = str(VENV_PYTHON), "not root: all learners share this account"
 
     c.JupyterHub.bind_url = f"http://{s.ip}:{s.port}"
+    # One origin per learner: NAME.localhost:PORT (or NAME.<HUB_PUBLIC_URL's host>). A page a learner's server
+    # serves then runs in that learner's origin only, never with the hub's or another learner's cookies.
+    c.JupyterHub.subdomain_host = s.hub_url
     c.JupyterHub.hub_ip = LOOPBACK
-    if s.hub_port:
-        c.JupyterHub.hub_port = s.hub_port
-    c.ConfigurableHTTPProxy.api_url = f"http://{LOOPBACK}:{s.proxy_api_port or s.port + 1}"
-    # The pure-Python proxy buffers whole responses and gives up on a request after 20 s by default: the spawn
-    # page's progress stream lasts as long as a spawn, so allow 5 minutes (websockets are not affected).
-    c.ConfigurableHTTPProxy.command = [str(VENV_PYTHON.parent / "configurable-http-proxy"), "--proxy-timeout=300000"]
+    c.JupyterHub.hub_port = s.hub_port or free_port()
+    c.ConfigurableHTTPProxy.api_url = f"http://{LOOPBACK}:{s.proxy_api_port or free_port()}"
+    # The pure-Python proxy, with host routing fixed and tokens kept out of its log (tools/hub/course_proxy.py). It
+    # buffers whole responses and gives up on a request after 20 s by default: the spawn page's progress stream lasts
+    # as long as a spawn, so allow 5 minutes (websockets are not affected).
+    c.ConfigurableHTTPProxy.command = [str(VENV_PYTHON), str(Path(__file__).resolve().parent / "course_proxy.py"),
+                                       "--proxy-timeout=300000"]
+    c.JupyterHub.template_paths = [str(Path(__file__).resolve().parent / "templates")]
     c.JupyterHub.db_url = f"sqlite:///{s.private / 'jupyterhub.sqlite'}"
     c.JupyterHub.cookie_secret_file = str(s.private / "jupyterhub_cookie_secret")
     c.JupyterHub.pid_file = str(s.private / "jupyterhub.pid")
@@ -409,14 +786,14 @@ def configure(c: Any, s: Settings) -> str:
     c.NativeAuthenticator.allowed_failed_logins = 10
     c.NativeAuthenticator.seconds_before_next_try = 60
     c.CourseNativeAuthenticator.instructor_password_file = str(s.password_file)
+    c.CourseNativeAuthenticator.retired_names_file = str(s.retired_names)
     if s.as_root:
         c.CourseNativeAuthenticator.learner_group = s.learner_group
         c.LocalAuthenticator.create_system_users = True
         c.CourseAuthenticator.home_base = str(s.home_base)
-        c.JupyterHub.spawner_class = "jupyterhub.spawner.LocalProcessSpawner"
     else:
-        c.JupyterHub.spawner_class = "jupyterhub.spawner.SimpleLocalProcessSpawner"
         c.SimpleLocalProcessSpawner.home_dir_template = str(s.state / "homes" / "{username}")
+    c.JupyterHub.spawner_class = spawner_class(s)
 
     c.Spawner.cmd = [python, "-m", "jupyterhub.singleuser"]
     c.Spawner.notebook_dir = "~/workspace"

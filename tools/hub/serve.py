@@ -4,8 +4,10 @@ Checks the settings, makes the state folder (``.hub/``, git-ignored), says plain
 where the instructor's password is, then becomes the JupyterHub process: Ctrl-C stops the hub, the proxy, the
 culler and every learner's server with its kernels.
 
-Usage: ``make hub`` (127.0.0.1:8000), ``sudo make hub HUB_IP=0.0.0.0 HUB_PLAIN_HTTP=1`` for a trusted room network;
-all settings are ``HUB_*`` variables (tools/hub/course_hub.py, Settings).
+Usage: ``make hub`` (http://localhost:8000, learners at http://NAME.localhost:8000), ``sudo make hub HUB_IP=0.0.0.0
+HUB_PLAIN_HTTP=1 HUB_PUBLIC_URL=http://hub.lan:8000`` for a trusted room network with wildcard DNS; all settings are
+``HUB_*`` variables (tools/hub/course_hub.py, Settings). ``serve.py remove-learner NAME`` (``make hub-remove-learner
+LEARNER=NAME``) archives a learner's home, removes their system account and retires the name.
 """
 
 from __future__ import annotations
@@ -27,13 +29,61 @@ def ensure_group(name: str) -> None:
         subprocess.run(["groupadd", "--system", name], check=True)
 
 
-def main() -> int:
+def remove_learner(settings: course_hub.Settings, name: str) -> int:
+    """Archive NAME's home into ``private/archive/``, end their processes, delete the system account and retire the
+    name (no later sign-up or login can take it, so nobody inherits their uid, home or files)."""
+    import pwd
+    import tarfile
+    import time
+
+    try:
+        members = grp.getgrnam(settings.learner_group).gr_mem
+        account = pwd.getpwnam(name)
+    except KeyError:
+        members, account = [], None
+    if account is None or name not in members:
+        print(f"remove-learner: {name!r} is not a learner account this hub created (group {settings.learner_group}); "
+              "nothing changed.", file=sys.stderr)
+        return 2
+    course_hub.prepare_state(settings)
+    ended = course_hub.end_learner_processes(account.pw_uid)
+    archive_dir = settings.private / "archive"
+    archive_dir.mkdir(mode=0o700, exist_ok=True)
+    archive = archive_dir / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz"
+    if Path(account.pw_dir).is_dir():
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(account.pw_dir, arcname=name)
+        archive.chmod(0o600)
+    with open(settings.retired_names, "a", encoding="utf-8") as handle:
+        handle.write(name + "\n")
+    result = subprocess.run(["userdel", "--remove", name], capture_output=True, text=True)
+    if result.returncode not in (0, 12):  # 12: the home could not be removed (reported below)
+        print(f"remove-learner: userdel {name} failed: {result.stderr.strip()}", file=sys.stderr)
+        return 1
+    print(f"{name}: {len(ended)} process(es) ended, home archived in {archive if archive.exists() else '(no home)'}, "
+          f"system account removed, name retired (listed in {settings.retired_names}).")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     settings = course_hub.Settings.from_env()
+    if argv[:1] == ["remove-learner"]:
+        if len(argv) != 2 or not settings.as_root:
+            print("usage (as root): serve.py remove-learner NAME", file=sys.stderr)
+            return 2
+        return remove_learner(settings, argv[1].lower())
     try:
         course_hub.check_settings(settings)
     except course_hub.UnsafeHub as refusal:
         print(f"make hub: refusing to start. {refusal}", file=sys.stderr)
         return 2
+    for what, port in (("HUB_PORT", settings.port), ("HUB_HUB_PORT", settings.hub_port),
+                       ("HUB_PROXY_API_PORT", settings.proxy_api_port)):
+        if port and course_hub.port_in_use(settings.ip if what == "HUB_PORT" else course_hub.LOOPBACK, port):
+            print(f"make hub: refusing to start. {what}={port} is in use (another hub, or a program left running?). "
+                  f"Stop it, or choose another: make hub {what}=...", file=sys.stderr)
+            return 2
     course_hub.prepare_state(settings)
     password = course_hub.instructor_password(settings)
     if settings.as_root:
@@ -43,7 +93,7 @@ def main() -> int:
     else:
         isolation = ("NOT ROOT: every learner runs as this account and can read and change the others' work. "
                      "Serving 127.0.0.1 only. Run as root (sudo make hub) to give each learner their own account.")
-    url = f"http://{'127.0.0.1' if settings.ip in ('0.0.0.0', '::') else settings.ip}:{settings.port}/hub/"
+    url = f"{settings.hub_url}/hub/"
     print(f"""
 Course hub for PyTorch Hooks, hands-on -- state in {settings.state}/
   {isolation}
@@ -51,8 +101,10 @@ Course hub for PyTorch Hooks, hands-on -- state in {settings.state}/
   Instructor: log in as '{settings.admin}' with the password in {settings.password_file}
               ({'shown here: ' + password if sys.stdout.isatty() else 'not printed: not a terminal'}),
               approve learners at {url}authorize, change your password at {url}change-password.
+  Each learner's server has its own origin ({settings.hub_url.replace('://', '://NAME.')}); server logs in {settings.logs}/.
   Idle servers are stopped after {settings.cull_idle} s; each kernel uses {settings.threads} thread(s).
-  Ctrl-C stops the hub and every learner's server.
+  Limits per learner: {settings.tasks_max} processes, {settings.memory_max} of memory per process.
+  Ctrl-C stops the hub and every process of every learner.
 """, flush=True)
     env = dict(os.environ)
     env["PATH"] = f"{course_hub.VENV_PYTHON.parent}{os.pathsep}{env.get('PATH', '')}"

@@ -8,3 +8,7 @@ c.Spawner.default_url = (
     "/git-pull?repo=" + LEARNER_EDITION.replace(":", "%3A").replace("/", "%2F")
     + "&branch=main&urlpath=lab%2Ftree%2Fpytorch-hooks-learner%2F00_start_here.ipynb"
 )
+# Each learner's server at NAME.REPLACE-ME.example.org, its own origin: a page one learner serves never runs with
+# another's or the instructor's cookies. Needs DNS for *.REPLACE-ME.example.org and a wildcard certificate
+# (config.yaml: https.tls with your own certificate; TLJH's Let's Encrypt cannot issue wildcards).
+c.JupyterHub.subdomain_host = "https://REPLACE-ME.example.org"
