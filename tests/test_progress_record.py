@@ -164,3 +164,15 @@ def test_check_records_each_attempt_and_a_failed_record_never_hides_the_verdict(
     assert out[-1].startswith("(Your progress was not recorded: FileNotFoundError")
     check("1.1", None)  # an unknown id is no attempt
     assert len(lines(in_tmp / RECORD_NAME)) == 2
+
+
+def test_a_stub_not_written_yet_is_no_attempt(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from course_utils import check
+
+    def stub(grad):  # noqa: ANN001, ANN202 - what the learner edition leaves in an exercise cell
+        raise NotImplementedError("Exercise 01.1: your code goes here")
+
+    assert not check("01.1", stub)
+    out = capsys.readouterr().out
+    assert "still the stub" in out and "Think the check itself is wrong" not in out
+    assert not (in_tmp / RECORD_NAME).exists()

@@ -441,6 +441,53 @@ def hub_db(hub: ThrowAwayHub, query: str, *args: object) -> list[tuple]:
         return db.execute(query, args).fetchall()
 
 
+def check_as(room: Room, learner: Learner, answers: list[str]) -> None:
+    """The learner calls check("01.1", answer) for each answer in their own Python (their kernel's interpreter and
+    environment), in their workspace: real attempts in their own progress record."""
+    kernel = process_of(room.hub, learner, "ipykernel")
+    code = "from course_utils import check\n" + "".join(f"check('01.1', {answer})\n" for answer in answers)
+    env = {**kernel.environ(), "COURSE_PROGRESS": "on"}
+    result = subprocess.run(["runuser", "-u", learner.name, "--", kernel.cmdline()[0], "-c", code], env=env,
+                            cwd=learner.home / "workspace", capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def dashboard_url(hub: ThrowAwayHub) -> str:
+    """The dashboard service at its own origin, named as JupyterHub names a service's subdomain."""
+    from jupyterhub.utils import subdomain_hook_idna
+
+    return f"http://{subdomain_hook_idna('dashboard', 'localhost', 'service')}:{hub.port}/services/dashboard/"
+
+
+def test_the_instructor_sees_the_room_and_a_learner_cannot(at_work: Room) -> None:
+    """Issue 27: ann passes 01.1 on her second try, bob fails it twice, cat once; the instructor's dashboard shows
+    exactly that (and that most learners are stuck on 01.1); bob opening the dashboard gets 403 and no grid."""
+    room = at_work
+    ann, bob, cat = (room.learners[key] for key in ("ann", "bob", "cat"))
+    wrong, right = "lambda grad: grad.clamp(0, 1)", "lambda grad: grad.clamp(-1, 1)"
+    check_as(room, ann, [wrong, right])
+    check_as(room, bob, [wrong, wrong])
+    check_as(room, cat, [wrong])
+    url = dashboard_url(room.hub)
+    page = room.instructor.page
+    page.goto(url)
+    page.wait_for_selector("#room", timeout=60_000)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "hub_dashboard.png"), full_page=True)
+    row = {name: page.inner_text(f"tr[data-learner='{name}']") for name in (ann.name, bob.name, cat.name)}
+    assert "✓" in row[ann.name] and "✗" not in row[ann.name], row
+    assert "✗2" in row[bob.name] and "✓" not in row[bob.name], row
+    assert "✗1" in row[cat.name] and "✓" not in row[cat.name], row
+    assert all("ago" in text for text in row.values()), row
+    assert "stuck on 01.1 (2 of" in page.inner_text("#stuck")
+    header = page.inner_text("#room thead")
+    assert "01.1" in header and "11.8" in header
+    bob.page.goto(url)  # type: ignore[attr-defined]
+    bob.page.wait_for_load_state()  # type: ignore[attr-defined]
+    text = bob.page.inner_text("body")  # type: ignore[attr-defined]
+    assert "403" in text and bob.page.locator("#room").count() == 0, text[:500]  # type: ignore[attr-defined]
+
+
 def test_a_page_a_learner_serves_cannot_act_with_another_learners_or_the_instructors_cookies(at_work: Room) -> None:
     """Issue 22.1: bob serves a page with script from his own server; the instructor and ann open his links (on
     the hub's origin, as a learner would post them, and on bob's own). The script may not read their hub session,

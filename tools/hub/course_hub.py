@@ -819,4 +819,9 @@ def configure(c: Any, s: Settings) -> str:
         "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
         "services": ["idle-culler"],
     }]
+    # The instructor's view of the room (admins only): each learner's progress record, nothing else.
+    import dashboard
+
+    dashboard.configure_dashboard(c, python=str(VENV_PYTHON), port=free_port(), admins={s.admin}, state=s.state,
+                                  pythonpath=str(ROOT))
     return note
