@@ -54,7 +54,7 @@ CASES_09_1 = Cases(
         (_splitter(dim=-1), "dim 0"),
         (_splitter(kinds=("weight",)), "bias"),
         (_splitter(order=("k", "q", "v")), "q's rows first"),
-        (_splitter(pop=False), "pop it"),
+        (_splitter(pop=False), "is still in the checkpoint"),
         (split_no_handle, "Return the handle"),
     ],
 )
@@ -128,7 +128,7 @@ CASES_09_2 = Cases(
         (_undoer(state=False), "optimizer's state"),
         (_undoer(deep=False), "own tensors, which step() changes in place"),
         (_undoer(clone=False), "shares memory with a weight"),
-        (_undoer(finite=False), "torch.isfinite"),
+        (_undoer(finite=False), "comparison with nan"),
         (_undoer(after=False), "was kept"),
         (undo_no_handles, "both handles"),
     ],

@@ -148,7 +148,7 @@ CASES = {
     ),
     "10.2": Cases(
         right=[3, torch.tensor(3.0)],
-        wrong=[(1, "Count a new graph"), (2, "Count a new graph")],
+        wrong=[(1, "graph compiled so far"), (2, "graph compiled so far")],
     ),
     "10.3": Cases(
         right=[weighted_new_tensor],

@@ -87,12 +87,13 @@ def _mismatch(missing: list[str], unexpected: list[str]) -> Verdict:
         return Verdict(False, f"After your hook, {missing[0]} is missing: the fused qkv.bias must be split into "
                               "q.bias, k.bias and v.bias as well.")
     if missing and fused_left:
-        return Verdict(False, f"{fused_left[0]} was not split: keys arrive with the hook's prefix (here "
-                              f"'{fused_left[0][:-len('qkv.weight')]}'), so look for prefix + 'qkv.weight' and "
-                              "store prefix + 'q.weight', ...")
+        return Verdict(False, f"{fused_left[0]} was not split: a hook on a module deep in a model receives the keys "
+                              f"with the hook's prefix in front (here '{fused_left[0][:-len('qkv.weight')]}'). Look "
+                              "at the keys your hook looks for, and at the ones it stores.")
     if fused_left:
-        return Verdict(False, f"The fused entry {fused_left[0]} is still in the checkpoint after your hook: pop it "
-                              "once it is split (a strict load refuses keys the model does not have).")
+        return Verdict(False, f"The fused entry {fused_left[0]} is still in the checkpoint after your hook, beside "
+                              "its q, k and v pieces, and a strict load refuses keys the model does not have: look "
+                              "at what your hook leaves in state_dict.")
     return Verdict(False, f"After your hook, missing keys {missing[:3]} and unexpected keys {unexpected[:3]}: add "
                           "exactly q, k and v's entries, and leave every other key alone.")
 
@@ -204,8 +205,9 @@ def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdi
                     plain.step()  # the reference simply does not step on a bad batch
                 params = list(guarded_model.parameters())
                 if not all(torch.isfinite(p).all() for p in params):
-                    return Verdict(False, f"With {label}, a step that left a weight nan was kept: nan > max_change is "
-                                          "False, so test torch.isfinite as well.")
+                    return Verdict(False, f"With {label}, a step that left a weight nan was kept: every comparison "
+                                          "with nan is False (nan > max_change too). Look at how your post-hook "
+                                          "decides that a step was bad.")
                 if not all(torch.equal(a, b) for a, b in zip(params, plain_model.parameters())):
                     if index in bad:
                         moved = max(float((p.detach() - w).abs().max()) for p, w in zip(params, before))

@@ -190,11 +190,11 @@ def _sample_weighted_gradients() -> list[dict[str, torch.Tensor]]:
 def _misread_average(got: torch.Tensor, mine: torch.Tensor, theirs: torch.Tensor, rtol: float) -> str | None:
     """Name the usual mistake when rank 0's result is not the mean (rank 1 ran torch's hook: divide, then sum)."""
     if _relative(got, mine + theirs / 2) < rtol:
-        return ("Rank 0 got its whole gradient plus half of rank 1's: all_reduce sums, so divide the bucket by the "
-                "group's size before the all-reduce, as torch's hooks (and rank 1) do.")
+        return ("Rank 0 got its whole gradient plus half of rank 1's: all_reduce sums what the ranks send, and rank 1 "
+                "(torch's hook) sends its bucket divided by the group's size. Look at what your hook sends.")
     if _relative(got, (mine + theirs / 2) / 2) < rtol:
         return ("You divided after the all-reduce, but rank 1 (torch's hook) divides before it, so the ranks sent "
-                "different things: divide before the all-reduce.")
+                "different things: look at where your hook divides.")
     return None
 
 
@@ -388,12 +388,12 @@ def _weighted_test(hook: Callable[..., Any]) -> Verdict:
             continue
         summed = n0 * truth["rank0"] + n1 * truth["rank1"]
         mistakes = (
-            (summed, f"Rank 0 got the weighted sum of both ranks' gradients ({n0} and {n1} samples): divide it by the "
-                     "total number of samples -- the last value after the all-reduce."),
-            (summed / 2, "Rank 0 divided the weighted sum by the number of ranks: divide by the total number of "
-                         "samples -- the last value after the all-reduce -- instead."),
-            (summed / n0, "Rank 0 divided by its own number of samples: divide by the total over both ranks, the "
-                          "last value after the all-reduce."),
+            (summed, f"Rank 0 got the weighted sum of both ranks' gradients ({n0} and {n1} samples), not yet a mean: "
+                     "look at what your then() callback does with the all-reduced tensor."),
+            (summed / 2, "Rank 0 divided the weighted sum by the number of ranks, which weighs the ranks, not the "
+                         "samples: look at what your then() callback divides by."),
+            (summed / n0, "Rank 0 divided by its own number of samples, which the other rank does not share: look at "
+                          "what your then() callback divides by."),
             ((truth["rank0"] + n1 * truth["rank1"]) / (1 + n1),
              "Rank 0 counted as one sample: multiply the bucket by state.samples, and send state.samples as the "
              "last value."),
@@ -456,15 +456,16 @@ EXERCISES = (
     Exercise(
         "10.2",
         "Predict how many graphs dynamo compiles while hooks are added to and removed from a compiled model.",
-        expect_live_value(_graphs_compiled, "Count a new graph each time the hook dictionary's length differs from "
-                                            "every length compiled so far.", atol=0.0),
+        expect_live_value(_graphs_compiled, "Go through the three calls with C2 and C3 in mind: at each call, is "
+                                            "there a graph compiled so far whose guards still hold?", atol=0.0),
         hints=(
             "Dynamo guards on the length of a hook dictionary that was not empty when it compiled.",
             "First call: one graph. Then ask at every call: is there a compiled graph whose guard (the number of "
             "hooks on layer 0) still holds?",
         ),
         kind="predict",
-        praise="Guards watch the number of hooks on a module that had hooks; an empty dictionary is not watched.",
+        praise="A graph compiled while the module had hooks guards their number: 1, 2 and then 0 hooks each needed "
+               "a graph of their own (only a module compiled with no hooks goes unwatched, C3).",
     ),
     Exercise(
         "10.3",
