@@ -25,6 +25,14 @@ import nbformat
 from nbclient import NotebookClient
 
 CELL_TIMEOUT = 300
+# Each kernel starts with these filters: every DeprecationWarning and FutureWarning attributed to torch,
+# torchvision, course_utils or the notebook's own code (__main__) is shown each time, so none hides behind Python's
+# default filters. Other libraries' warnings keep Python's defaults (jupyter_client's would flood every cell).
+_SHOW = r"(torch|torchvision|course_utils)(\..*)?$|__main__$"
+KERNEL_WARNING_FILTERS = "; ".join(
+    f"warnings.filterwarnings('always', category={category}, module={_SHOW!r})"
+    for category in ("DeprecationWarning", "FutureWarning")
+)
 EXPECTED_ERROR = "raises-exception"
 WARNING_LINE = re.compile(r"^(?P<path>\S+?):(?P<line>\d+): (?P<category>DeprecationWarning|FutureWarning): (?P<message>.*)$")
 # Where a warning is the course's debt: raised in torch or torchvision, or attributed (stacklevel) to the course's
@@ -56,8 +64,8 @@ def teaching_problems(executed: nbformat.NotebookNode) -> list[str]:
 
 
 def warnings_seen(executed: nbformat.NotebookNode) -> tuple[list[str], list[str]]:
-    """(debt, other): DeprecationWarning/FutureWarning lines a cell wrote to stderr (the kernel runs with
-    PYTHONWARNINGS=always for both), split into the course's debt (torch, torchvision, course code) and the rest.
+    """(debt, other): DeprecationWarning/FutureWarning lines a cell wrote to stderr (the kernel starts with
+    :data:`KERNEL_WARNING_FILTERS`), split into the course's debt (torch, torchvision, course code) and the rest.
     Lessons that teach a warning catch it with print_warnings(), which prints to stdout: not counted."""
     debt, other = [], []
     for index, cell in enumerate(executed.cells):
@@ -77,7 +85,8 @@ def run_one(job: tuple[str, str, str, str, str, bool]) -> tuple[str, list[str], 
     started = time.monotonic()
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(Path(path).parent)}})
+                            resources={"metadata": {"path": str(Path(path).parent)}},
+                            extra_arguments=[f"--IPKernelApp.exec_lines=import warnings; {KERNEL_WARNING_FILTERS}"])
     try:
         # the kernel process's own stderr (its start-up chatter, under PYTHONWARNINGS=always) stays out of the log;
         # what a cell writes to stderr reaches the notebook through the kernel's messages, as in JupyterLab
@@ -108,7 +117,7 @@ def main() -> int:
     parser.add_argument("--strict-warnings", action="store_true",
                         help="a DeprecationWarning/FutureWarning from torch, torchvision or the course fails the run")
     args = parser.parse_args()
-    os.environ["PYTHONWARNINGS"] = "always::DeprecationWarning,always::FutureWarning"  # the kernels inherit it
+
     workspace = args.folder / "workspace"
     subprocess.run([sys.executable, "-m", "course_utils.machinery.workspace", str(workspace)], check=True, cwd=args.folder)
     jobs = []

@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = {f"colab-{COLAB_DATE}": (python, run_notebooks(python, args.notebooks, args.workers, False))}
     log(f"Colab's snapshot done ({(time.monotonic() - started) / 60:.1f} min)")
     if args.lock_python:
+        args.lock_python = args.lock_python.absolute()  # not resolve(): a venv's python is a link to its base Python
         runs["lock"] = (args.lock_python, run_notebooks(args.lock_python, args.notebooks, args.workers, True))
     for run, (_, report) in runs.items():
         for name, notebook_problems in sorted(report.items()):
