@@ -143,7 +143,7 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
     still_alive = sum(ref() is not None for ref in alive)
     if still_alive:
         return Verdict(False, f"After the loop {still_alive} of {len(sizes)} input batches are still alive: what you "
-                              "kept holds the autograd graph, and the graph holds the batch. Detach.")
+                              "kept holds the autograd graph (through its grad_fn), and the graph holds the batch.")
     counts = {name: len(kept[name]) if isinstance(kept[name], list) else None for name in names}
     filled = [name for name in names if counts[name]]
     if len(filled) == 1 and counts[filled[0]] == len(names) * len(sizes):   # a closure over the loop variable
@@ -163,7 +163,7 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
             if not torch.allclose(got, truth, atol=1e-6):
                 if torch.allclose(got, truth.clamp(min=0), atol=1e-6):
                     return Verdict(False, f"kept['{name}'] holds the values *after* the in-place ReLU that follows "
-                                          "the layer: your tensor shares memory with the output. Copy it.")
+                                          "the layer: your tensor shares its memory with the output, which that ReLU overwrites.")
                 return Verdict(False, f"kept['{name}'] does not hold the layer's outputs, in forward order.")
     return Verdict(True)
 

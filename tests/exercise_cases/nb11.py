@@ -346,7 +346,7 @@ CASES = {
         wrong=[
             (keep_raw, "still alive"),
             (keep_clone_only, "still alive"),
-            (keep_detached_alias, "Copy it"),
+            (keep_detached_alias, "shares its memory"),
             (keep_late_binding, "under the same name"),
         ],
     ),
