@@ -100,6 +100,11 @@ def norm_returns_tensor(model, max_norm):  # noqa: ANN001, ANN201 -- a post-accu
     return [p.register_post_accumulate_grad_hook(lambda q: q.grad.mul_(0.5)) for p in model.parameters()]
 
 
+def norm_lambda_returns_norm(model, max_norm):  # noqa: ANN001, ANN201 -- the lambda returns clip_grad_norm_'s norm
+    return [p.register_post_accumulate_grad_hook(lambda q: torch.nn.utils.clip_grad_norm_([q], max_norm))
+            for p in model.parameters()]
+
+
 class CounterWithRegistry:
     """A different design: a HookRegistry owns the hooks; per ReLU it keeps the units never seen non-zero."""
 
@@ -214,7 +219,8 @@ CASES = {
             (norm_by_clamping, "instead of clamping entries"),
             (norm_always_rescaled, "scale only when the norm is above"),
             (lambda model, max_norm: [], "unchanged"),
-            (norm_returns_tensor, "should return None"),
+            (norm_returns_tensor, "returned a value"),
+            (norm_lambda_returns_norm, "returned a value"),
         ],
     ),
     "07.3": Cases(

@@ -123,6 +123,15 @@ def keep_clone_only(model, names):  # noqa: ANN001, ANN201 -- clone() keeps the 
         lambda m, a, o, name=name: kept[name].append(o.clone())) for name in names]
 
 
+def keep_late_binding(model, names):  # noqa: ANN001, ANN201 -- each lambda reads `name` when it runs: the last one
+    kept = {name: [] for name in names}
+    handles = []
+    for name in names:
+        handles.append(model.get_submodule(name).register_forward_hook(
+            lambda m, a, o: kept[name].append(o.detach().clone())))
+    return kept, handles
+
+
 # -- 11.3 ------------------------------------------------------------------------------------------------------------
 def mean_with_context(model, layer_name, x):  # noqa: ANN001, ANN201 -- the handle as a context manager
     seen = []
@@ -337,7 +346,8 @@ CASES = {
         wrong=[
             (keep_raw, "still alive"),
             (keep_clone_only, "still alive"),
-            (keep_detached_alias, "Copy it"),
+            (keep_detached_alias, "shares its memory"),
+            (keep_late_binding, "under the same name"),
         ],
     ),
     "11.3": Cases(

@@ -111,6 +111,14 @@ def _per_parameter_norm_test(attach: Callable[[nn.Module, float], Any]) -> Verdi
         return Verdict(False, "Return the list of handles (one per parameter).")
     try:
         got = _accumulate(model, batches, None)
+    except RuntimeError as error:
+        # PyTorch words a post-accumulate-grad hook's return value as "should return None" or, for a tensor of
+        # another shape or dtype, as "has changed the size/type of value": either way the hook returned something.
+        if "should return None" in str(error) or "has changed the" in str(error):
+            return Verdict(False, f"PyTorch stopped the backward: {str(error).strip()!r}. A post-accumulate-grad "
+                                  "hook must change param.grad in place and return None, and yours returned a "
+                                  "value. What does your hook's last expression evaluate to (a lambda returns it)?")
+        raise
     finally:
         for handle in handles:
             handle.remove()

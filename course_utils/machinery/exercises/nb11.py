@@ -93,7 +93,7 @@ _EXERCISE_11_1 = Exercise(
         "The error is about an in-place operation on the tensor the hook wraps. Which modules of the model do "
         "something in place, and is there a switch on them?",
         "Remember each module's `inplace` flag, set it to False while the hook is registered, and put every flag "
-        "back in the same `finally` that removes the hook (HookRegistry.set_attr does both for you).",
+        "back in the same `finally` that removes the hook (course_utils.HookRegistry's set_attr does both for you).",
     ),
     praise="No in-place op next to a full backward hook while it is registered (pytorch#61519) -- and the model "
            "handed back as it came.",
@@ -143,10 +143,17 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
     still_alive = sum(ref() is not None for ref in alive)
     if still_alive:
         return Verdict(False, f"After the loop {still_alive} of {len(sizes)} input batches are still alive: what you "
-                              "kept holds the autograd graph, and the graph holds the batch. Detach.")
+                              "kept holds the autograd graph (through its grad_fn), and the graph holds the batch.")
+    counts = {name: len(kept[name]) if isinstance(kept[name], list) else None for name in names}
+    filled = [name for name in names if counts[name]]
+    if len(filled) == 1 and counts[filled[0]] == len(names) * len(sizes):   # a closure over the loop variable
+        filled = filled[0]
+        return Verdict(False, f"After {len(sizes)} forwards kept['{filled}'] holds all {len(names) * len(sizes)} "
+                              f"tensors and the other list none: every hook appends under the same name. Which "
+                              "value of the loop variable does a hook defined in the loop see when it runs?")
     for name in names:
-        if len(kept[name]) != len(sizes):
-            return Verdict(False, f"kept['{name}'] has {len(kept[name])} tensors after {len(sizes)} forwards; "
+        if not isinstance(kept[name], list) or len(kept[name]) != len(sizes):
+            return Verdict(False, f"kept['{name}'] has {counts[name]} tensors after {len(sizes)} forwards; "
                                   "append one per forward.")
         for got, truth in zip(kept[name], truths[name]):
             if not isinstance(got, torch.Tensor) or got.shape != truth.shape:
@@ -156,7 +163,7 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
             if not torch.allclose(got, truth, atol=1e-6):
                 if torch.allclose(got, truth.clamp(min=0), atol=1e-6):
                     return Verdict(False, f"kept['{name}'] holds the values *after* the in-place ReLU that follows "
-                                          "the layer: your tensor shares memory with the output. Copy it.")
+                                          "the layer: your tensor shares its memory with the output, which that ReLU overwrites.")
                 return Verdict(False, f"kept['{name}'] does not hold the layer's outputs, in forward order.")
     return Verdict(True)
 
@@ -290,8 +297,9 @@ def _fires_test(answer: Any) -> Verdict:
     wrong = [name for name in _SCENARIOS if answer[name] != _fires(name)]
     if not wrong:
         return Verdict(True)
-    return Verdict(False, f"{len(wrong)} of {len(_SCENARIOS)} predictions differ from what PyTorch does. A module "
-                          "hook runs when that very module object is called as module(...), in whatever grad mode.")
+    return Verdict(False, f"{len(wrong)} of {len(_SCENARIOS)} predictions differ from what PyTorch does. For each "
+                          "scenario ask: which module object is called, is it called as module(...), and does the "
+                          "forward reach it? The diagnosis above and the hints say where module hooks live.")
 
 
 _EXERCISE_11_4 = Exercise(
@@ -491,9 +499,9 @@ def _scale_test(answer: Callable[..., Any]) -> Verdict:
                 return Verdict(False, f"After set_scale({scale}) the compiled model's output is not the eager model "
                                       "with layer '0''s output multiplied by that scale.")
     if graphs > 1:
-        return Verdict(False, f"torch.compile built {graphs} graphs for {len(scales)} scales: something the hook "
-                              "depends on changes in a way dynamo guards on (a new hook, a new Python number). "
-                              "Register one hook once and keep the scale in a tensor you update in place.")
+        return Verdict(False, f"torch.compile built {graphs} graphs for {len(scales)} scales: between the calls, "
+                              "set_scale changed something dynamo guards on. Look at what set_scale changes -- the "
+                              "hooks on the layer? a Python number the hook reads? -- and at the diagnosis of case 7.")
     return Verdict(True)
 
 
