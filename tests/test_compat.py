@@ -1,5 +1,5 @@
 """The compat run's verdicts (tools/compat/execute.py) fire on what they are meant to, and Colab's snapshot says where
-it came from and how to update it. The run itself is `make test-compat` (.ci/run runs it after make test)."""
+it came from and how to update it. The run itself is `make test-compat` (not yet in .ci/run: see the README)."""
 
 from __future__ import annotations
 
