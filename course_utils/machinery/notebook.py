@@ -22,6 +22,8 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
+from course_utils.machinery.messages import set_language
+
 __all__ = ["setup_notebook", "environment_line", "print_warnings", "EXPECTED_NOISE"]
 
 # Library noise that says nothing about hooks: (category, message regex). Lessons that teach a warning
@@ -74,7 +76,7 @@ def environment_line(seed: int | None = None) -> str:
     return line if seed is None else f"{line} | seed {seed}"
 
 
-def setup_notebook(seed: int = 0, *, threads: int = 1) -> str:
+def setup_notebook(seed: int = 0, *, threads: int = 1, lang: str | None = None) -> str:
     """Seed every generator, fix the thread count and print options, set PNG figures and short error
     messages; return the environment line.
 
@@ -82,6 +84,9 @@ def setup_notebook(seed: int = 0, *, threads: int = 1) -> str:
     made with: results are bit-identical run to run only at a fixed thread count (1 vs 2 threads changes the
     low bits of weight gradients), so nbval and ``make refresh`` use one. More threads run the heavier cells
     faster on a learner's own machine, with printed digits that may then differ from the stored ones.
+
+    ``lang`` chooses the language of ``check()``, ``hint()`` and ``doctor()`` (``"en"``, ``"zh"``); not given:
+    ``COURSE_LANG``, else English. The Chinese notebooks (``notebooks/zh/``) call ``setup_notebook(lang="zh")``.
 
     Usage: ``print(setup_notebook())``, or ``print(setup_notebook(threads=4))`` for speed over stored digits.
     """
@@ -91,6 +96,8 @@ def setup_notebook(seed: int = 0, *, threads: int = 1) -> str:
         raise ValueError(
             f"threads must be a positive int (torch's thread count; 1 reproduces the stored outputs), got {threads!r}."
         )
+    if lang is not None:
+        set_language(lang)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

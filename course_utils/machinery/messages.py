@@ -1,0 +1,89 @@
+"""The course's messages in the learner's language: ``_()`` translates, ``N_()`` marks a string to translate later.
+
+The language is English unless ``COURSE_LANG=zh`` is set or a notebook calls ``setup_notebook(lang="zh")``.
+Translations are a standard gettext catalogue, ``course_utils/machinery/locale/<lang>/LC_MESSAGES/course.mo``,
+compiled from the ``.po`` files beside it by ``python tools/i18n/messages.py compile`` (Babel); a message
+without a translation falls back to English.
+
+Usage::
+
+    from course_utils.machinery.messages import _, N_
+    TITLE = N_("Write a hook that doubles the gradient.")   # defined at import: marked, translated when shown
+    print(_(TITLE))
+    print(_("{count} hook(s) are still on the model.").format(count=2))
+"""
+
+from __future__ import annotations
+
+import gettext
+import importlib.resources
+import os
+
+__all__ = ["LANGUAGES", "DOMAIN", "_", "N_", "language", "set_language", "catalogue"]
+
+LANGUAGES: tuple[str, ...] = ("en", "zh")
+DOMAIN = "course"
+_LANG_ENV = "COURSE_LANG"
+
+_chosen: str | None = None  # set_language()'s choice; None: read COURSE_LANG
+_catalogues: dict[str, gettext.NullTranslations] = {}
+
+
+def _checked(lang: str, where: str) -> str:
+    normal = lang.strip().lower().replace("-", "_").split("_")[0]  # zh_CN, zh-Hans -> zh
+    if normal not in LANGUAGES:
+        raise ValueError(f"{where}={lang!r} is not a language of the course: use one of {', '.join(LANGUAGES)}.")
+    return normal
+
+
+def language() -> str:
+    """The language messages are shown in: ``set_language()``'s choice, else ``COURSE_LANG``, else ``"en"``."""
+    if _chosen is not None:
+        return _chosen
+    from_env = os.environ.get(_LANG_ENV, "").strip()
+    if not from_env:
+        return "en"
+    try:
+        return _checked(from_env, _LANG_ENV)
+    except ValueError:
+        return "en"  # a bad COURSE_LANG must never break check(); set_language() reports it
+
+
+def set_language(lang: str | None) -> str:
+    """Show messages in ``lang`` (``"en"`` or ``"zh"``); ``None`` goes back to ``COURSE_LANG``. Returns the language.
+
+    Usage: ``set_language("zh")``
+    """
+    global _chosen
+    if lang is None:
+        _chosen = None
+        from_env = os.environ.get(_LANG_ENV, "").strip()
+        if from_env:
+            _checked(from_env, _LANG_ENV)
+        return language()
+    if not isinstance(lang, str):
+        raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, got {lang!r}.")
+    _chosen = _checked(lang, "lang")
+    return _chosen
+
+
+def catalogue(lang: str) -> gettext.NullTranslations:
+    """The compiled catalogue of ``lang`` (English: no catalogue, every message as written)."""
+    if lang not in _catalogues:
+        if lang == "en":
+            _catalogues[lang] = gettext.NullTranslations()
+        else:
+            locale_dir = importlib.resources.files("course_utils.machinery") / "locale"
+            with importlib.resources.as_file(locale_dir) as path:
+                _catalogues[lang] = gettext.translation(DOMAIN, localedir=str(path), languages=[lang], fallback=True)
+    return _catalogues[lang]
+
+
+def _(message: str) -> str:
+    """``message`` in the current language (English when it has no translation)."""
+    return catalogue(language()).gettext(message)
+
+
+def N_(message: str) -> str:
+    """Mark ``message`` for translation without translating it now (strings defined at import time)."""
+    return message

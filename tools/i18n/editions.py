@@ -1,0 +1,366 @@
+"""The Chinese edition, made from the English one: notebooks and guides rebuilt from English + translation files.
+
+Translations live in ``translations/<lang>/``: one standard PO file per notebook (one entry per markdown cell:
+``msgctxt`` is the cell id, ``msgid`` the English cell, a ``source-sha256`` comment its hash) and one per guide
+(one entry per paragraph, list or table). Code cells are never translated: the built notebook's code is the English
+code, except that ``setup_notebook(`` gets ``lang="zh"`` so that ``check()``, ``hint()`` and ``doctor()`` answer in
+Chinese. Generated regions (``<!-- cloud: ... -->``, ``<!-- X:start -->``, ...) are not translated either: the
+English region is copied at build time (links pointed at the Chinese notebooks).
+
+When an English cell changes, ``update`` keeps the old translation marked fuzzy with the old English beside it
+(``#| msgid``) and the build uses the English text until a translator fixes the entry; ``stale`` (and the tests)
+name every such cell.
+
+Usage::
+
+    python tools/i18n/editions.py update     # after editing English: bring the PO files in line (never loses a translation)
+    python tools/i18n/editions.py build      # write notebooks/zh/*.ipynb, notebooks/zh/*.md and README.zh.md
+    python tools/i18n/editions.py stale      # what is untranslated or out of date (exit 1 if anything)
+    python tools/i18n/editions.py export notebooks/03_forward_hooks.ipynb > 03.txt   # the entries as plain text
+    python tools/i18n/editions.py import notebooks/03_forward_hooks.ipynb 03.zh.txt  # translations back in
+
+The plain-text form is one ``@@ KEY`` line (the cell id, or the paragraph's number in a guide) before each entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from babel.messages.catalog import Catalog, Message
+from babel.messages.pofile import read_po, write_po
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+TRANSLATIONS = ROOT / "translations"
+LANGUAGES = ("zh",)
+PO_WIDTH = 100
+
+# English guides and where their translation goes (relative to the repository root).
+GUIDES: dict[str, str] = {
+    "README.md": "README.{lang}.md",
+    "notebooks/hooks_cheatsheet.md": "notebooks/{lang}/hooks_cheatsheet.md",
+    "notebooks/instructor_guide.md": "notebooks/{lang}/instructor_guide.md",
+}
+
+# <!-- cloud: ... --> ... <!-- /cloud -->   and   <!-- timings:start ... --> ... <!-- timings:end -->
+_REGION = re.compile(
+    r"<!-- (?P<name>[\w-]+)(?::start|:)[^>]*-->.*?<!-- (?:/(?P=name)|(?P=name):end) -->", re.DOTALL)
+_PLACEHOLDER = re.compile(r"<!-- generated: ([\w-]+) -->")
+_SETUP_CALL = re.compile(r"\bsetup_notebook\((\s*\)?)")
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def without_regions(text: str) -> tuple[str, dict[str, str]]:
+    """``text`` with each generated region replaced by ``<!-- generated: NAME -->``; the regions by name."""
+    regions: dict[str, str] = {}
+
+    def keep(match: re.Match[str]) -> str:
+        regions[match["name"]] = match[0]
+        return f"<!-- generated: {match['name']} -->"
+
+    return _REGION.sub(keep, text), regions
+
+
+def with_regions(text: str, regions: dict[str, str], lang: str) -> str:
+    def put_back(match: re.Match[str]) -> str:
+        region = regions.get(match[1])
+        if region is None:
+            raise ValueError(f"the translation has a placeholder {match[0]!r} that the English text lacks")
+        return re.sub(r"(blob/main/notebooks/)(\d\d_)", rf"\g<1>{lang}/\2", region)
+
+    return _PLACEHOLDER.sub(put_back, text)
+
+
+def localized_code(source: str, lang: str) -> str:
+    """The English code, with ``lang`` passed to ``setup_notebook(...)``."""
+    return _SETUP_CALL.sub(lambda m: f'setup_notebook(lang="{lang}")' if m[1].strip() == ")"
+                           else f'setup_notebook(lang="{lang}", {m[1]}', source)
+
+
+def english_notebooks() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def po_path(lang: str, source: str) -> Path:
+    return TRANSLATIONS / lang / (Path(source).stem + ".po")
+
+
+# -- the units to translate ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Unit:
+    context: str | None  # the cell id (notebooks); None for guides, whose paragraphs are found by their text
+    english: str  # generated regions replaced by placeholders
+    where: str  # for messages: "notebooks/03_x.ipynb cell c012" or "README.md line 40"
+
+
+def notebook_units(path: Path) -> list[Unit]:
+    cells = json.loads(path.read_text())["cells"]
+    units = []
+    for cell in cells:
+        if cell["cell_type"] == "markdown":
+            text, _regions = without_regions("".join(cell["source"]))
+            units.append(Unit(cell["id"], text, f"{path.relative_to(ROOT)} cell {cell['id']}"))
+    return units
+
+
+def guide_blocks(text: str) -> list[tuple[int, str, bool]]:
+    """(line, block, translate?) for each block of a Markdown file: paragraphs, lists, tables, fences, regions."""
+    text, _regions = without_regions(text)
+    blocks: list[tuple[int, str, bool]] = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        if not lines[i].strip():
+            blocks.append((i + 1, lines[i], False))
+            i += 1
+            continue
+        start = i
+        if lines[i].lstrip().startswith("```"):
+            i += 1
+            while i < len(lines) and not lines[i].lstrip().startswith("```"):
+                i += 1
+            i += 1
+            blocks.append((start + 1, "\n".join(lines[start:i]), False))
+            continue
+        while i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith("```"):
+            i += 1
+        block = "\n".join(lines[start:i])
+        blocks.append((start + 1, block, not _PLACEHOLDER.fullmatch(block.strip())))
+    return blocks
+
+
+def guide_units(source: str) -> list[Unit]:
+    text = (ROOT / source).read_text()
+    return [Unit(None, block, f"{source} line {line}") for line, block, translate in guide_blocks(text) if translate]
+
+
+def all_sources() -> list[str]:
+    return [str(p.relative_to(ROOT)) for p in english_notebooks()] + list(GUIDES)
+
+
+def units_of(source: str) -> list[Unit]:
+    return notebook_units(ROOT / source) if source.endswith(".ipynb") else guide_units(source)
+
+
+# -- PO files -----------------------------------------------------------------------------------------------
+def read_catalog(path: Path) -> Catalog:
+    if not path.exists():
+        return Catalog(locale=path.parent.name, fuzzy=False)
+    with path.open("rb") as handle:
+        return read_po(handle, abort_invalid=True)
+
+
+def write_catalog(path: Path, catalog: Catalog) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        write_po(handle, catalog, width=PO_WIDTH, omit_header=True, sort_output=False, include_previous=True)
+
+
+def update(lang: str, source: str) -> tuple[int, int]:
+    """Bring ``source``'s PO file in line with the English; returns (new, changed) entries. Nothing is lost: a
+    changed cell keeps its old translation, fuzzy, with the old English as ``#| msgid``."""
+    path = po_path(lang, source)
+    old = read_catalog(path)
+    by_context = {m.context: m for m in old if m.id}
+    new_catalog = Catalog(locale=lang, fuzzy=False)
+    added = changed = 0
+    for unit in units_of(source):
+        before = old.get(unit.english, context=unit.context)
+        if before is None and unit.context is not None:
+            before = by_context.get(unit.context)
+        message = Message(unit.english, context=unit.context, auto_comments=[f"source-sha256: {sha(unit.english)}"])
+        if before is None:
+            added += 1
+        elif before.id == unit.english:
+            message.string, message.flags = before.string, set(before.flags)
+            message.previous_id = list(before.previous_id)
+        else:
+            changed += 1
+            message.string = before.string
+            message.flags = {"fuzzy"}
+            message.previous_id = [before.id] if not before.previous_id or not before.fuzzy else list(before.previous_id)
+        if new_catalog.get(message.id, context=message.context) is None:
+            new_catalog[message.id] = message
+    write_catalog(path, new_catalog)
+    return added, changed
+
+
+def stale(lang: str, source: str) -> list[str]:
+    """Every unit of ``source`` without a current translation, named."""
+    catalog = read_catalog(po_path(lang, source))
+    problems = []
+    for unit in units_of(source):
+        message = catalog.get(unit.english, context=unit.context)
+        if message is None:
+            ctx = catalog.get(unit.english) if unit.context is None else None
+            problems.append(f"{unit.where}: no translation in {po_path(lang, source).relative_to(ROOT)} "
+                            "(run tools/i18n/editions.py update, then translate the new entry)")
+        elif not message.string or message.fuzzy:
+            problems.append(f"{unit.where}: the English changed since it was translated (fuzzy entry in "
+                            f"{po_path(lang, source).relative_to(ROOT)})" if message.fuzzy else
+                            f"{unit.where}: not translated yet ({po_path(lang, source).relative_to(ROOT)})")
+        elif not any(c == f"source-sha256: {sha(unit.english)}" for c in message.auto_comments):
+            problems.append(f"{unit.where}: its source-sha256 does not match the English (run update)")
+    return problems
+
+
+def translation(lang: str, catalog: Catalog, unit: Unit) -> str:
+    message = catalog.get(unit.english, context=unit.context)
+    if message is None or not message.string or message.fuzzy:
+        return unit.english  # not translated (yet): the English, never an outdated translation
+    return message.string
+
+
+# -- building -----------------------------------------------------------------------------------------------
+def _relink(text: str, lang: str, *, moved_down: bool) -> str:
+    """Links of a file that moved one folder down (notebooks/zh/) still reach files outside notebooks/."""
+    return re.sub(r"\]\(\.\./", "](../../", text) if moved_down else text
+
+
+def built_notebook(lang: str, english_path: Path) -> dict:
+    english = json.loads(english_path.read_text())
+    catalog = read_catalog(po_path(lang, str(english_path.relative_to(ROOT))))
+    target = NOTEBOOKS / lang / english_path.name
+    previous = {}
+    if target.exists():
+        previous = {c["id"]: c for c in json.loads(target.read_text())["cells"]}
+    notebook = copy.deepcopy(english)
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            text, regions = without_regions(source)
+            translated = translation(lang, catalog, Unit(cell["id"], text, ""))
+            source = _relink(with_regions(translated, regions, lang), lang, moved_down=True)
+        elif cell["cell_type"] == "code":
+            source = localized_code(source, lang)
+            before = previous.get(cell["id"])
+            if before is not None and "".join(before["source"]) == source:  # keep what `make refresh` stored
+                cell["outputs"], cell["execution_count"] = before["outputs"], before["execution_count"]
+        cell["source"] = source.splitlines(keepends=True)
+    notebook["metadata"]["language_edition"] = {
+        "lang": lang, "english": english_path.name,
+        "generated_by": "tools/i18n/editions.py build: edit the English notebook and translations/, not this file"}
+    return notebook
+
+
+def built_guide(lang: str, source: str) -> str:
+    text = (ROOT / source).read_text()
+    _stripped, regions = without_regions(text)
+    catalog = read_catalog(po_path(lang, source))
+    target = GUIDES[source].format(lang=lang)
+    parts = []
+    for _line, block, translate in guide_blocks(text):
+        parts.append(translation(lang, catalog, Unit(None, block, "")) if translate else block)
+    out = with_regions("\n".join(parts), regions, lang)
+    moved_down = target.count("/") > source.count("/")
+    out = _relink(out, lang, moved_down=moved_down)
+    if source == "README.md":  # the README's links to the course go to the Chinese notebooks and guides
+        out = re.sub(r"\]\(notebooks/(\d\d_[\w]+\.ipynb|hooks_cheatsheet\.md|instructor_guide\.md)\)",
+                     rf"](notebooks/{lang}/\1)", out)
+    header = f"<!-- {lang}: generated from {source} by tools/i18n/editions.py; edit translations/{lang}/, not this file -->\n"
+    return header + out
+
+
+def dump_notebook(notebook: dict) -> str:
+    return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+
+
+def build(lang: str) -> list[Path]:
+    written = []
+    (NOTEBOOKS / lang).mkdir(exist_ok=True)
+    for path in english_notebooks():
+        target = NOTEBOOKS / lang / path.name
+        target.write_text(dump_notebook(built_notebook(lang, path)))
+        written.append(target)
+    for source, pattern in GUIDES.items():
+        target = ROOT / pattern.format(lang=lang)
+        target.write_text(built_guide(lang, source))
+        written.append(target)
+    return written
+
+
+_KEY = re.compile(r"^@@ (\S+)[ \t]*$", re.MULTILINE)
+
+
+def _keyed(lang: str, source: str) -> tuple[Catalog, dict[str, Message]]:
+    catalog = read_catalog(po_path(lang, source))
+    messages = [m for m in catalog if m.id]
+    keys = [m.context if m.context is not None else str(n) for n, m in enumerate(messages, 1)]
+    return catalog, dict(zip(keys, messages))
+
+
+def export_text(lang: str, source: str, *, only_missing: bool = False) -> str:
+    """The entries of ``source`` as ``@@ KEY`` + English text, for translating in a plain editor."""
+    _catalog, keyed = _keyed(lang, source)
+    return "".join(f"@@ {key}\n{m.id}\n\n" for key, m in keyed.items()
+                   if not only_missing or not m.string or m.fuzzy)
+
+
+def import_text(lang: str, source: str, text: str) -> int:
+    """Put the translations of ``text`` (``@@ KEY`` + translation) into ``source``'s PO file; returns how many."""
+    catalog, keyed = _keyed(lang, source)
+    pieces = _KEY.split(text)
+    if pieces[0].strip():
+        raise ValueError("the text must start with an '@@ KEY' line")
+    count = 0
+    for key, body in zip(pieces[1::2], pieces[2::2]):
+        if key not in keyed:
+            raise ValueError(f"{source} has no entry {key!r}: keys are {', '.join(keyed)}")
+        message = keyed[key]
+        body = body.strip("\n")
+        english_regions = set(_PLACEHOLDER.findall(message.id))
+        if set(_PLACEHOLDER.findall(body)) != english_regions:
+            raise ValueError(f"entry {key}: keep the placeholders {sorted(english_regions)} exactly as in the English")
+        message.string = body
+        message.flags.discard("fuzzy")
+        message.previous_id = []
+        count += 1
+    write_catalog(po_path(lang, source), catalog)
+    return count
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=("update", "build", "stale", "export", "import"))
+    parser.add_argument("source", nargs="?", help="export/import: the English notebook or guide")
+    parser.add_argument("text", nargs="?", type=Path, help="import: the file of @@ KEY entries")
+    parser.add_argument("--lang", default="zh", choices=LANGUAGES)
+    parser.add_argument("--missing", action="store_true", help="export: only entries without a current translation")
+    args = parser.parse_args(argv)
+    if args.command in ("export", "import"):
+        if args.source is None or (args.command == "import" and args.text is None):
+            parser.error(f"{args.command} needs the English source" + (" and the text file" if args.command == "import" else ""))
+        source = str(Path(args.source).resolve().relative_to(ROOT))
+        if args.command == "export":
+            sys.stdout.write(export_text(args.lang, source, only_missing=args.missing))
+        else:
+            print(f"{import_text(args.lang, source, args.text.read_text())} entries imported into "
+                  f"{po_path(args.lang, source).relative_to(ROOT)}")
+        return 0
+    if args.command == "update":
+        for source in all_sources():
+            added, changed = update(args.lang, source)
+            if added or changed:
+                print(f"{po_path(args.lang, source).relative_to(ROOT)}: {added} new, {changed} changed (fuzzy)")
+        return 0
+    if args.command == "build":
+        for path in build(args.lang):
+            print(f"wrote {path.relative_to(ROOT)}")
+        return 0
+    problems = [p for source in all_sources() for p in stale(args.lang, source)]
+    print("\n".join(problems) if problems else f"{args.lang}: every cell and paragraph translated and current")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""The message catalogue of check(), hint(), doctor() and the other course machinery: extract, compile, verify.
+
+The translations are written in ``course_utils/machinery/locale/<lang>/*.po`` (one file per area, e.g.
+``machinery.po``, ``nb03.po``: standard gettext PO files, editable with any PO editor); ``compile`` merges them into
+the one catalogue the course reads, ``locale/<lang>/LC_MESSAGES/course.mo`` (committed, so that an installed course
+needs no Babel). Messages are found in the code by Babel's extractor: every ``_("...")`` and ``N_("...")``.
+
+Usage::
+
+    python tools/i18n/messages.py missing            # messages in the code without a Chinese translation
+    python tools/i18n/messages.py add nb03.py course_utils/machinery/exercises/nb03.py   # append them, empty, to a part
+    python tools/i18n/messages.py compile            # write course.mo from the parts
+    python tools/i18n/messages.py verify             # what the tests check: complete, no stray entries, course.mo fresh
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from babel.messages.catalog import Catalog
+from babel.messages.extract import extract_from_file
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po, write_po
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "course_utils"
+LOCALE = PACKAGE / "machinery" / "locale"
+TRANSLATED = ("zh",)
+KEYWORDS = {"_": None, "N_": None}
+
+
+def source_messages(files: Iterable[Path] | None = None) -> dict[str, list[str]]:
+    """Every message marked in the code: msgid -> ["path:line", ...]."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(files if files is not None else PACKAGE.rglob("*.py")):
+        if path.name == "messages.py" and path.parent.name == "machinery":
+            continue  # the docstring's examples
+        for lineno, message, _comments, _context in extract_from_file("python", str(path), keywords=KEYWORDS):
+            if isinstance(message, tuple):  # plural forms are not used
+                message = message[0]
+            if message:
+                found.setdefault(message, []).append(f"{path.relative_to(ROOT)}:{lineno}")
+    return found
+
+
+def parts(lang: str) -> list[Path]:
+    return sorted((LOCALE / lang).glob("*.po"))
+
+
+def read_part(path: Path) -> Catalog:
+    with path.open("rb") as handle:
+        return read_po(handle, locale=None, abort_invalid=True)
+
+
+def merged(lang: str) -> tuple[Catalog, list[str]]:
+    """All parts of ``lang`` as one catalogue; problems: the same message translated two ways."""
+    catalog = Catalog(locale=lang, domain="course", project="PyTorch Hooks, hands-on", fuzzy=False)
+    problems: list[str] = []
+    seen: dict[str, tuple[str, str]] = {}
+    for path in parts(lang):
+        for message in read_part(path):
+            if not message.id or not message.string or message.fuzzy:
+                continue
+            if message.id in seen and seen[message.id][0] != message.string:
+                problems.append(f"{path.name} and {seen[message.id][1]} translate {message.id[:60]!r} differently")
+                continue
+            seen[message.id] = (message.string, path.name)
+            catalog.add(message.id, message.string)
+    return catalog, problems
+
+
+def compiled(lang: str) -> bytes:
+    catalog, _problems = merged(lang)
+    buffer = io.BytesIO()
+    write_mo(buffer, catalog, use_fuzzy=False)
+    return buffer.getvalue()
+
+
+def mo_path(lang: str) -> Path:
+    return LOCALE / lang / "LC_MESSAGES" / "course.mo"
+
+
+def missing(lang: str) -> dict[str, list[str]]:
+    catalog, _problems = merged(lang)
+    return {msgid: where for msgid, where in source_messages().items() if msgid not in catalog}
+
+
+def problems(lang: str) -> list[str]:
+    """Everything ``verify`` reports for ``lang``; empty when the catalogue is complete and compiled."""
+    found = source_messages()
+    catalog, clashes = merged(lang)
+    out = list(clashes)
+    for msgid, where in found.items():
+        if msgid not in catalog:
+            out.append(f"no {lang} translation of {msgid[:70]!r} ({where[0]}): add it to a .po in {LOCALE / lang}")
+    for message in catalog:
+        if message.id and message.id not in found:
+            out.append(f"{lang} translation of {message.id[:70]!r} is no longer in the code: delete it")
+    if not mo_path(lang).exists() or mo_path(lang).read_bytes() != compiled(lang):
+        out.append(f"{mo_path(lang).relative_to(ROOT)} is not compiled from the .po files: "
+                   "run python tools/i18n/messages.py compile")
+    return out
+
+
+def add(lang: str, part_name: str, files: list[Path]) -> int:
+    """Append the messages of ``files`` that no part translates yet to ``part_name`` (empty msgstr)."""
+    path = LOCALE / lang / part_name
+    catalog = read_part(path) if path.exists() else Catalog(locale=lang, domain="course", fuzzy=False)
+    already, _problems = merged(lang)
+    added = 0
+    for msgid, where in source_messages(files).items():
+        if msgid in already or msgid in catalog:
+            continue
+        catalog.add(msgid, "", locations=[(w.rsplit(":", 1)[0], int(w.rsplit(":", 1)[1])) for w in where])
+        added += 1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        write_po(handle, catalog, width=0, omit_header=True)
+    return added
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("missing")
+    sub.add_parser("compile")
+    sub.add_parser("verify")
+    adding = sub.add_parser("add")
+    adding.add_argument("part")
+    adding.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("--lang", default="zh", choices=TRANSLATED)
+    args = parser.parse_args(argv)
+    if args.command == "missing":
+        for msgid, where in missing(args.lang).items():
+            print(f"{where[0]}: {msgid!r}")
+        return 0
+    if args.command == "add":
+        print(f"{add(args.lang, args.part, [p.resolve() for p in args.files])} messages added to {args.part}")
+        return 0
+    if args.command == "compile":
+        _catalog, clashes = merged(args.lang)
+        if clashes:
+            print("\n".join(clashes), file=sys.stderr)
+            return 1
+        mo_path(args.lang).parent.mkdir(parents=True, exist_ok=True)
+        mo_path(args.lang).write_bytes(compiled(args.lang))
+        print(f"wrote {mo_path(args.lang).relative_to(ROOT)}")
+        return 0
+    found = problems(args.lang)
+    print("\n".join(found) if found else f"{args.lang}: every message translated, course.mo compiled")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
