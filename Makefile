@@ -24,12 +24,16 @@ export PYTHONHASHSEED := 0
 export JUPYTER_PLATFORM_DIRS := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 CELL_TIMEOUT ?= 300
-NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+# The English notebooks, then the Chinese edition made from them (notebooks/zh/, tools/i18n/editions.py)
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb)) $(sort $(wildcard notebooks/zh/[0-9][0-9]_*.ipynb))
+# The edition make lab, learner, slides and html work on: COURSE_LANG=zh for the Chinese one (default English)
+COURSE_LANG ?=
+EDITION := $(or $(COURSE_LANG),en)
 NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help venv lab lab-complete test test-browser test-compat unit nbval nbval-portable refresh bench learner slides html timings clean hub hub-remove-learner
+.PHONY: translations help venv lab lab-complete test test-browser test-compat unit nbval nbval-portable refresh bench learner slides html timings clean hub hub-remove-learner
 
 help:
 	@echo "make lab      create .venv if needed, prepare your workspace/ (exercises), open JupyterLab on it (127.0.0.1)"
@@ -41,6 +45,8 @@ help:
 	@echo "make venv     create/update .venv only (a no-op when the pins did not change)"
 	@echo "make refresh  re-execute notebooks in place with CI's settings (NB=notebooks/01_x.ipynb for one)"
 	@echo "make learner  learner edition (solutions replaced by stubs) in build/learner"
+	@echo "              COURSE_LANG=zh with make lab, learner, slides, html: the Chinese edition (notebooks/zh/, build/zh/)"
+	@echo "make translations  after editing English: update translations/zh/, rebuild notebooks/zh/, list what to translate"
 	@echo "make slides   reveal.js slides per notebook in build/slides (offline)"
 	@echo "make html     static HTML of the executed course in build/html (open build/html/index.html)"
 	@echo "make timings  measure each notebook's execution time (for the instructor guide)"
@@ -67,11 +73,11 @@ $(STAMP): requirements.txt pyproject.toml
 	@touch $@
 	@echo "Environment ready: $(VENV) ($(ENV_ID))"
 
-WORKSPACE ?= workspace
+WORKSPACE ?= $(if $(filter zh,$(EDITION)),workspace-zh,workspace)
 
 # Self-learners get their own copy of the learner edition (never overwritten); complete notebooks in $(WORKSPACE)/complete.
 lab: venv
-	$(PY) -m course_utils.machinery.workspace $(WORKSPACE)
+	$(PY) -m course_utils.machinery.workspace $(WORKSPACE) --lang $(EDITION)
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=$(WORKSPACE) $(ROOT_FLAG) \
 	    --LabApp.default_url=/lab/tree/00_start_here.ipynb
 
@@ -129,7 +135,16 @@ refresh: venv
 	$(PY) tools/refresh_notebooks.py --timeout $(CELL_TIMEOUT) $(NB)
 
 learner slides html: venv
-	$(PY) tools/build_editions.py $@
+	$(PY) tools/build_editions.py $@ --lang $(EDITION)
+
+# After editing an English notebook or guide: bring translations/zh/ in line (a changed cell keeps its old translation,
+# marked fuzzy), rebuild notebooks/zh/ and the Chinese guides, compile the message catalogue; then translate what
+# `tools/i18n/editions.py stale` lists and `make refresh NB="notebooks/zh/..."` the notebooks whose code changed.
+translations: venv
+	$(PY) tools/i18n/editions.py update
+	$(PY) tools/i18n/editions.py build
+	$(PY) tools/i18n/messages.py compile
+	@$(PY) tools/i18n/editions.py stale || echo "Translate the entries above (tools/i18n/editions.py export/import), then make translations again."
 
 timings: venv
 	$(PY) tools/time_notebooks.py

@@ -17,6 +17,9 @@ TESTS = Path(__file__).resolve().parent
 # check() records each attempt in the learner's progress record (course_utils.machinery.progress_record): never from the
 # tests, their notebook kernels or the servers they start, unless a test asks for it.
 os.environ["COURSE_PROGRESS"] = "off"
+# The English notebooks' stored outputs are English: a COURSE_LANG of the shell running the tests must not reach
+# their kernels (the Chinese notebooks choose Chinese themselves, with setup_notebook(lang="zh")).
+os.environ.pop("COURSE_LANG", None)
 for path in (TESTS.parent, TESTS):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))

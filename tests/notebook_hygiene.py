@@ -70,8 +70,9 @@ def too_many_digits(text: str) -> str | None:
 _CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 
 _OPENING_TITLE = re.compile(r"^#\s+\S", re.MULTILINE)
-_OPENING_OBJECTIVES = re.compile(r"objective|you will learn", re.IGNORECASE)
-_OPENING_MINUTES = re.compile(r"\b\d+\s*(?:min|minutes)\b", re.IGNORECASE)
+# English, or the Chinese edition's (notebooks/zh/): 学习目标 / 你将学到, "35 分钟"
+_OPENING_OBJECTIVES = re.compile(r"objective|you will learn|目标|你将学[到会]", re.IGNORECASE)
+_OPENING_MINUTES = re.compile(r"\b\d+\s*(?:min\b|minutes\b|分钟)", re.IGNORECASE)
 
 
 _EXERCISE_CALL = re.compile(r"""\bcheck\(\s*["']\d\d\.\d+["']""")

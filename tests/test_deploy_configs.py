@@ -304,3 +304,23 @@ def test_the_z2jh_gitpuller_command_pulls_the_learner_edition_and_keeps_learners
     git_pull(command, f"file://{repo}", home)
     assert "my notes" in mine.read_text(), "nbgitpuller lost the learner's edit"
     assert "Updated for the workshop." in (home / command[3] / "02_hook_lifecycle.ipynb").read_text()
+
+
+def test_a_room_in_chinese_gets_the_chinese_workspace_and_messages(tmp_path: Path) -> None:
+    import asyncio
+    import logging
+    from types import SimpleNamespace
+
+    from traitlets.config import Config
+
+    with pytest.raises(course_hub.UnsafeHub, match="HUB_LANG"):
+        course_hub.check_settings(settings(lang="fr"))
+    assert course_hub.Settings.from_env({"HUB_LANG": "zh"}).lang == "zh"
+    c = Config()
+    s = settings(state=tmp_path / "state", as_root=False, learner_python=sys.executable, lang="zh")
+    course_hub.configure(c, s)
+    assert c.Spawner.environment["COURSE_LANG"] == "zh"
+    spawner = SimpleNamespace(user=SimpleNamespace(name="ann"), log=logging.getLogger("test"))
+    asyncio.run(c.Spawner.pre_spawn_hook(spawner))
+    delivered = json.loads((s.state / "homes" / "ann" / "workspace" / "01_tensor_hooks.ipynb").read_text())
+    assert delivered["metadata"].get("language_edition", {}).get("lang") == "zh", "the learner got the English workspace"

@@ -13,10 +13,11 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 
 from notebook_hygiene import RULES, problems
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+_FOLDER = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = sorted(_FOLDER.glob("[0-9][0-9]_*.ipynb")) + sorted((_FOLDER / "zh").glob("[0-9][0-9]_*.ipynb"))
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.relative_to(_FOLDER).as_posix() for p in NOTEBOOKS])
 def test_course_notebook_is_clean(path: Path) -> None:
     assert problems(nbformat.read(path, as_version=4)) == []
 

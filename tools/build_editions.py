@@ -16,8 +16,11 @@ Both use nbconvert's templates with one change (``tools/nbconvert_templates/``):
 KaTeX instead of MathJax from a CDN, and the slides do not import mermaid from a CDN. Nothing is fetched from the
 network when a page or deck is opened.
 
-Usage: ``python tools/build_editions.py learner|slides|html [--out build]``  (``make learner``, ``make slides``,
-``make html``)
+The Chinese edition: ``--lang zh`` builds the same from ``notebooks/zh/`` into ``build/zh/`` (``make learner
+COURSE_LANG=zh``).
+
+Usage: ``python tools/build_editions.py learner|slides|html [--out build] [--lang zh]``  (``make learner``,
+``make slides``, ``make html``)
 """
 
 from __future__ import annotations
@@ -211,7 +214,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("edition", choices=["learner", "slides", "html"])
     parser.add_argument("--out", type=Path, default=ROOT / "build")
+    parser.add_argument("--lang", choices=["en", "zh"], default="en", help="zh: the Chinese edition (notebooks/zh/)")
     args = parser.parse_args()
+    if args.lang != "en":  # the same builders, reading the translated notebooks and writing under build/<lang>/
+        global NOTEBOOKS, CHEATSHEET
+        NOTEBOOKS = NOTEBOOKS / args.lang
+        CHEATSHEET = NOTEBOOKS / "hooks_cheatsheet.md"
+        args.out = args.out / args.lang
     builder = {"learner": build_learner, "slides": build_slides, "html": build_html}[args.edition]
     written = builder(args.out)
     print(f"{args.edition}: wrote {len(written)} files under {args.out / args.edition}")

@@ -10,6 +10,7 @@ Usage: ``python tools/refresh_notebooks.py notebooks/01_tensor_hooks.ipynb`` (or
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (as nbval's --nbval-cell-timeout)")
     args = parser.parse_args(argv)
+    os.environ.pop("COURSE_LANG", None)  # English notebooks store English; the Chinese ones call setup_notebook(lang="zh")
     for path in args.notebooks:
         if path.suffix != ".ipynb" or not path.is_file():
             parser.error(f"not a notebook file: {path}")

@@ -28,14 +28,21 @@ NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 _NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 
 
-def notebooks_folder() -> Path:
-    """The folder of the course notebooks: the checkout's ``notebooks/``, else the installed package's copy.
+def notebooks_folder(lang: str = "en") -> Path:
+    """The folder of the course notebooks in ``lang`` (``"en"``: ``notebooks/``; ``"zh"``: ``notebooks/zh/``): the
+    checkout's, else the installed package's copy.
 
     Usage: ``sorted(notebooks_folder().glob("[0-9][0-9]_*.ipynb"))``
     """
-    if any(NOTEBOOKS_DIR.glob(_NOTEBOOK_GLOB)):
-        return NOTEBOOKS_DIR
-    packaged = resources.files("course_utils").joinpath("notebooks")
+    from course_utils.machinery.messages import LANGUAGES
+
+    if lang not in LANGUAGES:
+        raise ValueError(f"lang={lang!r} is not a language of the course: use one of {', '.join(LANGUAGES)}.")
+    below = () if lang == "en" else (lang,)
+    checkout = NOTEBOOKS_DIR.joinpath(*below)
+    if any(checkout.glob(_NOTEBOOK_GLOB)):
+        return checkout
+    packaged = resources.files("course_utils").joinpath("notebooks", *below)
     if isinstance(packaged, Path) and any(packaged.glob(_NOTEBOOK_GLOB)):
         return packaged
     raise FileNotFoundError(
@@ -45,8 +52,9 @@ def notebooks_folder() -> Path:
     )
 
 _TITLE = re.compile(r"^#\s+(.+?)\s*$", re.MULTILINE)
-_LEARN = re.compile(r"\*\*You will learn\*\*\s*(.+?)\s*$", re.MULTILINE)
-_MINUTES = re.compile(r"\*\*Estimated time:\*\*\s*(\d+)\s*min", re.IGNORECASE)
+# English, and the Chinese edition's "**你将学到** ..." and "**预计时间：** 35 分钟"
+_LEARN = re.compile(r"\*\*(?:You will learn|你将学[到会][:：]?)\*\*[:：]?\s*(.+?)\s*$", re.MULTILINE)
+_MINUTES = re.compile(r"\*\*(?:Estimated time:|预计时间[:：]?)\*\*[:：]?\s*(?:约\s*)?(\d+)\s*(?:min|分钟)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ When the course changes a notebook the learner already has, the learner's file s
 lands beside it as ``NN_topic.course-update-<id>.ipynb``, with a message saying so. Nothing in the workspace is
 ever deleted. ``.course-manifest.json`` remembers what was delivered.
 
+The Chinese edition: ``--lang zh`` (``make lab COURSE_LANG=zh``) fills the workspace from ``notebooks/zh/``.
+
 Usage: ``python -m course_utils.machinery.workspace workspace`` (what ``make lab`` runs), or
 ``prepare_workspace(Path("workspace"))`` -> the list of messages it printed.
 """
@@ -102,12 +104,13 @@ def _deliver(dest: Path, relative: str, text: str, manifest: dict[str, dict[str,
     )
 
 
-def prepare_workspace(dest: Path, *, notebooks_dir: Path | None = None, quiet: bool = False) -> list[str]:
+def prepare_workspace(dest: Path, *, notebooks_dir: Path | None = None, quiet: bool = False,
+                      lang: str = "en") -> list[str]:
     """Create or update a learner workspace in ``dest`` without overwriting or deleting a learner's file.
 
     Usage: ``prepare_workspace(Path("workspace"))``
     """
-    source = notebooks_folder() if notebooks_dir is None else Path(notebooks_dir)
+    source = notebooks_folder(lang) if notebooks_dir is None else Path(notebooks_dir)
     notebooks = sorted(source.glob("[0-9][0-9]_*.ipynb"))
     if not notebooks:
         raise FileNotFoundError(f"No course notebooks (NN_topic.ipynb) in {source}: is this the course repository?")
@@ -140,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m course_utils.machinery.workspace [DEST]``: prepare the workspace and say where it is."""
     parser = argparse.ArgumentParser(description="Create or update a learner workspace (never overwrites your files).")
     parser.add_argument("dest", nargs="?", default="workspace", type=Path)
+    parser.add_argument("--lang", default=os.environ.get("COURSE_LANG") or "en", choices=("en", "zh"),
+                        help="the edition: en (default, or COURSE_LANG) or zh (the Chinese notebooks)")
     args = parser.parse_args(argv)
-    messages = prepare_workspace(args.dest, quiet=True)
+    messages = prepare_workspace(args.dest, quiet=True, lang=args.lang)
     for message in messages:
         print(message)
     print(f"Workspace ready: {args.dest}/ (your exercises; the complete notebooks are in {args.dest}/{COMPLETE}/)")

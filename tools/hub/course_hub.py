@@ -92,6 +92,7 @@ class Settings:
     tasks_max: int = 512  # processes and threads per learner (RLIMIT_NPROC)
     file_max: str = "4G"  # largest file a learner's process may write (RLIMIT_FSIZE)
     extra_config: str = ""
+    lang: str = "en"  # the room's language: "zh" gives every learner the Chinese workspace and Chinese check()/hint()
     as_root: bool = field(default_factory=is_root)
 
     @classmethod
@@ -116,6 +117,7 @@ class Settings:
         s.tasks_max = int(env.get("HUB_TASKS_MAX") or s.tasks_max)
         s.file_max = env.get("HUB_FILE_MAX") or s.file_max
         s.extra_config = env.get("HUB_EXTRA_CONFIG", "")
+        s.lang = (env.get("HUB_LANG", s.lang) or s.lang).strip().lower()
         return s
 
     @property
@@ -158,6 +160,11 @@ class UnsafeHub(SystemExit):
 
 def check_settings(s: Settings) -> None:
     """Refuse settings that would expose learners; the message says what to do instead."""
+    from course_utils.machinery.messages import LANGUAGES
+
+    if s.lang not in LANGUAGES:
+        raise UnsafeHub(f"HUB_LANG={s.lang!r} is not a language of the course: use one of {', '.join(LANGUAGES)} "
+                        "(zh: the Chinese workspace and messages).")
     if not re.match(USERNAME_PATTERN, s.admin) or s.admin in NEVER_LEARNERS:
         raise UnsafeHub(f"HUB_ADMIN={s.admin!r} is not a usable instructor name: lower-case letters, digits, '-' or "
                         f"'_', 2-32 characters, starting with a letter, and not a system account.")
@@ -409,6 +416,7 @@ def learner_environment(s: Settings, python: str) -> dict[str, str]:
         "NUMEXPR_NUM_THREADS": threads,
         "PYTHONHASHSEED": "0", "JUPYTER_PLATFORM_DIRS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
         "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
+        "COURSE_LANG": s.lang,  # check(), hint() and doctor() speak the room's language
     }
 
 
@@ -725,7 +733,7 @@ def _workspace_hook(s: Settings, python: str):  # type: ignore[no-untyped-def]
             make_private_dirs(env)
 
         process = await asyncio.create_subprocess_exec(
-            python, "-m", "course_utils.machinery.workspace", f"{home}/workspace", cwd=home, env=env, preexec_fn=preexec,
+            python, "-m", "course_utils.machinery.workspace", f"{home}/workspace", "--lang", s.lang, cwd=home, env=env, preexec_fn=preexec,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         try:
             output, _ = await asyncio.wait_for(process.communicate(), timeout=180)

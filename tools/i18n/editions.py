@@ -8,7 +8,7 @@ Chinese. Generated regions (``<!-- cloud: ... -->``, ``<!-- X:start -->``, ...) 
 English region is copied at build time (links pointed at the Chinese notebooks).
 
 When an English cell changes, ``update`` keeps the old translation marked fuzzy with the old English beside it
-(``#| msgid``) and the build uses the English text until a translator fixes the entry; ``stale`` (and the tests)
+(an obsolete ``#~`` entry) and the build uses the English text until a translator fixes the entry; ``stale`` (and the tests)
 name every such cell.
 
 Usage::
@@ -53,6 +53,10 @@ GUIDES: dict[str, str] = {
 _REGION = re.compile(
     r"<!-- (?P<name>[\w-]+)(?::start|:)[^>]*-->.*?<!-- (?:/(?P=name)|(?P=name):end) -->", re.DOTALL)
 _PLACEHOLDER = re.compile(r"<!-- generated: ([\w-]+) -->")
+# The English guides' first line after the title links the translation: "**中文版：** [...](...)". The translation gets
+# a link back to the English there instead (made by the build, not translated).
+_SWITCH = "**中文版：**"
+_SWITCH_BACK = "\x00switch\x00"
 _SETUP_CALL = re.compile(r"\bsetup_notebook\((\s*\)?)")
 
 
@@ -135,7 +139,8 @@ def guide_blocks(text: str) -> list[tuple[int, str, bool]]:
         while i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith("```"):
             i += 1
         block = "\n".join(lines[start:i])
-        blocks.append((start + 1, block, not _PLACEHOLDER.fullmatch(block.strip())))
+        untranslated = _PLACEHOLDER.fullmatch(block.strip()) or block.startswith(_SWITCH)
+        blocks.append((start + 1, block, not untranslated))
     return blocks
 
 
@@ -157,18 +162,18 @@ def read_catalog(path: Path) -> Catalog:
     if not path.exists():
         return Catalog(locale=path.parent.name, fuzzy=False)
     with path.open("rb") as handle:
-        return read_po(handle, abort_invalid=True)
+        return read_po(handle, abort_invalid=True, ignore_obsolete=False)
 
 
 def write_catalog(path: Path, catalog: Catalog) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as handle:
-        write_po(handle, catalog, width=PO_WIDTH, omit_header=True, sort_output=False, include_previous=True)
+        write_po(handle, catalog, width=PO_WIDTH, omit_header=True, sort_output=False)
 
 
 def update(lang: str, source: str) -> tuple[int, int]:
     """Bring ``source``'s PO file in line with the English; returns (new, changed) entries. Nothing is lost: a
-    changed cell keeps its old translation, fuzzy, with the old English as ``#| msgid``."""
+    changed cell keeps its old translation, fuzzy, with the old English in comments."""
     path = po_path(lang, source)
     old = read_catalog(path)
     by_context = {m.context: m for m in old if m.id}
@@ -183,16 +188,33 @@ def update(lang: str, source: str) -> tuple[int, int]:
             added += 1
         elif before.id == unit.english:
             message.string, message.flags = before.string, set(before.flags)
-            message.previous_id = list(before.previous_id)
         else:
             changed += 1
             message.string = before.string
             message.flags = {"fuzzy"}
-            message.previous_id = [before.id] if not before.previous_id or not before.fuzzy else list(before.previous_id)
+        if before is not None and "fuzzy" in message.flags:
+            # The English the translation was made from, and that translation, as an obsolete entry ("#~") beside
+            # it: the translator compares the two Englishes (Babel cannot round-trip a multi-line "#| msgid").
+            was = old_english_entry(old, unit.context) if before.fuzzy else None
+            was = was or Message(before.id, string=before.string, context=unit.context)
+            new_catalog.obsolete[(was.id, unit.context)] = was
         if new_catalog.get(message.id, context=message.context) is None:
             new_catalog[message.id] = message
     write_catalog(path, new_catalog)
     return added, changed
+
+
+def old_english_entry(catalog: Catalog, context: str | None) -> Message | None:
+    """The obsolete entry that keeps the English (and translation) a fuzzy cell was translated from."""
+    if context is None:
+        return None
+    return next((m for m in catalog.obsolete.values() if m.context == context), None)
+
+
+def previous_english(catalog: Catalog, context: str) -> str | None:
+    """The English the fuzzy entry of cell ``context`` was translated from."""
+    entry = old_english_entry(catalog, context)
+    return entry.id if entry is not None else None
 
 
 def stale(lang: str, source: str) -> list[str]:
@@ -221,13 +243,88 @@ def translation(lang: str, catalog: Catalog, unit: Unit) -> str:
     return message.string
 
 
+# -- headings and the links to them ----------------------------------------------------------------------------
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_NOTEBOOK_LINK = re.compile(r"\]\((?P<file>(?:\.\./)?(?:notebooks/)?(?:\d\d_\w+\.ipynb)?)#(?P<anchor>[^)\s]+)\)")
+
+
+def headings(markdown: str) -> list[tuple[int, str]]:
+    """(level, text) of each Markdown heading outside fenced code."""
+    found, fenced = [], False
+    for line in markdown.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and (match := _HEADING.match(line)):
+            found.append((len(match[1]), match[2]))
+    return found
+
+
+def anchor(heading: str) -> str:
+    """JupyterLab's anchor of a heading: its rendered text (no code marks, emphasis or link targets), spaces as '-'."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    text = text.replace("`", "").replace("**", "")
+    return text.replace(" ", "-")
+
+
+def anchor_map(lang: str) -> dict[str, dict[str, str]]:
+    """notebook name -> {English anchor: translated anchor}, from the translated headings of each cell."""
+    mapping: dict[str, dict[str, str]] = {}
+    for path in english_notebooks():
+        catalog = read_catalog(po_path(lang, str(path.relative_to(ROOT))))
+        pairs: dict[str, str] = {}
+        for unit in notebook_units(path):
+            english, translated = headings(unit.english), headings(translation(lang, catalog, unit))
+            if [level for level, _ in english] == [level for level, _ in translated]:
+                pairs.update({anchor(e): anchor(t) for (_, e), (_, t) in zip(english, translated)})
+        mapping[path.name] = pairs
+    return mapping
+
+
+_LINK_TARGET = re.compile(r"\]\((?P<target>(?:[^()\s]|\([^()\s]*\))+)\)")
+
+
+def translated_path(english: str, lang: str) -> str | None:
+    """The translated counterpart of a repository path (``notebooks/03_x.ipynb``, a guide), else None."""
+    if re.fullmatch(r"notebooks/\d\d_\w+\.ipynb", english):
+        return f"notebooks/{lang}/{english.split('/', 1)[1]}"
+    return GUIDES[english].format(lang=lang) if english in GUIDES else None
+
+
+def retarget_links(text: str, lang: str, english_file: str, built_file: str,
+                   anchors: dict[str, dict[str, str]]) -> str:
+    """Relative links of ``english_file``'s text, for the same text at ``built_file``: a link to a notebook or guide goes
+    to its translation (a section link to the translated heading), any other file is still reached from the new place."""
+    import posixpath
+    from urllib.parse import quote, unquote
+
+    english_dir, built_dir = posixpath.dirname(english_file), posixpath.dirname(built_file)
+
+    def section(notebook: str, fragment: str) -> str:
+        target = anchors.get(posixpath.basename(notebook), {}).get(unquote(fragment))
+        if target is None:
+            return fragment
+        return quote(target, safe="-_.~()',!*:") if "%" in fragment else target
+
+    def relink(match: re.Match[str]) -> str:
+        target = match["target"]
+        if re.match(r"[a-z][\w+.-]*:", target):  # https:, mailto:
+            return match[0]
+        file, hashmark, fragment = target.partition("#")
+        if not file:  # a section of this very file
+            return f"](#{section(english_file, fragment)})" if english_file.endswith(".ipynb") else match[0]
+        english = posixpath.normpath(posixpath.join(english_dir, unquote(file)))
+        translated = translated_path(english, lang)
+        new = translated or english
+        if fragment and new.endswith(".ipynb"):
+            fragment = section(english, fragment)
+        relative = posixpath.relpath(new, built_dir or ".")
+        return f"]({relative}{hashmark}{fragment})"
+
+    return _LINK_TARGET.sub(relink, text)
+
+
 # -- building -----------------------------------------------------------------------------------------------
-def _relink(text: str, lang: str, *, moved_down: bool) -> str:
-    """Links of a file that moved one folder down (notebooks/zh/) still reach files outside notebooks/."""
-    return re.sub(r"\]\(\.\./", "](../../", text) if moved_down else text
-
-
-def built_notebook(lang: str, english_path: Path) -> dict:
+def built_notebook(lang: str, english_path: Path, anchors: dict[str, dict[str, str]] | None = None) -> dict:
     english = json.loads(english_path.read_text())
     catalog = read_catalog(po_path(lang, str(english_path.relative_to(ROOT))))
     target = NOTEBOOKS / lang / english_path.name
@@ -240,7 +337,10 @@ def built_notebook(lang: str, english_path: Path) -> dict:
         if cell["cell_type"] == "markdown":
             text, regions = without_regions(source)
             translated = translation(lang, catalog, Unit(cell["id"], text, ""))
-            source = _relink(with_regions(translated, regions, lang), lang, moved_down=True)
+            english_file = str(english_path.relative_to(ROOT))
+            source = retarget_links(with_regions(translated, regions, lang), lang, english_file,
+                                    f"notebooks/{lang}/{english_path.name}",
+                                    anchors if anchors is not None else anchor_map(lang))
         elif cell["cell_type"] == "code":
             source = localized_code(source, lang)
             before = previous.get(cell["id"])
@@ -253,38 +353,45 @@ def built_notebook(lang: str, english_path: Path) -> dict:
     return notebook
 
 
-def built_guide(lang: str, source: str) -> str:
+def built_guide(lang: str, source: str, anchors: dict[str, dict[str, str]] | None = None) -> str:
     text = (ROOT / source).read_text()
     _stripped, regions = without_regions(text)
     catalog = read_catalog(po_path(lang, source))
     target = GUIDES[source].format(lang=lang)
     parts = []
     for _line, block, translate in guide_blocks(text):
+        if block.startswith(_SWITCH):
+            block = _SWITCH_BACK
         parts.append(translation(lang, catalog, Unit(None, block, "")) if translate else block)
     out = with_regions("\n".join(parts), regions, lang)
-    moved_down = target.count("/") > source.count("/")
-    out = _relink(out, lang, moved_down=moved_down)
-    if source == "README.md":  # the README's links to the course go to the Chinese notebooks and guides
-        out = re.sub(r"\]\(notebooks/(\d\d_[\w]+\.ipynb|hooks_cheatsheet\.md|instructor_guide\.md)\)",
-                     rf"](notebooks/{lang}/\1)", out)
+    out = retarget_links(out, lang, source, target, anchors if anchors is not None else anchor_map(lang))
+    import posixpath
+
+    back = posixpath.relpath(source, posixpath.dirname(target) or ".")
+    out = out.replace(_SWITCH_BACK, f"**English:** [{posixpath.basename(source)}]({back})")
     header = f"<!-- {lang}: generated from {source} by tools/i18n/editions.py; edit translations/{lang}/, not this file -->\n"
     return header + out
 
 
 def dump_notebook(notebook: dict) -> str:
-    return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+    """As ``nbformat.write`` (and so ``make refresh``) writes it: a rebuilt, refreshed notebook is byte-identical."""
+    import nbformat
+
+    text = nbformat.writes(nbformat.from_dict(notebook))
+    return text if text.endswith("\n") else text + "\n"
 
 
 def build(lang: str) -> list[Path]:
     written = []
+    anchors = anchor_map(lang)
     (NOTEBOOKS / lang).mkdir(exist_ok=True)
     for path in english_notebooks():
         target = NOTEBOOKS / lang / path.name
-        target.write_text(dump_notebook(built_notebook(lang, path)))
+        target.write_text(dump_notebook(built_notebook(lang, path, anchors)))
         written.append(target)
     for source, pattern in GUIDES.items():
         target = ROOT / pattern.format(lang=lang)
-        target.write_text(built_guide(lang, source))
+        target.write_text(built_guide(lang, source, anchors))
         written.append(target)
     return written
 
@@ -323,7 +430,8 @@ def import_text(lang: str, source: str, text: str) -> int:
             raise ValueError(f"entry {key}: keep the placeholders {sorted(english_regions)} exactly as in the English")
         message.string = body
         message.flags.discard("fuzzy")
-        message.previous_id = []
+        for key in [k for k, m in catalog.obsolete.items() if message.context is not None and m.context == message.context]:
+            del catalog.obsolete[key]
         count += 1
     write_catalog(po_path(lang, source), catalog)
     return count

@@ -1,0 +1,227 @@
+"""The Chinese edition is made from the English one and cannot fall behind it (tools/i18n/editions.py).
+
+- every English markdown cell and guide paragraph has a current Chinese translation (a changed English cell fails here,
+  named, until its translation is updated);
+- notebooks/zh/ and the Chinese guides are exactly what the build makes from the English + translations/zh/;
+- parity: the same cells, ids, metadata and tags, the same heading levels, and the English code (only
+  ``setup_notebook(lang="zh")`` differs);
+- the links of the Chinese notebooks and guides reach files and headings that exist;
+- the learner edition and the workspace exist in Chinese and reveal no more than the English ones.
+Strict nbval runs on notebooks/zh/ like on the English notebooks (``make test``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+from urllib.parse import unquote
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools" / "i18n"))
+import editions  # noqa: E402
+
+from course_utils.machinery.course import course_map  # noqa: E402
+from course_utils.machinery.learner_edition import learner_notebook  # noqa: E402
+from course_utils.machinery.workspace import prepare_workspace  # noqa: E402
+
+LANG = "zh"
+ENGLISH = editions.english_notebooks()
+SOURCES = editions.all_sources()
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def zh_path(english: Path) -> Path:
+    return ROOT / "notebooks" / LANG / english.name
+
+
+def cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_every_cell_and_paragraph_has_a_current_translation(source: str) -> None:
+    problems = editions.stale(LANG, source)
+    assert not problems, (f"{len(problems)} untranslated or outdated in {source} (translate them: "
+                          "tools/i18n/editions.py export --missing / import, then make translations):\n"
+                          + "\n".join(problems))
+
+
+@pytest.mark.parametrize("english", ENGLISH, ids=[p.name for p in ENGLISH])
+def test_the_chinese_notebook_is_what_the_build_makes(english: Path) -> None:
+    target = zh_path(english)
+    assert target.exists(), f"{target.relative_to(ROOT)} is missing: run make translations"
+    built = editions.built_notebook(LANG, english)
+    stored = json.loads(target.read_text(encoding="utf-8"))
+    for want, have in zip(built["cells"], stored["cells"], strict=True):
+        assert "".join(have["source"]) == "".join(want["source"]), (
+            f"{target.relative_to(ROOT)} cell {have.get('id')} is not what tools/i18n/editions.py builds from the "
+            "English and translations/zh/: it was edited by hand, or the English changed. Run make translations.")
+    assert stored["metadata"].get("language_edition", {}).get("lang") == LANG
+
+
+@pytest.mark.parametrize("source", list(editions.GUIDES))
+def test_the_chinese_guides_are_what_the_build_makes(source: str) -> None:
+    target = ROOT / editions.GUIDES[source].format(lang=LANG)
+    assert target.exists(), f"{target.relative_to(ROOT)} is missing: run make translations"
+    assert target.read_text(encoding="utf-8") == editions.built_guide(LANG, source), (
+        f"{target.relative_to(ROOT)} is not what tools/i18n/editions.py builds: run make translations")
+
+
+@pytest.mark.parametrize("english", ENGLISH, ids=[p.name for p in ENGLISH])
+def test_parity_same_cells_tags_headings_and_code(english: Path) -> None:
+    ours, theirs = cells(english), cells(zh_path(english))
+    assert [c["cell_type"] for c in ours] == [c["cell_type"] for c in theirs]
+    assert [c["id"] for c in ours] == [c["id"] for c in theirs]
+    for en, zh in zip(ours, theirs):
+        where = f"{english.name} cell {en['id']}"
+        assert en["metadata"] == zh["metadata"], f"{where}: metadata (tags, slideshow, ...) differ"
+        en_text, zh_text = "".join(en["source"]), "".join(zh["source"])
+        if en["cell_type"] == "code":
+            assert zh_text == editions.localized_code(en_text, LANG), f"{where}: the code differs from the English"
+            assert not _CJK.search(zh_text), f"{where}: code (and so figure text) stays English"
+        else:
+            levels = [level for level, _ in editions.headings(en_text)]
+            assert [level for level, _ in editions.headings(zh_text)] == levels, f"{where}: heading levels differ"
+
+
+def test_setup_is_the_only_code_change_and_selects_chinese() -> None:
+    assert editions.localized_code("print(setup_notebook())", "zh") == 'print(setup_notebook(lang="zh"))'
+    assert editions.localized_code("setup_notebook(threads=4)", "zh") == 'setup_notebook(lang="zh", threads=4)'
+    assert editions.localized_code("x = 1", "zh") == "x = 1"
+    for english in ENGLISH:
+        assert any('setup_notebook(lang="zh"' in "".join(c["source"]) for c in cells(zh_path(english))
+                   if c["cell_type"] == "code"), f"{english.name}: the Chinese notebook never selects Chinese"
+
+
+def test_the_course_map_reads_the_chinese_openings() -> None:
+    english = course_map(ROOT / "notebooks")
+    chinese = course_map(ROOT / "notebooks" / LANG)
+    assert [row.file for row in chinese] == [row.file for row in english]
+    assert [row.minutes for row in chinese] == [row.minutes for row in english]
+    untranslated = [row.file for row in chinese if not _CJK.search(row.title + row.learn)]
+    assert not untranslated, f"the opening cells of {untranslated} are not in Chinese"
+
+
+def _anchors(path: Path) -> set[str]:
+    if path.suffix == ".ipynb":
+        text = "\n".join("".join(c["source"]) for c in cells(path) if c["cell_type"] == "markdown")
+    else:
+        text = path.read_text(encoding="utf-8")
+    return {editions.anchor(heading) for _level, heading in editions.headings(text)}
+
+
+_LINK = re.compile(r"\]\((?!https?:|mailto:)((?:[^()\s]|\([^()\s]*\))+)\)")
+
+
+@pytest.mark.parametrize("document", [*(p.name for p in ENGLISH), *editions.GUIDES], ids=str)
+def test_links_of_the_chinese_edition_reach_files_and_headings(document: str) -> None:
+    if document in editions.GUIDES:
+        path = ROOT / editions.GUIDES[document].format(lang=LANG)
+        text = path.read_text(encoding="utf-8")
+    else:
+        path = ROOT / "notebooks" / LANG / document
+        text = "\n".join("".join(c["source"]) for c in cells(path) if c["cell_type"] == "markdown")
+    broken = []
+    for target in _LINK.findall(text):
+        file, _, fragment = target.partition("#")
+        resolved = (path.parent / unquote(file)).resolve() if file else path
+        if not resolved.exists():
+            broken.append(f"{target} (no such file)")
+        elif fragment and resolved.suffix in (".ipynb", ".md") and resolved.parent.name == LANG:
+            if unquote(fragment) not in _anchors(resolved):
+                broken.append(f"{target} (no such heading in {resolved.name})")
+    assert not broken, f"{path.relative_to(ROOT)}: broken links:\n" + "\n".join(broken)
+
+
+def test_the_english_guides_link_their_chinese_versions() -> None:
+    for source, pattern in editions.GUIDES.items():
+        target = ROOT / pattern.format(lang=LANG)
+        relative = Path(shutil.os.path.relpath(target, (ROOT / source).parent)).as_posix()
+        assert f"]({relative})" in (ROOT / source).read_text(encoding="utf-8"), f"{source} does not link {relative}"
+
+
+def test_the_chinese_learner_edition_hides_what_the_english_one_hides() -> None:
+    for english in ENGLISH:
+        en = learner_notebook(nbformat.read(english, as_version=4))
+        zh = learner_notebook(nbformat.read(zh_path(english), as_version=4))
+        for a, b in zip(en.cells, zh.cells, strict=True):
+            if a.cell_type == "code":
+                assert b.source == editions.localized_code(a.source, LANG), f"{english.name} cell {a.get('id')}"
+                assert "### BEGIN SOLUTION" not in b.source
+
+
+def test_a_chinese_workspace_is_made_and_never_overwrites(tmp_path: Path) -> None:
+    prepare_workspace(tmp_path, quiet=True, lang=LANG)
+    first = tmp_path / "01_tensor_hooks.ipynb"
+    opening = "".join(nbformat.read(first, as_version=4).cells[0].source)
+    assert _CJK.search(opening), "the Chinese workspace holds the English notebooks"
+    assert (tmp_path / "hooks_cheatsheet.md").exists()
+    first.write_text(first.read_text(encoding="utf-8").replace("01", "01", 1) + " ", encoding="utf-8")
+    mine = first.read_text(encoding="utf-8")
+    prepare_workspace(tmp_path, quiet=True, lang=LANG)
+    assert first.read_text(encoding="utf-8") == mine
+
+
+# -- staleness, end to end on a copy: change an English cell, watch it fail, translate it again ------------------------
+def test_a_changed_english_cell_is_named_until_its_translation_is_updated(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "notebooks").mkdir()
+    english = tmp_path / "notebooks" / "01_tensor_hooks.ipynb"
+    shutil.copy(ROOT / "notebooks" / english.name, english)
+    monkeypatch.setattr(editions, "ROOT", tmp_path)
+    monkeypatch.setattr(editions, "NOTEBOOKS", tmp_path / "notebooks")
+    monkeypatch.setattr(editions, "TRANSLATIONS", tmp_path / "translations")
+    monkeypatch.setattr(editions, "GUIDES", {})
+    source = "notebooks/01_tensor_hooks.ipynb"
+    editions.update(LANG, source)
+    units = editions.notebook_units(english)
+    keys = [unit.context for unit in units]
+    placeholders = {u.context: " ".join(editions._PLACEHOLDER.findall(u.english)) for u in units}
+    editions.import_text(LANG, source, "".join(
+        f"@@ {key}\n译文 {key}\n" + "".join(f"<!-- generated: {name} -->\n" for name in placeholders[key].split())
+        + "\n" for key in keys))
+    assert editions.stale(LANG, source) == []
+
+    notebook = json.loads(english.read_text())
+    cell = next(c for c in notebook["cells"] if c["cell_type"] == "markdown" and c["id"] != keys[0])
+    old_english = "".join(cell["source"])
+    cell["source"] = old_english + "\nOne more English sentence.\n"
+    english.write_text(json.dumps(notebook))
+    problems = editions.stale(LANG, source)
+    assert len(problems) == 1 and f"01_tensor_hooks.ipynb cell {cell['id']}" in problems[0], problems
+
+    editions.update(LANG, source)  # keeps the old translation, fuzzy, with the old English beside it
+    catalog = editions.read_catalog(editions.po_path(LANG, source))
+    message = catalog.get(editions.without_regions(cell["source"])[0], context=cell["id"])
+    assert message.fuzzy and message.string == f"译文 {cell['id']}"
+    assert editions.previous_english(catalog, cell["id"]) == old_english, "the English it was translated from is kept"
+    built = {c["id"]: "".join(c["source"]) for c in editions.built_notebook(LANG, english)["cells"]}
+    assert built[cell["id"]].startswith(old_english), "an outdated translation must never be shown"
+    assert built[keys[0]].startswith("译文") and "<!-- cloud:" in built[keys[0]], "the cloud block is put back"
+    assert "fuzzy" in (editions.po_path(LANG, source)).read_text()
+
+    editions.update(LANG, source)  # a second update keeps the same old English
+    assert editions.previous_english(editions.read_catalog(editions.po_path(LANG, source)), cell["id"]) == old_english
+    editions.import_text(LANG, source, f"@@ {cell['id']}\n新的译文\n")
+    assert editions.stale(LANG, source) == []
+    assert editions.previous_english(editions.read_catalog(editions.po_path(LANG, source)), cell["id"]) is None
+    with pytest.raises(ValueError, match="placeholders"):
+        editions.import_text(LANG, source, f"@@ {keys[0]}\n丢了占位符\n")
+
+
+def test_make_learner_builds_the_chinese_edition(tmp_path: Path) -> None:
+    import subprocess
+
+    subprocess.run([sys.executable, str(ROOT / "tools" / "build_editions.py"), "learner", "--lang", LANG,
+                    "--out", str(tmp_path)], check=True, capture_output=True, text=True)
+    built = sorted((tmp_path / LANG / "learner").glob("*.ipynb"))
+    assert [p.name for p in built] == [p.name for p in ENGLISH]
+    for path in built:
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        assert notebook["metadata"]["language_edition"]["lang"] == LANG
+        assert "### BEGIN SOLUTION" not in path.read_text(encoding="utf-8")
