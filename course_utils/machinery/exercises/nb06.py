@@ -17,6 +17,7 @@ import torch
 import torch.nn as nn
 
 from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, only_inside_a_check, plain_tensor
+from course_utils.machinery.messages import _, N_
 from course_utils.hooks import hook_report
 
 _TARGETS = [6, 0, 3]
@@ -69,25 +70,29 @@ def _left_untidy(model: nn.Module, x: torch.Tensor, x_before: torch.Tensor) -> V
     """A ✗ when the learner's function left a hook on the model or changed the caller's x; None when all is tidy."""
     left = _hooks_left(model)
     if left:
-        return Verdict(False, f"A hook is left behind ({left[0]}): remove it with its handle, in a finally block.")
+        return Verdict(False, _("A hook is left behind ({where}): remove it with its handle, in a finally "
+                                "block.").format(where=left[0]))
     if not torch.equal(x, x_before) or x.requires_grad or x.grad is not None:
-        return Verdict(False, "Your function changed the input x (its values, requires_grad or .grad): work on a "
-                              "copy and leave the caller's tensor alone.")
+        return Verdict(False, _("Your function changed the input x (its values, requires_grad or .grad): work on a "
+                                "copy and leave the caller's tensor alone."))
     return None
 
 
 def _as_tensor(result: Any, shape: tuple[int, ...], what: str) -> torch.Tensor | Verdict:
     if not isinstance(result, torch.Tensor):
-        return Verdict(False, f"Return {what} as a tensor of shape {shape}, got {type(result).__name__}.")
+        return Verdict(False, _("Return {what} as a tensor of shape {shape}, got {type}.").format(
+            what=what, shape=shape, type=type(result).__name__))
     if tuple(result.shape) != shape:
-        return Verdict(False, f"Expected {what} of shape {shape}, got {tuple(result.shape)}.")
+        return Verdict(False, _("Expected {what} of shape {shape}, got {got}.").format(
+            what=what, shape=shape, got=tuple(result.shape)))
     if not result.is_floating_point():
-        return Verdict(False, f"Expected {what} as floating-point numbers, got a tensor of {result.dtype}: did an "
-                              "integer tensor (or .long(), .int(), a comparison) slip into your computation?")
+        return Verdict(False, _("Expected {what} as floating-point numbers, got a tensor of {dtype}: did an "
+                                "integer tensor (or .long(), .int(), a comparison) slip into your computation?").format(
+            what=what, dtype=result.dtype))
     try:
         return plain_tensor(result).detach().float()
     except TypeError as error:
-        return Verdict(False, f"Return {what} as a plain tensor: {error}.")
+        return Verdict(False, _("Return {what} as a plain tensor: {error}.").format(what=what, error=error))
 
 
 # -- 06.1: channel weights from a full backward hook -------------------------------------------------------------
@@ -98,9 +103,11 @@ def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
         activation, gradient = _split_truth(model, index, x, _TARGETS)
         raw = channel_weights(model, layer, x, list(_TARGETS))
         if isinstance(raw, torch.Tensor) and tuple(raw.shape) == (3, model[index].in_channels):
-            return Verdict(False, f"Shape {tuple(raw.shape)} has the channels of the layer's input: grad_input is the "
-                                  "gradient at the input, grad_output[0] the one at the layer's output.")
-        result = _as_tensor(raw, (3, activation.shape[1]), f"one weight per sample and channel at layer {layer!r}")
+            return Verdict(False, _("Shape {shape} has the channels of the layer's input: grad_input is the "
+                                    "gradient at the input, grad_output[0] the one at the layer's output.").format(
+                shape=tuple(raw.shape)))
+        result = _as_tensor(raw, (3, activation.shape[1]),
+                            _("one weight per sample and channel at layer {layer}").format(layer=repr(layer)))
         if isinstance(result, Verdict):
             return result
         untidy = _left_untidy(model, x, x_before)
@@ -110,29 +117,31 @@ def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
         if torch.allclose(result, expected, atol=1e-5):
             continue
         if torch.allclose(result, gradient.sum(dim=(2, 3)), atol=1e-5):
-            return Verdict(False, "That is the spatial sum: Grad-CAM's weight is the spatial mean of the gradient.")
+            return Verdict(False, _("That is the spatial sum: Grad-CAM's weight is the spatial mean of the gradient."))
         with torch.no_grad():
             top = model(x).argmax(dim=1).tolist()
         for others in (top, [_TARGETS[0]] * 3):
             if torch.allclose(result, _split_truth(model, index, x, others)[1].mean(dim=(2, 3)), atol=1e-5):
-                return Verdict(False, "Each sample must be explained for its own class: targets[i] for sample i.")
-        return Verdict(False, f"Not Grad-CAM's channel weights at layer {layer!r}: the spatial mean of the gradient of "
-                              "each sample's target score at the layer's output.")
+                return Verdict(False, _("Each sample must be explained for its own class: targets[i] for sample i."))
+        return Verdict(False, _("Not Grad-CAM's channel weights at layer {layer}: the spatial mean of the gradient of "
+                                "each sample's target score at the layer's output.").format(layer=repr(layer)))
     return Verdict(True)
 
 
 _EXERCISE_06_1 = Exercise(
     "06.1",
-    "Write channel_weights(model, layer_name, x, targets): Grad-CAM's weights (N, C) caught by a full backward hook.",
-    expect_callable(_weights_test, "a function channel_weights(model, layer_name, x, targets)"),
+    N_("Write channel_weights(model, layer_name, x, targets): Grad-CAM's weights (N, C) caught by a full backward "
+       "hook."),
+    expect_callable(_weights_test, N_("a function channel_weights(model, layer_name, x, targets)")),
     hints=(
-        "register_full_backward_hook gives hook(module, grad_input, grad_output); which of the two belongs to the "
-        "layer's output?",
-        "grad_output[0] has the output's shape (N, C, h, w); Grad-CAM's weight is a mean over two of those "
-        "dimensions, and one backward can serve every sample of the batch.",
+        N_("register_full_backward_hook gives hook(module, grad_input, grad_output); which of the two belongs to the "
+           "layer's output?"),
+        N_("grad_output[0] has the output's shape (N, C, h, w); Grad-CAM's weight is a mean over two of those "
+           "dimensions, and one backward can serve every sample of the batch."),
     ),
     kind="write",
-    praise="grad_output[0] is the gradient at the layer's output -- the same tensor a tensor hook on the output sees.",
+    praise=N_("grad_output[0] is the gradient at the layer's output -- the same tensor a tensor hook on the output "
+              "sees."),
     blocked=_FINISHED_HELPERS,
 )
 
@@ -150,7 +159,7 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
         activation, gradient = _split_truth(model, index, x, _TARGETS)
         shape = (3,) + tuple(activation.shape[-2:])
         result = _as_tensor(grad_cam_two_hooks(model, layer, x, list(_TARGETS)), shape,
-                            f"one raw map per sample at layer {layer!r} (no upsampling)")
+                            _("one raw map per sample at layer {layer} (no upsampling)").format(layer=repr(layer)))
         if isinstance(result, Verdict):
             return result
         untidy = _left_untidy(model, x, x_before)
@@ -160,29 +169,31 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
         if torch.allclose(result, expected, atol=1e-5):
             continue
         if torch.allclose(result, _cam(activation.clamp(min=0), gradient), atol=1e-5):
-            return Verdict(False, f"At layer {layer!r} the ReLU after the layer works in place: the activation you kept "
-                                  "was rectified after your hook ran. Keep a copy of it.")
+            return Verdict(False, _("At layer {layer} the ReLU after the layer works in place: the activation you kept "
+                                    "was rectified after your hook ran. Keep a copy of it.").format(layer=repr(layer)))
         if torch.allclose(result, (activation * gradient).sum(dim=1).clamp(min=0), atol=1e-5):
-            return Verdict(False, "That is the element-wise product (article 003): average the gradient over space first.")
+            return Verdict(False, _("That is the element-wise product (article 003): average the gradient over "
+                                    "space first."))
         if torch.allclose(result, (gradient.mean(dim=(2, 3), keepdim=True) * activation).sum(dim=1), atol=1e-5):
-            return Verdict(False, "Almost: Grad-CAM keeps only the positive part (ReLU) of the weighted sum.")
-        return Verdict(False, f"Not the Grad-CAM maps at layer {layer!r}: weights = spatial mean of the gradient of each "
-                              "sample's target score, map = ReLU(sum over channels of weight x activation).")
+            return Verdict(False, _("Almost: Grad-CAM keeps only the positive part (ReLU) of the weighted sum."))
+        return Verdict(False, _("Not the Grad-CAM maps at layer {layer}: weights = spatial mean of the gradient of "
+                                "each sample's target score, map = ReLU(sum over channels of weight x "
+                                "activation).").format(layer=repr(layer)))
     return Verdict(True)
 
 
 _EXERCISE_06_2 = Exercise(
     "06.2",
-    "Write grad_cam_two_hooks(model, layer_name, x, targets) from one forward hook and one tensor hook.",
-    expect_callable(_two_hooks_test, "a function grad_cam_two_hooks(model, layer_name, x, targets)"),
+    N_("Write grad_cam_two_hooks(model, layer_name, x, targets) from one forward hook and one tensor hook."),
+    expect_callable(_two_hooks_test, N_("a function grad_cam_two_hooks(model, layer_name, x, targets)")),
     hints=(
-        "Inside the forward hook you hold the layer's output: keep it, and register a tensor hook on it that keeps "
-        "its gradient.",
-        "An in-place ReLU right after the layer rewrites the very tensor your hook saw, after the hook ran: keep a "
-        "detached copy. Remove the forward hook in a finally block.",
+        N_("Inside the forward hook you hold the layer's output: keep it, and register a tensor hook on it that keeps "
+           "its gradient."),
+        N_("An in-place ReLU right after the layer rewrites the very tensor your hook saw, after the hook ran: keep a "
+           "detached copy. Remove the forward hook in a finally block."),
     ),
     kind="write",
-    praise="Two hooks, one copy, one handle removed: the whole of Grad-CAM's plumbing.",
+    praise=N_("Two hooks, one copy, one handle removed: the whole of Grad-CAM's plumbing."),
     blocked=_FINISHED_HELPERS,
 )
 
@@ -229,13 +240,14 @@ def _per_call_test(cam_per_call: Callable[..., Any]) -> Verdict:
     result = cam_per_call(model, model.block, x, list(targets))
     if not isinstance(result, (list, tuple)) or len(result) != 2:
         got = len(result) if isinstance(result, (list, tuple)) else type(result).__name__
-        return Verdict(False, f"The block runs twice in one forward: return a list of 2 maps, one per call (got {got}).")
+        return Verdict(False, _("The block runs twice in one forward: return a list of 2 maps, one per call "
+                                "(got {got}).").format(got=got))
     untidy = _left_untidy(model, x, x_before)
     if untidy is not None:
         return untidy
     maps = []
     for position, item in enumerate(result):
-        checked = _as_tensor(item, (2, 6, 5), f"map {position}")
+        checked = _as_tensor(item, (2, 6, 5), _("map {position}").format(position=position))
         if isinstance(checked, Verdict):
             return checked
         maps.append(checked)
@@ -244,31 +256,33 @@ def _per_call_test(cam_per_call: Callable[..., Any]) -> Verdict:
         return Verdict(True)
     swapped = [_cam(truth[0][0], truth[1][1]), _cam(truth[1][0], truth[0][1])]
     if all(torch.allclose(m, e, atol=1e-5) for m, e in zip(maps, swapped)):
-        return Verdict(False, "Activations and gradients are paired the wrong way round: the backward reaches the "
-                              "second call first. Pair each gradient with its own call.")
+        return Verdict(False, _("Activations and gradients are paired the wrong way round: the backward reaches the "
+                                "second call first. Pair each gradient with its own call."))
     if all(torch.allclose(m, e, atol=1e-5) for m, e in zip(maps, reversed(expected))):
-        return Verdict(False, "The maps are in reverse order: return them in the order of the calls.")
+        return Verdict(False, _("The maps are in reverse order: return them in the order of the calls."))
     rectified = [_cam(a.clamp(min=0), g) for a, g in truth]
     if any(torch.allclose(m, r, atol=1e-5) and not torch.allclose(m, e, atol=1e-5)
            for m, r, e in zip(maps, rectified, expected)):
-        return Verdict(False, "An in-place ReLU follows each call: the activation you kept was rectified after your "
-                              "hook ran. Keep a copy.")
-    return Verdict(False, "Not the Grad-CAM map of each call: each call's own activation, and the gradient at that "
-                          "call's output.")
+        return Verdict(False, _("An in-place ReLU follows each call: the activation you kept was rectified after your "
+                                "hook ran. Keep a copy."))
+    return Verdict(False, _("Not the Grad-CAM map of each call: each call's own activation, and the gradient at that "
+                            "call's output."))
 
 
 _EXERCISE_06_3 = Exercise(
     "06.3",
-    "Write cam_per_call(model, module, x, targets): one raw Grad-CAM map per call of a module used twice in forward.",
-    expect_callable(_per_call_test, "a function cam_per_call(model, module, x, targets)"),
+    N_("Write cam_per_call(model, module, x, targets): one raw Grad-CAM map per call of a module used twice in "
+       "forward."),
+    expect_callable(_per_call_test, N_("a function cam_per_call(model, module, x, targets)")),
     hints=(
-        "A forward hook fires once per call, and each call's output is a different tensor with its own tensor hook.",
-        "The tensor hooks fire during the backward, last call first: give each one the position of its call (a "
-        "closure or a default argument), so that it stores its gradient in the right place.",
+        N_("A forward hook fires once per call, and each call's output is a different tensor with its own tensor "
+           "hook."),
+        N_("The tensor hooks fire during the backward, last call first: give each one the position of its call (a "
+           "closure or a default argument), so that it stores its gradient in the right place."),
     ),
     kind="write",
     stretch=True,
-    praise="A forward hook per call and a tensor hook per output: shared modules need no special case.",
+    praise=N_("A forward hook per call and a tensor hook per output: shared modules need no special case."),
     blocked=_FINISHED_HELPERS,
 )
 

@@ -12,6 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, only_inside_a_check
+from course_utils.machinery.messages import _, N_
 from course_utils.hooks import count_hooks, hook_report
 
 _FLAGS = ("_with_kwargs", "_always_called")  # flag dictionaries that come with some hooks: not hooks themselves
@@ -44,18 +45,22 @@ def _dropout_test(attach: Callable[[nn.Module, str, float], Any]) -> Verdict:
         model.train()
     handle = attach(model, "2", 0.3)
     if not callable(getattr(handle, "remove", None)):
-        return Verdict(False, "Return the handle that register_forward_pre_hook gave you, so the caller can remove it.")
+        return Verdict(False, _("Return the handle that register_forward_pre_hook gave you, so the caller can remove "
+                                "it."))
     try:
         hooked = sorted(key for key in hook_report(model) if "forward" in key and not key.endswith(_FLAGS))
         if hooked == ["2._forward_hooks"]:
-            return Verdict(False, "That is a forward hook: it runs after layer '2' and sees its output. Dropout "
-                                  "before the layer needs a forward pre-hook, which sees (and may replace) the input.")
+            return Verdict(False, _("That is a forward hook: it runs after layer '2' and sees its output. Dropout "
+                                    "before the layer needs a forward pre-hook, which sees (and may replace) the "
+                                    "input."))
         if hooked != ["2._forward_pre_hooks"]:
-            return Verdict(False, f"Expected one forward pre-hook, on layer '2' only; found {hooked or 'none'}.")
+            return Verdict(False, _("Expected one forward pre-hook, on layer '2' only; found {found}.").format(
+                found=hooked or _("none")))
         with torch.no_grad():
             model.eval()
             if not torch.equal(model(x), before):
-                return Verdict(False, "In eval mode the output changed: the hook must act only when module.training.")
+                return Verdict(False, _("In eval mode the output changed: the hook must act only when "
+                                        "module.training."))
             model.train()
             torch.manual_seed(5)
             expected = _by_hand(model, x, 0.3)
@@ -64,22 +69,22 @@ def _dropout_test(attach: Callable[[nn.Module, str, float], Any]) -> Verdict:
         torch.manual_seed(5)
         got = model(x)  # with autograd on: the backward below must work too
         if torch.equal(got.detach(), _by_hand(model, x, None).detach()):
-            return Verdict(False, "In training mode nothing was dropped: does your hook return the new input?")
+            return Verdict(False, _("In training mode nothing was dropped: does your hook return the new input?"))
         if torch.equal(got.detach(), output_dropped):
-            return Verdict(False, "Your hook dropped channels of layer '2''s output; drop them in its input.")
+            return Verdict(False, _("Your hook dropped channels of layer '2''s output; drop them in its input."))
         if not torch.equal(got.detach(), expected):
-            return Verdict(False, "In training mode the result is not layer '2' applied to F.dropout2d(input, p) "
-                                  "(with the p the caller passed).")
+            return Verdict(False, _("In training mode the result is not layer '2' applied to F.dropout2d(input, p) "
+                                    "(with the p the caller passed)."))
         try:
             got.sum().backward()
         except RuntimeError as error:
-            return Verdict(False, f"The forward worked but the backward failed ({str(error).split(':')[0]}): the "
-                                  "input belongs to the previous layer, which may need it for its backward. Build "
-                                  "a new tensor and return it; change nothing in place.")
+            return Verdict(False, _("The forward worked but the backward failed ({error}): the input belongs to the "
+                                    "previous layer, which may need it for its backward. Build a new tensor and "
+                                    "return it; change nothing in place.").format(error=str(error).split(':')[0]))
     finally:
         handle.remove()
     if count_hooks(model):
-        return Verdict(False, "Removing the handle left hooks behind.")
+        return Verdict(False, _("Removing the handle left hooks behind."))
     return Verdict(True)
 
 
@@ -97,7 +102,7 @@ def _per_parameter_norm_test(attach: Callable[[nn.Module, float], Any]) -> Verdi
     model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
     model.load_state_dict(reference_model.state_dict())
     generator = torch.Generator().manual_seed(4)
-    batches = [torch.randn(5, 3, generator=generator) * 3 for _ in range(3)]
+    batches = [torch.randn(5, 3, generator=generator) * 3 for _batch in range(3)]
     max_norm = 2.0  # some gradients start below it (left alone), others above (rescaled)
 
     def clip_each() -> None:
@@ -108,34 +113,36 @@ def _per_parameter_norm_test(attach: Callable[[nn.Module, float], Any]) -> Verdi
     plain = _accumulate(_copy(model), batches, None)
     handles = attach(model, max_norm)
     if not isinstance(handles, (list, tuple)) or not all(callable(getattr(h, "remove", None)) for h in handles):
-        return Verdict(False, "Return the list of handles (one per parameter).")
+        return Verdict(False, _("Return the list of handles (one per parameter)."))
     try:
         got = _accumulate(model, batches, None)
     except RuntimeError as error:
         # PyTorch words a post-accumulate-grad hook's return value as "should return None" or, for a tensor of
         # another shape or dtype, as "has changed the size/type of value": either way the hook returned something.
         if "should return None" in str(error) or "has changed the" in str(error):
-            return Verdict(False, f"PyTorch stopped the backward: {str(error).strip()!r}. A post-accumulate-grad "
-                                  "hook must change param.grad in place and return None, and yours returned a "
-                                  "value. What does your hook's last expression evaluate to (a lambda returns it)?")
+            return Verdict(False, _("PyTorch stopped the backward: {error}. A post-accumulate-grad hook must change "
+                                    "param.grad in place and return None, and yours returned a value. What does your "
+                                    "hook's last expression evaluate to (a lambda returns it)?").format(
+                error=repr(str(error).strip())))
         raise
     finally:
         for handle in handles:
             handle.remove()
     if any(n for n in (count_hooks(p) for p in model.parameters())):
-        return Verdict(False, "Removing the handles left hooks on the parameters.")
+        return Verdict(False, _("Removing the handles left hooks on the parameters."))
     if all(torch.allclose(g, p) for g, p in zip(got, plain)):
-        return Verdict(False, "The gradients are unchanged: does every parameter get a hook that changes .grad in place?")
+        return Verdict(False, _("The gradients are unchanged: does every parameter get a hook that changes .grad in "
+                                "place?"))
     if all(torch.allclose(g, e, atol=1e-6) for g, e in zip(got, expected)):
         return Verdict(True)
     if any(float(g.norm()) > max_norm + 1e-5 for g in got):
         if all(float(g.abs().max()) <= max_norm + 1e-6 for g in got):
-            return Verdict(False, "Each entry is within the limit but the norms are not: rescale the whole gradient "
-                                  "(multiply by max_norm / norm) instead of clamping entries.")
-        return Verdict(False, "After several backwards some parameter's gradient norm is still above max_norm: "
-                              "does the hook run after every accumulation, on every parameter?")
-    return Verdict(False, "The norms are within the limit but the gradients differ from clip_grad_norm_ applied to "
-                          "each parameter after every backward: scale only when the norm is above max_norm.")
+            return Verdict(False, _("Each entry is within the limit but the norms are not: rescale the whole "
+                                    "gradient (multiply by max_norm / norm) instead of clamping entries."))
+        return Verdict(False, _("After several backwards some parameter's gradient norm is still above max_norm: "
+                                "does the hook run after every accumulation, on every parameter?"))
+    return Verdict(False, _("The norms are within the limit but the gradients differ from clip_grad_norm_ applied to "
+                            "each parameter after every backward: scale only when the norm is above max_norm."))
 
 
 def _copy(model: nn.Sequential) -> nn.Sequential:
@@ -190,22 +197,23 @@ def _wrong_fractions_message(layers: list[nn.Module], batches: list[torch.Tensor
                              for name in truth},
     }
     advice = {
-        "only the last batch": "your fractions describe only the last batch. A unit is dead only if it was zero for "
-                               "every sample of every batch seen in the with-block: keep what earlier forwards showed.",
-        "the mean of the per-batch fractions": "your fractions look like an average over batches. A unit that was "
-                                               "non-zero once is alive for good, whatever the other batches say: "
-                                               "keep a record per unit, not per batch.",
-        "dead as soon as one batch had it zero": "you count a unit as dead when one batch had it zero for every "
-                                                 "sample; it is dead only if every batch did.",
-        "the ReLU's input": "count the units of the ReLU's *output*, not of its input (which still holds negative "
-                            "values when the ReLU is not in-place).",
+        "only the last batch": _("your fractions describe only the last batch. A unit is dead only if it was zero "
+                                 "for every sample of every batch seen in the with-block: keep what earlier forwards "
+                                 "showed."),
+        "the mean of the per-batch fractions": _("your fractions look like an average over batches. A unit that was "
+                                                 "non-zero once is alive for good, whatever the other batches say: "
+                                                 "keep a record per unit, not per batch."),
+        "dead as soon as one batch had it zero": _("you count a unit as dead when one batch had it zero for every "
+                                                   "sample; it is dead only if every batch did."),
+        "the ReLU's input": _("count the units of the ReLU's *output*, not of its input (which still holds negative "
+                              "values when the ReLU is not in-place)."),
     }
-    shown = f"(expected {_rounded(truth)}, got {_rounded(got)})"
+    shown = _("(expected {expected}, got {got})").format(expected=_rounded(truth), got=_rounded(got))
     for label, values in guesses.items():
         if values != truth and all(abs(float(got[name]) - values[name]) <= 1e-6 for name in truth):
-            return f"Wrong fractions: {advice[label]} {shown}."
-    return (f"Wrong fractions after {len(batches)} forward(s): count the units of each ReLU's output that were zero "
-            f"for every sample of every batch so far {shown}.")
+            return _("Wrong fractions: {advice} {shown}.").format(advice=advice[label], shown=shown)
+    return _("Wrong fractions after {count} forward(s): count the units of each ReLU's output that were zero for "
+             "every sample of every batch so far {shown}.").format(count=len(batches), shown=shown)
 
 
 def _is_number(value: Any) -> bool:
@@ -228,26 +236,28 @@ def _counter_test(counter_class: Callable[[nn.Module], Any]) -> Verdict:
     batches = _counter_batches()
     counter = counter_class(model)
     if not hasattr(counter, "__enter__") or not hasattr(counter, "__exit__"):
-        return Verdict(False, "DeadUnitCounter must be a context manager (define __enter__ and __exit__).")
+        return Verdict(False, _("DeadUnitCounter must be a context manager (define __enter__ and __exit__)."))
     with counter as inside:
         if count_hooks(model) != 2:
-            return Verdict(False, f"Inside the with-block expected one hook per ReLU (2), found {count_hooks(model)}.")
+            return Verdict(False, _("Inside the with-block expected one hook per ReLU (2), found {count}.").format(
+                count=count_hooks(model)))
         for seen in range(1, len(batches) + 1):
             with torch.no_grad():
                 model(batches[seen - 1])
             fractions = getattr(inside if inside is not None else counter, "fractions", None)
             truth = {name: _fraction(mask) for name, mask in _dead_masks(layers, torch.cat(batches[:seen])).items()}
             if not isinstance(fractions, dict) or set(fractions) != set(truth):
-                return Verdict(False, f"fractions should have one entry per ReLU, keyed by name {sorted(truth)}; "
-                                      f"got {fractions!r}.")
+                return Verdict(False, _("fractions should have one entry per ReLU, keyed by name {names}; "
+                                        "got {got}.").format(names=sorted(truth), got=repr(fractions)))
             not_numbers = {name: value for name, value in fractions.items() if not _is_number(value)}
             if not_numbers:
-                return Verdict(False, f"Each fraction should be one number (a float, e.g. from .item()); got "
-                                      f"{ {name: type(value).__name__ for name, value in not_numbers.items()} }.")
+                return Verdict(False, _("Each fraction should be one number (a float, e.g. from .item()); got "
+                                        "{types}.").format(
+                    types={name: type(value).__name__ for name, value in not_numbers.items()}))
             if any(abs(float(fractions[name]) - truth[name]) > 1e-6 for name in truth):
                 return Verdict(False, _wrong_fractions_message(layers, batches[:seen], dict(fractions)))
     if count_hooks(model):
-        return Verdict(False, "Hooks are still on the model after the with-block: remove them in __exit__.")
+        return Verdict(False, _("Hooks are still on the model after the with-block: remove them in __exit__."))
     failing = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), _Explodes(), nn.ReLU())
     try:
         with counter_class(failing):
@@ -255,62 +265,63 @@ def _counter_test(counter_class: Callable[[nn.Module], Any]) -> Verdict:
     except RuntimeError:
         pass
     if count_hooks(failing):
-        return Verdict(False, "When the forward raises inside the with-block, the hooks stay: __exit__ runs then "
-                              "too, so remove them there (and do not swallow the error).")
+        return Verdict(False, _("When the forward raises inside the with-block, the hooks stay: __exit__ runs then "
+                                "too, so remove them there (and do not swallow the error)."))
     try:
         with counter_class(failing):
             failing(batches[0])
     except RuntimeError:
         return Verdict(True)
-    return Verdict(False, "The error raised inside the with-block disappeared: __exit__ must not swallow it.")
+    return Verdict(False, _("The error raised inside the with-block disappeared: __exit__ must not swallow it."))
 
 
 EXERCISES = (
     Exercise(
         "07.1",
-        "Write attach_dropout2d(model, layer_name, p): a forward pre-hook that applies F.dropout2d to one layer's "
-        "input in training mode only, returning the handle.",
-        expect_callable(_dropout_test, "a function attach_dropout2d(model, layer_name, p)"),
+        N_("Write attach_dropout2d(model, layer_name, p): a forward pre-hook that applies F.dropout2d to one layer's "
+           "input in training mode only, returning the handle."),
+        expect_callable(_dropout_test, N_("a function attach_dropout2d(model, layer_name, p)")),
         hints=(
-            "model.get_submodule(layer_name) finds the layer. A forward pre-hook runs before the layer's forward and "
-            "gets (module, args), args being the tuple of the layer's positional inputs; what it returns (other than "
-            "None) becomes the new inputs.",
-            "Inside the hook, module.training tells you the mode. Don't change args[0] in place -- the layer before may "
-            "need it for its backward.",
+            N_("model.get_submodule(layer_name) finds the layer. A forward pre-hook runs before the layer's forward "
+               "and gets (module, args), args being the tuple of the layer's positional inputs; what it returns (other "
+               "than None) becomes the new inputs."),
+            N_("Inside the hook, module.training tells you the mode. Don't change args[0] in place -- the layer before "
+               "may need it for its backward."),
         ),
         kind="write",
-        praise="A plug-in regulariser in front of a layer: the model's code never changed, and the handle takes it "
-               "away again.",
+        praise=N_("A plug-in regulariser in front of a layer: the model's code never changed, and the handle takes it "
+                  "away again."),
         blocked=("course_utils.regularize.dropout2d", "course_utils.regularize.drop_block"),
     ),
     Exercise(
         "07.2",
-        "Write clip_norm_per_parameter(model, max_norm): post-accumulate-grad hooks that rescale each parameter's "
-        "accumulated gradient to norm <= max_norm; return the handles.",
-        expect_callable(_per_parameter_norm_test, "a function clip_norm_per_parameter(model, max_norm)"),
+        N_("Write clip_norm_per_parameter(model, max_norm): post-accumulate-grad hooks that rescale each parameter's "
+           "accumulated gradient to norm <= max_norm; return the handles."),
+        expect_callable(_per_parameter_norm_test, N_("a function clip_norm_per_parameter(model, max_norm)")),
         hints=(
-            "register_post_accumulate_grad_hook(hook) calls hook(param) after .grad was accumulated; change "
-            "param.grad in place and return None.",
-            "Compute norm = param.grad.norm(); only when it exceeds max_norm, multiply .grad by max_norm / norm.",
+            N_("register_post_accumulate_grad_hook(hook) calls hook(param) after .grad was accumulated; change "
+               "param.grad in place and return None."),
+            N_("Compute norm = param.grad.norm(); only when it exceeds max_norm, multiply .grad by max_norm / norm."),
         ),
         kind="write",
-        praise="Per-parameter clipping that a hook can do -- a global norm needs every gradient first.",
+        praise=N_("Per-parameter clipping that a hook can do -- a global norm needs every gradient first."),
     ),
     Exercise(
         "07.3",
-        "Write DeadUnitCounter(model), a context manager that hooks every nn.ReLU, records per ReLU the fraction of "
-        "units dead over every batch seen in the with-block, and removes its hooks on exit, also when forward raises.",
-        expect_callable(_counter_test, "a class DeadUnitCounter(model)"),
+        N_("Write DeadUnitCounter(model), a context manager that hooks every nn.ReLU, records per ReLU the fraction "
+           "of units dead over every batch seen in the with-block, and removes its hooks on exit, also when forward "
+           "raises."),
+        expect_callable(_counter_test, N_("a class DeadUnitCounter(model)")),
         hints=(
-            "In __enter__ loop over model.named_modules() and keep each handle; __exit__ runs even when the "
-            "with-block raises: remove the hooks there and return a false value, so the error goes on.",
-            "A unit is alive for good once any sample of any batch made it non-zero. Keep, per ReLU, one boolean "
-            "per unit (the shape of one sample's output) saying whether it was ever active, update it in every "
-            "forward, and compute the fraction from it.",
+            N_("In __enter__ loop over model.named_modules() and keep each handle; __exit__ runs even when the "
+               "with-block raises: remove the hooks there and return a false value, so the error goes on."),
+            N_("A unit is alive for good once any sample of any batch made it non-zero. Keep, per ReLU, one boolean "
+               "per unit (the shape of one sample's output) saying whether it was ever active, update it in every "
+               "forward, and compute the fraction from it."),
         ),
         kind="write",
         stretch=True,
-        praise="A monitor that remembers across batches and cleans up after itself, whatever happens inside the "
-               "with-block.",
+        praise=N_("A monitor that remembers across batches and cleans up after itself, whatever happens inside the "
+                  "with-block."),
     ),
 )

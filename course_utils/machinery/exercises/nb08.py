@@ -14,6 +14,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, expect_live_value, only_inside_a_check
+from course_utils.machinery.messages import _, N_
 from course_utils.hooks import count_hooks
 
 
@@ -86,9 +87,9 @@ class _Saved:
     kept: list[torch.Tensor]
 
 
-_ALIVE = ("Your class keeps the float32 tensors autograd saved alive (in a cache, or in what pack returns), so no "
-          "memory is saved: keep only the float16 copy, and a weak reference (StorageWeakRef) to tell whether the "
-          "original still exists.")
+_ALIVE = N_("Your class keeps the float32 tensors autograd saved alive (in a cache, or in what pack returns), so no "
+            "memory is saved: keep only the float16 copy, and a weak reference (StorageWeakRef) to tell whether the "
+            "original still exists.")
 
 
 def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[Any], torch.Tensor]) -> Verdict | None:
@@ -101,21 +102,21 @@ def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[
     original = StorageWeakRef(first.untyped_storage())
     del first
     if not original.expired():
-        return Verdict(False, _ALIVE)
+        return Verdict(False, _(_ALIVE))
     second = torch.frombuffer(memory, dtype=torch.float32)
     second.fill_(2.0)
     back = unpack(pack(second))
     if isinstance(back, torch.Tensor) and torch.equal(back, torch.ones(64)):
-        return Verdict(False, "A tensor was freed, a new one got the same memory address, and your unpack gave back "
-                              "the old tensor's values: a cached copy is valid only while the storage it was made from "
-                              "is alive. Look at how your cache tells a live entry from a stale one.")
+        return Verdict(False, _("A tensor was freed, a new one got the same memory address, and your unpack gave "
+                                "back the old tensor's values: a cached copy is valid only while the storage it was "
+                                "made from is alive. Look at how your cache tells a live entry from a stale one."))
     if not isinstance(back, torch.Tensor) or back.dtype != torch.float32 or not torch.equal(back, torch.full((64,), 2.0)):
-        return Verdict(False, "unpack did not give back the tensor pack received (a 1-D float32 tensor of 2.0s came "
-                              "back as something else): rebuild it with its shape, stride and storage offset, in "
-                              "its original dtype.")
+        return Verdict(False, _("unpack did not give back the tensor pack received (a 1-D float32 tensor of 2.0s "
+                                "came back as something else): rebuild it with its shape, stride and storage offset, "
+                                "in its original dtype."))
     if not torch.equal(unpack(packed_first), torch.ones(64)):
-        return Verdict(False, "unpack gave back wrong values for a tensor whose memory was reused afterwards: each "
-                              "packed value must keep its own float16 copy.")
+        return Verdict(False, _("unpack gave back wrong values for a tensor whose memory was reused afterwards: each "
+                                "packed value must keep its own float16 copy."))
     return None
 
 
@@ -124,18 +125,20 @@ def _half_test(hooks_class: Callable[..., Any]) -> Verdict:
     try:
         instance = hooks_class(model)
     except TypeError as error:
-        return Verdict(False, f"SaveInHalf(model) failed ({error}): the class takes the model, so that it can keep "
-                              "the tensors living in its parameters as they are.")
+        return Verdict(False, _("SaveInHalf(model) failed ({error}): the class takes the model, so that it can keep "
+                                "the tensors living in its parameters as they are.").format(error=error))
     if not isinstance(instance, saved_tensors_hooks):
-        return Verdict(False, "SaveInHalf must subclass torch.autograd.graph.saved_tensors_hooks and call "
-                              "super().__init__(pack, unpack) with your two functions.")
+        return Verdict(False, _("SaveInHalf must subclass torch.autograd.graph.saved_tensors_hooks and call "
+                                "super().__init__(pack, unpack) with your two functions."))
     if not callable(getattr(instance, "pack_hook", None)) or not callable(getattr(instance, "unpack_hook", None)):
-        return Verdict(False, "Call super().__init__(pack, unpack) in __init__, so the base class knows your hooks.")
+        return Verdict(False, _("Call super().__init__(pack, unpack) in __init__, so the base class knows your "
+                                "hooks."))
     learner_pack, learner_unpack = instance.pack_hook, instance.unpack_hook
     try:
         probe = _address_reuse_probe(learner_pack, learner_unpack)
     except Exception as error:  # noqa: BLE001 -- the learner's hooks, called on a plain 1-D tensor
-        probe = Verdict(False, f"Your hooks failed on a plain 1-D float32 tensor ({type(error).__name__}: {error}).")
+        probe = Verdict(False, _("Your hooks failed on a plain 1-D float32 tensor ({type}: {error}).").format(
+            type=type(error).__name__, error=error))
     if probe is not None:
         return probe
 
@@ -162,49 +165,53 @@ def _half_test(hooks_class: Callable[..., Any]) -> Verdict:
         with instance:
             loss = _loss(model, x)
     except RuntimeError as error:
-        return Verdict(False, f"The forward pass failed inside your with-block ({str(error).splitlines()[0][:120]}).")
+        return Verdict(False, _("The forward pass failed inside your with-block ({error}).").format(
+            error=str(error).splitlines()[0][:120]))
     if _saved_tensor_hooks_active():
-        return Verdict(False, "The hooks stayed in force after the with-block: do not override __enter__/__exit__.")
+        return Verdict(False, _("The hooks stayed in force after the with-block: do not override __enter__/__exit__."))
     if not seen:
-        return Verdict(False, "Your pack hook was never called: pass it to super().__init__(pack, unpack).")
+        return Verdict(False, _("Your pack hook was never called: pass it to super().__init__(pack, unpack)."))
     for record in seen:
         kept_dtypes = [t.dtype for t in record.kept]
         if record.parameter:
             if not any(_memory(t) == record.memory for t in record.kept):
-                return Verdict(False, "A tensor living in one of the model's parameters (a Linear saves weight.t()) "
-                                      f"was stored as a copy ({kept_dtypes}): it costs nothing as it is, a copy adds "
-                                      "memory -- keep it as it is.")
+                return Verdict(False, _("A tensor living in one of the model's parameters (a Linear saves "
+                                        "weight.t()) was stored as a copy ({kept}): it costs nothing as it is, a copy "
+                                        "adds memory -- keep it as it is.").format(kept=kept_dtypes))
         elif not record.dtype.is_floating_point:
             if record.dtype not in kept_dtypes:
-                return Verdict(False, f"A {record.dtype} tensor (the max-pooling indices) was stored as {kept_dtypes}: "
-                                      "integer tensors must be stored as they are -- float16 cannot even hold "
-                                      "integers above 2048 exactly.")
+                return Verdict(False, _("A {dtype} tensor (the max-pooling indices) was stored as {kept}: integer "
+                                        "tensors must be stored as they are -- float16 cannot even hold integers "
+                                        "above 2048 exactly.").format(dtype=record.dtype, kept=kept_dtypes))
         elif torch.float16 not in kept_dtypes:
-            return Verdict(False, f"A {record.dtype} tensor was stored as {kept_dtypes or 'no tensor'}: store "
-                                  "floating-point tensors as float16 (that is the memory saving).")
+            return Verdict(False, _("A {dtype} tensor was stored as {kept}: store floating-point tensors as float16 "
+                                    "(that is the memory saving).").format(
+                dtype=record.dtype, kept=kept_dtypes or _("no tensor")))
     floats = [r for r in seen if r.dtype.is_floating_point and not r.parameter and r.memory != _memory(x)]
     if any(not r.original.expired() for r in floats):
-        return Verdict(False, _ALIVE)
+        return Verdict(False, _(_ALIVE))
     copies = {_memory(t): t.untyped_storage().nbytes() for r in seen if r.dtype.is_floating_point and not r.parameter
               for t in r.kept if t.dtype == torch.float16}
     floor = sum({r.storage: r.nbytes // 2 for r in seen if r.dtype.is_floating_point and not r.parameter}.values())
     if sum(copies.values()) > floor:
-        return Verdict(False, f"Your float16 copies take {sum(copies.values())} bytes; one copy per storage takes "
-                              f"{floor}. Autograd saved some memory more than once -- here the ReLU's output, and the "
-                              "Linear's input, which is the same memory seen through Flatten -- and your pack stored "
-                              "it twice: keep one copy per storage and rebuild each view from it.")
+        return Verdict(False, _("Your float16 copies take {taken} bytes; one copy per storage takes {floor}. Autograd "
+                                "saved some memory more than once -- here the ReLU's output, and the Linear's input, "
+                                "which is the same memory seen through Flatten -- and your pack stored it twice: keep "
+                                "one copy per storage and rebuild each view from it.").format(
+            taken=sum(copies.values()), floor=floor))
     try:
         loss.backward()
     except RuntimeError as error:
-        return Verdict(False, f"Backward failed ({str(error).splitlines()[0][:120]}): unpack must give back each tensor "
-                              "with the shape, stride and dtype it had when it was saved.")
+        return Verdict(False, _("Backward failed ({error}): unpack must give back each tensor with the shape, stride "
+                                "and dtype it had when it was saved.").format(error=str(error).splitlines()[0][:120]))
     got = [p.grad for p in model.parameters()]
     if any(g is None or g.dtype != r.dtype for g, r in zip(got, reference)):
-        return Verdict(False, "The gradients came out in another dtype: unpack must restore the original dtype.")
+        return Verdict(False, _("The gradients came out in another dtype: unpack must restore the original dtype."))
     error = max(float((g - r).norm() / r.norm()) for g, r in zip(got, reference))
     if error > 1e-2:
-        return Verdict(False, f"The gradients differ from plain autograd by {error:.1%}: does unpack give back the same "
-                              "values, in the right view of the copy (size, stride, storage offset)?")
+        return Verdict(False, _("The gradients differ from plain autograd by {error:.1%}: does unpack give back the "
+                                "same values, in the right view of the copy (size, stride, storage offset)?").format(
+            error=error))
     return Verdict(True)
 
 
@@ -248,7 +255,7 @@ def _graph_truth(model: nn.Module, x: torch.Tensor, *, dedupe: bool = True, skip
                         continue
                     seen.add(address)
                     totals[name] = totals.get(name, 0) + tensor.numel() * tensor.element_size()
-            stack.extend(next_node for next_node, _ in current.next_functions)
+            stack.extend(next_node for next_node, _input_nr in current.next_functions)
     return totals
 
 
@@ -268,80 +275,85 @@ def _bytes_test(function: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     for model, x in cases:
         answer = function(model, x)
         if _saved_tensor_hooks_active():
-            return Verdict(False, "A saved_tensors_hooks pair is still in force after your function returned: use it "
-                                  "as a with-block.")
+            return Verdict(False, _("A saved_tensors_hooks pair is still in force after your function returned: use "
+                                    "it as a with-block."))
         if count_hooks(model):
-            return Verdict(False, "Your function left hooks on the model: remove every handle before returning.")
+            return Verdict(False, _("Your function left hooks on the model: remove every handle before returning."))
         got = _nonzero(answer)
         if got is None:
-            return Verdict(False, f"Return a dict {{layer name: bytes}}, got {type(answer).__name__}.")
+            return Verdict(False, _("Return a dict {{layer name: bytes}}, got {type}.").format(
+                type=type(answer).__name__))
         truth = _graph_truth(model, x)
         if got == truth:
             continue
         if got == _graph_truth(model, x, dedupe=False):
-            return Verdict(False, "Some memory is counted twice: a tensor saved by one layer and again by the next "
-                                  "(e.g. an activation's output and the following layer's input) is one storage.")
+            return Verdict(False, _("Some memory is counted twice: a tensor saved by one layer and again by the next "
+                                    "(e.g. an activation's output and the following layer's input) is one storage."))
         if got == _graph_truth(model, x, skip_params=False) or got == _graph_truth(model, x, dedupe=False, skip_params=False):
-            return Verdict(False, "Tensors that live in a parameter (a Linear saves weight.t()) cost no new memory: "
-                                  "leave them out.")
+            return Verdict(False, _("Tensors that live in a parameter (a Linear saves weight.t()) cost no new "
+                                    "memory: leave them out."))
         if set(got) != set(truth):
-            return Verdict(False, f"Expected entries for the leaf modules {sorted(truth)} (dotted names from "
-                                  f"named_modules), got {sorted(got)}.")
-        return Verdict(False, f"Wrong bytes: expected {truth}, got {got}. Count numel() * element_size() of each "
-                              "new storage, for the layer running when it was saved.")
+            return Verdict(False, _("Expected entries for the leaf modules {expected} (dotted names from "
+                                    "named_modules), got {got}.").format(expected=sorted(truth), got=sorted(got)))
+        return Verdict(False, _("Wrong bytes: expected {expected}, got {got}. Count numel() * element_size() of each "
+                                "new storage, for the layer running when it was saved.").format(
+            expected=truth, got=got))
     failing = nn.Sequential(nn.Linear(6, 4), nn.Tanh(), _Explodes())
     try:
         function(failing, torch.randn(3, 6))
     except RuntimeError:
         if count_hooks(failing) or _saved_tensor_hooks_active():
-            return Verdict(False, "When the forward raises, your hooks stay behind: remove them in a finally block "
-                                  "(and leave the with-block of saved_tensors_hooks).")
+            return Verdict(False, _("When the forward raises, your hooks stay behind: remove them in a finally block "
+                                    "(and leave the with-block of saved_tensors_hooks)."))
         return Verdict(True)
-    return Verdict(False, "The error raised inside the model's forward disappeared: let it propagate.")
+    return Verdict(False, _("The error raised inside the model's forward disappeared: let it propagate."))
 
 
 EXERCISES = (
     Exercise(
         "08.1",
-        "Predict how many times pack and unpack are called for (a * 3).exp().sum() and two backward passes.",
-        expect_live_value(_pack_unpack_calls, "Ask, for each operation, whether its backward needs a tensor; then "
-                                              "count how often backward reads each saved tensor."),
+        N_("Predict how many times pack and unpack are called for (a * 3).exp().sum() and two backward passes."),
+        expect_live_value(_pack_unpack_calls, N_("Ask, for each operation, whether its backward needs a tensor; then "
+                                                 "count how often backward reads each saved tensor.")),
         hints=(
-            "A multiplication by a Python number keeps only that number for backward, and pack never sees it (S1b).",
-            "exp's derivative is exp itself: it saves its result. Every backward pass unpacks what it uses.",
+            N_("A multiplication by a Python number keeps only that number for backward, and pack never sees it "
+               "(S1b)."),
+            N_("exp's derivative is exp itself: it saves its result. Every backward pass unpacks what it uses."),
         ),
         kind="predict",
-        praise="pack sees only the tensors an operation's backward needs (not a Python number), and every backward "
-               "reads them again.",
+        praise=N_("pack sees only the tensors an operation's backward needs (not a Python number), and every backward "
+                  "reads them again."),
     ),
     Exercise(
         "08.2",
-        "Write SaveInHalf(model), a saved_tensors_hooks subclass that keeps each floating-point storage autograd "
-        "saves once, in float16, however many views of it are saved; parameters and other tensors as they are.",
-        expect_callable(_half_test, "a class SaveInHalf (a saved_tensors_hooks subclass) that takes the model"),
+        N_("Write SaveInHalf(model), a saved_tensors_hooks subclass that keeps each floating-point storage autograd "
+           "saves once, in float16, however many views of it are saved; parameters and other tensors as they are."),
+        expect_callable(_half_test, N_("a class SaveInHalf (a saved_tensors_hooks subclass) that takes the model")),
         hints=(
-            "A dict from a storage's address (tensor.untyped_storage().data_ptr()) to its float16 copy shares the copy "
-            "between views; what pack returns must then let unpack rebuild this particular view, in its dtype.",
-            "Tensor.as_strided(size, stride, storage_offset) makes any view of a flat tensor -- also a 1-D view over a "
-            "whole storage. A cached copy is valid only while the storage it came from is alive: addresses are "
-            "reused (StorageWeakRef in torch.multiprocessing.reductions has .expired()).",
+            N_("A dict from a storage's address (tensor.untyped_storage().data_ptr()) to its float16 copy shares the "
+               "copy between views; what pack returns must then let unpack rebuild this particular view, in its "
+               "dtype."),
+            N_("Tensor.as_strided(size, stride, storage_offset) makes any view of a flat tensor -- also a 1-D view "
+               "over a whole storage. A cached copy is valid only while the storage it came from is alive: addresses "
+               "are reused (StorageWeakRef in torch.multiprocessing.reductions has .expired())."),
         ),
         kind="write",
-        praise="The floor of S4: every storage once, in half the bytes, the integer indices and parameters untouched.",
+        praise=N_("The floor of S4: every storage once, in half the bytes, the integer indices and parameters "
+                  "untouched."),
     ),
     Exercise(
         "08.3",
-        "Write saved_bytes_by_layer(model, x): the bytes each leaf module saves for backward, each storage once, "
-        "parameters excluded, hooks removed also on error.",
-        expect_callable(_bytes_test, "a function saved_bytes_by_layer(model, x)"),
+        N_("Write saved_bytes_by_layer(model, x): the bytes each leaf module saves for backward, each storage once, "
+           "parameters excluded, hooks removed also on error."),
+        expect_callable(_bytes_test, N_("a function saved_bytes_by_layer(model, x)")),
         hints=(
-            "A forward pre-hook on each leaf module can record which layer is running; the pack hook of "
-            "saved_tensors_hooks reads it. A forward hook with always_call=True marks the end.",
-            "tensor.untyped_storage().data_ptr() identifies memory: keep the addresses already counted and those of "
-            "the parameters; remove the module hooks in a finally block.",
+            N_("A forward pre-hook on each leaf module can record which layer is running; the pack hook of "
+               "saved_tensors_hooks reads it. A forward hook with always_call=True marks the end."),
+            N_("tensor.untyped_storage().data_ptr() identifies memory: keep the addresses already counted and those "
+               "of the parameters; remove the module hooks in a finally block."),
         ),
         kind="write",
         stretch=True,
-        praise="Module hooks and saved-tensor hooks together: a memory profiler per layer in a few lines.",
+        praise=N_("Module hooks and saved-tensor hooks together: a memory profiler per layer in a few lines."),
     ),
 )
