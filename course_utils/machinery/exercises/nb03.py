@@ -11,6 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from course_utils.machinery.messages import _, N_
 from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, plain
 from course_utils.hooks import count_hooks
 
@@ -50,22 +51,22 @@ def _standardise_test(hook: Callable[..., Any]) -> Verdict:
         with torch.no_grad():
             got = layer(x)
         if not torch.equal(x, original):
-            return Verdict(False, "Your hook changed the caller's tensor in place: compute a new tensor and return it.")
+            return Verdict(False, _("Your hook changed the caller's tensor in place: compute a new tensor and return it."))
         if torch.allclose(got, raw, atol=1e-5):
-            return Verdict(False, "The layer received the raw input: a pre-hook changes the input only by "
-                                  "returning the new positional inputs.")
+            return Verdict(False, _("The layer received the raw input: a pre-hook changes the input only by "
+                                    "returning the new positional inputs."))
         if torch.allclose(got, by_feature, atol=1e-4):
-            return Verdict(False, "You standardised each feature over the batch (dim 0); standardise each sample "
-                                  "(row, dim 1) on its own.")
+            return Verdict(False, _("You standardised each feature over the batch (dim 0); standardise each sample "
+                                    "(row, dim 1) on its own."))
         if torch.allclose(got, unbiased, atol=1e-4):
-            return Verdict(False, "Close: use the population standard deviation (unbiased=False).")
+            return Verdict(False, _("Close: use the population standard deviation (unbiased=False)."))
         if not torch.allclose(got, expected, atol=1e-4):
-            return Verdict(False, "The layer did not receive each row with mean 0 and standard deviation 1.")
+            return Verdict(False, _("The layer did not receive each row with mean 0 and standard deviation 1."))
         leaf = original.clone().requires_grad_()
         layer(leaf).sum().backward()
         if leaf.grad is None or not torch.allclose(leaf.grad, expected_grad, atol=1e-4):
-            return Verdict(False, "The gradient does not flow back to the caller's tensor: build the new input "
-                                  "with tensor operations (no .data, .detach() or torch.no_grad()).")
+            return Verdict(False, _("The gradient does not flow back to the caller's tensor: build the new input "
+                                    "with tensor operations (no .data, .detach() or torch.no_grad())."))
     finally:
         handle.remove()
 
@@ -79,26 +80,26 @@ def _standardise_test(hook: Callable[..., Any]) -> Verdict:
         with torch.no_grad():
             got = pair(a, shift)
     except TypeError:
-        return Verdict(False, "With a second positional input the layer's forward failed: return a tuple with "
-                              "every positional input, only the first one replaced.")
+        return Verdict(False, _("With a second positional input the layer's forward failed: return a tuple with "
+                                "every positional input, only the first one replaced."))
     finally:
         handle.remove()
     if not torch.allclose(got, expected, atol=1e-4):
-        return Verdict(False, "With two positional inputs, replace only the first and pass the others on unchanged.")
+        return Verdict(False, _("With two positional inputs, replace only the first and pass the others on unchanged."))
     return Verdict(True)
 
 
 _EXERCISE_03_1 = Exercise(
     "03.1",
-    "Write a forward pre-hook that standardises each sample of the first input (mean 0, std 1 per row).",
-    expect_callable(_standardise_test, "a pre-hook standardise(module, args)"),
+    N_("Write a forward pre-hook that standardises each sample of the first input (mean 0, std 1 per row)."),
+    expect_callable(_standardise_test, N_("a pre-hook standardise(module, args)")),
     hints=(
-        "A forward pre-hook changes what forward receives only through what it returns.",
-        "Return a tuple: the new first input (built from args[0] with out-of-place tensor operations, per row: "
-        "keepdim=True keeps the shapes broadcastable), followed by the remaining entries of args.",
+        N_("A forward pre-hook changes what forward receives only through what it returns."),
+        N_("Return a tuple: the new first input (built from args[0] with out-of-place tensor operations, per row: "
+           "keepdim=True keeps the shapes broadcastable), followed by the remaining entries of args."),
     ),
     kind="write",
-    praise="A pre-hook's return value replaces the positional inputs; the caller's tensor and its gradient are intact.",
+    praise=N_("A pre-hook's return value replaces the positional inputs; the caller's tensor and its gradient are intact."),
 )
 
 
@@ -135,22 +136,23 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
     truth = {"0": conv0, "1": norm1, "3": conv3}
     got = extract(convs, x, ["0", "1", "3"])
     if count_hooks(convs):
-        return Verdict(False, f"{count_hooks(convs)} hook(s) are still on the model: remove every hook before returning.")
+        return Verdict(False, _("{count} hook(s) are still on the model: remove every hook before returning.").format(
+            count=count_hooks(convs)))
     if not isinstance(got, dict) or sorted(got) != ["0", "1", "3"]:
         keys = sorted(got) if isinstance(got, dict) else type(got).__name__
-        return Verdict(False, f"Return a dict with one entry per requested name (['0', '1', '3']); got {keys}.")
+        return Verdict(False, _("Return a dict with one entry per requested name (['0', '1', '3']); got {keys}.").format(keys=keys))
     if any(not isinstance(value, torch.Tensor) for value in got.values()):
-        return Verdict(False, "Each entry should be the tensor that layer returned.")
+        return Verdict(False, _("Each entry should be the tensor that layer returned."))
     if any(value.requires_grad for value in got.values()):
-        return Verdict(False, "Store detached tensors: a stored tensor that requires grad keeps the whole graph alive.")
+        return Verdict(False, _("Store detached tensors: a stored tensor that requires grad keeps the whole graph alive."))
     if not torch.equal(got["0"], truth["0"]):
-        return Verdict(False, "Layer '0' holds the wrong values: hook the named layer and keep what it returned.")
+        return Verdict(False, _("Layer '0' holds the wrong values: hook the named layer and keep what it returned."))
     if not torch.equal(got["1"], truth["1"]) or not torch.equal(got["3"], truth["3"]):
         rectified = torch.equal(got["1"], F.relu(truth["1"])) or torch.equal(got["3"], F.relu(truth["3"]))
         if rectified:
-            return Verdict(False, "A layer followed by ReLU(inplace=True) came back rectified: the ReLU wrote into "
-                                  "the memory your entry shares. Keep a copy, taken when the layer returns.")
-        return Verdict(False, "Some entries do not hold what their layer returned.")
+            return Verdict(False, _("A layer followed by ReLU(inplace=True) came back rectified: the ReLU wrote into "
+                                    "the memory your entry shares. Keep a copy, taken when the layer returns."))
+        return Verdict(False, _("Some entries do not hold what their layer returned."))
 
     residual = _ResidualInPlace()
     x = torch.randn(5, 4, generator=generator)
@@ -158,10 +160,10 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
         fc_out = residual.fc(x)
     got = extract(residual, x, ["fc"])
     if count_hooks(residual) or not isinstance(got, dict) or "fc" not in got:
-        return Verdict(False, "On a second model the result was not a dict with the requested name, or hooks stayed.")
+        return Verdict(False, _("On a second model the result was not a dict with the requested name, or hooks stayed."))
     if not torch.equal(got["fc"], fc_out):
-        return Verdict(False, "On a residual block (`out += x` after the layer) the stored output changed "
-                              "afterwards: keep a copy taken when the layer returns.")
+        return Verdict(False, _("On a residual block (`out += x` after the layer) the stored output changed "
+                                "afterwards: keep a copy taken when the layer returns."))
 
     failing = nn.Sequential(nn.Linear(3, 3), _Boom())
     try:
@@ -169,28 +171,28 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
     except ValueError:
         pass
     else:
-        return Verdict(False, "The model's forward raised ValueError, but your function did not: let the error "
-                              "propagate (clean up, then re-raise).")
+        return Verdict(False, _("The model's forward raised ValueError, but your function did not: let the error "
+                                "propagate (clean up, then re-raise)."))
     if count_hooks(failing):
-        return Verdict(False, "When the forward raised, your hook stayed on the model: remove hooks in a `finally` "
-                              "block (or with a `with` statement).")
+        return Verdict(False, _("When the forward raised, your hook stayed on the model: remove hooks in a `finally` "
+                                "block (or with a `with` statement)."))
     return Verdict(True)
 
 
 _EXERCISE_03_2 = Exercise(
     "03.2",
-    "Write extract(model, x, names): the named layers' outputs, right even with in-place layers after them, "
-    "and no hook left behind (also when forward raises).",
-    expect_callable(_extract_test, "a function extract(model, x, names)"),
+    N_("Write extract(model, x, names): the named layers' outputs, right even with in-place layers after them, "
+       "and no hook left behind (also when forward raises)."),
+    expect_callable(_extract_test, N_("a function extract(model, x, names)")),
     hints=(
-        "A tensor stored by reference changes when a later in-place layer writes into its memory. When is the "
-        "value still right, and what makes your entry independent of that memory?",
-        "The hook runs at the one moment the output is certainly right: keep something there that no later write "
-        "can reach and that holds no graph. For the clean-up: which part of a try statement runs even when "
-        "model(x) raises?",
+        N_("A tensor stored by reference changes when a later in-place layer writes into its memory. When is the "
+           "value still right, and what makes your entry independent of that memory?"),
+        N_("The hook runs at the one moment the output is certainly right: keep something there that no later write "
+           "can reach and that holds no graph. For the clean-up: which part of a try statement runs even when "
+           "model(x) raises?"),
     ),
     kind="write",
-    praise="A copy taken the moment the layer returns cannot be overwritten; `finally` cleans up whatever happens.",
+    praise=N_("A copy taken the moment the layer returns cannot be overwritten; `finally` cleans up whatever happens."),
     blocked=("course_utils.recorder.ActivationRecorder",),
 )
 
@@ -235,20 +237,21 @@ def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
         model(torch.ones(2, 3))
     calls = _as_calls(getattr(tracer, "calls", None))
     if calls is None:
-        return Verdict(False, "tracer.calls should be a list of (name, shape) pairs, each shape a tuple of ints "
-                              "(tuple(output.shape)) or None; got "
-                              f"{type(getattr(tracer, 'calls', None)).__name__} {getattr(tracer, 'calls', None)!r:.80}.")
+        found = getattr(tracer, "calls", None)
+        return Verdict(False, _("tracer.calls should be a list of (name, shape) pairs, each shape a tuple of ints "
+                                "(tuple(output.shape)) or None; got {kind} {found!r:.80}.").format(
+                                    kind=type(found).__name__, found=found))
     if count_hooks(model):
-        return Verdict(False, f"{count_hooks(model)} hook(s) are still on the model after the with block: remove "
-                              "them in __exit__.")
-    if [name for name, _ in calls].count("act") == 1:
-        return Verdict(False, "A module called twice must appear twice: append one entry per call.")
+        return Verdict(False, _("{count} hook(s) are still on the model after the with block: remove "
+                                "them in __exit__.").format(count=count_hooks(model)))
+    if [name for name, _shape in calls].count("act") == 1:
+        return Verdict(False, _("A module called twice must appear twice: append one entry per call."))
     if calls != expected:
-        return Verdict(False, f"Expected one (dotted name, output shape) per leaf-module call in call order, e.g. "
-                              f"{expected[:2]} ...; got {calls[:3]} ...")
+        return Verdict(False, _("Expected one (dotted name, output shape) per leaf-module call in call order, e.g. "
+                                "{example} ...; got {got} ...").format(example=expected[:2], got=calls[:3]))
     model(torch.ones(2, 3))
     if len(tracer.calls) != len(expected):
-        return Verdict(False, "After the with block the tracer still recorded calls: remove the hooks on exit.")
+        return Verdict(False, _("After the with block the tracer still recorded calls: remove the hooks on exit."))
 
     failing = nn.Sequential(nn.Linear(3, 4), _Boom(), nn.Linear(4, 2))
     try:
@@ -257,36 +260,36 @@ def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
     except ValueError:
         pass
     else:
-        return Verdict(False, "The forward raised ValueError inside the with block, but the error disappeared: "
-                              "__exit__ must not swallow it (return False or None).")
+        return Verdict(False, _("The forward raised ValueError inside the with block, but the error disappeared: "
+                                "__exit__ must not swallow it (return False or None)."))
     if count_hooks(failing):
-        return Verdict(False, "When the forward raised, hooks stayed on the model: __exit__ runs then too — "
-                              "remove them there.")
+        return Verdict(False, _("When the forward raised, hooks stayed on the model: __exit__ runs then too — "
+                                "remove them there."))
     calls = _as_calls(getattr(tracer, "calls", None))
     if calls == [("0", (5, 4))]:
-        return Verdict(False, "The layer whose forward raised is missing: an ordinary forward hook does not run "
-                              "then. Which registration option makes it run anyway?")
+        return Verdict(False, _("The layer whose forward raised is missing: an ordinary forward hook does not run "
+                                "then. Which registration option makes it run anyway?"))
     if calls != [("0", (5, 4)), ("1", None)]:
-        return Verdict(False, f"For a forward that raised in layer '1' expected [('0', (5, 4)), ('1', None)]; "
-                              f"got {calls}.")
+        return Verdict(False, _("For a forward that raised in layer '1' expected [('0', (5, 4)), ('1', None)]; "
+                                "got {calls}.").format(calls=calls))
     return Verdict(True)
 
 
 _EXERCISE_03_3 = Exercise(
     "03.3",
-    "Write a context manager CallTracer(model) that lists (name, output shape or None) for every leaf-module call, "
-    "also a call whose forward raised, and removes its hooks on exit.",
-    expect_callable(_tracer_test, "a class CallTracer(model) used as `with CallTracer(model) as tracer:`"),
+    N_("Write a context manager CallTracer(model) that lists (name, output shape or None) for every leaf-module call, "
+       "also a call whose forward raised, and removes its hooks on exit."),
+    expect_callable(_tracer_test, N_("a class CallTracer(model) used as `with CallTracer(model) as tracer:`")),
     hints=(
-        "Leaf modules have no children. A reused module fires its hooks once per call, so append, never overwrite. "
-        "One forward-hook option makes the hook run even when forward raises; what is `output` then?",
-        "A context manager has one method that runs on entry and one that runs on every exit, with or without an "
-        "error: the handles must be kept where both can reach them. What the exit method returns decides whether "
-        "an error goes on.",
+        N_("Leaf modules have no children. A reused module fires its hooks once per call, so append, never overwrite. "
+           "One forward-hook option makes the hook run even when forward raises; what is `output` then?"),
+        N_("A context manager has one method that runs on entry and one that runs on every exit, with or without an "
+           "error: the handles must be kept where both can reach them. What the exit method returns decides whether "
+           "an error goes on."),
     ),
     kind="write",
     stretch=True,
-    praise="always_call=True reports the failing layer; __exit__ cleans up and lets the error through.",
+    praise=N_("always_call=True reports the failing layer; __exit__ cleans up and lets the error through."),
 )
 
 EXERCISES = (_EXERCISE_03_1, _EXERCISE_03_2, _EXERCISE_03_3)

@@ -17,6 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from course_utils.machinery.messages import _, N_
 from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable
 from course_utils.hooks import hook_report
 
@@ -107,77 +108,78 @@ def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
     deconv = _input_gradient(lambda t: model(t, _DeconvReLU6.apply), x, targets)
     handles = guide_relu6(model)
     if handles is None or not isinstance(handles, (list, tuple)):
-        return Verdict(False, f"Return the list of handles (got {type(handles).__name__}), so the caller can remove the hooks.")
+        return Verdict(False, _("Return the list of handles (got {kind}), so the caller can remove the hooks.").format(
+            kind=type(handles).__name__))
     if not all(callable(getattr(handle, "remove", None)) for handle in handles):
-        return Verdict(False, "Return the handles that register_full_backward_hook gave you (objects with .remove()).")
+        return Verdict(False, _("Return the handles that register_full_backward_hook gave you (objects with .remove())."))
     got = _input_gradient(model, x, targets)
     if torch.allclose(got, plain, atol=1e-6):
-        return Verdict(False, "Nothing was guided: the gradient is the plain one. Hook every nn.ReLU6 module of the "
-                              "model (model.modules() also finds the one inside the nested block).")
+        return Verdict(False, _("Nothing was guided: the gradient is the plain one. Hook every nn.ReLU6 module of the "
+                                "model (model.modules() also finds the one inside the nested block)."))
     if torch.allclose(got, deconv, atol=1e-6):
-        return Verdict(False, "The forward mask is lost: grad_output is the gradient before the ReLU6's own backward. "
-                              "Clamp grad_input, which already carries the mask.")
+        return Verdict(False, _("The forward mask is lost: grad_output is the gradient before the ReLU6's own backward. "
+                                "Clamp grad_input, which already carries the mask."))
     if not torch.allclose(got, truth, atol=1e-6):
-        return Verdict(False, "Not the guided map: at each ReLU6 only positive gradients may pass, where 0 < x < 6 "
-                              "(check that you hooked the ReLU6 modules and nothing else).")
+        return Verdict(False, _("Not the guided map: at each ReLU6 only positive gradients may pass, where 0 < x < 6 "
+                                "(check that you hooked the ReLU6 modules and nothing else)."))
     relu6s = [module for module in model.modules() if isinstance(module, nn.ReLU6)]
     if any("forward" in vars(module) for module in relu6s):
-        return Verdict(False, "You replaced a ReLU6's forward: the exercise asks for a hook (the module's own code "
-                              "stays as it is).")
+        return Verdict(False, _("You replaced a ReLU6's forward: the exercise asks for a hook (the module's own code "
+                                "stays as it is)."))
     if not all(hook_report(module) for module in relu6s):
-        return Verdict(False, "The gradient is guided, but not every nn.ReLU6 module has a hook: register one on "
-                              "each (register_full_backward_hook).")
+        return Verdict(False, _("The gradient is guided, but not every nn.ReLU6 module has a hook: register one on "
+                                "each (register_full_backward_hook)."))
     for handle in handles:
         handle.remove()
     if not torch.allclose(_input_gradient(model, x, targets), plain, atol=1e-6):
-        return Verdict(False, "After removing the handles you returned, the model is still guided: return every handle.")
+        return Verdict(False, _("After removing the handles you returned, the model is still guided: return every handle."))
     return Verdict(True)
 
 
 _EXERCISE_05_1 = Exercise(
     "05.1",
-    "Write guide_relu6(model): a full backward hook on every nn.ReLU6 that applies the guided rule; return the handles.",
-    expect_callable(_relu6_test, "a function guide_relu6(model) returning a list of handles"),
+    N_("Write guide_relu6(model): a full backward hook on every nn.ReLU6 that applies the guided rule; return the handles."),
+    expect_callable(_relu6_test, N_("a function guide_relu6(model) returning a list of handles")),
     hints=(
-        "A full backward hook receives (module, grad_input, grad_output) and may return a new grad_input tuple.",
-        "grad_input has already been through the ReLU6's own backward (its mask 0 < x < 6): keep its positive part.",
+        N_("A full backward hook receives (module, grad_input, grad_output) and may return a new grad_input tuple."),
+        N_("grad_input has already been through the ReLU6's own backward (its mask 0 < x < 6): keep its positive part."),
     ),
     kind="write",
-    praise="grad_input already carries the ReLU6's mask, so clamping it is the whole guided rule -- and the handles "
-           "give the model back its plain gradient.",
+    praise=N_("grad_input already carries the ReLU6's mask, so clamping it is the whole guided rule -- and the handles "
+              "give the model back its plain gradient."),
 )
 
 
 # -- 05.2: what the sanity check shows ------------------------------------------------------------------------------
 _SANITY_FEEDBACK = {
-    "a": "Not entirely: the random network's map ranks the pixels only partly like the trained one's (section 4). "
-         "What does that partial agreement, and the class making no difference, tell you?",
-    "c": "A random network has learned nothing. Where else can a shared picture come from?",
-    "d": "The plain gradient changed the most when the weights were randomised: that is the behaviour the test "
-         "asks for. Which method barely reacted to the class?",
+    "a": N_("Not entirely: the random network's map ranks the pixels only partly like the trained one's (section 4). "
+            "What does that partial agreement, and the class making no difference, tell you?"),
+    "c": N_("A random network has learned nothing. Where else can a shared picture come from?"),
+    "d": N_("The plain gradient changed the most when the weights were randomised: that is the behaviour the test "
+            "asks for. Which method barely reacted to the class?"),
 }
 
 
 def _sanity_choice(answer: Any) -> Verdict:
     if not isinstance(answer, str) or answer.strip().lower().strip("()") not in ("a", "b", "c", "d"):
-        return Verdict(False, f"Answer with one letter, e.g. answer = \"a\"; got {answer!r}.")
+        return Verdict(False, _("Answer with one letter, e.g. answer = \"a\"; got {answer!r}.").format(answer=answer))
     letter = answer.strip().lower().strip("()")
     if letter == "b":
         return Verdict(True)
-    return Verdict(False, _SANITY_FEEDBACK[letter])
+    return Verdict(False, _(_SANITY_FEEDBACK[letter]))
 
 
 _EXERCISE_05_2 = Exercise(
     "05.2",
-    "What do section 4's rank correlations (trained vs random weights, cat vs espresso) support? Answer a letter.",
+    N_("What do section 4's rank correlations (trained vs random weights, cat vs espresso) support? Answer a letter."),
     _sanity_choice,
     hints=(
-        "Compare the three numbers: how much did each map move when the weights, or the class, changed?",
-        "A method that explains the model's decision must change when the decision changes.",
+        N_("Compare the three numbers: how much did each map move when the weights, or the class, changed?"),
+        N_("A method that explains the model's decision must change when the decision changes."),
     ),
     kind="choice",
-    praise="Adebayo et al. (2018): a map that reacts little to the weights and not at all to the class shows the "
-           "image through the architecture, not the model's reasons.",
+    praise=N_("Adebayo et al. (2018): a map that reacts little to the weights and not at all to the class shows the "
+              "image through the architecture, not the model's reasons."),
 )
 
 
@@ -220,11 +222,11 @@ def _reuses_the_course_mode(mode_class: type) -> bool:
 
 def _functional_test(mode_class: Any) -> Verdict:
     if not (isinstance(mode_class, type) and issubclass(mode_class, TorchFunctionMode)):
-        return Verdict(False, "Define a class that subclasses torch.overrides.TorchFunctionMode.")
+        return Verdict(False, _("Define a class that subclasses torch.overrides.TorchFunctionMode."))
     if _reuses_the_course_mode(mode_class):
-        return Verdict(False, "Your class reuses course_utils.saliency's own mode (the one guided_backprop(..., "
-                              "functional=True) runs), which is switched off for this exercise: subclass "
-                              "TorchFunctionMode and write __torch_function__ yourself.")
+        return Verdict(False, _("Your class reuses course_utils.saliency's own mode (the one guided_backprop(..., "
+                                "functional=True) runs), which is switched off for this exercise: subclass "
+                                "TorchFunctionMode and write __torch_function__ yourself."))
     model = _seeded(_FunctionalNet(), 53)
     x = torch.randn(3, 3, 5, 5, generator=torch.Generator().manual_seed(54))
     targets = torch.tensor([1, 3, 0])
@@ -236,45 +238,45 @@ def _functional_test(mode_class: Any) -> Verdict:
         with mode_class():
             logits = model(inputs)
         if torch._C._len_torch_function_stack() != depth:
-            return Verdict(False, "Your mode is still active after the with block: if your class overrides "
-                                  "__exit__, call super().__exit__(...) in it (that is what takes the mode off).")
+            return Verdict(False, _("Your mode is still active after the with block: if your class overrides "
+                                    "__exit__, call super().__exit__(...) in it (that is what takes the mode off)."))
     except TypeError as error:
-        return Verdict(False, f"The model failed inside your mode ({error}). __torch_function__ must return what "
-                              "func(*args, **kwargs) returned.")
+        return Verdict(False, _("The model failed inside your mode ({error}). __torch_function__ must return what "
+                                "func(*args, **kwargs) returned.").format(error=error))
     if not isinstance(logits, torch.Tensor) or logits.shape != (3, 4):
-        return Verdict(False, "The model's output changed inside your mode: return func's result unchanged.")
+        return Verdict(False, _("The model's output changed inside your mode: return func's result unchanged."))
     with torch.no_grad():
         expected_logits = model(x)
     if not torch.allclose(logits.detach(), expected_logits, atol=1e-6):
-        return Verdict(False, "The forward values changed inside your mode: only the gradients may be guided.")
+        return Verdict(False, _("The forward values changed inside your mode: only the gradients may be guided."))
     (got,) = torch.autograd.grad(logits.gather(1, targets[:, None]).sum(), inputs)
     if torch.allclose(got, plain, atol=1e-6):
-        return Verdict(False, "Nothing was guided: register the guide on the output of each F.relu / torch.relu call.")
+        return Verdict(False, _("Nothing was guided: register the guide on the output of each F.relu / torch.relu call."))
     if not torch.allclose(got, truth, atol=1e-6):
-        return Verdict(False, "Not the guided map. Guide only ReLU outputs (F.relu and torch.relu -- an nn.ReLU module "
-                              "calls F.relu itself), with a tensor hook that keeps the positive gradient.")
+        return Verdict(False, _("Not the guided map. Guide only ReLU outputs (F.relu and torch.relu -- an nn.ReLU module "
+                                "calls F.relu itself), with a tensor hook that keeps the positive gradient."))
     try:
         with mode_class(), torch.no_grad():
             model(x)
     except RuntimeError as error:
-        return Verdict(False, f"Under torch.no_grad() your mode fails ({error}). Outputs that do not require grad "
-                              "cannot take a tensor hook: skip them.")
+        return Verdict(False, _("Under torch.no_grad() your mode fails ({error}). Outputs that do not require grad "
+                                "cannot take a tensor hook: skip them.").format(error=error))
     if not torch.allclose(_input_gradient(model, x, targets), plain, atol=1e-6):
-        return Verdict(False, "Outside the with block the model must give its plain gradient again.")
+        return Verdict(False, _("Outside the with block the model must give its plain gradient again."))
     return Verdict(True)
 
 
 _EXERCISE_05_3 = Exercise(
     "05.3",
-    "Write a TorchFunctionMode that guides the output of every F.relu / torch.relu call made while it is active.",
-    expect_callable(_functional_test, "a class (a TorchFunctionMode subclass)"),
+    N_("Write a TorchFunctionMode that guides the output of every F.relu / torch.relu call made while it is active."),
+    expect_callable(_functional_test, N_("a class (a TorchFunctionMode subclass)")),
     hints=(
-        "__torch_function__ sees every torch function call: run func, look at which function it was, return the result.",
-        "On a result of F.relu or torch.relu that requires grad, register a tensor hook with the guided rule.",
+        N_("__torch_function__ sees every torch function call: run func, look at which function it was, return the result."),
+        N_("On a result of F.relu or torch.relu that requires grad, register a tensor hook with the guided rule."),
     ),
     kind="write",
     stretch=True,
-    praise="A function mode sees the calls module hooks cannot: this is how guided_backprop(..., functional=True) works.",
+    praise=N_("A function mode sees the calls module hooks cannot: this is how guided_backprop(..., functional=True) works."),
     blocked=("course_utils.saliency._GuideFunctionalRelus.__torch_function__", "course_utils.saliency._guide",
              "course_utils.saliency.guided_backprop"),
 )
