@@ -64,11 +64,19 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# Generated regions whose content is data (links, versions, timings) or is generated again for the translation (the
+# README's course map, from the translated notebooks' openings): not translated. Other regions (the guide's agendas,
+# the capacity benchmark's notes) are prose and are translated like the text around them.
+COPIED_REGIONS = ("cloud", "verified", "timings", "course-map")
+
+
 def without_regions(text: str) -> tuple[str, dict[str, str]]:
-    """``text`` with each generated region replaced by ``<!-- generated: NAME -->``; the regions by name."""
+    """``text`` with each copied region replaced by ``<!-- generated: NAME -->``; the regions by name."""
     regions: dict[str, str] = {}
 
     def keep(match: re.Match[str]) -> str:
+        if match["name"] not in COPIED_REGIONS:
+            return match[0]
         regions[match["name"]] = match[0]
         return f"<!-- generated: {match['name']} -->"
 
@@ -80,9 +88,24 @@ def with_regions(text: str, regions: dict[str, str], lang: str) -> str:
         region = regions.get(match[1])
         if region is None:
             raise ValueError(f"the translation has a placeholder {match[0]!r} that the English text lacks")
+        if match[1] == "course-map":
+            return translated_course_map(region, lang)
         return re.sub(r"(blob/main/notebooks/)(\d\d_)", rf"\g<1>{lang}/\2", region)
 
     return _PLACEHOLDER.sub(put_back, text)
+
+
+def translated_course_map(region: str, lang: str) -> str:
+    """The README's course-map region made from the translated notebooks' openings (titles, summaries, minutes)."""
+    sys.path.insert(0, str(ROOT))
+    from course_utils.machinery.course import course_map_markdown
+
+    start, end = region.split("\n", 1)[0], region.rsplit("\n", 1)[-1]
+    table = course_map_markdown(NOTEBOOKS / lang)
+    table = table.replace("| notebook | what you learn | minutes |", "| 笔记本 | 你将学到 | 分钟 |", 1)
+    table = table.replace("| **total** |", "| **合计** |", 1)
+    table = re.sub(r"\| `(\d\d_\w+\.ipynb)` \|", rf"| [`\1`](notebooks/{lang}/\1) |", table)
+    return f"{start}\n{table}\n{end}"
 
 
 def localized_code(source: str, lang: str) -> str:
