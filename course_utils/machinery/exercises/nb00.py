@@ -9,6 +9,7 @@ import torch
 import torch.nn as nn
 
 from course_utils.machinery.exercise_kit import Exercise, Verdict, as_whole_number, expect_callable, only_inside_a_check
+from course_utils.machinery.messages import N_, _
 
 
 def _hook_counts(model: nn.Module) -> dict[str, int]:
@@ -37,63 +38,70 @@ def _shape_recorder_test(attach: Callable[[nn.Module, list], Any]) -> Verdict:
     try:
         counts = _hook_counts(model)
         if not callable(getattr(handle, "remove", None)):
-            return Verdict(False, f"attach_shape_recorder returned {type(handle).__name__}: return the handle that "
-                                  "register_forward_hook gave you, so the caller can remove the hook.")
+            return Verdict(False, _("attach_shape_recorder returned {type}: return the handle that "
+                                    "register_forward_hook gave you, so the caller can remove the hook.").format(
+                type=type(handle).__name__))
         if not layer._forward_hooks:
-            where = f" (found {counts})" if counts else ""
-            return Verdict(False, f"No forward hook on the layer you were given{where}: register it with "
-                                  "layer.register_forward_hook(...).")
+            where = _(" (found {counts})").format(counts=counts) if counts else ""
+            return Verdict(False, _("No forward hook on the layer you were given{where}: register it with "
+                                    "layer.register_forward_hook(...).").format(where=where))
         if counts != {"0": 1}:
-            return Verdict(False, f"Expected exactly one forward hook, on the layer you were given; found {counts}.")
+            return Verdict(False, _("Expected exactly one forward hook, on the layer you were given; found {counts}.")
+                           .format(counts=counts))
         if shapes:
-            return Verdict(False, "The list filled before the layer ran: record inside the hook, not when attaching.")
+            return Verdict(False, _("The list filled before the layer ran: record inside the hook, not when "
+                                    "attaching."))
         with torch.no_grad():
             after = [model(x) for x in batches]
         if not all(torch.equal(a, b) for a, b in zip(after, before)):
-            return Verdict(False, "The model's output changed: a hook that only records must return None.")
+            return Verdict(False, _("The model's output changed: a hook that only records must return None."))
         if any(isinstance(s, torch.Tensor) and s.dim() > 1 for s in shapes):
-            return Verdict(False, "The list holds tensors: append the output's shape (a tuple such as (2, 4)), "
-                                  "not the output itself.")
+            return Verdict(False, _("The list holds tensors: append the output's shape (a tuple such as (2, 4)), "
+                                    "not the output itself."))
         if len(shapes) != len(batches):
-            return Verdict(False, f"After {len(batches)} forward passes the list holds {len(shapes)} entries: append "
-                                  "one shape per forward (don't replace the list or keep only the first).")
+            return Verdict(False, _("After {passes} forward passes the list holds {entries} entries: append "
+                                    "one shape per forward (don't replace the list or keep only the first).").format(
+                passes=len(batches), entries=len(shapes)))
         recorded = [tuple(s) if isinstance(s, (tuple, list, torch.Size)) else s for s in shapes]
         inputs = [tuple(x.shape) for x in batches]
         if recorded == inputs:
-            return Verdict(False, "You recorded the shapes of the layer's input: record its output.")
+            return Verdict(False, _("You recorded the shapes of the layer's input: record its output."))
         if recorded != truth:
-            return Verdict(False, f"Recorded {shapes}; expected the output shapes {truth}.")
+            return Verdict(False, _("Recorded {shapes}; expected the output shapes {truth}.").format(shapes=shapes,
+                                                                                                 truth=truth))
         with torch.no_grad():
             changed = not torch.equal(layer(batches[0]), before_layer)
         if changed:
-            return Verdict(False, "The layer's output changed: a hook that only records must return None.")
+            return Verdict(False, _("The layer's output changed: a hook that only records must return None."))
     finally:
         if callable(getattr(handle, "remove", None)):
             handle.remove()
     if layer._forward_hooks:
-        return Verdict(False, "handle.remove() left a forward hook on the layer: return the handle of the hook "
-                              "that records.")
+        return Verdict(False, _("handle.remove() left a forward hook on the layer: return the handle of the hook "
+                                "that records."))
     count = len(shapes)
     with torch.no_grad():
         model(batches[0])
     if len(shapes) != count:
-        return Verdict(False, "After handle.remove() the list still grows: return the handle of the hook that records.")
+        return Verdict(False, _("After handle.remove() the list still grows: return the handle of the hook that "
+                                "records."))
     return Verdict(True)
 
 
 _EXERCISE_00_1 = Exercise(
     "00.1",
-    "Write attach_shape_recorder(layer, shapes): a forward hook that appends each output's shape to shapes; "
-    "return the handle.",
-    expect_callable(_shape_recorder_test, "a function attach_shape_recorder(layer, shapes)"),
+    N_("Write attach_shape_recorder(layer, shapes): a forward hook that appends each output's shape to shapes; "
+       "return the handle."),
+    expect_callable(_shape_recorder_test, N_("a function attach_shape_recorder(layer, shapes)")),
     hints=(
-        "A forward hook is a function hook(module, inputs, output); the layer's own register_forward_hook attaches "
-        "it and returns the handle.",
-        "Define the hook inside attach_shape_recorder so that it can reach `shapes`; it appends a tuple made from "
-        "output.shape and returns nothing. Return what register_forward_hook returned.",
+        N_("A forward hook is a function hook(module, inputs, output); the layer's own register_forward_hook "
+           "attaches it and returns the handle."),
+        N_("Define the hook inside attach_shape_recorder so that it can reach `shapes`; it appends a tuple made "
+           "from output.shape and returns nothing. Return what register_forward_hook returned."),
     ),
     kind="write",
-    praise="Your first hook: it ran on layers and batches you had not seen, changed nothing, and its handle removed it.",
+    praise=N_("Your first hook: it ran on layers and batches you had not seen, changed nothing, and its handle "
+              "removed it."),
 )
 
 # -- 00.2 predict: a hook registered twice, one handle overwritten -----------------------------------------
@@ -121,32 +129,33 @@ def _live_double_registration() -> int:
 def _predict_double_registration(answer: Any) -> Verdict:
     guess = as_whole_number(answer)
     if guess is None:
-        return Verdict(False, f"Answer with a whole number, how many lines announce prints; got {answer!r}.")
+        return Verdict(False, _("Answer with a whole number, how many lines announce prints; got {answer}.").format(
+            answer=repr(answer)))
     truth = _live_double_registration()
     if guess == truth:
         return Verdict(True)
     if guess == 0:
-        return Verdict(False, "The second registration did not replace the first: every register_forward_hook "
-                              "call adds a hook, and handle.remove() takes off only the hook of that handle.")
+        return Verdict(False, _("The second registration did not replace the first: every register_forward_hook "
+                                "call adds a hook, and handle.remove() takes off only the hook of that handle."))
     if guess == 2 * truth:
-        return Verdict(False, "handle.remove() did take a hook off: the one registered by the call that returned "
-                              "that handle.")
-    return Verdict(False, "Count two things: the hooks still on the layer after remove(), and the forward passes.")
+        return Verdict(False, _("handle.remove() did take a hook off: the one registered by the call that returned "
+                                "that handle."))
+    return Verdict(False, _("Count two things: the hooks still on the layer after remove(), and the forward passes."))
 
 
 _EXERCISE_00_2 = Exercise(
     "00.2",
-    "Predict how many lines a forward hook prints when it was registered twice on a layer and only the last "
-    "handle was removed (checked against a live run).",
+    N_("Predict how many lines a forward hook prints when it was registered twice on a layer and only the last "
+       "handle was removed (checked against a live run)."),
     _predict_double_registration,
     hints=(
-        "Each register_forward_hook call adds one hook to the layer and returns a handle for that hook alone -- "
-        "also when the function is one the layer already has.",
-        "remove() takes off only the hook its handle belongs to. After the second assignment, which hook does "
-        "`handle` belong to, and what became of the other one?",
+        N_("Each register_forward_hook call adds one hook to the layer and returns a handle for that hook alone -- "
+           "also when the function is one the layer already has."),
+        N_("remove() takes off only the hook its handle belongs to. After the second assignment, which hook does "
+           "`handle` belong to, and what became of the other one?"),
     ),
-    praise="A handle you overwrite is lost, and with it the supported way to take its hook off: that hook keeps "
-           "firing. Keep every handle.",
+    praise=N_("A handle you overwrite is lost, and with it the supported way to take its hook off: that hook keeps "
+              "firing. Keep every handle."),
     kind="predict",
 )
 

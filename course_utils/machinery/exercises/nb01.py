@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.machinery.messages import N_, _
 from course_utils.hooks import count_hooks
 
 
@@ -20,8 +21,8 @@ def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
     original = probe.clone()
     hook(probe)
     if not torch.equal(probe, original):
-        return Verdict(False, "Your hook changed `grad` in place. That is unsupported (section 5): return a new "
-                              "tensor instead.")
+        return Verdict(False, _("Your hook changed `grad` in place. That is unsupported (section 5): return a new "
+                                "tensor instead."))
     # 2. on a batch graph whose intermediate gradient has entries inside and outside [-1, 1]
     x = torch.randn(3, 5, generator=generator, requires_grad=True)
     upstream = torch.randn(3, 5, generator=generator) * 3
@@ -31,25 +32,25 @@ def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
     (z * upstream).sum().backward()
     expected = 1.5 * upstream.clamp(-1.0, 1.0)  # by hand: dz = upstream, clamped, times dz/dx = 1.5
     if torch.allclose(x.grad, 1.5 * upstream):
-        return Verdict(False, "The gradient reached x unchanged: does your hook *return* the clamped tensor?")
+        return Verdict(False, _("The gradient reached x unchanged: does your hook *return* the clamped tensor?"))
     if torch.allclose(x.grad, expected):
         return Verdict(True)
     inside = upstream.abs() <= 1.0
     if not torch.allclose(x.grad[inside], expected[inside]):
-        return Verdict(False, "Values already inside [-1, 1] must pass unchanged; yours were altered.")
-    return Verdict(False, "Values outside [-1, 1] must become -1 (below) or 1 (above), keeping their sign.")
+        return Verdict(False, _("Values already inside [-1, 1] must pass unchanged; yours were altered."))
+    return Verdict(False, _("Values outside [-1, 1] must become -1 (below) or 1 (above), keeping their sign."))
 
 
 _EXERCISE_01_1 = Exercise(
     "01.1",
-    "Write a tensor hook clamp_hook(grad) that limits the gradient to [-1, 1].",
-    expect_callable(_clamp_test, "a hook function clamp_hook(grad)"),
+    N_("Write a tensor hook clamp_hook(grad) that limits the gradient to [-1, 1]."),
+    expect_callable(_clamp_test, N_("a hook function clamp_hook(grad)")),
     hints=(
-        "A tensor hook that returns a tensor replaces the gradient; one that returns None changes nothing.",
-        "torch has an elementwise function that limits values to a range and returns a new tensor.",
+        N_("A tensor hook that returns a tensor replaces the gradient; one that returns None changes nothing."),
+        N_("torch has an elementwise function that limits values to a range and returns a new tensor."),
     ),
     kind="write",
-    praise="Returning a new tensor is the supported way to change a gradient, on every graph.",
+    praise=N_("Returning a new tensor is the supported way to change a gradient, on every graph."),
 )
 
 
@@ -72,54 +73,59 @@ def _watch_test(watch: Callable[[torch.Tensor, dict, str], Any]) -> Verdict:
     h, loss = forward(x)
     handle = watch(h, store, "tanh")
     if not callable(getattr(handle, "remove", None)):
-        return Verdict(False, f"watch_grad returned {type(handle).__name__}: return the handle register_hook gave you.")
+        return Verdict(False, _("watch_grad returned {type}: return the handle register_hook gave you.").format(
+            type=type(handle).__name__))
     if count_hooks(h) != 1:
         handle.remove()
-        return Verdict(False, f"Expected one hook on the tensor, found {count_hooks(h)}.")
+        return Verdict(False, _("Expected one hook on the tensor, found {count}.").format(count=count_hooks(h)))
     if store:
         handle.remove()
-        return Verdict(False, "store was filled before backward(): save the gradient inside the hook.")
+        return Verdict(False, _("store was filled before backward(): save the gradient inside the hook."))
     loss.backward(retain_graph=True)
     kept = store.get("tanh")
     if kept is None:
         handle.remove()
         if store:
-            return Verdict(False, f"Nothing under the name you were given ('tanh'); store has {sorted(store)}.")
-        return Verdict(False, "store is empty (or holds None) after backward: the hook must put the gradient "
-                              "it receives into store[name].")
+            return Verdict(False, _("Nothing under the name you were given ('tanh'); store has {keys}.").format(
+                keys=sorted(store)))
+        return Verdict(False, _("store is empty (or holds None) after backward: the hook must put the gradient "
+                                "it receives into store[name]."))
     if not torch.allclose(x.grad, dx_true):
         handle.remove()
-        return Verdict(False, "The gradient that reached x changed: a hook that only keeps must return None.")
+        return Verdict(False, _("The gradient that reached x changed: a hook that only keeps must return None."))
     if not isinstance(kept, torch.Tensor) or kept.shape != dh_true.shape:
         handle.remove()
-        return Verdict(False, f"store[name] should be the whole gradient (shape {tuple(dh_true.shape)}), "
-                              f"got {type(kept).__name__} {tuple(getattr(kept, 'shape', ()))}.")
+        return Verdict(False, _("store[name] should be the whole gradient (shape {expected}), "
+                                "got {type} {shape}.").format(expected=tuple(dh_true.shape), type=type(kept).__name__,
+                                                              shape=tuple(getattr(kept, 'shape', ()))))
     if not torch.allclose(kept, dh_true):
         handle.remove()
-        return Verdict(False, "store[name] is not the gradient that reached the tensor.")
+        return Verdict(False, _("store[name] is not the gradient that reached the tensor."))
     handle.remove()
     if count_hooks(h):
-        return Verdict(False, "handle.remove() left a hook on the tensor: return the handle of the hook you registered.")
+        return Verdict(False, _("handle.remove() left a hook on the tensor: return the handle of the hook you "
+                                "registered."))
     store.clear()
     x.grad = None
     loss.backward()
     if store:
-        return Verdict(False, "After handle.remove() the hook still stored a gradient.")
+        return Verdict(False, _("After handle.remove() the hook still stored a gradient."))
     return Verdict(True)
 
 
 _EXERCISE_01_2 = Exercise(
     "01.2",
-    "Write watch_grad(tensor, store, name): a hook that keeps the gradient reaching tensor in store[name], unchanged; "
-    "return the handle.",
-    expect_callable(_watch_test, "a function watch_grad(tensor, store, name)"),
+    N_("Write watch_grad(tensor, store, name): a hook that keeps the gradient reaching tensor in store[name], "
+       "unchanged; return the handle."),
+    expect_callable(_watch_test, N_("a function watch_grad(tensor, store, name)")),
     hints=(
-        "This is what retain_grad() does, written as a tensor hook: the hook receives the gradient as its argument.",
-        "Define the hook inside watch_grad (so it sees store and name), let it assign into the dict and return None, "
-        "and return what tensor.register_hook gave you.",
+        N_("This is what retain_grad() does, written as a tensor hook: the hook receives the gradient as its "
+           "argument."),
+        N_("Define the hook inside watch_grad (so it sees store and name), let it assign into the dict and return "
+           "None, and return what tensor.register_hook gave you."),
     ),
     kind="write",
-    praise="A retain_grad you control: it keeps what you choose, under the name you choose, until you remove it.",
+    praise=N_("A retain_grad you control: it keeps what you choose, under the name you choose, until you remove it."),
 )
 
 
@@ -133,49 +139,51 @@ def _reversal_test(reverse: Callable[[torch.Tensor, float], Any]) -> Verdict:
         b = torch.randn(5, 3, generator=generator)
         y = reverse(x, lam)
         if not isinstance(y, torch.Tensor):
-            return Verdict(False, f"reverse_grad returned {type(y).__name__}: return a tensor.")
+            return Verdict(False, _("reverse_grad returned {type}: return a tensor.").format(type=type(y).__name__))
         if y is x:
-            return Verdict(False, "reverse_grad returned x itself: return a new tensor (with the same values), so "
-                                  "the hook acts only on the gradient that flows through it.")
+            return Verdict(False, _("reverse_grad returned x itself: return a new tensor (with the same values), so "
+                                    "the hook acts only on the gradient that flows through it."))
         if y.shape != x.shape or not torch.equal(y.detach(), x.detach()):
-            return Verdict(False, "The values changed: in the forward pass the result must equal x.")
+            return Verdict(False, _("The values changed: in the forward pass the result must equal x."))
         if not y.requires_grad:
-            return Verdict(False, "The result does not require grad (detached?): no gradient can flow back through it.")
+            return Verdict(False, _("The result does not require grad (detached?): no gradient can flow back "
+                                    "through it."))
         if count_hooks(x):
-            return Verdict(False, "You put the hook on x itself: it would also flip the gradient of every other "
-                                  "use of x. Hook the new tensor.")
+            return Verdict(False, _("You put the hook on x itself: it would also flip the gradient of every other "
+                                    "use of x. Hook the new tensor."))
         # x is used twice: directly (weights a) and through the reversal (weights b)
         ((x * a).sum() + (y * b).sum()).backward()
         expected = a - lam * b  # by hand
         if torch.allclose(leaf.grad, a + lam * b):
-            return Verdict(False, "The gradient through your tensor is multiplied by lam: reverse its sign (-lam).")
+            return Verdict(False, _("The gradient through your tensor is multiplied by lam: reverse its sign "
+                                    "(-lam)."))
         if torch.allclose(leaf.grad, a + b):
-            return Verdict(False, "The gradient through your tensor arrives unchanged: register a hook that "
-                                  "returns the new gradient.")
+            return Verdict(False, _("The gradient through your tensor arrives unchanged: register a hook that "
+                                    "returns the new gradient."))
         if torch.allclose(leaf.grad, -lam * (a + b)):
-            return Verdict(False, "Every gradient reaching x was flipped, also the one that does not pass "
-                                  "through your tensor: hook the new tensor, not x.")
+            return Verdict(False, _("Every gradient reaching x was flipped, also the one that does not pass "
+                                    "through your tensor: hook the new tensor, not x."))
         if not torch.allclose(leaf.grad, expected, atol=1e-6):
-            return Verdict(False, f"With lam = {lam}, the gradient through your tensor should be -lam times what "
-                                  "arrives; x.grad does not match that.")
+            return Verdict(False, _("With lam = {lam}, the gradient through your tensor should be -lam times what "
+                                    "arrives; x.grad does not match that.").format(lam=lam))
     return Verdict(True)
 
 
 _EXERCISE_01_3 = Exercise(
     "01.3",
-    "Write reverse_grad(x, lam): a tensor equal to x whose gradient, on the way back, is multiplied by -lam "
-    "(other uses of x unaffected).",
-    expect_callable(_reversal_test, "a function reverse_grad(x, lam)"),
+    N_("Write reverse_grad(x, lam): a tensor equal to x whose gradient, on the way back, is multiplied by -lam "
+       "(other uses of x unaffected)."),
+    expect_callable(_reversal_test, N_("a function reverse_grad(x, lam)")),
     hints=(
-        "A hook on x itself would change every gradient that reaches x, not only the one that passes through "
-        "your result.",
-        "Make a new tensor from x with an operation that keeps the values (and the graph), hook that one, and "
-        "return it.",
+        N_("A hook on x itself would change every gradient that reaches x, not only the one that passes through "
+           "your result."),
+        N_("Make a new tensor from x with an operation that keeps the values (and the graph), hook that one, and "
+           "return it."),
     ),
     kind="write",
     stretch=True,
-    praise="That is the gradient reversal layer of domain-adversarial training (Ganin & Lempitsky, 2015): "
-           "identity forward, -lam backward.",
+    praise=N_("That is the gradient reversal layer of domain-adversarial training (Ganin & Lempitsky, 2015): "
+              "identity forward, -lam backward."),
 )
 
 EXERCISES = (_EXERCISE_01_1, _EXERCISE_01_2, _EXERCISE_01_3)
