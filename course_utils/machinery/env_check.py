@@ -152,7 +152,7 @@ class Finding:
 
     def line(self) -> str:
         mark = "✓" if self.ok else "✗"
-        text = f"{mark} {self.name}: {self.detail}"
+        text = _("{mark} {name}: {detail}").format(mark=mark, name=self.name, detail=self.detail)
         return text if self.ok else f"{text}\n    → {self.fix}"
 
 

@@ -141,7 +141,7 @@ def stub_source(source: str) -> str:
             message = _("{exercise}: write your prediction here -- define {names} in place of this raise line, then "
                         "run the cell again").format(exercise=label, names=listed)
         else:
-            message = f"{label}: {_(STUB_MESSAGE)}"
+            message = _("{exercise}: {message}").format(exercise=label, message=_(STUB_MESSAGE))
         out.append(f"{block.indent}raise NotImplementedError({_python_string(message)})")
         position = block.end + 1
     out.extend(lines[position:])
