@@ -175,7 +175,8 @@ def check(exercise_id: str, answer: Any) -> Verdict:
         print(f"✗ {message}")
         return Verdict(False, message)
     verdict = _check_and_say(item, answer)
-    if _(STILL_THE_STUB) in verdict.message:  # not written yet (Run All past an exercise): no attempt, nothing to report
+    # not written yet (Run All past an exercise): no attempt, nothing to report
+    if _(STILL_THE_STUB) in verdict.message:
         return verdict
     if not verdict.ok:
         print(_("Think the check itself is wrong? {url}").format(url=problem_url(exercise=item.id)))

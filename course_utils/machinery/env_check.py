@@ -37,7 +37,8 @@ SUPPORTED_PYTHONS = ("3.11", "3.12", "3.13")
 _CHECKOUT = Path(__file__).resolve().parents[2]
 _KEY_PACKAGES = ("torch", "torchvision", "numpy", "matplotlib", "ipywidgets", "jupyterlab")
 SUPPORTED_NOTE = N_("supported; the last digits of some numbers may differ from the stored outputs")
-"""What doctor() says of a version inside the supported range that is not the lock's (shown as ``_(SUPPORTED_NOTE)``)."""
+"""What doctor() says of a version inside the supported range that is not the lock's (shown as
+``_(SUPPORTED_NOTE)``)."""
 _CONDA_ROUTE = "`conda env create -f environment.yml`, `conda activate pytorch-hooks-course`, `jupyter lab`"
 
 
@@ -210,7 +211,8 @@ def describe_range(wanted: SpecifierSet) -> str:
     Usage: ``describe_range(supported_ranges()["torch"])``
     """
     order = {">=": 0, ">": 0, "~=": 0, "==": 1, "===": 1, "!=": 2, "<=": 3, "<": 3}
-    return ",".join(str(s) for s in sorted(wanted, key=lambda s: (order.get(s.operator, 4), str(s)))) or _("any version")
+    ordered = sorted(wanted, key=lambda s: (order.get(s.operator, 4), str(s)))
+    return ",".join(str(s) for s in ordered) or _("any version")
 
 
 def _range_fix(name: str, wanted: SpecifierSet, route: Route) -> str:

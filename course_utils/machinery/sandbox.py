@@ -49,7 +49,8 @@ import torch.nn.modules.module as _module_globals
 
 from course_utils.machinery.messages import N_, _
 
-__all__ = ["TimeLimitExceeded", "SessionGuard", "Change", "Timer", "OutputBudget", "is_learner_file", "is_learner_frame",
+__all__ = ["TimeLimitExceeded", "SessionGuard", "Change", "Timer", "OutputBudget", "is_learner_file",
+           "is_learner_frame",
            "is_learner_value", "limited_output", "quiet_warnings", "time_limit"]
 
 COURSE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # course_utils/

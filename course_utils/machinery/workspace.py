@@ -48,8 +48,8 @@ def _read_manifest(dest: Path) -> dict[str, dict[str, str]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as error:
-        raise SystemExit(_("{path} is unreadable ({error}). Move it away and run again; your notebooks are safe.").format(
-            path=path, error=error))
+        raise SystemExit(_("{path} is unreadable ({error}). Move it away and run again; your notebooks are "
+                           "safe.").format(path=path, error=error))
     data.setdefault("delivered", {})
     data.setdefault("offered", {})
     return data
@@ -112,11 +112,12 @@ def prepare_workspace(dest: Path, *, notebooks_dir: Path | None = None, quiet: b
     source = notebooks_folder() if notebooks_dir is None else Path(notebooks_dir)
     notebooks = sorted(source.glob("[0-9][0-9]_*.ipynb"))
     if not notebooks:
-        raise FileNotFoundError(_("No course notebooks (NN_topic.ipynb) in {folder}: is this the course repository?").format(
-            folder=source))
+        raise FileNotFoundError(_("No course notebooks (NN_topic.ipynb) in {folder}: is this the course "
+                                  "repository?").format(folder=source))
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
-        raise NotADirectoryError(_("{path} exists and is not a folder: choose another workspace path.").format(path=dest))
+        raise NotADirectoryError(_("{path} exists and is not a folder: choose another workspace path.").format(
+            path=dest))
     dest.mkdir(parents=True, exist_ok=True)
     manifest = _read_manifest(dest)
     messages: list[str] = []
@@ -141,7 +142,8 @@ def prepare_workspace(dest: Path, *, notebooks_dir: Path | None = None, quiet: b
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m course_utils.machinery.workspace [DEST]``: prepare the workspace and say where it is."""
-    parser = argparse.ArgumentParser(description=_("Create or update a learner workspace (never overwrites your files)."))
+    parser = argparse.ArgumentParser(
+        description=_("Create or update a learner workspace (never overwrites your files)."))
     parser.add_argument("dest", nargs="?", default="workspace", type=Path)
     args = parser.parse_args(argv)
     messages = prepare_workspace(args.dest, quiet=True)
