@@ -75,6 +75,21 @@ def test_the_machinery_messages_keep_their_placeholders_in_chinese() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def test_no_message_is_marked_inside_an_f_string() -> None:
+    """Babel's extractor does not look inside f-strings: ``f"{_('done')}"`` would never reach the catalogue (and
+    never be translated) while the completeness test stays green."""
+    import tokenize
+
+    hidden = []
+    for path in sorted((ROOT / "course_utils").rglob("*.py")):
+        with path.open("rb") as handle:
+            for token in tokenize.tokenize(handle.readline):
+                prefix = re.match(r"[A-Za-z]*", token.string).group(0).lower() if token.type == tokenize.STRING else ""
+                if "f" in prefix and re.search(r"\bN?_\(\s*[rRbBuU]?['\"]", token.string):
+                    hidden.append(f"{path.relative_to(ROOT)}:{token.start[0]}")
+    assert not hidden, f"mark these messages outside the f-string: {hidden}"
+
+
 # -- (b) the language switch ---------------------------------------------------------------------------------------
 WRONG_THEN_HINT = """
     from course_utils.machinery.checks import check, hint
@@ -224,6 +239,27 @@ def test_session_guard_changes_are_translated_and_flagged(chinese: None) -> None
         "你注册的每个钩子，都要用它的句柄移除": True,
         "改了递归深度上限（已恢复）": False,
     }
+
+
+def test_progress_speaks_chinese_with_its_columns_aligned(tmp_path: Path) -> None:
+    record = tmp_path / "record.jsonl"
+    record.write_text('{"exercise": "01.1", "verdict": "pass", "attempt": 1, "time": "2026-11-25T04:01:02Z"}\n'
+                      "not a line of ours\n", encoding="utf-8")
+    env_code = f"""
+        import os
+        os.environ["COURSE_PROGRESS"] = {str(record)!r}
+        from course_utils.machinery.progress_record import progress
+        progress()
+    """
+    chinese, english = run_python(env_code, "zh").splitlines(), run_python(env_code, None).splitlines()
+    assert chinese[0].split() == ["笔记本", "完成", "尝试", "未开始", "未完成的练习"]
+    assert english[0].split() == ["notebook", "done", "tried", "not", "started", "still", "open"]
+    assert chinese[1:-2] == english[1:-2]  # the rows of numbers are the same in both languages
+    width = sum(2 if ord(char) > 0x2E80 else 1 for char in chinese[0].split("未开始")[0] + "未开始")
+    assert width == len(english[0].split("not started")[0] + "not started")  # Chinese headers take two columns each
+    total = re.fullmatch(r"all +1 of (\d+) exercises done", english[-2]).group(1)
+    assert re.fullmatch(rf"合计 +1 / {total} 道练习已完成", chinese[-2])
+    assert chinese[-1] == "（record.jsonl 中有 1 行无法读取，已跳过。）"
 
 
 # -- (d) doctor() ---------------------------------------------------------------------------------------------------

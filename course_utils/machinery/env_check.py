@@ -232,6 +232,7 @@ def _check_versions(pins: dict[str, str] | None, ranges: dict[str, SpecifierSet]
     wrong: list[tuple[str, str]] = []
     supported_others: list[str] = []
     names = list(pins) if pins is not None else list(ranges)
+    not_installed, missing = _("not installed"), _("missing")
     for name in [*(n for n in _KEY_PACKAGES if n in names), *(n for n in names if n not in _KEY_PACKAGES)]:
         have = _installed(name)
         pinned = pins.get(name) if pins is not None else None
@@ -245,10 +246,10 @@ def _check_versions(pins: dict[str, str] | None, ranges: dict[str, SpecifierSet]
         else:
             want = (_("pinned {version}").format(version=pinned) if pinned is not None and name not in ranges
                     else _("the course supports {versions}").format(versions=describe_range(ranges[name])))
-            detail, ok = f"{have or _('not installed')}, {want}", False
+            detail, ok = f"{have or not_installed}, {want}", False
             fix = route.fix_packages if name not in ranges else _range_fix(name, ranges[name], route)
             if not key:
-                wrong.append((f"{name} {have or _('missing')} ({want})", fix))
+                wrong.append((f"{name} {have or missing} ({want})", fix))
         if key:
             fix = route.fix_packages if name not in ranges else _range_fix(name, ranges[name], route)
             findings.append(Finding(name, ok, detail, "" if ok else fix))

@@ -197,15 +197,16 @@ def _right(text: str, width: int) -> str:
 
 
 def _table(summary: Mapping[str, Mapping[str, list[str]]], titles: Mapping[str, str]) -> str:
-    lines = [f"{_left(_('notebook'), 32)} {_right(_('done'), 5)} {_right(_('tried'), 6)} "
-             f"{_right(_('not started'), 12)}   {_('still open')}"]
+    header = (_left(_("notebook"), 32), _right(_("done"), 5), _right(_("tried"), 6), _right(_("not started"), 12),
+              _("still open"))
+    lines = [" ".join(header[:4]) + "   " + header[4]]
     for number, row in summary.items():
         title = titles.get(number, number)[:32]
         still_open = ", ".join(row["tried"] + row["not started"]) or "-"
         lines.append(f"{title:32} {len(row['done']):>5} {len(row['tried']):>6} {len(row['not started']):>12}   {still_open}")
     done = sum(len(row["done"]) for row in summary.values())
     total = sum(len(ids) for row in summary.values() for ids in row.values())
-    lines.append(f"{_left(_('all'), 32)} {done:>5} " + _("of {total} exercises done").format(total=total))
+    lines.append(_left(_("all"), 32) + f" {done:>5} " + _("of {total} exercises done").format(total=total))
     return "\n".join(lines)
 
 
