@@ -15,8 +15,12 @@ import nbformat
 from course_utils.machinery.checks import STILL_THE_STUB
 from course_utils.machinery.learner_edition import RAISES as EXPECTED_ERROR_TAG  # nbval's tag: a cell expected to raise
 from course_utils.machinery.learner_edition import STUB_TAG
+from course_utils.machinery.messages import in_every_language
 
 __all__ = ["EXPECTED_ERROR_TAG", "STUB_TAG", "cell_problem", "learner_run_problems"]
+
+# How a failed check's line starts, in every language of the course ("✗ Exercise ", "✗ 练习 ").
+_FAILED_CHECK = tuple(line.split("{id}")[0] for line in in_every_language("✗ Exercise {id}: not yet. {message}"))
 
 
 def cell_problem(tags: Sequence[str], errors: Sequence[tuple[str, str]], stdout: str) -> str | None:
@@ -27,7 +31,8 @@ def cell_problem(tags: Sequence[str], errors: Sequence[tuple[str, str]], stdout:
     tagged ``raises-exception`` may raise; any other cell may neither raise nor print a failed check (``✗``).
     """
     if STUB_TAG in tags:
-        if (errors and errors[0][0] == "NotImplementedError") or STILL_THE_STUB in stdout:
+        if (errors and errors[0][0] == "NotImplementedError") or any(
+                phrase in stdout for phrase in in_every_language(STILL_THE_STUB)):  # either edition's language
             return None
         got = f"{errors[0][0]}: {errors[0][1]}" if errors else f"printed {stdout[-200:]!r}"
         return f"the exercise stub neither raised NotImplementedError nor was reported by check() ({got})"
@@ -35,7 +40,7 @@ def cell_problem(tags: Sequence[str], errors: Sequence[tuple[str, str]], stdout:
         return None
     if errors:
         return f"raised {errors[0][0]}: {errors[0][1]}"
-    failed = [line for line in stdout.splitlines() if line.startswith("✗ Exercise")]
+    failed = [line for line in stdout.splitlines() if line.startswith(_FAILED_CHECK)]
     return f"an exercise check failed: {failed}" if failed else None
 
 

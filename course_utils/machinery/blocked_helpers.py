@@ -23,19 +23,24 @@ from contextlib import contextmanager
 from types import CodeType, FunctionType
 from typing import Any
 
+from course_utils.machinery.messages import N_, _
+
 __all__ = ["HelperBlocked", "blocked", "resolve_helper"]
 
 
 class HelperBlocked(RuntimeError):
-    """The learner's answer called a course helper that the exercise asks them to write themselves."""
+    """The learner's answer called a course helper that the exercise asks them to write themselves.
 
-    why = ("this exercise asks you to write those hooks yourself (register_forward_hook, register_hook, ...), so "
+    ``why`` is the English text (marked with ``N_()``); ``str(error)`` and ``check()`` show it in the learner's
+    language."""
+
+    why = N_("this exercise asks you to write those hooks yourself (register_forward_hook, register_hook, ...), so "
            "the course's finished helper is switched off while your answer is checked.")
 
     def __init__(self, name: str, why: str | None = None) -> None:
         if why is not None:
             self.why = why
-        super().__init__(f"{name} is switched off: {self.why}")
+        super().__init__(_("{name} is switched off: {why}").format(name=name, why=_(self.why)))
         self.name = name
 
 
@@ -53,11 +58,11 @@ def _stub_code(name: str) -> CodeType:
 
 def _lookup(name: str) -> Any:
     """``module.attribute`` or ``module.Class.attribute``."""
-    module_name, _, attribute = name.rpartition(".")
+    module_name, _dot, attribute = name.rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), attribute)
     except ImportError:
-        owner_module, _, owner = module_name.rpartition(".")
+        owner_module, _dot, owner = module_name.rpartition(".")
         return vars(getattr(importlib.import_module(owner_module), owner))[attribute]
 
 
@@ -107,8 +112,9 @@ def _check_untouched(name: str, function: FunctionType) -> None:
     module = sys.modules.get(function.__module__)
     expected = getattr(module, "__file__", None)
     if expected is None or function.__code__.co_filename != expected:
-        raise HelperBlocked(name, why="its code was replaced in this session (it no longer comes from "
-                                      f"{function.__module__}): restart the kernel and run your cells again.")
+        raise HelperBlocked(name, why=_("its code was replaced in this session (it no longer comes from "
+                                        "{module}): restart the kernel and run your cells again.").format(
+                                            module=function.__module__))
 
 
 @contextmanager
@@ -129,14 +135,14 @@ def blocked(names: Sequence[str]) -> Iterator[None]:
             finally:
                 _Guard.swapping = False
             _Guard.protected[id(function)] = name
-        with _watching_copies({code: name for (_, code), name in zip(functions, names)}) as copies_called:
+        with _watching_copies({code: name for (_function, code), name in zip(functions, names)}) as copies_called:
             yield
-        for function, _ in functions:
+        for function, _code in functions:
             if not is_blocked(function):  # cannot happen through Python code while the audit hook guards it
                 raise HelperBlocked(_Guard.protected.get(id(function), function.__qualname__),
-                                    why="it was switched back on while your answer ran.")
+                                    why=N_("it was switched back on while your answer ran."))
         if copies_called:
-            raise HelperBlocked(copies_called[0], why="your code ran a copy of its code while it was switched off.")
+            raise HelperBlocked(copies_called[0], why=N_("your code ran a copy of its code while it was switched off."))
     finally:
         for function, code in reversed(functions):
             _Guard.protected.pop(id(function), None)
@@ -160,7 +166,7 @@ def _watching_copies(originals: dict[CodeType, str]) -> Iterator[list[str]]:
 
     def refuse(name: str) -> None:
         called.append(name)
-        raise HelperBlocked(name, why="your code ran a copy of its code while it was switched off.")
+        raise HelperBlocked(name, why=N_("your code ran a copy of its code while it was switched off."))
 
     monitoring = getattr(sys, "monitoring", None)
     if monitoring is not None:

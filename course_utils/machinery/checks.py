@@ -33,7 +33,9 @@ from typing import Any
 
 from course_utils.machinery.blocked_helpers import HelperBlocked, blocked
 from course_utils.machinery.exercise_kit import Exercise, ReferenceRefused, Verdict, plain
+from course_utils.machinery.learner_edition import STUB_MESSAGE
 from course_utils.machinery.exercises import catalogue
+from course_utils.machinery.messages import N_, _, in_every_language
 from course_utils.machinery.progress_record import record as record_attempt
 from course_utils.machinery.report_problem import problem_url
 from course_utils.machinery.sandbox import (
@@ -51,12 +53,13 @@ from course_utils.machinery.sandbox import (
 __all__ = ["check", "exercise", "hint", "all_exercises", "preserved_session", "COURSE_BUG_REPORT", "STILL_THE_STUB"]
 
 _PACKAGE_DIR = Path(COURSE_DIR)
-COURSE_BUG_REPORT = (
+COURSE_BUG_REPORT = N_(
     "This is a bug in the course's check, not in your answer. Please report it to the course's maintainers "
     "(the issue tracker of the repository you got the course from) with the exercise id and this message; "
     "meanwhile compare your code with the complete notebook."
 )
-STILL_THE_STUB = "your answer is still the stub"  # check()'s verdict on an exercise the learner has not written
+# check()'s verdict on an exercise the learner has not written (shown as _(STILL_THE_STUB), in the learner's language)
+STILL_THE_STUB = N_("your answer is still the stub")
 _hints_shown: dict[str, int] = {}
 
 
@@ -68,13 +71,14 @@ def all_exercises() -> dict[str, Exercise]:
 def exercise(exercise_id: str) -> Exercise:
     """Look an exercise up by id; an unknown id raises ``KeyError`` naming the closest ids."""
     if not isinstance(exercise_id, str):
-        raise TypeError(f"Exercise ids are strings like '01.2'; got {type(exercise_id).__name__}.")
+        raise TypeError(_("Exercise ids are strings like '01.2'; got {type}.").format(type=type(exercise_id).__name__))
     known = catalogue()
     if exercise_id not in known:
         close = difflib.get_close_matches(exercise_id, list(known), n=3, cutoff=0.3)
-        suggestion = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        suggestion = _(" Did you mean {ids}?").format(ids=", ".join(repr(c) for c in close)) if close else ""
         raise KeyError(
-            f"There is no exercise {exercise_id!r}.{suggestion} The id is printed above each exercise (e.g. '01.2')."
+            _("There is no exercise {id}.{suggestion} The id is printed above each exercise (e.g. '01.2').").format(
+                id=repr(exercise_id), suggestion=suggestion)
         )
     return known[exercise_id]
 
@@ -99,9 +103,9 @@ def _is_course_or_library(filename: str) -> bool:
 
 
 def _time_verdict(timer: Timer) -> Verdict:
-    return Verdict(False, f"your code did not finish in {timer.seconds:g} s -- an endless loop (a `while` whose "
-                          "condition never changes, a hook that calls itself)? The check stopped it; your session "
-                          "is usable.")
+    return Verdict(False, _("your code did not finish in {seconds} s -- an endless loop (a `while` whose "
+                            "condition never changes, a hook that calls itself)? The check stopped it; your session "
+                            "is usable.").format(seconds=f"{timer.seconds:g}"))
 
 
 # What Python says when a function is called with arguments its `def` line does not take.
@@ -117,38 +121,43 @@ def _explain_error(error: BaseException) -> Verdict:
     frames = traceback.extract_tb(error.__traceback__)
     summary = f"{type(error).__name__}: {error}"
     if isinstance(error, HelperBlocked):
-        return Verdict(False, f"your code called (or switched back on) {error.name}: {error.why}")
+        return Verdict(False, _("your code called (or switched back on) {name}: {why}").format(
+            name=error.name, why=_(error.why)))
     if isinstance(error, ReferenceRefused):
-        return Verdict(False, f"your code called the course's reference: {error}")
+        return Verdict(False, _("your code called the course's reference: {error}").format(error=error))
     if isinstance(error, KeyboardInterrupt):
-        return Verdict(False, "the check was interrupted (KeyboardInterrupt: your code raised it, or the kernel was "
-                              "interrupted) before it could judge your answer: run it again.")
+        return Verdict(False, _("the check was interrupted (KeyboardInterrupt: your code raised it, or the kernel was "
+                                "interrupted) before it could judge your answer: run it again."))
     if isinstance(error, SystemExit):
         learner = [frame for frame in frames if not _is_course_or_library(frame.filename)]
-        where = f" (in {learner[-1].name}, line {learner[-1].lineno})" if learner else ""
-        return Verdict(False, f"your code called sys.exit() or raised SystemExit{where}: a hook or answer must "
-                              "return (or raise an ordinary exception), never end the interpreter.")
-    if isinstance(error, NotImplementedError) and "your code goes here" in str(error):
-        return Verdict(False, f"{STILL_THE_STUB}: replace `# YOUR CODE HERE` and the `raise` line below it with your "
-                              "code, then run the cell again.")
+        where = (_(" (in {function}, line {line})").format(function=learner[-1].name, line=learner[-1].lineno)
+                 if learner else "")
+        return Verdict(False, _("your code called sys.exit() or raised SystemExit{where}: a hook or answer must "
+                                "return (or raise an ordinary exception), never end the interpreter.").format(
+                                    where=where))
+    if isinstance(error, NotImplementedError) and is_stub_error(error):
+        return Verdict(False, _("{stub}: replace `# YOUR CODE HERE` and the `raise` line below it with your "
+                                "code, then run the cell again.").format(stub=_(STILL_THE_STUB)))
     learner = [frame for frame in frames if not _is_course_or_library(frame.filename)]
     if isinstance(error, TypeError) and not learner and _SIGNATURE_MISMATCH.search(str(error)):
-        return Verdict(False, f"your function was called the way the exercise describes, and its parameters do not "
-                              f"fit: {error}. Compare its `def` line with the task.")
+        return Verdict(False, _("your function was called the way the exercise describes, and its parameters do "
+                                "not fit: {error}. Compare its `def` line with the task.").format(error=error))
     if learner:
         frame = learner[-1]
         line = f": `{frame.line.strip()}`" if frame.line else ""
-        return Verdict(False, f"your code raised {summary} (in {frame.name}, line {frame.lineno}{line}).")
+        return Verdict(False, _("your code raised {error} (in {function}, line {line}{code}).").format(
+            error=summary, function=frame.name, line=frame.lineno, code=line))
     innermost = Path(frames[-1].filename).resolve() if frames else None
     if innermost is not None and not str(innermost).startswith(str(_PACKAGE_DIR)):
-        return Verdict(False, f"PyTorch raised {summary} while the check ran your code.")
+        return Verdict(False, _("PyTorch raised {error} while the check ran your code.").format(error=summary))
     course = [frame for frame in frames if str(Path(frame.filename).resolve()).startswith(str(_PACKAGE_DIR))]
     where = ""
     if course:
         frame = course[-1]
         relative = Path(frame.filename).resolve().relative_to(_PACKAGE_DIR.parent)
-        where = f" (at {relative.as_posix()}, line {frame.lineno})"
-    return Verdict(False, f"the check failed with {summary}{where}. {COURSE_BUG_REPORT}")
+        where = _(" (at {file}, line {line})").format(file=relative.as_posix(), line=frame.lineno)
+    return Verdict(False, _("the check failed with {error}{where}. {report}").format(
+        error=summary, where=where, report=_(COURSE_BUG_REPORT)))
 
 
 def check(exercise_id: str, answer: Any) -> Verdict:
@@ -166,10 +175,11 @@ def check(exercise_id: str, answer: Any) -> Verdict:
         print(f"✗ {message}")
         return Verdict(False, message)
     verdict = _check_and_say(item, answer)
-    if STILL_THE_STUB in verdict.message:  # not written yet (Run All past an exercise): no attempt, nothing to report
+    # not written yet (Run All past an exercise): no attempt, nothing to report
+    if _(STILL_THE_STUB) in verdict.message:
         return verdict
     if not verdict.ok:
-        print(f"Think the check itself is wrong? {problem_url(exercise=item.id)}")
+        print(_("Think the check itself is wrong? {url}").format(url=problem_url(exercise=item.id)))
     note = record_attempt(item.id, verdict.ok)  # the learner's progress record; never breaks the check
     if note:
         print(note)
@@ -180,15 +190,19 @@ def _check_and_say(item: Exercise, answer: Any) -> Verdict:
     """Run the check of ``item`` on ``answer`` and print its ✓ or ✗ line."""
     verdict, changes, budget = _run(item, answer)
     if verdict.ok and not [phrase for phrase, fatal in changes if fatal]:
-        notes = "".join(f" Note: your code {phrase}." for phrase, _ in changes) + _spaced(budget)
-        print(f"✓ Exercise {item.id}: correct. {verdict.message or item.praise}".rstrip() + notes)
+        notes = "".join(_(" Note: your code {change}.").format(change=phrase) for phrase, _fatal in changes)
+        praise = verdict.message or _(item.praise)
+        print(_("✓ Exercise {id}: correct. {praise}").format(id=item.id, praise=praise).rstrip() + notes
+              + _spaced(budget))
         return verdict
     if verdict.ok:
-        verdict = Verdict(False, "the answer gives the right result, but your code " +
-                          "; and ".join(phrase for phrase, fatal in changes if fatal) + ".")
+        verdict = Verdict(False, _("the answer gives the right result, but your code {changes}.").format(
+            changes=_("; and ").join(phrase for phrase, fatal in changes if fatal)))
         changes = [(phrase, fatal) for phrase, fatal in changes if not fatal]
-    extra = "".join(f" Also, your code {phrase}." for phrase, _ in changes if phrase not in verdict.message)
-    print(f"✗ Exercise {item.id}: not yet. {verdict.message}".rstrip() + extra + _spaced(budget) + _hint_offer(item))
+    extra = "".join(_(" Also, your code {change}.").format(change=phrase)
+                    for phrase, _fatal in changes if phrase not in verdict.message)
+    print(_("✗ Exercise {id}: not yet. {message}").format(id=item.id, message=verdict.message).rstrip() + extra
+          + _spaced(budget) + _hint_offer(item))
     return Verdict(False, verdict.message + extra)
 
 
@@ -201,15 +215,15 @@ def _hint_offer(item: Exercise) -> str:
     """How to ask for a hint: the last words of every ✗ line."""
     shown = _hints_shown.get(item.id, 0)
     if item.hints and shown == 0:
-        return f' Stuck? hint("{item.id}") gives a hint.'
+        return _(' Stuck? hint("{id}") gives a hint.').format(id=item.id)
     if shown < len(item.hints):
-        return f' hint("{item.id}") gives the next hint.'
-    return f' hint("{item.id}") says where the solution is.'
+        return _(' hint("{id}") gives the next hint.').format(id=item.id)
+    return _(' hint("{id}") says where the solution is.').format(id=item.id)
 
 
-# Changes the answer left behind that make it wrong (the others are only restored and named in the ✓ line).
-_FATAL_WORDS = ("registered", "replaced torch", "replaced numpy", "TorchFunctionMode", "TorchDispatchMode",
-                "could not put back", "inference_mode")
+def is_stub_error(error: BaseException) -> bool:
+    """True for the ``NotImplementedError`` of a learner-edition stub, whatever language the stub was written in."""
+    return any(phrase in str(error) for phrase in in_every_language(STUB_MESSAGE))
 
 
 def _run(item: Exercise, answer: Any) -> tuple[Verdict, list[tuple[str, bool]], Any]:
@@ -220,9 +234,9 @@ def _run(item: Exercise, answer: Any) -> tuple[Verdict, list[tuple[str, bool]], 
     try:
         patched = guard.patched_before()
         if patched:
-            verdict = Verdict(False, f"{patched[0]} holds a function defined in your notebook, so PyTorch cannot be "
-                                     "trusted to check your answer: restart the kernel and run your cells again, "
-                                     "without replacing PyTorch's own functions.")
+            verdict = Verdict(False, _("{name} holds a function defined in your notebook, so PyTorch cannot be "
+                                       "trusted to check your answer: restart the kernel and run your cells again, "
+                                       "without replacing PyTorch's own functions.").format(name=patched[0]))
         else:
             with limited_output() as budget, time_limit(item.time_limit_s) as timer, quiet_warnings():
                 try:
@@ -239,8 +253,10 @@ def _run(item: Exercise, answer: Any) -> tuple[Verdict, list[tuple[str, bool]], 
     finally:
         changes = guard.restore()
     if not isinstance(verdict, Verdict):
-        verdict = Verdict(False, f"the check returned {type(verdict).__name__}, not a Verdict. {COURSE_BUG_REPORT}")
-    return verdict, [(phrase, any(word in phrase for word in _FATAL_WORDS)) for phrase in changes], budget
+        verdict = Verdict(False, _("the check returned {type}, not a Verdict. {report}").format(
+            type=type(verdict).__name__, report=_(COURSE_BUG_REPORT)))
+    # what the answer left behind that makes it wrong (the rest is only put back, and named in the ✓ line)
+    return verdict, [(str(change), change.fatal) for change in changes], budget
 
 
 def _as_plain(answer: Any) -> Any:
@@ -265,13 +281,12 @@ def hint(exercise_id: str) -> None:
     shown = _hints_shown.get(item.id, 0)
     if shown < len(item.hints):
         _hints_shown[item.id] = shown + 1
-        more = " Call hint() again for the next one." if shown + 1 < len(item.hints) else ""
-        print(f"Hint {shown + 1}/{len(item.hints)} for exercise {item.id}: {item.hints[shown]}{more}")
+        more = _(" Call hint() again for the next one.") if shown + 1 < len(item.hints) else ""
+        print(_("Hint {number}/{total} for exercise {id}: {hint}{more}").format(
+            number=shown + 1, total=len(item.hints), id=item.id, hint=_(item.hints[shown]), more=more))
         return
-    print(
-        f"No more hints for exercise {item.id}. The solution is in the complete notebook: in your workspace open "
-        f"complete/ (or notebooks/ in the course repository) and find 'Exercise {item.id}'."
-    )
+    print(_("No more hints for exercise {id}. The solution is in the complete notebook: in your workspace open "
+            "complete/ (or notebooks/ in the course repository) and find 'Exercise {id}'.").format(id=item.id))
 
 
 def _reset_hints() -> None:

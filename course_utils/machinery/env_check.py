@@ -9,6 +9,9 @@ Any version inside the supported ranges (pyproject.toml, :func:`course_utils.mac
 with a note that the last digits of some numbers may differ from the stored outputs; outside them doctor() says
 what to install.
 
+The report is in the course's language (``COURSE_LANG=zh`` or ``setup_notebook(lang="zh")``: Chinese); commands and
+package names stay as they are typed.
+
 Usage (in a notebook): ``report = doctor()`` prints one line per check; ``report.ok`` is True when all pass.
 """
 
@@ -22,6 +25,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from course_utils.machinery.messages import N_, _
 from course_utils.machinery.pins import in_checkout, read_pins, supported_ranges
 
 __all__ = ["SUPPORTED_NOTE", "SUPPORTED_PYTHONS", "Finding", "describe_range", "DoctorReport", "Route", "detect_route", "doctor"]
@@ -32,8 +36,9 @@ SUPPORTED_PYTHONS = ("3.11", "3.12", "3.13")
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
 _KEY_PACKAGES = ("torch", "torchvision", "numpy", "matplotlib", "ipywidgets", "jupyterlab")
-SUPPORTED_NOTE = "supported; the last digits of some numbers may differ from the stored outputs"
-"""What doctor() says of a version inside the supported range that is not the lock's."""
+SUPPORTED_NOTE = N_("supported; the last digits of some numbers may differ from the stored outputs")
+"""What doctor() says of a version inside the supported range that is not the lock's (shown as
+``_(SUPPORTED_NOTE)``)."""
 _CONDA_ROUTE = "`conda env create -f environment.yml`, `conda activate pytorch-hooks-course`, `jupyter lab`"
 
 
@@ -43,7 +48,7 @@ class Route:
 
     ``install`` (re)installs the pinned packages and ``new_python`` makes the environment anew with a supported
     Python (and starts JupyterLab): commands for a terminal in the course folder. ``note`` says what is wrong with
-    the route itself, ``after`` what to do once ``install`` ran.
+    the route itself, ``after`` what to do once ``install`` ran (both marked with ``N_()``, shown translated).
     Usage: ``detect_route().install`` -> ``"`make venv`"``
     """
 
@@ -51,25 +56,28 @@ class Route:
     install: str
     new_python: str
     note: str = ""
-    after: str = "then restart the kernel (Kernel > Restart Kernel)"
+    after: str = N_("then restart the kernel (Kernel > Restart Kernel)")
 
     @property
     def fix_packages(self) -> str:
-        return f"{self.note}In a terminal, in the course folder: {self.install}; {self.after}."
+        return _("{note}In a terminal, in the course folder: {install}; {after}.").format(
+            note=_(self.note), install=self.install, after=_(self.after))
 
     @property
     def fix_widgets(self) -> str:
-        return (f"{self.note}In a terminal, in the course folder: {self.install} (it installs ipywidgets with its "
-                "JupyterLab extension); then reload the browser tab.")
+        return _("{note}In a terminal, in the course folder: {install} (it installs ipywidgets with its "
+                 "JupyterLab extension); then reload the browser tab.").format(note=_(self.note), install=self.install)
 
     @property
     def fix_python(self) -> str:
-        return f"{self.note}In a terminal, in the course folder: {self.new_python}."
+        return _("{note}In a terminal, in the course folder: {command}.").format(note=_(self.note),
+                                                                               command=self.new_python)
 
 
 def _supported_list(word: str = "or", prefix: str = "") -> str:
     names = [f"{prefix}{version}" for version in SUPPORTED_PYTHONS]
-    return f"{', '.join(names[:-1])} {word} {names[-1]}"
+    pattern = _("{versions} and {last}") if word == "and" else _("{versions} or {last}")
+    return pattern.format(versions=", ".join(names[:-1]), last=names[-1])
 
 
 def _same_path(a: Path, b: Path) -> bool:
@@ -95,37 +103,41 @@ def detect_route(prefix: Path | str | None = None, base_prefix: Path | str | Non
     prefix = Path(sys.prefix if prefix is None else prefix)
     base_prefix = Path(sys.base_prefix if base_prefix is None else base_prefix)
     checkout = _CHECKOUT if checkout is None else Path(checkout)
-    any_python = "or " + ", ".join(f"python{version}" for version in SUPPORTED_PYTHONS[1:])
-    open_lab = "then open the notebook in the JupyterLab that starts"
+    any_python = _("or {pythons}").format(pythons=", ".join(f"python{version}" for version in SUPPORTED_PYTHONS[1:]))
+    open_lab = N_("then open the notebook in the JupyterLab that starts")
     if (prefix / "conda-meta").is_dir():
         if (prefix / "condabin").is_dir():  # conda's root ("base") environment, not one made for the course
-            return Route("conda", _CONDA_ROUTE, _CONDA_ROUTE, note="This kernel runs in conda's base environment. ",
-                         after=open_lab)
+            return Route("conda", _CONDA_ROUTE, _CONDA_ROUTE,
+                         note=N_("This kernel runs in conda's base environment. "), after=open_lab)
         env = f"-n {prefix.name}" if prefix.parent.name == "envs" else f"-p {prefix}"
         return Route(
             "conda",
             f"`conda env update {env} -f environment.yml`",
-            f"`conda env remove {env}`, then {_CONDA_ROUTE} (environment.yml brings a supported Python)",
+            _("`conda env remove {env}`, then {conda_route} (environment.yml brings a supported Python)").format(
+                env=env, conda_route=_CONDA_ROUTE),
         )
     if not _same_path(prefix, base_prefix):
         if any(prefix.glob(".installed-*")):
             folder = prefix.name if _same_path(prefix.parent, checkout) else str(prefix)
             venv = "" if folder == ".venv" else f" VENV={folder}"
             return Route("make", f"`make venv{venv}`",
-                         f"`make clean{venv}`, then `make lab PYTHON=python3.11{venv}` ({any_python})")
+                         _("`make clean{venv}`, then `make lab PYTHON=python3.11{venv}` ({other_pythons})").format(
+                             venv=venv, other_pythons=any_python))
         return Route(
             "venv",
-            f"with this virtual environment ({prefix.name}) activated, `python -m pip install -r requirements.txt` "
-            "and `python -m pip install --no-deps -e .`",
-            f"`make lab PYTHON=python3.11` ({any_python}) makes the course's own environment; on Windows, the conda "
-            f"route: {_CONDA_ROUTE}",
+            _("with this virtual environment ({name}) activated, `python -m pip install -r requirements.txt` "
+              "and `python -m pip install --no-deps -e .`").format(name=prefix.name),
+            _("`make lab PYTHON=python3.11` ({other_pythons}) makes the course's own environment; on Windows, the "
+              "conda route: {conda_route}").format(other_pythons=any_python, conda_route=_CONDA_ROUTE),
         )
     return Route(
         "outside",
-        f"`make lab` (macOS, Linux, WSL2), or on Windows the conda route: {_CONDA_ROUTE}",
-        f"install Python {_supported_list()}, then `make lab PYTHON=python3.11` ({any_python}) on macOS, Linux, WSL2; "
-        f"or on Windows the conda route, which brings its own Python: {_CONDA_ROUTE}",
-        note="This kernel runs on a Python outside the course's environment. ",
+        _("`make lab` (macOS, Linux, WSL2), or on Windows the conda route: {conda_route}").format(
+            conda_route=_CONDA_ROUTE),
+        _("install Python {versions}, then `make lab PYTHON=python3.11` ({other_pythons}) on macOS, Linux, WSL2; "
+          "or on Windows the conda route, which brings its own Python: {conda_route}").format(
+              versions=_supported_list(), other_pythons=any_python, conda_route=_CONDA_ROUTE),
+        note=N_("This kernel runs on a Python outside the course's environment. "),
         after=open_lab,
     )
 
@@ -141,7 +153,7 @@ class Finding:
 
     def line(self) -> str:
         mark = "✓" if self.ok else "✗"
-        text = f"{mark} {self.name}: {self.detail}"
+        text = _("{mark} {name}: {detail}").format(mark=mark, name=self.name, detail=self.detail)
         return text if self.ok else f"{text}\n    → {self.fix}"
 
 
@@ -156,7 +168,7 @@ class DoctorReport:
         return all(f.ok for f in self.findings)
 
     def __str__(self) -> str:
-        summary = "All checks passed." if self.ok else "Something needs fixing: follow the → lines above."
+        summary = _("All checks passed.") if self.ok else _("Something needs fixing: follow the → lines above.")
         return "\n".join([*(f.line() for f in self.findings), summary])
 
 
@@ -178,7 +190,8 @@ def _check_python(route: Route) -> Finding:
     return Finding(
         "Python",
         ok,
-        f"a supported version ({_supported_list()})" if ok else f"{version}, the course supports {_supported_list('and')}",
+        (_("a supported version ({versions})").format(versions=_supported_list()) if ok
+         else _("{version}, the course supports {versions}").format(version=version, versions=_supported_list("and"))),
         route.fix_python,
     )
 
@@ -198,14 +211,16 @@ def describe_range(wanted: SpecifierSet) -> str:
     Usage: ``describe_range(supported_ranges()["torch"])``
     """
     order = {">=": 0, ">": 0, "~=": 0, "==": 1, "===": 1, "!=": 2, "<=": 3, "<": 3}
-    return ",".join(str(s) for s in sorted(wanted, key=lambda s: (order.get(s.operator, 4), str(s)))) or "any version"
+    ordered = sorted(wanted, key=lambda s: (order.get(s.operator, 4), str(s)))
+    return ",".join(str(s) for s in ordered) or _("any version")
 
 
 def _range_fix(name: str, wanted: SpecifierSet, route: Route) -> str:
     if in_checkout():
         return route.fix_packages
-    return (f"Install a supported {name}: run `%pip install \"{name}{describe_range(wanted)}\"` in a cell (torch: see "
-            "https://pytorch.org/get-started/locally/ for your machine's build), then restart the kernel.")
+    return _("Install a supported {name}: run `%pip install \"{requirement}\"` in a cell (torch: see "
+             "https://pytorch.org/get-started/locally/ for your machine's build), then restart the kernel.").format(
+                 name=name, requirement=f"{name}{describe_range(wanted)}")
 
 
 def _check_versions(pins: dict[str, str] | None, ranges: dict[str, SpecifierSet], route: Route) -> list[Finding]:
@@ -217,6 +232,7 @@ def _check_versions(pins: dict[str, str] | None, ranges: dict[str, SpecifierSet]
     wrong: list[tuple[str, str]] = []
     supported_others: list[str] = []
     names = list(pins) if pins is not None else list(ranges)
+    not_installed, missing = _("not installed"), _("missing")
     for name in [*(n for n in _KEY_PACKAGES if n in names), *(n for n in names if n not in _KEY_PACKAGES)]:
         have = _installed(name)
         pinned = pins.get(name) if pins is not None else None
@@ -224,42 +240,46 @@ def _check_versions(pins: dict[str, str] | None, ranges: dict[str, SpecifierSet]
         if have is not None and pinned is not None and have.split("+")[0] == pinned:
             detail, ok = pinned, True
         elif name in ranges and _in_range(have, ranges[name]):
-            detail, ok = f"{have}, {SUPPORTED_NOTE}", True
+            detail, ok = f"{have}, {_(SUPPORTED_NOTE)}", True
             if not key:
                 supported_others.append(f"{name} {have}")
         else:
-            want = (f"pinned {pinned}" if pinned is not None and name not in ranges
-                    else f"the course supports {describe_range(ranges[name])}")
-            detail, ok = f"{have or 'not installed'}, {want}", False
+            want = (_("pinned {version}").format(version=pinned) if pinned is not None and name not in ranges
+                    else _("the course supports {versions}").format(versions=describe_range(ranges[name])))
+            detail, ok = f"{have or not_installed}, {want}", False
             fix = route.fix_packages if name not in ranges else _range_fix(name, ranges[name], route)
             if not key:
-                wrong.append((f"{name} {have or 'missing'} ({want})", fix))
+                wrong.append((f"{name} {have or missing} ({want})", fix))
         if key:
             fix = route.fix_packages if name not in ranges else _range_fix(name, ranges[name], route)
             findings.append(Finding(name, ok, detail, "" if ok else fix))
     others = [n for n in names if n not in _KEY_PACKAGES]
     if wrong:
-        detail = "; ".join(text for text, _ in wrong)
-        fix = wrong[0][1] if len({f for _, f in wrong}) == 1 else route.fix_packages
-        findings.append(Finding("other course packages" if pins is None else "other pinned packages", False, detail,
-                                fix))
+        detail = "; ".join(text for text, _fix in wrong)
+        fix = wrong[0][1] if len({f for _text, f in wrong}) == 1 else route.fix_packages
+        findings.append(Finding(_("other course packages") if pins is None else _("other pinned packages"), False,
+                                detail, fix))
     elif pins is not None and not supported_others:
-        findings.append(Finding("other pinned packages", True, f"all {len(others)} match requirements.txt"))
+        findings.append(Finding(_("other pinned packages"), True,
+                                _("all {count} match requirements.txt").format(count=len(others))))
     elif pins is not None:
-        findings.append(Finding("other pinned packages", True,
-                                f"{', '.join(supported_others)}: {SUPPORTED_NOTE}; the other "
-                                f"{len(others) - len(supported_others)} match requirements.txt"))
+        findings.append(Finding(_("other pinned packages"), True,
+                                _("{packages}: {note}; the other {count} match requirements.txt").format(
+                                    packages=", ".join(supported_others), note=_(SUPPORTED_NOTE),
+                                    count=len(others) - len(supported_others))))
     else:
-        findings.append(Finding("other course packages", True, f"all {len(others)} in the supported ranges"))
+        findings.append(Finding(_("other course packages"), True,
+                                _("all {count} in the supported ranges").format(count=len(others))))
     return findings
 
 
 def _check_widgets_frontend(route: Route) -> Finding:
     front_end = _installed("jupyterlab_widgets")
     return Finding(
-        "ipywidgets front end",
+        _("ipywidgets front end"),
         front_end is not None,
-        "jupyterlab_widgets installed (widgets will render in JupyterLab)" if front_end else "jupyterlab_widgets missing",
+        (_("jupyterlab_widgets installed (widgets will render in JupyterLab)") if front_end
+         else _("jupyterlab_widgets missing")),
         route.fix_widgets,
     )
 
@@ -269,12 +289,12 @@ def _check_kernel() -> Finding:
         import course_utils  # noqa: F401  (importable from this kernel: the kernel is the course's Python)
         import torch  # noqa: F401
     except ImportError as error:  # pragma: no cover - doctor is itself in course_utils
-        return Finding("kernel", False, str(error), "Choose the kernel of the course environment.")
+        return Finding(_("kernel"), False, str(error), _("Choose the kernel of the course environment."))
     shell = _ipython_kind()
     return Finding(
-        "kernel",
+        _("kernel"),
         True,
-        f"course_utils and torch import here ({shell})",
+        _("course_utils and torch import here ({shell})").format(shell=shell),
         "",
     )
 
@@ -287,8 +307,8 @@ def _ipython_kind() -> str:
     except ImportError:
         shell = None
     if shell is None:
-        return "plain Python"
-    return "Jupyter kernel" if "ipykernel" in sys.modules else type(shell).__name__
+        return _("plain Python")
+    return _("Jupyter kernel") if "ipykernel" in sys.modules else type(shell).__name__
 
 
 def doctor(*, show: bool = True) -> DoctorReport:
@@ -304,7 +324,7 @@ def doctor(*, show: bool = True) -> DoctorReport:
         pins = read_pins() if in_checkout() else None
         ranges = supported_ranges()
     except (FileNotFoundError, ValueError) as error:
-        findings.append(Finding("course versions", False, str(error), route.fix_packages))
+        findings.append(Finding(_("course versions"), False, str(error), route.fix_packages))
     else:
         findings.extend(_check_versions(pins, ranges, route))
     findings.append(_check_widgets_frontend(route))

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from course_utils.machinery.messages import _
 from course_utils.machinery.sandbox import is_learner_frame
 
 __all__ = [
@@ -68,7 +69,8 @@ class Exercise:
     """One exercise.
 
     - ``id``: ``"NN.k"`` (notebook number, then the exercise's number in it);
-    - ``task``: one line saying what to write or answer;
+    - ``task``: one line saying what to write or answer (``task``, ``hints`` and ``praise`` are marked with ``N_()``
+      in the exercise modules and shown in the learner's language, through ``_()``, by ``check()`` and ``hint()``);
     - ``validate``: ``answer -> Verdict``; it runs the learner's code on cases the learner did not see;
     - ``hints``: shown one by one by ``hint(id)``, from a nudge to the idea (never the code);
     - ``kind``: ``"write"`` (the learner writes code that registers, implements or removes a hook),
@@ -124,8 +126,8 @@ def only_inside_a_check(exercise_id: str) -> None:
             return  # reached check() with no learner frame in between: the check itself asked
         if is_learner_frame(frame):
             raise ReferenceRefused(
-                f"{name} computes the course's own answer to exercise {exercise_id}, so only check() may run it: "
-                "write (or predict) the answer yourself.")
+                _("{name} computes the course's own answer to exercise {id}, so only check() may run it: "
+                  "write (or predict) the answer yourself.").format(name=name, id=exercise_id))
         frame = frame.f_back
 
 
@@ -139,7 +141,8 @@ def plain_tensor(value: torch.Tensor) -> torch.Tensor:
     with torch._C.DisableTorchFunctionSubclass():
         copy = value.detach().clone()
     if type(copy) is not torch.Tensor:
-        raise TypeError(f"a {type(value).__name__} (a torch.Tensor subclass) cannot be compared: pass a plain tensor")
+        raise TypeError(_("a {type} (a torch.Tensor subclass) cannot be compared: pass a plain tensor").format(
+            type=type(value).__name__))
     return copy
 
 
@@ -150,7 +153,7 @@ def plain(value: Any, _depth: int = 0) -> Any:
 
     Usage: ``answer = plain(answer)`` before comparing it with the truth."""
     if _depth > 20:
-        raise TypeError("the answer is nested too deeply")
+        raise TypeError(_("the answer is nested too deeply"))
     if isinstance(value, bool) or value is None:  # bool cannot be subclassed
         return value
     if isinstance(value, np.generic):
@@ -195,31 +198,33 @@ def _type_name(value: Any) -> str:
 
 def _as_float_tensor(answer: Any) -> torch.Tensor | Verdict:
     if answer is None:
-        return Verdict(False, "You passed None: is that .grad still empty, or did the hook not run?")
+        return Verdict(False, _("You passed None: is that .grad still empty, or did the hook not run?"))
     if isinstance(answer, np.ndarray):
         if answer.dtype.kind not in "biuf":
-            return Verdict(False, f"Expected numbers; got a numpy array of {answer.dtype}.")
+            return Verdict(False, _("Expected numbers; got a numpy array of {dtype}.").format(dtype=answer.dtype))
         answer = torch.from_numpy(np.array(answer, dtype=np.float32))
     try:
         answer = plain(answer)
     except TypeError as error:
-        return Verdict(False, f"Expected plain numbers or a plain tensor: {error}.")
+        return Verdict(False, _("Expected plain numbers or a plain tensor: {error}.").format(error=error))
     if isinstance(answer, (int, float)) and not isinstance(answer, bool):
         return torch.tensor(float(answer))
     if isinstance(answer, (list, tuple)):
         try:
             return torch.tensor(answer, dtype=torch.float32)
         except (TypeError, ValueError, RuntimeError):
-            return Verdict(False, "Expected numbers (a tensor, a number or a list of numbers).")
+            return Verdict(False, _("Expected numbers (a tensor, a number or a list of numbers)."))
     if not isinstance(answer, torch.Tensor):
-        return Verdict(False, f"Expected a torch.Tensor (or a number or list), got {_type_name(answer)}.")
+        return Verdict(False, _("Expected a torch.Tensor (or a number or list), got {type}.").format(
+            type=_type_name(answer)))
     if answer.is_complex():
-        return Verdict(False, f"Expected real numbers, got a tensor of {answer.dtype}.")
+        return Verdict(False, _("Expected real numbers, got a tensor of {dtype}.").format(dtype=answer.dtype))
     return answer.detach().to(torch.float32).cpu()
 
 
 def expect_tensor(expected: Sequence[float] | float | torch.Tensor, hint: str, *, atol: float = 1e-4) -> Callable[[Any], Verdict]:
-    """Validator: a tensor (or number/list) equal to ``expected`` within ``atol``."""
+    """Validator: a tensor (or number/list) equal to ``expected`` within ``atol``. ``hint`` (marked with ``N_()``) is
+    shown in the learner's language."""
     return expect_live_value(lambda: torch.as_tensor(expected, dtype=torch.float32), hint, atol=atol)
 
 
@@ -229,15 +234,16 @@ def expect_live_value(compute: Callable[[], torch.Tensor], hint: str, *, atol: f
     def validate(answer: Any) -> Verdict:
         value = _as_float_tensor(answer)
         if isinstance(value, Verdict):
-            return Verdict(False, f"{value.message} {hint}".strip()) if answer is None else value
+            return Verdict(False, f"{value.message} {_(hint)}".strip()) if answer is None else value
         target = torch.as_tensor(compute(), dtype=torch.float32).detach()
         if value.shape != target.shape:
             if value.numel() != target.numel():
-                return Verdict(False, f"Expected shape {tuple(target.shape)}, got {tuple(value.shape)}. {hint}")
+                return Verdict(False, _("Expected shape {expected}, got {got}. {hint}").format(
+                    expected=tuple(target.shape), got=tuple(value.shape), hint=_(hint)))
             value = value.reshape(target.shape)
         if torch.allclose(value, target, atol=atol, rtol=0):
             return Verdict(True)
-        return Verdict(False, hint)
+        return Verdict(False, _(hint))
 
     return validate
 
@@ -250,12 +256,14 @@ def expect_choice(expected: str, options: Sequence[str], hint: str) -> Callable[
 
     def validate(answer: Any) -> Verdict:
         if not isinstance(answer, str):
-            return Verdict(False, f"Answer with one of the strings {list(options)}, got {_type_name(answer)}.")
+            return Verdict(False, _("Answer with one of the strings {options}, got {type}.").format(
+                options=list(options), type=_type_name(answer)))
         answer = str.__str__(answer)  # a str subclass whose __eq__ always says True is just its text here
         key = " ".join(answer.lower().split())
         if key not in normalised:
-            return Verdict(False, f"{answer!r} is not one of the options {list(options)}.")
-        return Verdict(normalised[key] == expected, "" if normalised[key] == expected else hint)
+            return Verdict(False, _("{answer} is not one of the options {options}.").format(
+                answer=repr(answer), options=list(options)))
+        return Verdict(normalised[key] == expected, "" if normalised[key] == expected else _(hint))
 
     return validate
 
@@ -265,24 +273,26 @@ def expect_live_order(record: Callable[[], list[str]], hint: str) -> Callable[[A
 
     def validate(answer: Any) -> Verdict:
         if not isinstance(answer, (list, tuple)) or not all(isinstance(item, str) for item in answer):
-            return Verdict(False, f"Answer with a list of strings, got {_type_name(answer)}.")
+            return Verdict(False, _("Answer with a list of strings, got {type}.").format(type=_type_name(answer)))
         answer = plain(answer)
         truth = record()
         if sorted(answer) != sorted(truth):
-            return Verdict(False, f"Use exactly these {len(truth)} entries, each once: {sorted(truth)}.")
+            return Verdict(False, _("Use exactly these {count} entries, each once: {entries}.").format(
+                count=len(truth), entries=sorted(truth)))
         if list(answer) == truth:
             return Verdict(True)
-        return Verdict(False, f"Not the order PyTorch uses. {hint}")
+        return Verdict(False, _("Not the order PyTorch uses. {hint}").format(hint=_(hint)))
 
     return validate
 
 
 def expect_callable(test: Callable[[Callable[..., Any]], Verdict], what: str) -> Callable[[Any], Verdict]:
-    """Validator: a function (or class), which ``test`` runs on fresh inputs and judges."""
+    """Validator: a function (or class), which ``test`` runs on fresh inputs and judges; ``what`` (``"a hook(grad)"``,
+    marked with ``N_()`` where it is words) names what was expected."""
 
     def validate(answer: Any) -> Verdict:
         if not callable(answer):
-            return Verdict(False, f"Expected {what}, got {_type_name(answer)}.")
+            return Verdict(False, _("Expected {what}, got {type}.").format(what=_(what), type=_type_name(answer)))
         return test(answer)
 
     return validate

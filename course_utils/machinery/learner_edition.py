@@ -4,6 +4,9 @@ The markers are nbgrader's, so instructors who use nbgrader can take the teachin
 marked lines are replaced (by ``# YOUR CODE HERE`` and a ``raise NotImplementedError``, at the block's
 indentation); the ``def`` line, docstring and ``check(...)`` line around them stay. Outputs are cleared.
 
+The stub's comment and message are in the course's language when the edition is made (``COURSE_LANG=zh``: Chinese);
+the ``# YOUR CODE HERE`` marker itself is nbgrader's and stays as it is.
+
 Usage::
 
     import nbformat
@@ -17,12 +20,17 @@ import ast
 import re
 import textwrap
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import nbformat
+from course_utils.machinery.messages import N_, _
+
+if TYPE_CHECKING:
+    import nbformat
 
 __all__ = [
     "BEGIN",
     "END",
+    "STUB_MESSAGE",
     "SolutionBlock",
     "exercise_id_of",
     "learner_notebook",
@@ -37,6 +45,7 @@ STUB_TAG = "learner-stub"
 RAISES = "raises-exception"  # nbval's tag; JupyterLab's Run All goes on past a cell that has it
 _NEAR_MARKER = re.compile(r"#+\s*(BEGIN|END)\s+SOLUTION", re.IGNORECASE)  # a marker written slightly wrong
 _CHECK_ID = re.compile(r"""\bcheck\(\s*["'](\d\d\.\d+)["']""")
+STUB_MESSAGE = N_("your code goes here")  # what check() recognises a stub's NotImplementedError by, in any language
 
 
 @dataclass(frozen=True)
@@ -114,8 +123,8 @@ def _only_values(body: list[str]) -> bool:
 def stub_source(source: str) -> str:
     """The cell with each solution block replaced by ``# YOUR CODE HERE`` and a ``raise NotImplementedError``."""
     lines = source.splitlines()
-    exercise = exercise_id_of(source) or "this exercise"
-    label = f"Exercise {exercise}" if exercise != "this exercise" else "This exercise"
+    exercise = exercise_id_of(source)
+    label = _("Exercise {id}").format(id=exercise) if exercise else _("This exercise")
     out: list[str] = []
     position = 0
     for block in solution_blocks(source):
@@ -124,17 +133,24 @@ def stub_source(source: str) -> str:
         # def line already says it, and the solution's local names would be a hint
         names = _assigned_names(block.body(lines)) if not block.indent else []
         listed = ", ".join(f"`{n}`" for n in names)
-        create = f" (define {listed})" if names else ""
-        out.append(f"{block.indent}# YOUR CODE HERE{create}, then delete the raise line below")
+        create = _(" (define {names})").format(names=listed) if names else ""
+        out.append(f"{block.indent}# YOUR CODE HERE" + _("{define}, then delete the raise line below").format(
+            define=create))
         if names and _only_values(block.body(lines)):
             # a prediction: the cell itself raises (check() is not reached), so the message must say what to do
-            out.append(f'{block.indent}raise NotImplementedError("{label}: write your prediction here -- define '
-                       f'{listed} in place of this raise line, then run the cell again")')
+            message = _("{exercise}: write your prediction here -- define {names} in place of this raise line, then "
+                        "run the cell again").format(exercise=label, names=listed)
         else:
-            out.append(f'{block.indent}raise NotImplementedError("{label}: your code goes here")')
+            message = _("{exercise}: {message}").format(exercise=label, message=_(STUB_MESSAGE))
+        out.append(f"{block.indent}raise NotImplementedError({_python_string(message)})")
         position = block.end + 1
     out.extend(lines[position:])
     return "\n".join(out) + ("\n" if source.endswith("\n") else "")
+
+
+def _python_string(text: str) -> str:
+    """``text`` as a double-quoted Python string literal (as the stubs always wrote it)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def restore_solutions(stubbed: str, teaching: str) -> str:
@@ -164,6 +180,8 @@ def learner_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     how a learner catches up) goes on past an exercise not done yet instead of stopping there. Every other cell
     keeps its source. Markers in a markdown cell are an error (a solution must be code the learner writes).
     """
+    import nbformat
+
     learner = nbformat.from_dict(notebook)
     for index, cell in enumerate(learner.cells):
         if cell.cell_type != "code":

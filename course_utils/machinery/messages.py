@@ -19,7 +19,7 @@ import gettext
 import importlib.resources
 import os
 
-__all__ = ["LANGUAGES", "DOMAIN", "_", "N_", "language", "set_language", "catalogue"]
+__all__ = ["LANGUAGES", "DOMAIN", "_", "N_", "language", "set_language", "catalogue", "in_every_language"]
 
 LANGUAGES: tuple[str, ...] = ("en", "zh")
 DOMAIN = "course"
@@ -80,10 +80,27 @@ def catalogue(lang: str) -> gettext.NullTranslations:
 
 
 def _(message: str) -> str:
-    """``message`` in the current language (English when it has no translation)."""
+    """``message`` in the current language (English when it has no translation; ``""`` stays ``""``, never the
+    catalogue's header)."""
+    if not message:
+        return message
     return catalogue(language()).gettext(message)
 
 
 def N_(message: str) -> str:
     """Mark ``message`` for translation without translating it now (strings defined at import time)."""
     return message
+
+
+def in_every_language(message: str) -> tuple[str, ...]:
+    """``message`` in each language of the course, English first, each once (to recognise text written earlier
+    in another language, e.g. a learner-edition stub).
+
+    Usage: ``any(phrase in text for phrase in in_every_language(STUB_MESSAGE))``
+    """
+    found: list[str] = []
+    for lang in LANGUAGES:
+        text = catalogue(lang).gettext(message) if message else message
+        if text not in found:
+            found.append(text)
+    return tuple(found)

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from course_utils.machinery.messages import set_language
+from course_utils.machinery.messages import _, set_language
 
 __all__ = ["setup_notebook", "environment_line", "print_warnings", "EXPECTED_NOISE"]
 
@@ -91,10 +91,11 @@ def setup_notebook(seed: int = 0, *, threads: int = 1, lang: str | None = None) 
     Usage: ``print(setup_notebook())``, or ``print(setup_notebook(threads=4))`` for speed over stored digits.
     """
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}.")
+        raise ValueError(_("seed must be a non-negative int, got {seed}.").format(seed=repr(seed)))
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(
-            f"threads must be a positive int (torch's thread count; 1 reproduces the stored outputs), got {threads!r}."
+            _("threads must be a positive int (torch's thread count; 1 reproduces the stored outputs), got {threads}.")
+            .format(threads=repr(threads))
         )
     if lang is not None:
         set_language(lang)

@@ -20,6 +20,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
+from course_utils.machinery.messages import _
+
 __all__ = [
     "DISTRIBUTION", "PYPROJECT_FILE", "REQUIREMENTS_FILE", "in_checkout", "installed_ranges", "parse_pins",
     "parse_ranges", "read_pins", "supported_ranges",
@@ -96,15 +98,15 @@ def installed_ranges(distribution: str = DISTRIBUTION) -> dict[str, SpecifierSet
     try:
         requirements = metadata.requires(distribution)
     except metadata.PackageNotFoundError:
-        raise FileNotFoundError(
-            f"course_utils is neither in a course checkout (no requirements.txt next to it) nor installed as the "
-            f"{distribution!r} distribution. Install it: `pip install` of the course's repository (see its README), "
-            f"or `make venv` in the course folder."
+        raise FileNotFoundError(_(
+            "course_utils is neither in a course checkout (no requirements.txt next to it) nor installed as the "
+            "{distribution} distribution. Install it: `pip install` of the course's repository (see its README), "
+            "or `make venv` in the course folder.").format(distribution=repr(distribution))
         ) from None
     if not requirements:
-        raise ValueError(
-            f"The installed {distribution!r} distribution records no dependencies: reinstall it (`pip install` of the "
-            f"course's repository, or `make venv` in the course folder)."
+        raise ValueError(_(
+            "The installed {distribution} distribution records no dependencies: reinstall it (`pip install` of the "
+            "course's repository, or `make venv` in the course folder).").format(distribution=repr(distribution))
         )
     return parse_ranges(requirements)
 

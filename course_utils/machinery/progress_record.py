@@ -27,6 +27,7 @@ import json
 import os
 import re
 import stat
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,8 @@ try:  # POSIX; on Windows each line is still one append
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
+
+from course_utils.machinery.messages import _
 
 __all__ = ["ENV", "RECORD_NAME", "Attempt", "progress", "read_record", "record", "record_path", "summarise"]
 
@@ -146,22 +149,22 @@ def record(exercise_id: str, passed: bool, *, path: Path | None = None) -> str |
         fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(f"{target} is not a regular file")
+                raise OSError(_("{path} is not a regular file").format(path=target))
             with _locked(fd):
                 with open(os.dup(fd), encoding="utf-8", errors="replace") as reader:
-                    earlier, _ = parse_lines(reader)
+                    earlier, _unreadable = parse_lines(reader)
                 attempt = 1 + sum(1 for item in earlier if item.exercise == exercise_id)
                 when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
                 line = json.dumps({"exercise": exercise_id, "verdict": "pass" if passed else "fail",
                                    "attempt": attempt, "time": when}) + "\n"
                 data = line.encode("utf-8")
                 if os.write(fd, data) != len(data):
-                    raise OSError("the line was written only in part (is the disk full?)")
+                    raise OSError(_("the line was written only in part (is the disk full?)"))
         finally:
             os.close(fd)
     except (OSError, ValueError) as error:
-        return (f"(Your progress was not recorded: {type(error).__name__}: {error}. Your answer was checked as "
-                f"usual. Set {ENV}=off to stop recording.)")
+        return _("(Your progress was not recorded: {error}. Your answer was checked as usual. Set {setting} to stop "
+                 "recording.)").format(error=f"{type(error).__name__}: {error}", setting=f"{ENV}=off")
     return None
 
 
@@ -180,15 +183,30 @@ def summarise(attempts: Iterable[Attempt], exercise_ids: Iterable[str]) -> dict[
     return table
 
 
+def _width(text: str) -> int:
+    """Columns ``text`` takes in a monospaced font (a Chinese character takes two)."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
+def _left(text: str, width: int) -> str:
+    return text + " " * max(0, width - _width(text))
+
+
+def _right(text: str, width: int) -> str:
+    return " " * max(0, width - _width(text)) + text
+
+
 def _table(summary: Mapping[str, Mapping[str, list[str]]], titles: Mapping[str, str]) -> str:
-    lines = [f"{'notebook':32} {'done':>5} {'tried':>6} {'not started':>12}   still open"]
+    header = (_left(_("notebook"), 32), _right(_("done"), 5), _right(_("tried"), 6), _right(_("not started"), 12),
+              _("still open"))
+    lines = [" ".join(header[:4]) + "   " + header[4]]
     for number, row in summary.items():
         title = titles.get(number, number)[:32]
         still_open = ", ".join(row["tried"] + row["not started"]) or "-"
         lines.append(f"{title:32} {len(row['done']):>5} {len(row['tried']):>6} {len(row['not started']):>12}   {still_open}")
     done = sum(len(row["done"]) for row in summary.values())
     total = sum(len(ids) for row in summary.values() for ids in row.values())
-    lines.append(f"{'all':32} {done:>5} of {total} exercises done")
+    lines.append(_left(_("all"), 32) + f" {done:>5} " + _("of {total} exercises done").format(total=total))
     return "\n".join(lines)
 
 
@@ -212,19 +230,20 @@ def progress(reset: bool = False) -> dict[str, dict[str, list[str]]]:
 
     path = record_path()
     if path is None:
-        print(f"Progress is not recorded: {ENV}=off is set.")
+        print(_("Progress is not recorded: {setting} is set.").format(setting=f"{ENV}=off"))
         return {}
     if reset:
         if path.exists():
             stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             kept = path.with_name(f"{path.stem}.{stamp}{path.suffix}")
             path.rename(kept)
-            print(f"Progress reset. The old record is kept as {kept.name}.")
+            print(_("Progress reset. The old record is kept as {name}.").format(name=kept.name))
         else:
-            print("Progress reset: there was no record yet.")
+            print(_("Progress reset: there was no record yet."))
     attempts, unreadable = read_record(path)
     summary = summarise(attempts, all_exercises())
     print(_table(summary, _titles()))
     if unreadable:
-        print(f"({unreadable} line(s) of {path.name} could not be read and were skipped.)")
+        print(_("({count} line(s) of {name} could not be read and were skipped.)").format(count=unreadable,
+                                                                                      name=path.name))
     return summary

@@ -18,6 +18,7 @@ import re
 from urllib.parse import urlencode
 
 from course_utils.machinery.cloud import REPOSITORY
+from course_utils.machinery.messages import _
 
 __all__ = ["problem_url", "report_problem", "versions_line"]
 
@@ -75,5 +76,5 @@ def report_problem(exercise_or_notebook: str | None = None) -> str:
     value = exercise_or_notebook
     is_exercise = value is not None and _EXERCISE.fullmatch(value) is not None
     url = problem_url(exercise=value if is_exercise else None, notebook=None if is_exercise else value)
-    print(f"Report a problem with the course (a prefilled issue; no code or paths are sent): {url}")
+    print(_("Report a problem with the course (a prefilled issue; no code or paths are sent): {url}").format(url=url))
     return url

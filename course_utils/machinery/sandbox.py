@@ -22,7 +22,7 @@ Usage::
         with time_limit(60, is_learner_frame) as timer, limited_output() as output:
             validator(answer)
     finally:
-        changes = guard.restore()    # e.g. ["left 1 global forward hook (removed)"]
+        changes = guard.restore()    # e.g. ["changed the recursion limit (put back)"]
 """
 
 from __future__ import annotations
@@ -47,7 +47,10 @@ import torch
 import torch.nn as nn
 import torch.nn.modules.module as _module_globals
 
-__all__ = ["TimeLimitExceeded", "SessionGuard", "Timer", "OutputBudget", "is_learner_file", "is_learner_frame",
+from course_utils.machinery.messages import N_, _
+
+__all__ = ["TimeLimitExceeded", "SessionGuard", "Change", "Timer", "OutputBudget", "is_learner_file",
+           "is_learner_frame",
            "is_learner_value", "limited_output", "quiet_warnings", "time_limit"]
 
 COURSE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # course_utils/
@@ -271,8 +274,8 @@ class OutputBudget:
         """A sentence for the ✓/✗ line, or "" when everything was shown."""
         if not self.hidden_chars:
             return ""
-        return (f"(check() did not show the rest of what your code printed: about {self.hidden_lines:,} more "
-                f"line(s), {self.hidden_chars:,} characters.)")
+        return _("(check() did not show the rest of what your code printed: about {lines} more line(s), {chars} "
+                 "characters.)").format(lines=f"{self.hidden_lines:,}", chars=f"{self.hidden_chars:,}")
 
 
 class _LimitedStream:
@@ -352,14 +355,48 @@ def _global_hook_dicts() -> dict[str, dict[Any, Any]]:
 
 
 _HOOK_WORDS = {
-    "_global_forward_hooks": "global forward hook", "_global_forward_pre_hooks": "global forward pre-hook",
-    "_global_backward_hooks": "global backward hook", "_global_backward_pre_hooks": "global backward pre-hook",
-    "_global_buffer_registration_hooks": "global buffer registration hook",
-    "_global_module_registration_hooks": "global module registration hook",
-    "_global_parameter_registration_hooks": "global parameter registration hook",
-    "_global_optimizer_pre_hooks": "global optimizer step pre-hook",
-    "_global_optimizer_post_hooks": "global optimizer step post-hook",
+    "_global_forward_hooks": N_("global forward hook"), "_global_forward_pre_hooks": N_("global forward pre-hook"),
+    "_global_backward_hooks": N_("global backward hook"),
+    "_global_backward_pre_hooks": N_("global backward pre-hook"),
+    "_global_buffer_registration_hooks": N_("global buffer registration hook"),
+    "_global_module_registration_hooks": N_("global module registration hook"),
+    "_global_parameter_registration_hooks": N_("global parameter registration hook"),
+    "_global_optimizer_pre_hooks": N_("global optimizer step pre-hook"),
+    "_global_optimizer_post_hooks": N_("global optimizer step post-hook"),
 }
+_HOOK_WORDS_PLURAL = {
+    "_global_forward_hooks": N_("global forward hooks"), "_global_forward_pre_hooks": N_("global forward pre-hooks"),
+    "_global_backward_hooks": N_("global backward hooks"),
+    "_global_backward_pre_hooks": N_("global backward pre-hooks"),
+    "_global_buffer_registration_hooks": N_("global buffer registration hooks"),
+    "_global_module_registration_hooks": N_("global module registration hooks"),
+    "_global_parameter_registration_hooks": N_("global parameter registration hooks"),
+    "_global_optimizer_pre_hooks": N_("global optimizer step pre-hooks"),
+    "_global_optimizer_post_hooks": N_("global optimizer step post-hooks"),
+}
+
+# What restore() names when putting a part of the session back failed (the step's function name -> words).
+_STEP_WORDS = {
+    "_function_modes": N_("function modes"), "_dispatch_modes": N_("dispatch modes"),
+    "_default_device": N_("default device"), "_saved_tensor_hooks": N_("saved tensor hooks"),
+    "_grad_mode": N_("grad mode"), "_random_states": N_("random states"), "_print_options": N_("print options"),
+    "_numpy_errors": N_("numpy errors"), "_torch_settings": N_("torch settings"),
+    "_matmul_precision": N_("matmul precision"), "_backend_switches": N_("backend switches"),
+    "_global_hooks": N_("global hooks"), "_patched_namespaces": N_("patched namespaces"),
+    "_interpreter": N_("interpreter"), "_working_directory": N_("working directory"),
+}
+
+
+class Change(str):
+    """One thing an answer changed, as a phrase that follows "your code" in the learner's language; ``fatal`` when
+    it makes the answer wrong (a hook left registered, PyTorch patched), not only put back."""
+
+    fatal: bool
+
+    def __new__(cls, phrase: str, fatal: bool = False) -> "Change":
+        change = super().__new__(cls, phrase)
+        change.fatal = fatal
+        return change
 
 
 def _backend_flags() -> dict[str, tuple[Any, str]]:
@@ -426,7 +463,7 @@ class SessionGuard:
     def patched_before(self) -> list[str]:
         """Names in PyTorch's or numpy's namespaces that hold a function the learner wrote (patched before check)."""
         found = []
-        for label, _, before, fingerprint in self._namespaces:
+        for label, _owner, before, fingerprint in self._namespaces:
             if _KNOWN_CLEAN.get(label) == fingerprint:
                 continue  # scanned before, unchanged since
             patched = [f"{label}.{name}" for name, value in before.items() if self._is_learner_value(value)]
@@ -437,16 +474,18 @@ class SessionGuard:
         return found
 
     def restore(self) -> list[str]:
-        """Put everything back, each in its own ``try``; return what the answer had changed, one phrase each
-        (``"left torch.set_default_device('meta') in force (put back)"``). A restore that fails is named too."""
-        changes: list[str] = []
+        """Put everything back, each in its own ``try``; return what the answer had changed, one :class:`Change`
+        each (``"changed the default device with torch.set_default_device (put back)"``, in the learner's language).
+        A restore that fails is named too."""
+        changes: list[Change] = []
 
         def attempt(step: Callable[[], None]) -> None:
             try:
                 step()
             except Exception as error:  # noqa: BLE001 -- one failed restore must not stop the others
-                changes.append(f"could not put back {step.__name__.strip('_').replace('_', ' ')} "
-                               f"({type(error).__name__}: {error}); restart the kernel to be sure")
+                what = _STEP_WORDS.get(step.__name__, step.__name__.strip("_").replace("_", " "))
+                changes.append(Change(_("could not put back {what} ({error}); restart the kernel to be sure").format(
+                    what=_(what), error=f"{type(error).__name__}: {error}"), fatal=True))
 
         # modes first: a mode left active would see (and could break) every restore below
         def _function_modes() -> None:
@@ -460,8 +499,9 @@ class SessionGuard:
             extra = [type(mode).__name__ for mode in now if all(mode is not m for m in self._function_modes)
                      and type(mode).__name__ != "DeviceContext"]
             if extra:
-                changes.append(f"left a TorchFunctionMode active ({', '.join(extra)}; taken off): if your class "
-                               "overrides __exit__, call super().__exit__(...) in it")
+                changes.append(Change(_("left a TorchFunctionMode active ({modes}; taken off): if your class "
+                                        "overrides __exit__, call super().__exit__(...) in it").format(
+                                            modes=", ".join(extra)), fatal=True))
 
         def _dispatch_modes() -> None:
             now = [torch._C._get_dispatch_stack_at(i) for i in range(torch._C._len_torch_dispatch_stack())]
@@ -471,7 +511,7 @@ class SessionGuard:
                 torch._C._pop_torch_dispatch_stack()
             for mode in self._dispatch_modes:
                 torch._C._push_on_torch_dispatch_stack(mode)
-            changes.append("left a TorchDispatchMode active (taken off)")
+            changes.append(Change(_("left a TorchDispatchMode active (taken off)"), fatal=True))
 
         def _default_device() -> None:
             context = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
@@ -479,7 +519,7 @@ class SessionGuard:
                 return
             torch._GLOBAL_DEVICE_CONTEXT.device_context = self._device_context
             self._device_module.CURRENT_DEVICE = self._current_device
-            changes.append("changed the default device with torch.set_default_device (put back)")
+            changes.append(Change(_("changed the default device with torch.set_default_device (put back)")))
 
         def _saved_tensor_hooks() -> None:
             for _ in range(1000):  # bounded: a stack deeper than this is not a learner's answer
@@ -493,8 +533,8 @@ class SessionGuard:
         def _grad_mode() -> None:
             torch.set_grad_enabled(self._grad)
             if torch.is_inference_mode_enabled() != self._inference:
-                changes.append("left torch.inference_mode switched on: restart the kernel (it cannot be undone "
-                               "from outside)")
+                changes.append(Change(_("left torch.inference_mode switched on: restart the kernel (it cannot be "
+                                        "undone from outside)"), fatal=True))
 
         def _random_states() -> None:
             random.setstate(self._python_random)
@@ -508,7 +548,7 @@ class SessionGuard:
         def _numpy_errors() -> None:
             if np.geterr() != self._numpy_errors:
                 np.seterr(**self._numpy_errors)
-                changes.append("changed numpy's error handling with np.seterr (put back)")
+                changes.append(Change(_("changed numpy's error handling with np.seterr (put back)")))
 
         def _torch_settings() -> None:
             if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != self._anomaly:
@@ -523,13 +563,13 @@ class SessionGuard:
         def _matmul_precision() -> None:
             if torch.get_float32_matmul_precision() != self._matmul:
                 torch.set_float32_matmul_precision(self._matmul)
-                changes.append("changed torch.set_float32_matmul_precision (put back)")
+                changes.append(Change(_("changed torch.set_float32_matmul_precision (put back)")))
 
         def _backend_switches() -> None:
             for name, (owner, attribute) in _backend_flags().items():
                 if getattr(owner, attribute) != self._flags[name]:
                     setattr(owner, attribute, self._flags[name])
-                    changes.append(f"changed {name} (put back)")
+                    changes.append(Change(_("changed {name} (put back)").format(name=name)))
 
         def _global_hooks() -> None:
             for name, hooks in _global_hook_dicts().items():
@@ -540,9 +580,12 @@ class SessionGuard:
                 for key, hook in before.items():
                     hooks.setdefault(key, hook)
                 if added:
-                    what = _HOOK_WORDS.get(name.rsplit(".", 1)[-1], name)
-                    changes.append(f"left {len(added)} {what}{'s' if len(added) > 1 else ''} registered ({name}; "
-                                   "removed): remove every hook you register, with its handle")
+                    words = _HOOK_WORDS_PLURAL if len(added) > 1 else _HOOK_WORDS
+                    what = words.get(name.rsplit(".", 1)[-1])
+                    what = _(what) if what else name + ("s" if len(added) > 1 else "")
+                    changes.append(Change(_("left {count} {what} registered ({name}; removed): remove every hook you "
+                                            "register, with its handle").format(count=len(added), what=what,
+                                                                                 name=name), fatal=True))
 
         def _patched_namespaces() -> None:
             for label, owner, before, fingerprint in self._namespaces:
@@ -558,27 +601,28 @@ class SessionGuard:
                         delattr(owner, name)
                     else:
                         setattr(owner, name, old)
-                    changes.append(f"replaced {label}.{name} (put back): a check cannot trust a patched PyTorch -- "
-                                   "write the hook the exercise asks for instead")
+                    changes.append(Change(_("replaced {name} (put back): a check cannot trust a patched PyTorch -- "
+                                            "write the hook the exercise asks for instead").format(
+                                                name=f"{label}.{name}"), fatal=True))
 
         def _interpreter() -> None:
             if sys.getrecursionlimit() != self._recursion:
                 sys.setrecursionlimit(self._recursion)
-                changes.append("changed the recursion limit (put back)")
+                changes.append(Change(_("changed the recursion limit (put back)")))
             if (sys.stdout, sys.stderr) != self._streams:
                 sys.stdout, sys.stderr = self._streams
-                changes.append("replaced sys.stdout or sys.stderr (put back)")
+                changes.append(Change(_("replaced sys.stdout or sys.stderr (put back)")))
             if sys.gettrace() is not self._trace:
                 sys.settrace(self._trace)
-                changes.append("changed sys.settrace (put back)")
+                changes.append(Change(_("changed sys.settrace (put back)")))
             if sys.getprofile() is not self._profile:
                 sys.setprofile(self._profile)
-                changes.append("changed sys.setprofile (put back)")
+                changes.append(Change(_("changed sys.setprofile (put back)")))
 
         def _working_directory() -> None:
             if self._cwd is not None and os.getcwd() != self._cwd:
                 os.chdir(self._cwd)
-                changes.append("changed the working directory with os.chdir (put back)")
+                changes.append(Change(_("changed the working directory with os.chdir (put back)")))
 
         for step in (_function_modes, _dispatch_modes, _default_device, _saved_tensor_hooks, _grad_mode,
                      _random_states, _print_options, _numpy_errors, _torch_settings, _matmul_precision,

@@ -30,6 +30,7 @@ import nbformat
 
 from course_utils.machinery.course import notebooks_folder
 from course_utils.machinery.learner_edition import learner_notebook
+from course_utils.machinery.messages import _
 
 __all__ = ["MANIFEST", "prepare_workspace", "main"]
 
@@ -49,7 +50,8 @@ def _read_manifest(dest: Path) -> dict[str, dict[str, str]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as error:
-        raise SystemExit(f"{path} is unreadable ({error}). Move it away and run again; your notebooks are safe.")
+        raise SystemExit(_("{path} is unreadable ({error}). Move it away and run again; your notebooks are "
+                           "safe.").format(path=path, error=error))
     data.setdefault("delivered", {})
     data.setdefault("offered", {})
     return data
@@ -76,7 +78,7 @@ def _deliver(dest: Path, relative: str, text: str, manifest: dict[str, dict[str,
         target.parent.mkdir(parents=True, exist_ok=True)
         _write_new(target, text, read_only=read_only)
         manifest["delivered"][relative] = digest
-        messages.append(f"added {relative}")
+        messages.append(_("added {file}").format(file=relative))
         return
     if delivered == digest:
         return  # the learner has this version (edited or not)
@@ -86,7 +88,7 @@ def _deliver(dest: Path, relative: str, text: str, manifest: dict[str, dict[str,
         target.unlink()
         _write_new(target, text, read_only=read_only)
         manifest["delivered"][relative] = digest
-        messages.append(f"updated {relative} (a course file you had not changed)")
+        messages.append(_("updated {file} (a course file you had not changed)").format(file=relative))
         return
     if current == digest:
         manifest["delivered"][relative] = digest  # already the same text: nothing to offer
@@ -99,8 +101,8 @@ def _deliver(dest: Path, relative: str, text: str, manifest: dict[str, dict[str,
         _write_new(dest / beside, text, read_only=read_only)
     manifest["offered"][relative] = digest
     messages.append(
-        f"The course has a new version of {relative}. Your file is untouched; the new version is "
-        f"{beside.as_posix()} -- copy over what you want from it."
+        _("The course has a new version of {file}. Your file is untouched; the new version is {new} -- copy over "
+          "what you want from it.").format(file=relative, new=beside.as_posix())
     )
 
 
@@ -113,10 +115,12 @@ def prepare_workspace(dest: Path, *, notebooks_dir: Path | None = None, quiet: b
     source = notebooks_folder(lang) if notebooks_dir is None else Path(notebooks_dir)
     notebooks = sorted(source.glob("[0-9][0-9]_*.ipynb"))
     if not notebooks:
-        raise FileNotFoundError(f"No course notebooks (NN_topic.ipynb) in {source}: is this the course repository?")
+        raise FileNotFoundError(_("No course notebooks (NN_topic.ipynb) in {folder}: is this the course "
+                                  "repository?").format(folder=source))
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
-        raise NotADirectoryError(f"{dest} exists and is not a folder: choose another workspace path.")
+        raise NotADirectoryError(_("{path} exists and is not a folder: choose another workspace path.").format(
+            path=dest))
     dest.mkdir(parents=True, exist_ok=True)
     manifest = _read_manifest(dest)
     messages: list[str] = []
@@ -141,7 +145,8 @@ def prepare_workspace(dest: Path, *, notebooks_dir: Path | None = None, quiet: b
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m course_utils.machinery.workspace [DEST]``: prepare the workspace and say where it is."""
-    parser = argparse.ArgumentParser(description="Create or update a learner workspace (never overwrites your files).")
+    parser = argparse.ArgumentParser(
+        description=_("Create or update a learner workspace (never overwrites your files)."))
     parser.add_argument("dest", nargs="?", default="workspace", type=Path)
     parser.add_argument("--lang", default=os.environ.get("COURSE_LANG") or "en", choices=("en", "zh"),
                         help="the edition: en (default, or COURSE_LANG) or zh (the Chinese notebooks)")
@@ -149,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     messages = prepare_workspace(args.dest, quiet=True, lang=args.lang)
     for message in messages:
         print(message)
-    print(f"Workspace ready: {args.dest}/ (your exercises; the complete notebooks are in {args.dest}/{COMPLETE}/)")
+    print(_("Workspace ready: {folder}/ (your exercises; the complete notebooks are in {complete}/)").format(
+        folder=args.dest, complete=f"{args.dest}/{COMPLETE}"))
     return 0
 
 

@@ -32,6 +32,7 @@ PACKAGE = ROOT / "course_utils"
 LOCALE = PACKAGE / "machinery" / "locale"
 TRANSLATED = ("zh",)
 KEYWORDS = {"_": None, "N_": None}
+_FIXED_DATE = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def source_messages(files: Iterable[Path] | None = None) -> dict[str, list[str]]:
@@ -59,10 +60,9 @@ def read_part(path: Path) -> Catalog:
 
 def merged(lang: str) -> tuple[Catalog, list[str]]:
     """All parts of ``lang`` as one catalogue; problems: the same message translated two ways."""
-    # Fixed dates: the compiled course.mo depends only on the translations (verify compares bytes)
-    fixed = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    # a fixed creation date: course.mo must be the same bytes whenever it is compiled from the same .po files
     catalog = Catalog(locale=lang, domain="course", project="PyTorch Hooks, hands-on", fuzzy=False,
-                      creation_date=fixed, revision_date=fixed)
+                      creation_date=_FIXED_DATE, revision_date=_FIXED_DATE)
     problems: list[str] = []
     seen: dict[str, tuple[str, str]] = {}
     for path in parts(lang):

@@ -1,0 +1,292 @@
+"""The course's messages in Chinese: every message id has a zh entry, ``COURSE_LANG=zh`` / ``setup_notebook(lang="zh")``
+switch check(), hint() and doctor() to Chinese, English stays the fallback, and a bad language never breaks a check.
+
+Each language switch runs in a fresh Python (as a learner's kernel would), through the real check(), hint() and
+doctor() -- nothing is stubbed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from course_utils.machinery import messages
+from course_utils.machinery.env_check import detect_route
+from course_utils.machinery.learner_edition import stub_source
+from course_utils.machinery.messages import _, in_every_language, set_language
+from course_utils.machinery.sandbox import SessionGuard
+from tools.i18n import messages as catalogue_tool
+
+ROOT = Path(__file__).resolve().parent.parent
+CHINESE = range(0x4E00, 0xA000)
+
+
+def has_chinese(text: str) -> bool:
+    return any(ord(char) in CHINESE for char in text)
+
+
+def run_python(code: str, lang: str | None) -> str:
+    """Run ``code`` in a fresh Python with ``COURSE_LANG=lang`` (unset: None); its stdout, or a failure showing both
+    streams."""
+    env = {key: value for key, value in os.environ.items() if key != "COURSE_LANG"}
+    env.update({"PYTHONPATH": str(ROOT), "COURSE_PROGRESS": "off", "PYTHONIOENCODING": "utf-8"})
+    if lang is not None:
+        env["COURSE_LANG"] = lang
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, encoding="utf-8", timeout=300)
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture()
+def chinese() -> Iterator[None]:
+    """This process shows Chinese for the test; the language is given back to COURSE_LANG afterwards."""
+    set_language("zh")
+    try:
+        yield
+    finally:
+        set_language(None)
+
+
+# -- (a) the catalogue is complete --------------------------------------------------------------------------------
+def test_every_message_has_a_chinese_entry_and_course_mo_is_compiled() -> None:
+    """``tools/i18n/messages.py verify``: every _()/N_() message of course_utils has a zh translation, no entry is
+    stray, no two parts translate a message differently, and course.mo is compiled from the .po files."""
+    problems = catalogue_tool.problems("zh")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_machinery_messages_keep_their_placeholders_in_chinese() -> None:
+    """A translation that drops or renames a ``{placeholder}`` would raise KeyError (or lose a value) in format()."""
+    wrong = []
+    for path in catalogue_tool.parts("zh"):
+        for message in catalogue_tool.read_part(path):
+            if message.id and message.string:
+                names = sorted(set(re.findall(r"\{(\w*)\}", message.id)))
+                if names != sorted(set(re.findall(r"\{(\w*)\}", message.string))):
+                    wrong.append(f"{path.name}: {message.id[:60]!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_message_is_marked_inside_an_f_string() -> None:
+    """Babel's extractor does not look inside f-strings: ``f"{_('done')}"`` would never reach the catalogue (and
+    never be translated) while the completeness test stays green."""
+    import tokenize
+
+    hidden = []
+    for path in sorted((ROOT / "course_utils").rglob("*.py")):
+        with path.open("rb") as handle:
+            for token in tokenize.tokenize(handle.readline):
+                prefix = re.match(r"[A-Za-z]*", token.string).group(0).lower() if token.type == tokenize.STRING else ""
+                if "f" in prefix and re.search(r"\bN?_\(\s*[rRbBuU]?['\"]", token.string):
+                    hidden.append(f"{path.relative_to(ROOT)}:{token.start[0]}")
+    assert not hidden, f"mark these messages outside the f-string: {hidden}"
+
+
+# -- (b) the language switch ---------------------------------------------------------------------------------------
+WRONG_THEN_HINT = """
+    from course_utils.machinery.checks import check, hint
+    from course_utils.machinery.messages import set_language
+
+    def clamp_to_unit_positive(grad):  # a wrong answer to 01.1: clips the negative side to 0
+        return grad.clamp(0, 1)
+
+    verdict = check("01.1", clamp_to_unit_positive)
+    assert not verdict
+    hint("01.1")
+    print("-- back to English --")
+    set_language("en")
+    check("01.1", clamp_to_unit_positive)
+    hint("01.1")
+"""
+
+
+def test_course_lang_zh_makes_check_and_hint_speak_chinese_and_set_language_en_switches_back() -> None:
+    out = run_python(WRONG_THEN_HINT, "zh")
+    chinese, english = out.split("-- back to English --\n")
+    assert "✗ 练习 01.1：还没通过。" in chinese
+    assert "觉得是检查本身有错？https://github.com/" in chinese
+    assert "练习 01.1 的提示 1/" in chinese
+    assert "Exercise 01.1" not in chinese and "Think the check" not in chinese
+    assert "✗ Exercise 01.1: not yet." in english
+    assert "Think the check itself is wrong? https://github.com/" in english
+    assert "Hint 2/" in english and "for exercise 01.1" in english  # the hint count goes on
+    assert not any(phrase in english for phrase in ("练习", "提示", "觉得"))
+
+
+def test_setup_notebook_lang_zh_switches_a_session_without_course_lang() -> None:
+    out = run_python("""
+        from course_utils import setup_notebook
+        from course_utils.machinery.checks import check, hint
+        hint("01.1")
+        setup_notebook(lang="zh")
+        hint("01.1")
+        check("99.9", None)
+    """, None)
+    first, second, unknown = out.splitlines()[:3]
+    assert first.startswith("Hint 1/") and "for exercise 01.1" in first
+    assert second.startswith("练习 01.1 的提示 2/")
+    assert unknown.startswith("✗ 没有编号为 '99.9' 的练习。")
+
+
+def test_a_regional_course_lang_is_chinese_too() -> None:
+    out = run_python("""
+        from course_utils.machinery.messages import language
+        print(language())
+    """, "zh_CN.UTF-8")
+    assert out.strip() == "zh"
+
+
+@pytest.mark.parametrize("bad", ["fr", "klingon", "", 3])
+def test_a_bad_language_is_a_clear_value_error_that_changes_nothing(chinese: None, bad: object) -> None:
+    from course_utils import setup_notebook
+
+    with pytest.raises(ValueError, match=r"en, zh"):
+        set_language(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"en, zh"):
+        setup_notebook(lang=bad)  # type: ignore[arg-type]
+    assert messages.language() == "zh"
+    assert _("All checks passed.") == "所有检查都通过了。"
+
+
+def test_an_unknown_course_lang_never_breaks_check() -> None:
+    out = run_python(WRONG_THEN_HINT, "fr")
+    assert "✗ Exercise 01.1: not yet." in out
+    assert "Hint 1/" in out and not has_chinese(out)
+
+
+# -- (c) English is the fallback ------------------------------------------------------------------------------------
+def test_a_message_without_a_translation_comes_out_in_english(chinese: None) -> None:
+    untranslated = "A sentence that no catalogue translates: {count} hooks."
+    assert _(untranslated) == untranslated
+    assert _(untranslated).format(count=2) == "A sentence that no catalogue translates: 2 hooks."
+    assert _("") == ""  # never the catalogue's header
+    assert _("All checks passed.") == "所有检查都通过了。"  # while a translated one is Chinese
+
+
+def test_english_is_unchanged_when_nothing_chooses_a_language() -> None:
+    set_language(None)
+    if messages.language() != "en":
+        pytest.skip("COURSE_LANG chooses another language in this environment")
+    assert _("All checks passed.") == "All checks passed."
+    stub = stub_source('### BEGIN SOLUTION\nanswer = 3\n### END SOLUTION\ncheck("05.3", answer)\n')
+    assert "# YOUR CODE HERE (define `answer`), then delete the raise line below" in stub
+    assert 'raise NotImplementedError("Exercise 05.3: write your prediction here -- define `answer` in place' in stub
+
+
+# -- the pieces check() composes -------------------------------------------------------------------------------------
+def test_a_chinese_stub_is_recognised_as_not_done_in_either_language() -> None:
+    """A learner edition made with COURSE_LANG=zh raises in Chinese; check() knows it is the stub in English too."""
+    out = run_python("""
+        from course_utils.machinery.learner_edition import stub_source
+        from course_utils.machinery.messages import set_language
+        from course_utils.machinery.checks import check
+        source = stub_source('def clamp(grad):\\n    ### BEGIN SOLUTION\\n    return grad\\n    ### END SOLUTION\\n'
+                             'check("01.1", clamp)\\n')
+        print(source)
+        namespace = {}
+        exec(compile(source.replace('check("01.1", clamp)', ''), "<cell>", "exec"), namespace)
+        set_language("en")
+        verdict = check("01.1", namespace["clamp"])
+        print("VERDICT", verdict.message)
+    """, "zh")
+    assert "# YOUR CODE HERE，然后删掉下面那行 raise" in out
+    assert 'raise NotImplementedError("练习 01.1：在这里写你的代码")' in out
+    assert "VERDICT your answer is still the stub" in out
+    assert "Think the check itself is wrong?" not in out  # a stub is no attempt: nothing to report
+    assert len(in_every_language("your code goes here")) == 2
+
+
+def test_a_global_hook_left_behind_is_named_in_chinese_and_still_fails_a_right_answer() -> None:
+    """Whether a leftover makes the answer wrong is the Change's flag, not an English word in its phrase."""
+    out = run_python("""
+        import torch
+        from course_utils.machinery.checks import check
+
+        def clamp_and_leave_a_global_hook(grad):
+            torch.nn.modules.module.register_module_forward_hook(lambda module, args, output: None)
+            return grad.clamp(-1, 1)
+
+        print("PASSED" if check("01.1", clamp_and_leave_a_global_hook) else "FAILED")
+    """, "zh")
+    assert re.search(r"✗ 练习 01\.1：还没通过。答案的结果是对的，但你的代码留下了 \d+ 个已注册的全局前向钩子", out)
+    assert "你注册的每个钩子，都要用它的句柄移除" in out
+    assert out.splitlines()[-1] == "FAILED"
+
+
+def test_session_guard_changes_are_translated_and_flagged(chinese: None) -> None:
+    import torch
+
+    guard = SessionGuard()
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda module, args: None)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 1)
+    try:
+        changes = guard.restore()
+    finally:
+        handle.remove()
+        sys.setrecursionlimit(limit)
+    by_text = {str(change): change.fatal for change in changes}
+    assert by_text == {
+        "留下了 1 个已注册的全局前向预钩子（torch.nn.modules.module._global_forward_pre_hooks；已替你移除）："
+        "你注册的每个钩子，都要用它的句柄移除": True,
+        "改了递归深度上限（已恢复）": False,
+    }
+
+
+def test_progress_speaks_chinese_with_its_columns_aligned(tmp_path: Path) -> None:
+    record = tmp_path / "record.jsonl"
+    record.write_text('{"exercise": "01.1", "verdict": "pass", "attempt": 1, "time": "2026-11-25T04:01:02Z"}\n'
+                      "not a line of ours\n", encoding="utf-8")
+    env_code = f"""
+        import os
+        os.environ["COURSE_PROGRESS"] = {str(record)!r}
+        from course_utils.machinery.progress_record import progress
+        progress()
+    """
+    chinese, english = run_python(env_code, "zh").splitlines(), run_python(env_code, None).splitlines()
+    assert chinese[0].split() == ["笔记本", "完成", "尝试", "未开始", "未完成的练习"]
+    assert english[0].split() == ["notebook", "done", "tried", "not", "started", "still", "open"]
+    assert chinese[1:-2] == english[1:-2]  # the rows of numbers are the same in both languages
+    width = sum(2 if ord(char) > 0x2E80 else 1 for char in chinese[0].split("未开始")[0] + "未开始")
+    assert width == len(english[0].split("not started")[0] + "not started")  # Chinese headers take two columns each
+    total = re.fullmatch(r"all +1 of (\d+) exercises done", english[-2]).group(1)
+    assert re.fullmatch(rf"合计 +1 / {total} 道练习已完成", chinese[-2])
+    assert chinese[-1] == "（record.jsonl 中有 1 行无法读取，已跳过。）"
+
+
+# -- (d) doctor() ---------------------------------------------------------------------------------------------------
+def test_doctor_reports_in_chinese() -> None:
+    out = run_python("""
+        from course_utils.machinery.env_check import doctor
+        report = doctor()
+        print("OK" if report.ok else "NOT OK")
+    """, "zh")
+    lines = out.splitlines()
+    assert lines[0].startswith("✓ Python：受支持的版本（3.11, 3.12 或 3.13）") or lines[0].startswith("✗ Python：")
+    assert any(line.startswith("✓ 内核：这里可以导入 course_utils 和 torch") for line in lines)
+    assert lines[-2] in ("所有检查都通过了。", "有问题需要修复：请按上面 → 开头的行操作。")
+    assert lines[-2] == ("所有检查都通过了。" if lines[-1] == "OK" else "有问题需要修复：请按上面 → 开头的行操作。")
+    assert "All checks passed" not in out and "kernel:" not in out
+
+
+def test_doctor_fixes_in_chinese_keep_the_commands(chinese: None, tmp_path: Path) -> None:
+    prefix = tmp_path / ".venv"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / ".installed-py3.12-0123456789abcdef").touch()
+    route = detect_route(prefix, base_prefix=tmp_path / "python", checkout=tmp_path)
+    assert route.fix_packages == "在终端里进入课程文件夹，运行：`make venv`；然后重启内核（Kernel > Restart Kernel）。"
+    assert "先 `make clean`，再 `make lab PYTHON=python3.11`（或 python3.12, python3.13）" in route.fix_python
+    base = tmp_path / "conda"
+    (base / "conda-meta").mkdir(parents=True)
+    (base / "condabin").mkdir()
+    conda = detect_route(base, base_prefix=base, checkout=tmp_path)
+    assert conda.fix_packages.startswith("这个内核运行在 conda 的 base 环境里。在终端里进入课程文件夹，运行：")
+    assert "`conda env create -f environment.yml`, `conda activate pytorch-hooks-course`" in conda.fix_packages
