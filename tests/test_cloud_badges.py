@@ -1,5 +1,6 @@
-"""Every notebook opens with its Colab and Kaggle links and a guarded install that does nothing here and installs the
-course (never torch) on Colab or Kaggle; all generated from course_utils.machinery.cloud, where the repository is named once."""
+"""Every notebook opens with its Colab and Kaggle links, a "Report a problem" link and a guarded install that does
+nothing here and installs the course (never torch) on Colab or Kaggle; all generated from course_utils.machinery.cloud,
+where the repository is named once."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from course_utils.machinery import cloud
+from course_utils.machinery import cloud, report_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -40,11 +41,49 @@ def test_each_notebook_opens_with_its_own_links_and_the_guarded_install(path: Pa
     opening = notebook.cells[0].source
     assert f"[Colab]({cloud.colab_url(path.name)})" in opening
     assert f"[Kaggle]({cloud.kaggle_url(path.name)})" in opening
+    assert f"[Report a problem]({report_problem.notebook_problem_url(path.name)})" in opening
     assert "**Last verified**" in opening and "binder/" in opening  # Binder stays offered
     code = first_code(notebook).source
     assert code.startswith(cloud_badges.INSTALL_START + "\n" + "\n".join(cloud.install_lines()) + "\n"
                            + cloud_badges.INSTALL_END)
     assert "setup_notebook(" in code  # still the set-up cell (the hygiene rule)
+
+
+def test_the_report_link_is_the_same_in_every_environment_and_sends_no_code_or_paths(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from urllib.parse import parse_qs, urlparse
+
+    def no_versions() -> str:
+        raise AssertionError("a link stored in markdown must not hold the versions of the machine that wrote it")
+
+    monkeypatch.setattr(report_problem, "versions_line", no_versions)
+    for path in NOTEBOOKS:
+        opening = nbformat.read(path, as_version=4).cells[0].source
+        url = report_problem.notebook_problem_url(path.name)
+        assert f"[Report a problem]({url})" in opening  # what the tool wrote is what any environment computes
+        parsed = urlparse(url)
+        assert (parsed.netloc, parsed.path) == ("github.com", f"/{cloud.REPOSITORY}/issues/new")
+        fields = {key: values[0] for key, values in parse_qs(parsed.query).items()}
+        assert set(fields) == {"title", "body"} and path.name in fields["title"]
+        body = fields["body"]
+        assert f"notebook: {path.name}" in body and report_problem.ASK_FOR_VERSIONS in body
+        assert str(ROOT) not in url and "/home/" not in body and "def " not in body and "import torch" not in body
+
+
+def test_check_covers_the_report_link(tmp_path: Path) -> None:
+    copy = tmp_path / NOTEBOOKS[2].name
+    shutil.copy(NOTEBOOKS[2], copy)
+    assert cloud_badges.is_current(copy, cloud_badges.verified())
+    notebook = nbformat.read(copy, as_version=4)
+    link = f"[Report a problem]({report_problem.notebook_problem_url(copy.name)})"
+    for edited in (notebook.cells[0].source.replace(link, "[Report a problem](https://example.org/elsewhere)"),
+                   notebook.cells[0].source.replace(link, "")):
+        notebook.cells[0].source = edited
+        nbformat.write(notebook, copy)
+        assert not cloud_badges.is_current(copy, cloud_badges.verified()), "--check must notice an edited link"
+    assert cloud_badges.update_notebook(copy, cloud_badges.verified()) is True
+    assert cloud_badges.is_current(copy, cloud_badges.verified())
+    assert nbformat.read(copy, as_version=4).cells[0].source.count(link) == 1
 
 
 def run_install(monkeypatch: pytest.MonkeyPatch, *, colab: bool, kaggle: bool, installed: bool) -> list[Any]:
@@ -115,6 +154,7 @@ def test_the_tool_is_idempotent_and_replaces_its_own_block(tmp_path: Path, monke
     assert cloud_badges.update_notebook(copy, {}) is False and copy.read_text(encoding="utf-8") == once
     notebook = nbformat.read(copy, as_version=4)
     assert "someone/elsewhere" in notebook.cells[0].source and "pytorch-hooks-course/" not in notebook.cells[0].source
+    assert "https://github.com/someone/elsewhere/issues/new?" in notebook.cells[0].source  # the report link too
     assert notebook.cells[0].source.count(cloud_badges.LINKS_START) == 1
     assert first_code(notebook).source.count(cloud_badges.INSTALL_START) == 1
     data = {copy.stem: {"colab-2026-08-19": {"torch": "2.11.0", "date": "2026-11-25"}}}

@@ -103,3 +103,37 @@ def test_the_service_is_registered_for_admins_only() -> None:
     assert service["environment"]["COURSE_DASHBOARD_ADMINS"] == "instructor"
     (role,) = c.JupyterHub.load_roles
     assert role["services"] == ["dashboard"] and not any(s.startswith("access:") for s in role["scopes"])
+
+
+def test_under_tljh_the_record_a_learner_checks_into_is_the_one_shown(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import pwd
+
+    from course_utils.machinery.progress_record import record
+
+    home = tmp_path / "jupyter-ada"
+    folder = home / "pytorch-hooks-learner"  # nbgitpuller's clone: the learner's notebooks, no workspace manifest
+    folder.mkdir(parents=True)
+    real = pwd.getpwnam
+    mine = list(pwd.getpwuid(os.getuid()))
+    mine[0], mine[5] = "jupyter-ada", str(home)  # pw_name, pw_dir: a system user jupyter-ada who is this test's uid
+    monkeypatch.setattr(pwd, "getpwnam", lambda name: pwd.struct_passwd(mine) if name == "jupyter-ada" else real(name))
+    monkeypatch.delenv("COURSE_PROGRESS", raising=False)
+    monkeypatch.chdir(folder)  # where the kernel runs
+    assert record("01.1", False) is None and record("01.1", True) is None
+    records, problems = dashboard.collect(["ada", "bob"], None, record=Path("pytorch-hooks-learner/.course-progress.jsonl"),
+                                          system_users="tljh")
+    assert [(a.exercise, a.verdict, a.attempt) for a in records["ada"]] == [("01.1", "fail", 1), ("01.1", "pass", 2)]
+    assert records["bob"] == [] and problems == {}  # no system user jupyter-bob yet: nothing to read, no error
+    with pytest.raises(ValueError, match="relative"):
+        dashboard.collect(["ada"], None, record=Path("/etc/shadow"), system_users="tljh")
+    with pytest.raises(ValueError, match="relative"):
+        dashboard.collect(["ada"], None, record=Path("../jupyter-bob/.course-progress.jsonl"), system_users="tljh")
+
+
+def test_tljh_system_names_follow_tljh() -> None:
+    assert dashboard.tljh_system_username("ada") == "jupyter-ada"
+    assert dashboard.tljh_system_username("a" * 17) == "jupyter-" + "a" * 17  # 25 characters: kept
+    # 26 characters or more: the first 26, '-', the first 5 hex digits of the SHA-256 of the whole name
+    assert dashboard.tljh_system_username("abcdefghijklmnopqr") == "jupyter-abcdefghijklmnopqr-e375e"
+    assert len(dashboard.tljh_system_username("x" * 32)) == 32

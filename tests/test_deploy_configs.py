@@ -216,18 +216,55 @@ def test_tljh_config_has_the_keys_of_the_recipe() -> None:
     assert config["limits"]["memory"] == values["singleuser"]["memory"]["limit"]
 
 
-def test_tljh_extra_config_sets_one_thread_and_the_nbgitpuller_start_page() -> None:
+def tljh_config(monkeypatch: pytest.MonkeyPatch, course: Path = ROOT):  # type: ignore[no-untyped-def]
+    """Run deploy/tljh/jupyterhub_config.d/course.py as TLJH does: after TLJH's own settings (config.yaml's admins,
+    its idle culler), with the course cloned at ``course``."""
     from traitlets.config import Config
 
     c = Config()
     c.Spawner.environment = {}
+    c.Authenticator.admin_users = set(load(DEPLOY / "tljh" / "config.yaml")["users"]["admin"])
+    c.JupyterHub.services = [{"name": "cull-idle", "admin": True, "command": ["python", "-m", "jupyterhub_idle_culler"]}]
+    monkeypatch.setenv("PYTORCH_HOOKS_COURSE", str(course))
+    monkeypatch.setattr(sys, "path", list(sys.path))  # course.py puts the clone's tools/hub on it
     exec(compile((DEPLOY / "tljh" / "jupyterhub_config.d" / "course.py").read_text(), "course.py", "exec"),
          {"get_config": lambda: c})
+    return c
+
+
+def test_tljh_extra_config_sets_one_thread_and_the_nbgitpuller_start_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = tljh_config(monkeypatch)
     assert c.Spawner.environment["OMP_NUM_THREADS"] == "1"
     assert c.Spawner.default_url.startswith("/git-pull?repo=https%3A%2F%2Fgithub.com%2F")
     assert "urlpath=lab%2Ftree%2Fpytorch-hooks-learner%2F00_start_here.ipynb" in c.Spawner.default_url
     assert c.JupyterHub.subdomain_host.startswith("https://"), "one origin per learner, behind TLS"
     assert load(DEPLOY / "tljh" / "config.yaml")["https"]["tls"]["cert"], "subdomains need a wildcard certificate"
+
+
+def test_tljh_runs_the_dashboard_for_admins_on_every_learners_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dashboard
+
+    c = tljh_config(monkeypatch)
+    services = {service["name"]: service for service in c.JupyterHub.services}
+    assert set(services) == {"cull-idle", "dashboard"}, "TLJH's own services are kept"
+    service = services["dashboard"]
+    user_env = re.search(r"USER_ENV=\$\{USER_ENV:-(\S+)\}", (DEPLOY / "tljh" / "install-course.sh").read_text()).group(1)
+    assert service["command"] == [f"{user_env}/bin/python", str(ROOT / "tools" / "hub" / "dashboard.py")]
+    assert service["url"].startswith("http://127.0.0.1:") and service["environment"]["PYTHONPATH"] == str(ROOT)
+    env = service["environment"]
+    assert env["COURSE_DASHBOARD_ADMINS"] == "instructor" and env["COURSE_DASHBOARD_SYSTEM_USERS"] == "tljh"
+    assert "COURSE_HUB_STATE" not in env  # TLJH's hub runs as root: homes come from the system users
+    # the record the dashboard reads is the one a learner's checks write in the folder nbgitpuller pulled
+    folder = re.search(r"urlpath=lab%2Ftree%2F([^%]+)%2F", c.Spawner.default_url).group(1)
+    assert env["COURSE_DASHBOARD_RECORD"] == f"{folder}/.course-progress.jsonl"
+    (role,) = c.JupyterHub.load_roles
+    assert role["services"] == ["dashboard"] and not any(scope.startswith("access:") for scope in role["scopes"])
+    assert dashboard.tljh_system_username("ada") == "jupyter-ada"  # the system user TLJH makes for learner ada
+
+
+def test_tljh_extra_config_refuses_a_missing_clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(RuntimeError, match="install-course.sh"):
+        tljh_config(monkeypatch, course=tmp_path / "not-cloned")
 
 
 def test_tljh_install_script_is_strict_and_installs_cpu_torch() -> None:
@@ -258,6 +295,14 @@ def test_z2jh_values_have_the_keys_of_the_recipe() -> None:
     assert values["proxy"]["https"]["enabled"] is True
     assert hub["JupyterHub"]["subdomain_host"].startswith("https://"), "one origin per learner, behind TLS"
     assert values["proxy"]["https"]["type"] == "secret" and values["proxy"]["https"]["secret"]["name"]
+
+
+def test_z2jh_runs_no_dashboard_and_the_guide_says_so() -> None:
+    values = load(DEPLOY / "z2jh" / "values.yaml")
+    assert "dashboard" not in json.dumps(values["hub"]), "a dashboard on Z2JH needs the homes readable: see the guide"
+    guide = (ROOT / "notebooks" / "instructor_guide.md").read_text(encoding="utf-8")
+    section = guide.split("### Seeing the room", 1)[1].split("\n### ", 1)[0]
+    assert "Zero to JupyterHub" in section and "does not run" in section
 
 
 def test_singleuser_dockerfile_builds_from_environment_yml_with_cpu_torch() -> None:
@@ -292,6 +337,8 @@ def test_the_z2jh_gitpuller_command_pulls_the_learner_edition_and_keeps_learners
     assert publish_learner_edition.publish(repo, course)
     git_pull(command, f"file://{repo}", home)
     mine = home / command[3] / "01_tensor_hooks.ipynb"
+    # no workspace manifest in the published edition: a learner's checks record beside the pulled notebooks
+    assert not (home / command[3] / ".course-manifest.json").exists()
     assert "YOUR CODE HERE" in mine.read_text() and (home / command[3] / "complete" / "01_tensor_hooks.ipynb").exists()
     notebook = json.loads(mine.read_text())
     notebook["cells"].append({"cell_type": "markdown", "id": "learner-note", "metadata": {}, "source": "my notes"})

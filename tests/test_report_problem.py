@@ -10,7 +10,7 @@ import pytest
 
 from course_utils import check
 from course_utils.machinery.cloud import REPOSITORY
-from course_utils.machinery.report_problem import problem_url, report_problem
+from course_utils.machinery.report_problem import ASK_FOR_VERSIONS, notebook_problem_url, problem_url, report_problem
 
 
 def fields(url: str) -> dict[str, str]:
@@ -33,6 +33,18 @@ def test_nothing_but_an_id_or_a_notebook_name_gets_in(bad: str) -> None:
         problem_url(exercise=bad)
     with pytest.raises(ValueError):
         problem_url(notebook=bad)
+
+
+def test_the_notebooks_static_link_asks_for_the_versions_instead_of_guessing_them() -> None:
+    query = fields(notebook_problem_url("06_grad_cam.ipynb"))
+    assert query["title"] == "Problem in (06_grad_cam.ipynb)"
+    assert "notebook: 06_grad_cam.ipynb" in query["body"] and "exercise: the exercise's id (06.1)" in query["body"]
+    assert ASK_FOR_VERSIONS in query["body"]
+    assert f"torch {importlib.metadata.version('torch')}" not in query["body"]
+    assert f"Python {platform.python_version()}" not in query["body"]
+    for bad in ("/home/ada/06_grad_cam.ipynb", "../06_grad_cam.ipynb", "06.1"):
+        with pytest.raises(ValueError):
+            notebook_problem_url(bad)
 
 
 def test_report_problem_prints_the_link(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,7 +4,9 @@ Generated from ``course_utils.machinery.cloud`` (the repository's owner/name, wr
 ``tools/compat/verified.json`` (written by ``make test-compat``):
 
 - in the opening markdown cell, between ``<!-- cloud: ... -->`` and ``<!-- /cloud -->``: "Open in Colab" and
-  "Open in Kaggle" links and the torch versions the notebook last passed on, with the dates;
+  "Open in Kaggle" links, a "Report a problem" link (a prefilled issue on the same repository, from
+  ``course_utils.machinery.report_problem.notebook_problem_url``) and the torch versions the notebook last passed
+  on, with the dates;
 - at the top of the first code cell, between ``# --- cloud install`` and ``# --- end of the cloud install``: the
   guarded install (nothing in the course's own environment; ``pip install`` of the course on Colab or Kaggle);
 - in README.md, between ``<!-- verified -->`` and ``<!-- /verified -->``: the same per-notebook table.
@@ -29,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from course_utils.machinery.cloud import colab_url, install_lines, kaggle_url  # noqa: E402
+from course_utils.machinery.report_problem import notebook_problem_url  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 README = ROOT / "README.md"
@@ -69,6 +72,9 @@ def links_block(notebook: str, data: dict[str, dict[str, dict[str, str]]]) -> st
         LINKS_START,
         f"**Open in:** [Colab]({colab_url(notebook)}) · [Kaggle]({kaggle_url(notebook)}) — the first code cell "
         "installs the course there; save a copy to keep your work.",
+        "",
+        f"**Something wrong in this notebook?** [Report a problem]({notebook_problem_url(notebook)}) — a prefilled "
+        "issue on the course's repository with this notebook's name (no code, no paths; it asks for your versions).",
         "",
         verified_line(notebook, data),
         LINKS_END,
@@ -114,6 +120,15 @@ def update_notebook(path: Path, data: dict[str, dict[str, dict[str, str]]]) -> b
     return True
 
 
+def is_current(path: Path, data: dict[str, dict[str, dict[str, str]]]) -> bool:
+    """Whether the notebook already carries exactly what :func:`update_notebook` would write (``--check``)."""
+    notebook = nbformat.read(path, as_version=4)
+    code = next(cell for cell in notebook.cells if cell.cell_type == "code")
+    expected = _replace_block(notebook.cells[0].source, LINKS_START, LINKS_END, links_block(path.name, data),
+                              after="**Run it in the cloud:**")
+    return expected == notebook.cells[0].source and with_install(code.source) == code.source
+
+
 def readme_table(paths: list[Path], data: dict[str, dict[str, dict[str, str]]]) -> str:
     runs = sorted({run for name in data for run in data[name]},
                   key=lambda run: min(data[n][run]["torch"] for n in data if run in data[n]))
@@ -145,14 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     data = verified()
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     if args.check:
-        stale = []
-        for path in paths:
-            notebook = nbformat.read(path, as_version=4)
-            code = next(cell for cell in notebook.cells if cell.cell_type == "code")
-            expected = _replace_block(notebook.cells[0].source, LINKS_START, LINKS_END,
-                                      links_block(path.name, data), after="**Run it in the cloud:**")
-            if expected != notebook.cells[0].source or with_install(code.source) != code.source:
-                stale.append(path.name)
+        stale = [path.name for path in paths if not is_current(path, data)]
         text = README.read_text(encoding="utf-8")
         if _replace_block(text, README_START, README_END, readme_table(paths, data)).rstrip("\n") + "\n" != text:
             stale.append("README.md")

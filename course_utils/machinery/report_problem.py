@@ -2,6 +2,8 @@
 
 The issue is prefilled with the notebook, the exercise id and the versions of course_utils, torch and Python --
 never the learner's code, outputs or file paths. The repository is ``course_utils.machinery.cloud.REPOSITORY``.
+The link in each notebook's opening cell (:func:`notebook_problem_url`, written there by ``tools/cloud_badges.py``)
+is static text: it cannot know the reader's versions, so its issue asks for them instead.
 
 Usage::
 
@@ -17,13 +19,16 @@ import platform
 import re
 from urllib.parse import urlencode
 
-from course_utils.machinery.cloud import REPOSITORY
+from course_utils.machinery import cloud
 from course_utils.machinery.messages import _
 
-__all__ = ["problem_url", "report_problem", "versions_line"]
+__all__ = ["notebook_problem_url", "problem_url", "report_problem", "versions_line"]
 
 _EXERCISE = re.compile(r"\d\d\.\d{1,2}")
 _NOTEBOOK = re.compile(r"\d\d_[a-z0-9_]+(?:\.ipynb)?")
+# What the static link's issue asks for in place of the versions (a link in a notebook's markdown cannot know them)
+ASK_FOR_VERSIONS = ("versions: please run `from course_utils.machinery.report_problem import versions_line; "
+                    "print(versions_line())` in the notebook and paste the line it prints here")
 
 
 def _version(name: str) -> str:
@@ -47,6 +52,23 @@ def problem_url(exercise: str | None = None, notebook: str | None = None) -> str
     ``exercise`` (``"06.1"``) and ``notebook`` (``"06_grad_cam.ipynb"``) are checked against their patterns, so
     nothing else (a path, code) can end up in the link. Usage: ``problem_url("06.1")``
     """
+    return _issue_url(exercise, notebook, versions_line())
+
+
+def notebook_problem_url(notebook: str) -> str:
+    """The link that each notebook's opening cell carries (``tools/cloud_badges.py`` writes it there).
+
+    The same issue as ``problem_url(notebook=notebook)``, but the same text in every environment: a link stored in
+    markdown cannot know the reader's versions, so the issue asks the reader to paste :func:`versions_line`'s line.
+    Usage: ``notebook_problem_url("06_grad_cam.ipynb")``
+    """
+    if not _NOTEBOOK.fullmatch(str(notebook)):
+        raise ValueError(f"notebook looks like '06_grad_cam.ipynb', got {notebook!r}")
+    example = f"{notebook[:2]}.1"
+    return _issue_url(None, notebook, ASK_FOR_VERSIONS, exercise_hint=f"the exercise's id ({example}), if it is about one")
+
+
+def _issue_url(exercise: str | None, notebook: str | None, versions: str, exercise_hint: str = "-") -> str:
     if exercise is not None and not _EXERCISE.fullmatch(str(exercise)):
         raise ValueError(f"exercise looks like '06.1', got {exercise!r}")
     if notebook is not None and not _NOTEBOOK.fullmatch(str(notebook)):
@@ -62,10 +84,10 @@ def problem_url(exercise: str | None = None, notebook: str | None = None) -> str
         "",
         "---",
         f"notebook: {notebook or '-'}",
-        f"exercise: {exercise or '-'}",
-        versions_line(),
+        f"exercise: {exercise or exercise_hint}",
+        versions,
     ])
-    return f"https://github.com/{REPOSITORY}/issues/new?" + urlencode({"title": title, "body": body})
+    return f"https://github.com/{cloud.REPOSITORY}/issues/new?" + urlencode({"title": title, "body": body})
 
 
 def report_problem(exercise_or_notebook: str | None = None) -> str:

@@ -2,18 +2,23 @@
 
 A learners x exercises grid (✓ done, ✗N tried N times, blank: not started), the time since each learner's last
 check, and which exercise most learners are stuck on; the page refreshes itself every 15 s. Only the hub's admins
-may open it (JupyterHub's OAuth: a learner gets 403). It reads nothing but each learner's progress record,
-``~/workspace/.course-progress.jsonl`` (see course_utils.machinery.progress_record): opened without following links, only
-when it is a regular file that the learner owns, at most its last 256 KiB, and only well-formed lines are shown.
-No notebook, no code, no other file is read.
+may open it (JupyterHub's OAuth: a learner gets 403). It reads nothing but each learner's progress record (see
+course_utils.machinery.progress_record), ``~/workspace/.course-progress.jsonl`` under ``make hub``: opened without
+following links, only when it is a regular file that the learner owns, at most its last 256 KiB, and only
+well-formed lines are shown. No notebook, no code, no other file is read.
 
-Started by the hub as a managed service (``configure_dashboard`` in this file, called by course_hub.configure);
-by hand: ``python tools/hub/dashboard.py`` with JupyterHub's service environment variables.
+Started by the hub as a managed service (``configure_dashboard`` in this file): ``make hub`` registers it in
+course_hub.configure, The Littlest JupyterHub in ``deploy/tljh/jupyterhub_config.d/course.py`` (where learner NAME is
+the system user ``jupyter-NAME`` and the record lies beside the notebooks nbgitpuller pulled). By hand:
+``python tools/hub/dashboard.py`` with JupyterHub's service environment variables, and optionally
+``COURSE_DASHBOARD_RECORD`` (the record's path inside a learner's home) and ``COURSE_DASHBOARD_SYSTEM_USERS``
+(``same``: the hub's names are the system users; ``tljh``: TLJH's ``jupyter-NAME``).
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import html
 import json
 import os
@@ -25,20 +30,32 @@ from pathlib import Path
 from typing import Any
 
 SERVICE = "dashboard"
-RECORD = Path("workspace") / ".course-progress.jsonl"
+RECORD = Path("workspace") / ".course-progress.jsonl"  # make hub's: the workspace the spawn hook prepares
+SYSTEM_USERS = ("same", "tljh")
 MAX_BYTES = 256 * 1024
 REFRESH_S = 15
 
 
 # -- reading the records ---------------------------------------------------------------------------------------------
-def read_learner_record(home: Path, owner_uid: int | None) -> tuple[list[Any], str | None]:
+def record_in_home(record: str | Path) -> Path:
+    """``record`` checked to be a path inside a learner's home: relative, with no ``..``.
+
+    Usage: ``record_in_home("pytorch-hooks-learner/.course-progress.jsonl")``
+    """
+    path = Path(record)
+    if path.is_absolute() or ".." in path.parts or not path.name:
+        raise ValueError(f"the progress record's path must be relative to a learner's home, without '..': {record!r}")
+    return path
+
+
+def read_learner_record(home: Path, owner_uid: int | None, record: Path = RECORD) -> tuple[list[Any], str | None]:
     """The learner's well-formed attempts and, when the record could not be read, why.
 
     ``owner_uid``: the file must belong to this uid (None: no owner check, for a hub whose learners share one
     account). The last path component is never followed as a link; a link elsewhere in the path is refused too."""
     from course_utils.machinery.progress_record import parse_lines
 
-    path = home / RECORD
+    path = home / record_in_home(record)
     try:
         if os.path.realpath(path) != str(path):
             return [], "the record's path goes through a link"
@@ -65,12 +82,28 @@ def read_learner_record(home: Path, owner_uid: int | None) -> tuple[list[Any], s
     return attempts, None
 
 
-def learner_home(name: str, state: Path | None) -> tuple[Path, int | None] | None:
-    """Where a learner's home is and which uid must own the record: the system user's (hub run as root), or
-    ``<state>/homes/<name>`` with no owner check (a hub run as one account)."""
-    if os.geteuid() == 0:
+def tljh_system_username(name: str) -> str:
+    """The system user that The Littlest JupyterHub runs hub user ``name`` as.
+
+    TLJH's spawner (``tljh/user_creating_spawner.py``) uses ``jupyter-NAME``; when that has 26 characters or more,
+    ``tljh/normalize.py`` keeps its first 26, then ``-`` and the first 5 hex digits of its SHA-256.
+    Usage: ``tljh_system_username("ada")`` -> ``"jupyter-ada"``
+    """
+    wanted = f"jupyter-{name}"
+    if len(wanted) < 26:
+        return wanted
+    return f"{wanted[:26]}-{hashlib.sha256(wanted.encode('utf-8')).hexdigest()[:5]}"
+
+
+def learner_home(name: str, state: Path | None, system_users: str = "same") -> tuple[Path, int | None] | None:
+    """Where a learner's home is and which uid must own the record: the system user's (hub run as root; under
+    TLJH, ``system_users="tljh"``, the user ``jupyter-NAME``), or ``<state>/homes/<name>`` with no owner check (a
+    hub run as one account)."""
+    if system_users not in SYSTEM_USERS:
+        raise ValueError(f"system_users is one of {SYSTEM_USERS}, got {system_users!r}")
+    if system_users == "tljh" or os.geteuid() == 0:
         try:
-            entry = pwd.getpwnam(name)
+            entry = pwd.getpwnam(tljh_system_username(name) if system_users == "tljh" else name)
         except KeyError:
             return None
         return Path(entry.pw_dir), entry.pw_uid
@@ -176,16 +209,20 @@ def _learner_names(api_url: str, token: str, admins: set[str]) -> list[str]:
     return sorted(u["name"] for u in users if u["name"] not in admins and not u.get("admin"))
 
 
-def collect(names: Iterable[str], state: Path | None) -> tuple[dict[str, list[Any]], dict[str, str]]:
-    """Every learner's attempts, and a short note for each record that could not be read."""
+def collect(names: Iterable[str], state: Path | None, *, record: Path = RECORD,
+            system_users: str = "same") -> tuple[dict[str, list[Any]], dict[str, str]]:
+    """Every learner's attempts, and a short note for each record that could not be read.
+
+    Usage: ``records, problems = collect(["ada", "bob"], None, system_users="tljh")``
+    """
     records: dict[str, list[Any]] = {}
     problems: dict[str, str] = {}
     for name in names:
-        where = learner_home(name, state)
+        where = learner_home(name, state, system_users)
         if where is None:
             records[name] = []
             continue
-        attempts, problem = read_learner_record(*where)
+        attempts, problem = read_learner_record(*where, record=record)
         records[name] = attempts
         if problem:
             problems[name] = problem
@@ -203,10 +240,15 @@ def main() -> None:  # pragma: no cover - run by the hub; tests/browser/test_hub
     api_url, token = os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"]
     admins = set(filter(None, os.environ.get("COURSE_DASHBOARD_ADMINS", "").split(",")))
     state = Path(os.environ["COURSE_HUB_STATE"]) if os.environ.get("COURSE_HUB_STATE") else None
+    record = record_in_home(os.environ.get("COURSE_DASHBOARD_RECORD") or RECORD)
+    system_users = os.environ.get("COURSE_DASHBOARD_SYSTEM_USERS") or "same"
+    if system_users not in SYSTEM_USERS:
+        raise SystemExit(f"COURSE_DASHBOARD_SYSTEM_USERS is one of {', '.join(SYSTEM_USERS)}, not {system_users!r}")
     exercise_ids = list(all_exercises())
 
     def snapshot() -> tuple[dict[str, Any], dict[str, str]]:
-        records, problems = collect(_learner_names(api_url, token, admins), state)
+        records, problems = collect(_learner_names(api_url, token, admins), state, record=record,
+                                    system_users=system_users)
         return room(records, exercise_ids, datetime.datetime.now(datetime.timezone.utc)), problems
 
     class Page(HubOAuthenticated, web.RequestHandler):
@@ -237,20 +279,27 @@ def main() -> None:  # pragma: no cover - run by the hub; tests/browser/test_hub
     ioloop.IOLoop.current().start()
 
 
-def configure_dashboard(c: Any, *, python: str, port: int, admins: Iterable[str], state: Path,
-                        pythonpath: str) -> None:
+def configure_dashboard(c: Any, *, python: str, port: int, admins: Iterable[str], state: Path | None,
+                        pythonpath: str, record: str | Path = RECORD, system_users: str = "same") -> None:
     """Register the dashboard as a managed JupyterHub service that only admins may open.
 
+    ``record``: the progress record's path inside a learner's home; ``system_users``: ``"same"`` (the hub's names
+    are system users, or one shared account with homes under ``state``) or ``"tljh"`` (TLJH's ``jupyter-NAME``).
     Usage (in course_hub.configure): ``configure_dashboard(c, python=sys.executable, port=..., admins={...}, ...)``
     """
+    if system_users not in SYSTEM_USERS:
+        raise ValueError(f"system_users is one of {SYSTEM_USERS}, got {system_users!r}")
+    environment = {"COURSE_DASHBOARD_ADMINS": ",".join(sorted(admins)), "PYTHONPATH": pythonpath,
+                   "COURSE_DASHBOARD_RECORD": str(record_in_home(record)), "COURSE_DASHBOARD_SYSTEM_USERS": system_users}
+    if state is not None:
+        environment["COURSE_HUB_STATE"] = str(state)
     c.JupyterHub.services = [*(c.JupyterHub.services if "services" in c.JupyterHub else []), {
         "name": SERVICE,
         "url": f"http://127.0.0.1:{port}",
         "command": [python, str(Path(__file__).resolve())],
         "oauth_no_confirm": True,
         "display": True,
-        "environment": {"COURSE_DASHBOARD_ADMINS": ",".join(sorted(admins)), "COURSE_HUB_STATE": str(state),
-                        "PYTHONPATH": pythonpath},
+        "environment": environment,
     }]
     # The service's own token may list the users (names only); who may OPEN it is JupyterHub's access:services
     # scope, which the admin role has and the default user role does not.
