@@ -52,22 +52,45 @@ def verified() -> dict[str, dict[str, dict[str, str]]]:
     return json.loads(VERIFIED.read_text(encoding="utf-8")) if VERIFIED.is_file() else {}
 
 
-def _run_label(run: str) -> str:
+# The Chinese edition's block (tools/i18n/editions.py builds notebooks/zh/ with links_block(..., lang="zh")).
+RUN_LABELS_ZH = {"lock": "课程锁定的版本", "colab": "Colab 软件包快照"}
+
+
+def _run_label(run: str, lang: str = "en") -> str:
     kind, _, date = run.partition("-")
-    return f"{RUN_LABELS.get(kind, kind)} {date}".strip()
+    return f"{(RUN_LABELS_ZH if lang == 'zh' else RUN_LABELS).get(kind, kind)} {date}".strip()
 
 
-def verified_line(notebook: str, data: dict[str, dict[str, dict[str, str]]]) -> str:
+def verified_line(notebook: str, data: dict[str, dict[str, dict[str, str]]], lang: str = "en") -> str:
     """"Last verified: torch 2.11.0 (Colab's packages of 2026-08-19) on 2026-11-25; ..." or "not verified yet"."""
     runs = data.get(Path(notebook).stem, {})
+    ordered = sorted(runs.items(), key=lambda item: item[1]["torch"])
+    if lang == "zh":
+        if not runs:
+            return "**最近验证**（`make test-compat`）：尚未验证。"
+        parts = [f"{info['date']} 在 torch {info['torch']}（{_run_label(run, lang)}）上" for run, info in ordered]
+        return f"**最近验证**（`make test-compat`）：{'；'.join(parts)}。"
     if not runs:
         return "**Last verified** (`make test-compat`): not yet."
-    parts = [f"torch {info['torch']} ({_run_label(run)}) on {info['date']}"
-             for run, info in sorted(runs.items(), key=lambda item: item[1]["torch"])]
+    parts = [f"torch {info['torch']} ({_run_label(run)}) on {info['date']}" for run, info in ordered]
     return f"**Last verified** (`make test-compat`): {'; '.join(parts)}."
 
 
-def links_block(notebook: str, data: dict[str, dict[str, dict[str, str]]]) -> str:
+def links_block(notebook: str, data: dict[str, dict[str, dict[str, str]]], lang: str = "en") -> str:
+    """The generated block of a notebook's opening cell; ``lang="zh"``: the Chinese notebook's (notebooks/zh/)."""
+    if lang == "zh":
+        where = f"zh/{notebook}"
+        return "\n".join([
+            LINKS_START,
+            f"**在线打开：** [Colab]({colab_url(where)}) · [Kaggle]({kaggle_url(where)})——第一个代码单元会在那里"
+            "安装课程；记得保存一份副本，才能留住你的成果。",
+            "",
+            f"**这个笔记本有问题？** [报告问题]({notebook_problem_url(notebook)})——在课程仓库里打开一个预先填好的"
+            " issue，只带上这个笔记本的名字（不含代码和路径；它会请你附上版本信息）。",
+            "",
+            verified_line(notebook, data, lang),
+            LINKS_END,
+        ])
     return "\n".join([
         LINKS_START,
         f"**Open in:** [Colab]({colab_url(notebook)}) · [Kaggle]({kaggle_url(notebook)}) — the first code cell "

@@ -83,13 +83,18 @@ def without_regions(text: str) -> tuple[str, dict[str, str]]:
     return _REGION.sub(keep, text), regions
 
 
-def with_regions(text: str, regions: dict[str, str], lang: str) -> str:
+def with_regions(text: str, regions: dict[str, str], lang: str, notebook: str | None = None) -> str:
     def put_back(match: re.Match[str]) -> str:
         region = regions.get(match[1])
         if region is None:
             raise ValueError(f"the translation has a placeholder {match[0]!r} that the English text lacks")
         if match[1] == "course-map":
             return translated_course_map(region, lang)
+        if match[1] == "cloud" and notebook is not None:  # the translated notebook's own links, in its language
+            sys.path.insert(0, str(ROOT / "tools"))
+            import cloud_badges
+
+            return cloud_badges.links_block(notebook, cloud_badges.verified(), lang)
         return re.sub(r"(blob/main/notebooks/)(\d\d_)", rf"\g<1>{lang}/\2", region)
 
     return _PLACEHOLDER.sub(put_back, text)
@@ -361,7 +366,7 @@ def built_notebook(lang: str, english_path: Path, anchors: dict[str, dict[str, s
             text, regions = without_regions(source)
             translated = translation(lang, catalog, Unit(cell["id"], text, ""))
             english_file = str(english_path.relative_to(ROOT))
-            source = retarget_links(with_regions(translated, regions, lang), lang, english_file,
+            source = retarget_links(with_regions(translated, regions, lang, english_path.name), lang, english_file,
                                     f"notebooks/{lang}/{english_path.name}",
                                     anchors if anchors is not None else anchor_map(lang))
         elif cell["cell_type"] == "code":
