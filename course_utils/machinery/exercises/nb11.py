@@ -368,9 +368,9 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
             return Verdict(False, _("Forward {number}: the output no longer requires grad: a hook returned a "
                                     "detached tensor, which replaced the layer's output.").format(number=number))
     leaves = _leaves(reference)
-    if not isinstance(norms, dict) or sorted(norms) != sorted(name for name, _ in leaves):
+    if not isinstance(norms, dict) or sorted(norms) != sorted(name for name, _module in leaves):
         return Verdict(False, _("`norms` needs one key per leaf module, by its name in named_modules(): "
-                                "{names}.").format(names=sorted(name for name, _ in leaves)))
+                                "{names}.").format(names=sorted(name for name, _module in leaves)))
     for name, module in leaves:
         values = []
         for batch in batches:
