@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 
 from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.machinery.messages import _, N_
 from course_utils.hooks import count_hooks
 from course_utils.optim_hooks import optimizer_hook_report
 
@@ -84,18 +85,20 @@ def _expected(old: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def _mismatch(missing: list[str], unexpected: list[str]) -> Verdict:
     fused_left = [key for key in unexpected if ".qkv." in f".{key}"]
     if missing and all(key.endswith(".bias") for key in missing):
-        return Verdict(False, f"After your hook, {missing[0]} is missing: the fused qkv.bias must be split into "
-                              "q.bias, k.bias and v.bias as well.")
+        return Verdict(False, _("After your hook, {key} is missing: the fused qkv.bias must be split into "
+                                "q.bias, k.bias and v.bias as well.").format(key=missing[0]))
     if missing and fused_left:
-        return Verdict(False, f"{fused_left[0]} was not split: a hook on a module deep in a model receives the keys "
-                              f"with the hook's prefix in front (here '{fused_left[0][:-len('qkv.weight')]}'). Look "
-                              "at the keys your hook looks for, and at the ones it stores.")
+        return Verdict(False, _("{key} was not split: a hook on a module deep in a model receives the keys "
+                                "with the hook's prefix in front (here '{prefix}'). Look "
+                                "at the keys your hook looks for, and at the ones it stores.").format(
+                                    key=fused_left[0], prefix=fused_left[0][:-len('qkv.weight')]))
     if fused_left:
-        return Verdict(False, f"The fused entry {fused_left[0]} is still in the checkpoint after your hook, beside "
-                              "its q, k and v pieces, and a strict load refuses keys the model does not have: look "
-                              "at what your hook leaves in state_dict.")
-    return Verdict(False, f"After your hook, missing keys {missing[:3]} and unexpected keys {unexpected[:3]}: add "
-                          "exactly q, k and v's entries, and leave every other key alone.")
+        return Verdict(False, _("The fused entry {key} is still in the checkpoint after your hook, beside "
+                                "its q, k and v pieces, and a strict load refuses keys the model does not have: look "
+                                "at what your hook leaves in state_dict.").format(key=fused_left[0]))
+    return Verdict(False, _("After your hook, missing keys {missing} and unexpected keys {unexpected}: add "
+                            "exactly q, k and v's entries, and leave every other key alone.").format(
+                                missing=missing[:3], unexpected=unexpected[:3]))
 
 
 def _split_test(function: Callable[[nn.Module], Any]) -> Verdict:
@@ -103,47 +106,50 @@ def _split_test(function: Callable[[nn.Module], Any]) -> Verdict:
     # 3) a checkpoint already in the new format must load unchanged
     alone = _Attention()
     cases: list[tuple[str, nn.Module, list[nn.Module], dict[str, torch.Tensor]]] = [
-        ("an attention module on its own", alone, [alone], _old_checkpoint(alone, 3))]
+        (N_("an attention module on its own"), alone, [alone], _old_checkpoint(alone, 3))]
     deep = _transformer()
-    cases.append(("a model with two attention blocks", deep, [block.attn for block in deep.blocks],
+    cases.append((N_("a model with two attention blocks"), deep, [block.attn for block in deep.blocks],
                   _old_checkpoint(deep, 4)))
     current = _transformer()
     generator = torch.Generator().manual_seed(5)
     current_checkpoint = {key: torch.randn(value.shape, generator=generator) for key, value in current.state_dict().items()}
-    cases.append(("a checkpoint already in the new format", current, [block.attn for block in current.blocks],
+    cases.append((N_("a checkpoint already in the new format"), current, [block.attn for block in current.blocks],
                   current_checkpoint))
     for label, model, attentions, checkpoint in cases:
         handles = [function(attention) for attention in attentions]
         if not all(_has_remove(handle) for handle in handles):
             for attention in attentions:
                 attention._load_state_dict_pre_hooks.clear()
-            return Verdict(False, "Return the handle that register_load_state_dict_pre_hook gave you.")
+            return Verdict(False, _("Return the handle that register_load_state_dict_pre_hook gave you."))
         given = dict(checkpoint)
         try:
             result = model.load_state_dict(given, strict=False)
         except RuntimeError as error:
             if "size mismatch" in str(error):
-                return Verdict(False, "The split tensors have the wrong shape (size mismatch): q, k and v are stacked "
-                                      "along dim 0 -- the rows, the output features -- so each gets a third of the rows.")
+                return Verdict(False, _("The split tensors have the wrong shape (size mismatch): q, k and v are "
+                                        "stacked along dim 0 -- the rows, the output features -- so each gets a "
+                                        "third of the rows."))
             raise
         except KeyError as error:
-            return Verdict(False, f"Your hook raised KeyError {error} on {label}: a checkpoint without a fused qkv "
-                                  "entry (already in the new format) must pass untouched.")
+            return Verdict(False, _("Your hook raised KeyError {error} on {label}: a checkpoint without a fused qkv "
+                                    "entry (already in the new format) must pass untouched.").format(
+                                        error=error, label=_(label)))
         finally:
             for handle in handles:
                 handle.remove()
         if count_hooks(model):
-            return Verdict(False, "Removing the handle left hooks on the model: register exactly one pre-hook.")
+            return Verdict(False, _("Removing the handle left hooks on the model: register exactly one pre-hook."))
         if list(given) != list(checkpoint):
-            return Verdict(False, "The caller's checkpoint dict changed: load_state_dict hands the hook a copy -- "
-                                  "change only the state_dict the hook receives.")
+            return Verdict(False, _("The caller's checkpoint dict changed: load_state_dict hands the hook a copy -- "
+                                    "change only the state_dict the hook receives."))
         if result.missing_keys or result.unexpected_keys:
             return _mismatch(list(result.missing_keys), list(result.unexpected_keys))
         loaded = model.state_dict()
         wrong = [key for key, value in _expected(checkpoint).items() if not torch.equal(loaded[key], value)]
         if wrong:
-            return Verdict(False, f"With {label}, {wrong[0]} did not get the right values: the fused weight holds q's "
-                                  "rows first, then k's, then v's (and the bias likewise).")
+            return Verdict(False, _("With {label}, {key} did not get the right values: the fused weight holds q's "
+                                    "rows first, then k's, then v's (and the bias likewise).").format(
+                                        label=_(label), key=wrong[0]))
     return Verdict(True)
 
 
@@ -174,7 +180,7 @@ _MAX_CHANGE = 1.0  # a normal step of these models moves a weight by at most ~0.
 def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdict:
     batches = [torch.randn(5, 4, generator=torch.Generator().manual_seed(i)) for i in range(5)]
     trainings = {  # optimizer, and the batches that make a bad step: a huge gradient, or one nan entry
-        "SGD with momentum": (lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), {1: "huge", 3: "nan"}),
+        N_("SGD with momentum"): (lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), {1: "huge", 3: "nan"}),
         "Adam": (lambda ps: torch.optim.Adam(ps, lr=0.01), {2: "nan"}),
     }
     for label, (make, bad) in trainings.items():
@@ -190,7 +196,7 @@ def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdi
                 handles.remove()
             guarded._optimizer_step_pre_hooks.clear()
             guarded._optimizer_step_post_hooks.clear()
-            return Verdict(False, "Return the list of both handles, [pre-hook handle, post-hook handle].")
+            return Verdict(False, _("Return the list of both handles, [pre-hook handle, post-hook handle]."))
         try:
             for index, batch in enumerate(batches):
                 for model, optimizer in ((guarded_model, guarded), (plain_model, plain)):
@@ -205,29 +211,32 @@ def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdi
                     plain.step()  # the reference simply does not step on a bad batch
                 params = list(guarded_model.parameters())
                 if not all(torch.isfinite(p).all() for p in params):
-                    return Verdict(False, f"With {label}, a step that left a weight nan was kept: every comparison "
-                                          "with nan is False (nan > max_change too). Look at how your post-hook "
-                                          "decides that a step was bad.")
+                    return Verdict(False, _("With {label}, a step that left a weight nan was kept: every comparison "
+                                            "with nan is False (nan > max_change too). Look at how your post-hook "
+                                            "decides that a step was bad.").format(label=_(label)))
                 if not all(torch.equal(a, b) for a, b in zip(params, plain_model.parameters())):
                     if index in bad:
                         moved = max(float((p.detach() - w).abs().max()) for p, w in zip(params, before))
-                        return Verdict(False, f"With {label}, a step that moved a weight by {moved:.3g} (max_change is "
-                                              f"{_MAX_CHANGE:g}) was kept. Look at what your pre-hook keeps of the "
-                                              "weights: a tensor that shares memory with a weight (detach() does) "
-                                              "changes with it when step() updates it in place.")
-                    return Verdict(False, f"With {label}, a normal step was undone or changed: undo only a step that "
-                                          "moved a weight by more than max_change or left one not finite.")
+                        return Verdict(False, _("With {label}, a step that moved a weight by {moved:.3g} (max_change "
+                                                "is {max_change:g}) was kept. Look at what your pre-hook keeps of "
+                                                "the weights: a tensor that shares memory with a weight (detach() "
+                                                "does) changes with it when step() updates it in place.").format(
+                                                    label=_(label), moved=moved, max_change=_MAX_CHANGE))
+                    return Verdict(False, _("With {label}, a normal step was undone or changed: undo only a step that "
+                                            "moved a weight by more than max_change or left one not finite.").format(
+                                                label=_(label)))
                 if not _state_equal(guarded, plain, params, list(plain_model.parameters())):
-                    return Verdict(False, f"With {label}, the undone step still changed the optimizer's state "
-                                          "(momentum, step counts, moments): it must go back too. Look at what your "
-                                          "pre-hook keeps of it: optimizer.state_dict() hands you the optimizer's own "
-                                          "tensors, which step() changes in place.")
+                    return Verdict(False, _("With {label}, the undone step still changed the optimizer's state "
+                                            "(momentum, step counts, moments): it must go back too. Look at what "
+                                            "your pre-hook keeps of it: optimizer.state_dict() hands you the "
+                                            "optimizer's own tensors, which "
+                                            "step() changes in place.").format(label=_(label)))
         finally:
             for handle in handles:
                 handle.remove()
         if optimizer_hook_report(guarded):
-            return Verdict(False, "Removing your handles left hooks on the optimizer: register one pre-hook and one "
-                                  "post-hook, and return both handles.")
+            return Verdict(False, _("Removing your handles left hooks on the optimizer: register one pre-hook and one "
+                                    "post-hook, and return both handles."))
     return Verdict(True)
 
 
@@ -267,7 +276,7 @@ def _late_bound_name(params: list[torch.Tensor]) -> str | None:
 
 
 def _accumulation_test(function: Callable[[nn.Module, Callable[[list], torch.optim.Optimizer], int], Any]) -> Verdict:
-    makers = {"SGD with momentum": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9),
+    makers = {N_("SGD with momentum"): lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9),
               "Adam": lambda ps: torch.optim.Adam(ps, lr=0.01)}
     batches = [torch.randn(6, 5, generator=torch.Generator().manual_seed(20 + i)) for i in range(6)]
     for every in (1, 3):
@@ -277,14 +286,14 @@ def _accumulation_test(function: Callable[[nn.Module, Callable[[list], torch.opt
             handles = function(fused_model, make, every)
             try:
                 if not isinstance(handles, (list, tuple)) or not all(_has_remove(h) for h in handles):
-                    return Verdict(False, "Return the list of handles, one per parameter.")
+                    return Verdict(False, _("Return the list of handles, one per parameter."))
                 shared = _late_bound_name(params)
                 if shared is not None:
-                    return Verdict(False, f"The hooks of different parameters all read one and the same `{shared}`: "
-                                          "your hook refers to a variable of the loop that created it, and Python "
-                                          "looks such a variable up when the hook runs -- after the loop has ended, "
-                                          "so every hook gets the last parameter's value (late binding). Look at "
-                                          "which of the loop's variables your hook reads.")
+                    return Verdict(False, _("The hooks of different parameters all read one and the same `{shared}`: "
+                                            "your hook refers to a variable of the loop that created it, and Python "
+                                            "looks such a variable up when the hook runs -- after the loop has ended, "
+                                            "so every hook gets the last parameter's value (late binding). Look at "
+                                            "which of the loop's variables your hook reads.").format(shared=shared))
                 plain = make(plain_model.parameters())
                 for number, batch in enumerate(batches, start=1):
                     fused_model(batch).pow(2).mean().backward()
@@ -292,93 +301,101 @@ def _accumulation_test(function: Callable[[nn.Module, Callable[[list], torch.opt
                     if number % every:  # inside an accumulation window: gradients kept and summed
                         missing = [p for p in params if p.grad is None]
                         if len(missing) == len(params):
-                            return Verdict(False, f"With every={every}, after backward {number % every} of {every} no "
-                                                  "parameter has a .grad left: your hook freed it at every call. Keep "
-                                                  "it until the every-th call, so that the next backward adds to it.")
+                            return Verdict(False, _("With every={every}, after backward {done} of {every} no "
+                                                    "parameter has a .grad left: your hook freed it at every call. "
+                                                    "Keep it until the every-th call, so that the next backward adds "
+                                                    "to it.").format(
+                                                        every=every, done=number % every))
                         if missing:
-                            return Verdict(False, f"With every={every}, after backward {number % every} of {every} some "
-                                                  "parameters have no .grad and others do: each parameter's hook runs "
-                                                  "once per backward, so count the calls per parameter (a counter "
-                                                  "shared by all the hooks counts parameters, not backward passes -- "
-                                                  "and a counter made inside your loop is shared too if the hook "
-                                                  "reads the loop's variable when it runs).")
+                            return Verdict(False, _("With every={every}, after backward {done} of {every} some "
+                                                    "parameters have no .grad and others do: each parameter's hook "
+                                                    "runs once per backward, so count the calls per parameter (a "
+                                                    "counter shared by all the hooks counts parameters, not backward "
+                                                    "passes -- and a counter made inside your loop is shared too if "
+                                                    "the hook reads the loop's variable when it runs).").format(
+                                                        every=every, done=number % every))
                         if not all(torch.allclose(p.grad, q.grad, atol=1e-6)
                                    for p, q in zip(params, plain_model.parameters())):
-                            return Verdict(False, f"With every={every}, the gradients between two steps are not the "
-                                                  "sum of the backward passes so far: step and free .grad only on "
-                                                  "the every-th call.")
+                            return Verdict(False, _("With every={every}, the gradients between two steps are not the "
+                                                    "sum of the backward passes so far: step and free .grad only on "
+                                                    "the every-th call.").format(every=every))
                         continue
                     plain.step()
                     plain.zero_grad(set_to_none=True)
                     left = [p for p in params if p.grad is not None]
                     if left:
-                        return Verdict(False, f"With every={every}, after backward {number}, the last of a window, "
-                                              f"{len(left)} parameters still hold a .grad: free each gradient in the "
-                                              "hook once its optimizer has stepped.")
+                        return Verdict(False, _("With every={every}, after backward {number}, the last of a window, "
+                                                "{count} parameters still hold a .grad: free each gradient in the "
+                                                "hook once its optimizer has stepped.").format(
+                                                    every=every, number=number, count=len(left)))
                     if not all(torch.allclose(a, b, atol=1e-6) for a, b in zip(params, plain_model.parameters())):
                         if all(torch.equal(a, b) for a, b in zip(params, _wide_model().parameters())):
-                            return Verdict(False, "The weights never changed: the hook must call the optimizer's "
-                                                  "step().")
-                        return Verdict(False, f"With {label} and every={every}, the weights differ from plain training "
-                                              f"that calls backward() {every} time(s), then step(): one optimizer per "
-                                              "parameter, created once (its state must survive from step to step), "
-                                              "stepped on the every-th call of its own hook.")
+                            return Verdict(False, _("The weights never changed: the hook must call the optimizer's "
+                                                    "step()."))
+                        return Verdict(False, _("With {label} and every={every}, the weights differ from plain "
+                                                "training that calls backward() {every} time(s), then step(): one "
+                                                "optimizer per parameter, created once (its state must survive from "
+                                                "step to step), stepped on the every-th call of its own hook.").format(
+                                                    label=_(label), every=every))
             finally:
                 if isinstance(handles, (list, tuple)):
                     for handle in handles:
                         if _has_remove(handle):
                             handle.remove()
             if count_hooks(fused_model):
-                return Verdict(False, "Removing your handles left hooks on the parameters.")
+                return Verdict(False, _("Removing your handles left hooks on the parameters."))
     return Verdict(True)
 
 
 EXERCISES = (
     Exercise(
         "09.1",
-        "Write split_qkv_on_load(attention): a load_state_dict pre-hook that splits an old fused qkv projection into "
-        "q, k and v, honouring the hook's prefix; return the handle.",
-        expect_callable(_split_test, "a function split_qkv_on_load(attention)"),
+        N_("Write split_qkv_on_load(attention): a load_state_dict pre-hook that splits an old fused qkv projection "
+           "into q, k and v, honouring the hook's prefix; return the handle."),
+        expect_callable(_split_test, N_("a function split_qkv_on_load(attention)")),
         hints=(
-            "The pre-hook gets (module, state_dict, prefix, ...) and may change state_dict in place; the keys it "
-            "looks for are the module's own keys with prefix in front of them.",
-            "A fused tensor of 3d rows comes apart in three pieces of d rows with torch.chunk (or tensor_split) along "
-            "dim 0; the parameter names to build can come from the module itself (module.q.named_parameters()).",
+            N_("The pre-hook gets (module, state_dict, prefix, ...) and may change state_dict in place; the keys it "
+               "looks for are the module's own keys with prefix in front of them."),
+            N_("A fused tensor of 3d rows comes apart in three pieces of d rows with torch.chunk (or tensor_split) "
+               "along dim 0; the parameter names to build can come from the module itself "
+               "(module.q.named_parameters())."),
         ),
         kind="write",
-        praise="Old checkpoints load into new code, tensors reshaped on the way, and the model's source never changed.",
+        praise=N_("Old checkpoints load into new code, tensors reshaped on the way, and the model's source never "
+                  "changed."),
     ),
     Exercise(
         "09.2",
-        "Write undo_bad_steps(optimizer, max_change): step hooks that put the weights and the optimizer's state back "
-        "after a step that moved a weight too far or left it not finite; return both handles.",
-        expect_callable(_undo_test, "a function undo_bad_steps(optimizer, max_change)"),
+        N_("Write undo_bad_steps(optimizer, max_change): step hooks that put the weights and the optimizer's state "
+           "back after a step that moved a weight too far or left it not finite; return both handles."),
+        expect_callable(_undo_test, N_("a function undo_bad_steps(optimizer, max_change)")),
         hints=(
-            "What a step did is known only after it: a pre-hook keeps copies of what the step may change, a post-hook "
-            "compares and restores.",
-            "optimizer.state_dict() and load_state_dict() save and restore momentum, step counts and moments -- but "
-            "the dict holds the optimizer's live tensors, which step() changes in place: keep a copy.deepcopy of it "
-            "(import copy). Weights: keep clone()s, which have their own memory, and put them back with copy_ under "
-            "torch.no_grad().",
+            N_("What a step did is known only after it: a pre-hook keeps copies of what the step may change, a "
+               "post-hook compares and restores."),
+            N_("optimizer.state_dict() and load_state_dict() save and restore momentum, step counts and moments -- but "
+               "the dict holds the optimizer's live tensors, which step() changes in place: keep a copy.deepcopy of it "
+               "(import copy). Weights: keep clone()s, which have their own memory, and put them back with copy_ under "
+               "torch.no_grad()."),
         ),
         kind="write",
-        praise="A bad step leaves no trace: not in the weights, not in Adam's moments, not in the step count.",
+        praise=N_("A bad step leaves no trace: not in the weights, not in Adam's moments, not in the step count."),
     ),
     Exercise(
         "09.3",
-        "Write attach_optimizer_in_backward(model, make_optimizer, every): one optimizer per parameter, stepped by a "
-        "post-accumulate-grad hook on every every-th gradient, accumulating in between; return the handles.",
-        expect_callable(_accumulation_test, "a function attach_optimizer_in_backward(model, make_optimizer, every)"),
+        N_("Write attach_optimizer_in_backward(model, make_optimizer, every): one optimizer per parameter, stepped "
+           "by a post-accumulate-grad hook on every every-th gradient, accumulating in between; return the handles."),
+        expect_callable(_accumulation_test, N_("a function "
+                                               "attach_optimizer_in_backward(model, make_optimizer, every)")),
         hints=(
-            "Each parameter's hook runs once per backward pass, when that parameter's .grad holds the sum so far: it "
-            "needs its own count of how often it has run.",
-            "Keep .grad between the steps (backward adds to it); on the every-th call step that parameter's "
-            "optimizer, created once outside the hook, then set .grad to None. A hook defined inside a loop must "
-            "hold its own optimizer and counter: bind them when the hook is made -- default arguments "
-            "(def hook(p, opt=opt, count=count)) or a small function that builds and returns the hook.",
+            N_("Each parameter's hook runs once per backward pass, when that parameter's .grad holds the sum so far: "
+               "it needs its own count of how often it has run."),
+            N_("Keep .grad between the steps (backward adds to it); on the every-th call step that parameter's "
+               "optimizer, created once outside the hook, then set .grad to None. A hook defined inside a loop must "
+               "hold its own optimizer and counter: bind them when the hook is made -- default arguments "
+               "(def hook(p, opt=opt, count=count)) or a small function that builds and returns the hook."),
         ),
         kind="write",
         stretch=True,
-        praise="Gradient accumulation inside backward: the update of a big batch, one parameter's step at a time.",
+        praise=N_("Gradient accumulation inside backward: the update of a big batch, one parameter's step at a time."),
     ),
 )

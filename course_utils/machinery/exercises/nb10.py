@@ -26,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, expect_live_value
+from course_utils.machinery.messages import _, N_
 from course_utils.hooks import count_hooks
 
 _STEPS = 2
@@ -60,7 +61,7 @@ def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     torch.manual_seed(31)
     model = _Block()
     generator = torch.Generator().manual_seed(5)
-    batches = [torch.randn(4, 6, generator=generator) for _ in range(5)]
+    batches = [torch.randn(4, 6, generator=generator) for _index in range(5)]
     with torch.no_grad():
         truth = sum(float((model.first(x) > 0).float().mean()) for x in batches)  # by hand, no hook
     running = torch.zeros(2)
@@ -72,7 +73,7 @@ def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
 
     handle = attach(model.first, running)
     if not callable(getattr(handle, "remove", None)):
-        return Verdict(False, "Return the handle that register_forward_hook gave you, so the caller can remove it.")
+        return Verdict(False, _("Return the handle that register_forward_hook gave you, so the caller can remove it."))
     try:
         with _quiet_fresh_dynamo():
             from torch._dynamo.utils import counters  # private: dynamo's own tally of graph breaks
@@ -85,20 +86,23 @@ def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     finally:
         handle.remove()
     if count_hooks(model):
-        return Verdict(False, "Removing the handle left hooks on the model.")
+        return Verdict(False, _("Removing the handle left hooks on the model."))
     if reasons:
-        return Verdict(False, f"Your hook caused a graph break ({reasons[0]}): keep everything a tensor -- no .item(), "
-                              "float(), print or .tolist() inside the hook.")
+        return Verdict(False, _("Your hook caused a graph break ({reason}): keep everything a tensor -- no .item(), "
+                                "float(), print or .tolist() inside the hook.").format(reason=reasons[0]))
     if len(graphs) > 1:
-        return Verdict(False, f"Dynamo compiled {len(graphs)} graphs for {len(batches)} calls of the same model: it "
-                              "recompiles when Python state the hook changes (a list that grows, a Python number) is "
-                              "part of its guards. Add to the tensor `running` in place instead.")
+        return Verdict(False, _("Dynamo compiled {graphs} graphs for {calls} calls of the same model: it "
+                                "recompiles when Python state the hook changes (a list that grows, a Python number) is "
+                                "part of its guards. Add to the tensor `running` in place instead.").format(
+                                    graphs=len(graphs), calls=len(batches)))
     if float(running[1]) != len(batches):
-        return Verdict(False, f"running[1] is {float(running[1]):g} after {len(batches)} forward calls: add 1 per call.")
+        return Verdict(False, _("running[1] is {value:g} after {calls} forward calls: add 1 per call.").format(
+            value=float(running[1]), calls=len(batches)))
     if abs(float(running[0]) - truth) < 1e-5:
         return Verdict(True)
-    return Verdict(False, f"running[0] is {float(running[0]):.4f}, but the fractions of the module's output entries "
-                          f"that are > 0 add up to {truth:.4f} over these calls.")
+    return Verdict(False, _("running[0] is {value:.4f}, but the fractions of the module's output entries "
+                            "that are > 0 add up to {truth:.4f} over these calls.").format(
+                                value=float(running[0]), truth=truth))
 
 
 # -- 10.2: predict the number of graphs ---------------------------------------------------------------------------
@@ -190,11 +194,11 @@ def _sample_weighted_gradients() -> list[dict[str, torch.Tensor]]:
 def _misread_average(got: torch.Tensor, mine: torch.Tensor, theirs: torch.Tensor, rtol: float) -> str | None:
     """Name the usual mistake when rank 0's result is not the mean (rank 1 ran torch's hook: divide, then sum)."""
     if _relative(got, mine + theirs / 2) < rtol:
-        return ("Rank 0 got its whole gradient plus half of rank 1's: all_reduce sums what the ranks send, and rank 1 "
-                "(torch's hook) sends its bucket divided by the group's size. Look at what your hook sends.")
+        return _("Rank 0 got its whole gradient plus half of rank 1's: all_reduce sums what the ranks send, and "
+                 "rank 1 (torch's hook) sends its bucket divided by the group's size. Look at what your hook sends.")
     if _relative(got, (mine + theirs / 2) / 2) < rtol:
-        return ("You divided after the all-reduce, but rank 1 (torch's hook) divides before it, so the ranks sent "
-                "different things: look at where your hook divides.")
+        return _("You divided after the all-reduce, but rank 1 (torch's hook) divides before it, so the ranks sent "
+                 "different things: look at where your hook divides.")
     return None
 
 
@@ -248,9 +252,9 @@ def _partner(rank: int, world_size: int, which: str) -> list[torch.Tensor]:
 
 
 _SENDS = {
-    "weighted": "one float32 tensor one value longer than the bucket: the bucket times state.samples, then "
-                "state.samples",
-    "bf16": "one bfloat16 copy of the bucket, already divided by the group's size",
+    "weighted": N_("one float32 tensor one value longer than the bucket: the bucket times state.samples, then "
+                   "state.samples"),
+    "bf16": N_("one bfloat16 copy of the bucket, already divided by the group's size"),
 }
 _EXPECTED_SEND = {  # (values, dtype) rank 1 sends for a bucket of n values
     "weighted": lambda n: (n + 1, torch.float32),
@@ -263,13 +267,13 @@ class _StoppedAllReduce(RuntimeError):
     """Raised in rank 0 instead of an all-reduce that would not match rank 1's (gloo would abort this process)."""
 
 _DDP_ERRORS = (
-    ("must return a torch.futures.Future", "DDP needs a Future from the hook, not a tensor: return the future of the "
-                                           "all-reduce (async_op=True, .get_future())."),
-    ("expected the hook result", "The Future must hold one tensor (the bucket's new gradients), but an all-reduce's "
-                                 "future holds a list of tensors: look at what your Future's value is (D1's hook "
-                                 "shows it)."),
-    ("Communication hook", "DDP rejected the hook's signature: write it as def hook(state, bucket) without type "
-                           "annotations."),
+    ("must return a torch.futures.Future", N_("DDP needs a Future from the hook, not a tensor: return the future of "
+                                              "the all-reduce (async_op=True, .get_future()).")),
+    ("expected the hook result", N_("The Future must hold one tensor (the bucket's new gradients), but an "
+                                    "all-reduce's future holds a list of tensors: look at what your Future's value is "
+                                    "(D1's hook shows it).")),
+    ("Communication hook", N_("DDP rejected the hook's signature: write it as def hook(state, bucket) without type "
+                              "annotations.")),
 )
 
 
@@ -292,11 +296,13 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
         if current["inside"]:
             values, dtype = _EXPECTED_SEND[which](current["bucket"])
             if current["calls"]:
-                stop(f"Your hook started a second all-reduce for one bucket; rank 1 sends {_SENDS[which]}, once per "
-                     "bucket.")
+                stop(_("Your hook started a second all-reduce for one bucket; rank 1 sends {sends}, once per "
+                       "bucket.").format(sends=_(_SENDS[which])))
             if tensor.numel() != values or tensor.dtype != dtype:
-                stop(f"For a bucket of {current['bucket']} values your hook all-reduced {tensor.numel()} values of "
-                     f"{tensor.dtype}; rank 1 sends {values} values of {dtype}: {_SENDS[which]}.")
+                stop(_("For a bucket of {bucket} values your hook all-reduced {count} values of {got_dtype}; rank 1 "
+                       "sends {values} values of {dtype}: {sends}.").format(
+                           bucket=current["bucket"], count=tensor.numel(), got_dtype=tensor.dtype, values=values,
+                           dtype=dtype, sends=_(_SENDS[which])))
             current["calls"] += 1
         return real_all_reduce(tensor, *args, **kwargs)
 
@@ -308,7 +314,8 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
         finally:
             current["inside"] = False
         if not current["calls"]:
-            stop(f"Your hook did not call torch.distributed.all_reduce for a bucket; rank 1 sends {_SENDS[which]}.")
+            stop(_("Your hook did not call torch.distributed.all_reduce for a bucket; rank 1 sends {sends}.").format(
+                sends=_(_SENDS[which])))
         if not callable(getattr(result, "then", None)):
             return result  # not a Future (all_reduce's get_future() gives torch._C.Future): DDP refuses it itself
         buffer = bucket.buffer()
@@ -339,8 +346,9 @@ def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which:
     from course_utils.distributed import WorkerError, run_workers
 
     if dist.is_initialized():
-        return Verdict(False, "This kernel is already in a process group: run torch.distributed.destroy_process_group() "
-                              "(or restart the kernel) so the check can start its own.")
+        return Verdict(False, _("This kernel is already in a process group: run "
+                                "torch.distributed.destroy_process_group() (or restart the kernel) so the check can "
+                                "start its own."))
     kept: dict[str, Any] = {}
 
     def rank0(rank: int, world_size: int) -> list[torch.Tensor]:
@@ -356,11 +364,11 @@ def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which:
         text = str(error)
         if _STOPPED in text:
             reason = text.split(_STOPPED, 1)[1].strip().splitlines()[0]
-            return Verdict(False, f"The two ranks' all-reduces did not match (the check stopped yours before gloo "
-                                  f"saw it). {reason}")
+            return Verdict(False, _("The two ranks' all-reduces did not match (the check stopped yours before gloo "
+                                    "saw it). {reason}").format(reason=reason))
         for needle, advice in _DDP_ERRORS:
             if needle in text:
-                return Verdict(False, advice)
+                return Verdict(False, _(advice))
         if "gloo" in text or "Connection" in text:
             return _mismatch(which, text)
         raise
@@ -369,8 +377,8 @@ def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which:
 
 def _mismatch(which: str, text: str) -> Verdict:
     """The ranks' collectives did not pair up (gloo reports a reset connection or a dead peer)."""
-    return Verdict(False, f"The two ranks' all-reduces did not match: rank 1 runs torch's hook, which sends "
-                          f"{_SENDS[which]}, per bucket; your hook must send the same.")
+    return Verdict(False, _("The two ranks' all-reduces did not match: rank 1 runs torch's hook, which sends "
+                            "{sends}, per bucket; your hook must send the same.").format(sends=_(_SENDS[which])))
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -381,31 +389,32 @@ def _weighted_test(hook: Callable[..., Any]) -> Verdict:
     outcome = _run_pair(hook, lambda group: SimpleNamespace(group=group, samples=_SAMPLES[0]), "weighted", _SAMPLES[0])
     if isinstance(outcome, Verdict):
         return outcome
-    _, mine, theirs = outcome
+    _noted, mine, theirs = outcome
     n0, n1 = _SAMPLES
     for got, truth in zip(mine, _sample_weighted_gradients()):
         if torch.allclose(got, truth["all"], atol=1e-6):
             continue
         summed = n0 * truth["rank0"] + n1 * truth["rank1"]
         mistakes = (
-            (summed, f"Rank 0 got the weighted sum of both ranks' gradients ({n0} and {n1} samples), not yet a mean: "
-                     "look at what your then() callback does with the all-reduced tensor."),
-            (summed / 2, "Rank 0 divided the weighted sum by the number of ranks, which weighs the ranks, not the "
-                         "samples: look at what your then() callback divides by."),
-            (summed / n0, "Rank 0 divided by its own number of samples, which the other rank does not share: look at "
-                          "what your then() callback divides by."),
+            (summed, _("Rank 0 got the weighted sum of both ranks' gradients ({n0} and {n1} samples), not yet a "
+                       "mean: look at what your then() callback does with the all-reduced tensor.").format(
+                           n0=n0, n1=n1)),
+            (summed / 2, _("Rank 0 divided the weighted sum by the number of ranks, which weighs the ranks, not the "
+                           "samples: look at what your then() callback divides by.")),
+            (summed / n0, _("Rank 0 divided by its own number of samples, which the other rank does not share: look "
+                            "at what your then() callback divides by.")),
             ((truth["rank0"] + n1 * truth["rank1"]) / (1 + n1),
-             "Rank 0 counted as one sample: multiply the bucket by state.samples, and send state.samples as the "
-             "last value."),
+             _("Rank 0 counted as one sample: multiply the bucket by state.samples, and send state.samples as the "
+               "last value.")),
         )
         for wrong, advice in mistakes:
             if torch.allclose(got, wrong, atol=1e-5):
                 return Verdict(False, advice)
-        return Verdict(False, f"After the hook the gradients are not the per-sample mean over both ranks (relative "
-                              f"difference {_relative(got, truth['all']):.2g}).")
+        return Verdict(False, _("After the hook the gradients are not the per-sample mean over both ranks (relative "
+                                "difference {relative:.2g}).").format(relative=_relative(got, truth['all'])))
     if not all(torch.equal(a, b) for a, b in zip(mine, theirs)):
-        return Verdict(False, "The two ranks ended with different gradients: every rank must compute the new bucket "
-                              "from the same all-reduced tensor.")
+        return Verdict(False, _("The two ranks ended with different gradients: every rank must compute the new bucket "
+                                "from the same all-reduced tensor."))
     return Verdict(True)
 
 
@@ -417,85 +426,86 @@ def _bf16_test(hook: Callable[..., Any]) -> Verdict:
     for got, (own, other) in zip(mine, _rank_gradients()):
         mean = (own + other) / 2
         if got.dtype != torch.float32:
-            return Verdict(False, f"The gradients came back as {got.dtype}: copy the result into the bucket's "
-                                  "float32 buffer (decompress) before returning it.")
+            return Verdict(False, _("The gradients came back as {dtype}: copy the result into the bucket's "
+                                    "float32 buffer (decompress) before returning it.").format(dtype=got.dtype))
         mistake = _misread_average(got, own, other, 1e-2)
         if mistake and _relative(got, mean) > 1e-2:
             return Verdict(False, mistake)
         if not torch.equal(got, got.to(torch.bfloat16).to(torch.float32)):
-            return Verdict(False, "Some gradients are not bfloat16 numbers: the all-reduce was not done in bfloat16. "
-                                  "Look at the dtype of the tensor your hook hands to all_reduce.")
+            return Verdict(False, _("Some gradients are not bfloat16 numbers: the all-reduce was not done in bfloat16. "
+                                    "Look at the dtype of the tensor your hook hands to all_reduce."))
         if _relative(got, mean) > 1e-2:
-            return Verdict(False, f"The gradients are far from the mean of both ranks (relative error "
-                                  f"{_relative(got, mean):.2g}): average, in bfloat16, then copy back.")
+            return Verdict(False, _("The gradients are far from the mean of both ranks (relative error "
+                                    "{relative:.2g}): average, in bfloat16, then copy back.").format(
+                                        relative=_relative(got, mean)))
     if not all(torch.equal(a, b) for a, b in zip(mine, theirs)):
-        return Verdict(False, "The two ranks ended with different gradients: every rank must decompress the same "
-                              "all-reduced tensor.")
+        return Verdict(False, _("The two ranks ended with different gradients: every rank must decompress the same "
+                                "all-reduced tensor."))
     if noted["not_the_buffer"]:
-        return Verdict(False, f"The gradients are right, but for {noted['not_the_buffer']} bucket(s) your Future held a "
-                              "new tensor, not the bucket's own float32 buffer that the exercise asks for (DDP copies "
-                              "a new tensor back; torch's compression hooks fill bucket.buffer() and return it). Look "
-                              "at what your then() callback returns.")
+        return Verdict(False, _("The gradients are right, but for {count} bucket(s) your Future held a new tensor, "
+                                "not the bucket's own float32 buffer that the exercise asks for (DDP copies a new "
+                                "tensor back; torch's compression hooks fill bucket.buffer() and return it). Look at "
+                                "what your then() callback returns.").format(count=noted['not_the_buffer']))
     return Verdict(True)
 
 
 EXERCISES = (
     Exercise(
         "10.1",
-        "Write a forward hook that sums the fraction of active outputs into a tensor, so one compiled graph serves "
-        "every call.",
-        expect_callable(_activity_test, "a function watch_activity(module, running) that returns a handle"),
+        N_("Write a forward hook that sums the fraction of active outputs into a tensor, so one compiled graph serves "
+           "every call."),
+        expect_callable(_activity_test, N_("a function watch_activity(module, running) that returns a handle")),
         hints=(
-            "Dynamo puts tensor operations in the graph; Python numbers and growing lists become guards or breaks.",
-            "Every step of the hook can stay a tensor operation: a comparison gives a tensor of booleans, which has a "
-            "mean once it holds numbers, and `running` can be changed in place.",
+            N_("Dynamo puts tensor operations in the graph; Python numbers and growing lists become guards or breaks."),
+            N_("Every step of the hook can stay a tensor operation: a comparison gives a tensor of booleans, which "
+               "has a mean once it holds numbers, and `running` can be changed in place."),
         ),
         kind="write",
-        praise="Tensors in, tensors out: one graph for every call, and you read the numbers after training.",
+        praise=N_("Tensors in, tensors out: one graph for every call, and you read the numbers after training."),
     ),
     Exercise(
         "10.2",
-        "Predict how many graphs dynamo compiles while hooks are added to and removed from a compiled model.",
-        expect_live_value(_graphs_compiled, "Go through the three calls with C2 and C3 in mind: at each call, is "
-                                            "there a graph compiled so far whose guards still hold?", atol=0.0),
+        N_("Predict how many graphs dynamo compiles while hooks are added to and removed from a compiled model."),
+        expect_live_value(_graphs_compiled, N_("Go through the three calls with C2 and C3 in mind: at each call, is "
+                                               "there a graph compiled so far whose guards still hold?"), atol=0.0),
         hints=(
-            "Dynamo guards on the length of a hook dictionary that was not empty when it compiled.",
-            "First call: one graph. Then ask at every call: is there a compiled graph whose guard (the number of "
-            "hooks on layer 0) still holds?",
+            N_("Dynamo guards on the length of a hook dictionary that was not empty when it compiled."),
+            N_("First call: one graph. Then ask at every call: is there a compiled graph whose guard (the number of "
+               "hooks on layer 0) still holds?"),
         ),
         kind="predict",
-        praise="A graph compiled while the module had hooks guards their number: 1, 2 and then 0 hooks each needed "
-               "a graph of their own (only a module compiled with no hooks goes unwatched, C3).",
+        praise=N_("A graph compiled while the module had hooks guards their number: 1, 2 and then 0 hooks each needed "
+                  "a graph of their own (only a module compiled with no hooks goes unwatched, C3)."),
     ),
     Exercise(
         "10.3",
-        "Write a DDP comm hook that averages each bucket over the samples of all ranks, sending each rank's number "
-        "of samples along with its gradients.",
-        expect_callable(_weighted_test, "a comm hook weighted_mean_hook(state, bucket) that returns a Future"),
+        N_("Write a DDP comm hook that averages each bucket over the samples of all ranks, sending each rank's number "
+           "of samples along with its gradients."),
+        expect_callable(_weighted_test, N_("a comm hook weighted_mean_hook(state, bucket) that returns a Future")),
         hints=(
-            "all_reduce adds up what the ranks send: if each rank sends its gradients times its number of samples, "
-            "and its number of samples, the sums are the numerator and the denominator of the per-sample mean.",
-            "torch.cat joins the scaled bucket and a one-value tensor. The division can only happen once the "
-            "all-reduce is done -- in the callback given to the Future's then(), which must return a tensor of the "
-            "bucket's size.",
+            N_("all_reduce adds up what the ranks send: if each rank sends its gradients times its number of samples, "
+               "and its number of samples, the sums are the numerator and the denominator of the per-sample mean."),
+            N_("torch.cat joins the scaled bucket and a one-value tensor. The division can only happen once the "
+               "all-reduce is done -- in the callback given to the Future's then(), which must return a tensor of the "
+               "bucket's size."),
         ),
         kind="write",
-        praise="Every sample weighs the same, on every rank: the mean a single process would have computed.",
+        praise=N_("Every sample weighs the same, on every rank: the mean a single process would have computed."),
     ),
     Exercise(
         "10.4",
-        "Write a comm hook that sends the gradients as bfloat16 and puts the average back into the bucket.",
-        expect_callable(_bf16_test, "a comm hook bf16_hook(process_group, bucket) that returns a Future"),
+        N_("Write a comm hook that sends the gradients as bfloat16 and puts the average back into the bucket."),
+        expect_callable(_bf16_test, N_("a comm hook bf16_hook(process_group, bucket) that returns a Future")),
         hints=(
-            "Compress, average, decompress: the tensor you send is a bfloat16 copy, the tensor you return is the "
-            "bucket's own float32 buffer.",
-            "D1's hook shows the frame: a tensor handed to an asynchronous all_reduce, a Future, and a then() "
-            "callback. What changes is the tensor you send, and what the callback does with the result before "
-            "returning the float32 bucket.",
+            N_("Compress, average, decompress: the tensor you send is a bfloat16 copy, the tensor you return is the "
+               "bucket's own float32 buffer."),
+            N_("D1's hook shows the frame: a tensor handed to an asynchronous all_reduce, a Future, and a then() "
+               "callback. What changes is the tensor you send, and what the callback does with the result before "
+               "returning the float32 bucket."),
         ),
         kind="write",
         stretch=True,
-        praise="Half the bytes of float32; bfloat16 keeps float32's range, so no overflow, at about 3 significant "
-               "digits.",
+        praise=N_("Half the bytes of float32; bfloat16 keeps float32's range, so no overflow, at about 3 significant "
+                  "digits."),
     ),
 )

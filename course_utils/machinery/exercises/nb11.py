@@ -17,6 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.machinery.messages import _, N_
 from course_utils.hooks import count_hooks
 
 __all__ = ["EXERCISES"]
@@ -61,42 +62,48 @@ def _grad_output_test(answer: Callable[..., Any]) -> Verdict:
             got = answer(model, name, x)
         except RuntimeError as error:
             if "BackwardHookFunction" in str(error):
-                return Verdict(False, f"At layer '{name}' PyTorch still raised the in-place error of the "
-                                      "reproduction: the full backward hook's output (or input) is changed in "
-                                      "place by an in-place ReLU. Switch those off while your hook is there.")
+                return Verdict(False, _("At layer '{name}' PyTorch still raised the in-place error of the "
+                                        "reproduction: the full backward hook's output (or input) is changed in "
+                                        "place by an in-place ReLU. Switch those off while your hook is there.").format(
+                                            name=name))
             raise
         if _inplace_flags(model) != flags:
-            return Verdict(False, "After your function the model's `inplace` flags are not what they were: set "
-                                  "back every flag you changed (also when something raises).")
+            return Verdict(False, _("After your function the model's `inplace` flags are not what they were: set "
+                                    "back every flag you changed (also when something raises)."))
         if count_hooks(model):
-            return Verdict(False, f"After your function layer hooks are left on the model ({count_hooks(model)}): "
-                                  "remove the hook before returning, in a `finally`.")
+            return Verdict(False, _("After your function layer hooks are left on the model ({count}): "
+                                    "remove the hook before returning, in a `finally`.").format(
+                                        count=count_hooks(model)))
         if not torch.equal(x, x_before):
-            return Verdict(False, "Your function changed x: leave the caller's input as it was.")
+            return Verdict(False, _("Your function changed x: leave the caller's input as it was."))
         if not isinstance(got, torch.Tensor):
-            return Verdict(False, f"Return the gradient as a tensor; got {type(got).__name__} at layer '{name}'.")
+            return Verdict(False, _("Return the gradient as a tensor; got {type} at layer '{name}'.").format(
+                type=type(got).__name__, name=name))
         truth = _grad_at_output(model, int(name), x)
         if got.shape != truth.shape:
-            return Verdict(False, f"At layer '{name}' expected a gradient shaped like the layer's output "
-                                  f"{tuple(truth.shape)}, got {tuple(got.shape)}: use grad_output[0].")
+            return Verdict(False, _("At layer '{name}' expected a gradient shaped like the layer's output "
+                                    "{expected}, got {got}: use grad_output[0].").format(
+                                        name=name, expected=tuple(truth.shape), got=tuple(got.shape)))
         if not torch.allclose(got, truth, atol=1e-5):
-            return Verdict(False, f"At layer '{name}' the gradient is not d model(x).sum() / d output: is it "
-                                  "grad_output[0] of the layer you were asked about, from one backward?")
+            return Verdict(False, _("At layer '{name}' the gradient is not d model(x).sum() / d output: is it "
+                                    "grad_output[0] of the layer you were asked about, from one backward?").format(
+                                        name=name))
     return Verdict(True)
 
 
 _EXERCISE_11_1 = Exercise(
     "11.1",
-    "Catch grad_output at a layer with a full backward hook on a model with in-place ReLUs, leaving it as found.",
-    expect_callable(_grad_output_test, "a function grad_output_of(model, layer_name, x)"),
+    N_("Catch grad_output at a layer with a full backward hook on a model with in-place ReLUs, leaving it as found."),
+    expect_callable(_grad_output_test, N_("a function grad_output_of(model, layer_name, x)")),
     hints=(
-        "The error is about an in-place operation on the tensor the hook wraps. Which modules of the model do "
-        "something in place, and is there a switch on them?",
-        "Remember each module's `inplace` flag, set it to False while the hook is registered, and put every flag "
-        "back in the same `finally` that removes the hook (course_utils.HookRegistry's set_attr does both for you).",
+        N_("The error is about an in-place operation on the tensor the hook wraps. Which modules of the model do "
+           "something in place, and is there a switch on them?"),
+        N_("Remember each module's `inplace` flag, set it to False while the hook is registered, and put every flag "
+           "back in the same `finally` that removes the hook (course_utils.HookRegistry's set_attr does both for "
+           "you)."),
     ),
-    praise="No in-place op next to a full backward hook while it is registered (pytorch#61519) -- and the model "
-           "handed back as it came.",
+    praise=N_("No in-place op next to a full backward hook while it is registered (pytorch#61519) -- and the model "
+              "handed back as it came."),
 )
 
 
@@ -117,10 +124,10 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
     alive: list[weakref.ref] = []
     result = answer(model, names)
     if not isinstance(result, tuple) or len(result) != 2:
-        return Verdict(False, "Return a pair (kept, handles): the dict of lists and the list of handles.")
+        return Verdict(False, _("Return a pair (kept, handles): the dict of lists and the list of handles."))
     kept, handles = result
     if not isinstance(handles, (list, tuple)) or not all(callable(getattr(h, "remove", None)) for h in handles):
-        return Verdict(False, "The second item must be the list of handles that register_forward_hook returned.")
+        return Verdict(False, _("The second item must be the list of handles that register_forward_hook returned."))
     try:
         for size in sizes:
             batch = torch.randn(size, 5, generator=generator)
@@ -136,48 +143,56 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
             handle.remove()
     gc.collect()
     if count_hooks(model):
-        return Verdict(False, "Removing your handles left hooks on the model: return every handle you registered.")
+        return Verdict(False, _("Removing your handles left hooks on the model: return every handle you registered."))
     if not isinstance(kept, dict) or sorted(kept) != names:
-        return Verdict(False, f"`kept` must be a dict with one key per layer name, {names}; got "
-                              f"{sorted(kept) if isinstance(kept, dict) else type(kept).__name__}.")
+        return Verdict(False, _("`kept` must be a dict with one key per layer name, {names}; got "
+                                "{got}.").format(
+                                    names=names, got=sorted(kept) if isinstance(kept, dict) else type(kept).__name__))
     still_alive = sum(ref() is not None for ref in alive)
     if still_alive:
-        return Verdict(False, f"After the loop {still_alive} of {len(sizes)} input batches are still alive: what you "
-                              "kept holds the autograd graph (through its grad_fn), and the graph holds the batch.")
+        return Verdict(False, _("After the loop {still_alive} of {total} input batches are still alive: what you "
+                                "kept holds the autograd graph (through its grad_fn), and the graph holds the "
+                                "batch.").format(still_alive=still_alive, total=len(sizes)))
     counts = {name: len(kept[name]) if isinstance(kept[name], list) else None for name in names}
     filled = [name for name in names if counts[name]]
     if len(filled) == 1 and counts[filled[0]] == len(names) * len(sizes):   # a closure over the loop variable
         filled = filled[0]
-        return Verdict(False, f"After {len(sizes)} forwards kept['{filled}'] holds all {len(names) * len(sizes)} "
-                              f"tensors and the other list none: every hook appends under the same name. Which "
-                              "value of the loop variable does a hook defined in the loop see when it runs?")
+        return Verdict(False, _("After {count} forwards kept['{filled}'] holds all {total} "
+                                "tensors and the other list none: every hook appends under the same name. Which "
+                                "value of the loop variable does a hook defined in the loop see when it runs?").format(
+                                    count=len(sizes), filled=filled, total=len(names) * len(sizes)))
     for name in names:
         if not isinstance(kept[name], list) or len(kept[name]) != len(sizes):
-            return Verdict(False, f"kept['{name}'] has {counts[name]} tensors after {len(sizes)} forwards; "
-                                  "append one per forward.")
+            return Verdict(False, _("kept['{name}'] has {got} tensors after {forwards} forwards; "
+                                    "append one per forward.").format(name=name, got=counts[name], forwards=len(sizes)))
         for got, truth in zip(kept[name], truths[name]):
             if not isinstance(got, torch.Tensor) or got.shape != truth.shape:
-                return Verdict(False, f"kept['{name}'] should hold the layer's output tensors, shaped like them.")
+                return Verdict(False, _("kept['{name}'] should hold the layer's output tensors, shaped like "
+                                        "them.").format(name=name))
             if got.requires_grad:
-                return Verdict(False, f"kept['{name}'] holds tensors that require grad: detach them.")
+                return Verdict(False, _("kept['{name}'] holds tensors that require grad: detach them.").format(
+                    name=name))
             if not torch.allclose(got, truth, atol=1e-6):
                 if torch.allclose(got, truth.clamp(min=0), atol=1e-6):
-                    return Verdict(False, f"kept['{name}'] holds the values *after* the in-place ReLU that follows "
-                                          "the layer: your tensor shares its memory with the output, which that ReLU overwrites.")
-                return Verdict(False, f"kept['{name}'] does not hold the layer's outputs, in forward order.")
+                    return Verdict(False, _("kept['{name}'] holds the values *after* the in-place ReLU that follows "
+                                            "the layer: your tensor shares its memory with the output, which that "
+                                            "ReLU overwrites.").format(
+                                                name=name))
+                return Verdict(False, _("kept['{name}'] does not hold the layer's outputs, in forward order.").format(
+                    name=name))
     return Verdict(True)
 
 
 _EXERCISE_11_2 = Exercise(
     "11.2",
-    "Keep every forward's output of the named layers without keeping the graph alive or an alias of the output.",
-    expect_callable(_keep_outputs_test, "a function keep_outputs(model, layer_names)"),
+    N_("Keep every forward's output of the named layers without keeping the graph alive or an alias of the output."),
+    expect_callable(_keep_outputs_test, N_("a function keep_outputs(model, layer_names)")),
     hints=(
-        "Two things hold on to more than you want: the output's grad_fn (the whole graph of that forward) and its "
-        "memory (which the next in-place op writes into).",
-        "`.detach()` cuts the first and copies nothing; `.clone()` copies. You need both.",
+        N_("Two things hold on to more than you want: the output's grad_fn (the whole graph of that forward) and its "
+           "memory (which the next in-place op writes into)."),
+        N_("`.detach()` cuts the first and copies nothing; `.clone()` copies. You need both."),
     ),
-    praise="detach() drops the graph, clone() drops the alias: memory stays flat and the record stays true.",
+    praise=N_("detach() drops the graph, clone() drops the alias: memory stays flat and the record stays true."),
 )
 
 
@@ -199,10 +214,11 @@ def _mean_test(answer: Callable[..., Any]) -> Verdict:
             got = answer(model, name, x)
             left = count_hooks(model)
             if left:
-                return Verdict(False, f"After call {call + 1} {left} hook(s) are left on the model: each call must "
-                                      "remove the hook it registered.")
+                return Verdict(False, _("After call {call} {left} hook(s) are left on the model: each call must "
+                                        "remove the hook it registered.").format(call=call + 1, left=left))
             if not isinstance(got, (float, int, torch.Tensor)) or abs(float(got) - truth) > 1e-5:
-                return Verdict(False, f"Layer '{name}': expected the mean of its output ({truth:.4f}), got {got!r}.")
+                return Verdict(False, _("Layer '{name}': expected the mean of its output ({truth:.4f}), got "
+                                        "{got!r}.").format(name=name, truth=truth, got=got))
     broken = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), _Breaks())
     raised = False
     try:
@@ -210,23 +226,23 @@ def _mean_test(answer: Callable[..., Any]) -> Verdict:
     except ValueError:
         raised = True
     if not raised:
-        return Verdict(False, "When the model raises, your function must let the error through (not swallow it).")
+        return Verdict(False, _("When the model raises, your function must let the error through (not swallow it)."))
     if count_hooks(broken):
-        return Verdict(False, "When the model raises, your hook stays on the model: remove it in a `finally` (or "
-                              "use the handle as a context manager).")
+        return Verdict(False, _("When the model raises, your hook stays on the model: remove it in a `finally` (or "
+                                "use the handle as a context manager)."))
     return Verdict(True)
 
 
 _EXERCISE_11_3 = Exercise(
     "11.3",
-    "Write output_mean(model, layer_name, x): one hook per call, always removed, also when the forward raises.",
-    expect_callable(_mean_test, "a function output_mean(model, layer_name, x)"),
+    N_("Write output_mean(model, layer_name, x): one hook per call, always removed, also when the forward raises."),
+    expect_callable(_mean_test, N_("a function output_mean(model, layer_name, x)")),
     hints=(
-        "register_forward_hook returns a handle; the hook stays until someone calls its remove().",
-        "Put the forward in `try:` and `handle.remove()` in `finally:` -- or write `with layer.register_forward_hook"
-        "(...):`, since a handle is also a context manager.",
+        N_("register_forward_hook returns a handle; the hook stays until someone calls its remove()."),
+        N_("Put the forward in `try:` and `handle.remove()` in `finally:` -- or write `with layer.register_forward_hook"
+           "(...):`, since a handle is also a context manager."),
     ),
-    praise="One hook in, one hook out, whatever happens in between.",
+    praise=N_("One hook in, one hook out, whatever happens in between."),
 )
 
 
@@ -291,28 +307,30 @@ _SCENARIOS = ("copied_after_hook", "forward_called_directly", "under_no_grad", "
 
 def _fires_test(answer: Any) -> Verdict:
     if not isinstance(answer, dict) or sorted(answer) != sorted(_SCENARIOS):
-        return Verdict(False, f"Answer with a dict with exactly the keys {list(_SCENARIOS)}, each True or False.")
+        return Verdict(False, _("Answer with a dict with exactly the keys {scenarios}, each True or False.").format(
+            scenarios=list(_SCENARIOS)))
     if not all(isinstance(value, bool) for value in answer.values()):
-        return Verdict(False, "Each value must be True (the hook fires) or False (it does not).")
+        return Verdict(False, _("Each value must be True (the hook fires) or False (it does not)."))
     wrong = [name for name in _SCENARIOS if answer[name] != _fires(name)]
     if not wrong:
         return Verdict(True)
-    return Verdict(False, f"{len(wrong)} of {len(_SCENARIOS)} predictions differ from what PyTorch does. For each "
-                          "scenario ask: which module object is called, is it called as module(...), and does the "
-                          "forward reach it? The diagnosis above and the hints say where module hooks live.")
+    return Verdict(False, _("{wrong} of {total} predictions differ from what PyTorch does. For each "
+                            "scenario ask: which module object is called, is it called as module(...), and does the "
+                            "forward reach it? The diagnosis above and the hints say where module hooks live.").format(
+                                wrong=len(wrong), total=len(_SCENARIOS)))
 
 
 _EXERCISE_11_4 = Exercise(
     "11.4",
-    "Predict, for four scenarios, whether the forward hook fires (a dict of True/False).",
+    N_("Predict, for four scenarios, whether the forward hook fires (a dict of True/False)."),
     _fires_test,
     hints=(
-        "Module hooks live in the module object's own dictionaries, and run inside nn.Module.__call__.",
-        "deepcopy copies those dictionaries too; grad mode matters to tensor and backward hooks, not to forward "
-        "hooks; a layer that is never called -- or whose .forward is called directly -- runs no hook.",
+        N_("Module hooks live in the module object's own dictionaries, and run inside nn.Module.__call__."),
+        N_("deepcopy copies those dictionaries too; grad mode matters to tensor and backward hooks, not to forward "
+           "hooks; a layer that is never called -- or whose .forward is called directly -- runs no hook."),
     ),
     kind="predict",
-    praise="A hook fires only where its module object is called: check the object, the call and the path.",
+    praise=N_("A hook fires only where its module object is called: check the object, the call and the path."),
 )
 
 
@@ -329,7 +347,7 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
     batches = [torch.randn(3, 4, generator=generator), torch.randn(2, 4, generator=generator)]
     result = answer(model)
     if not isinstance(result, tuple) or len(result) != 2:
-        return Verdict(False, "Return a pair (norms, handles).")
+        return Verdict(False, _("Return a pair (norms, handles)."))
     norms, handles = result
     try:
         outputs = [model(batch) for batch in batches]
@@ -337,21 +355,22 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
         for handle in handles:
             handle.remove()
     if count_hooks(model):
-        return Verdict(False, "Removing your handles left hooks on the model: return every handle.")
+        return Verdict(False, _("Removing your handles left hooks on the model: return every handle."))
     expected_outputs = [reference(batch) for batch in batches]
     for number, (got, want) in enumerate(zip(outputs, expected_outputs), start=1):
         if got.shape != want.shape or not torch.allclose(got.detach(), want.detach(), atol=1e-6):
-            return Verdict(False, f"Forward {number}: the model's output changed while your hooks were on: a "
-                                  "forward hook that returns anything but None replaces the layer's output. Does "
-                                  "your hook return the result of a call (setdefault, append, ...)?")
+            return Verdict(False, _("Forward {number}: the model's output changed while your hooks were on: a "
+                                    "forward hook that returns anything but None replaces the layer's output. Does "
+                                    "your hook return the result of a call (setdefault, append, ...)?").format(
+                                        number=number))
     for number, got in enumerate(outputs, start=1):
         if not got.requires_grad:
-            return Verdict(False, f"Forward {number}: the output no longer requires grad: a hook returned a "
-                                  "detached tensor, which replaced the layer's output.")
+            return Verdict(False, _("Forward {number}: the output no longer requires grad: a hook returned a "
+                                    "detached tensor, which replaced the layer's output.").format(number=number))
     leaves = _leaves(reference)
-    if not isinstance(norms, dict) or sorted(norms) != sorted(name for name, _ in leaves):
-        return Verdict(False, f"`norms` needs one key per leaf module, by its name in named_modules(): "
-                              f"{sorted(name for name, _ in leaves)}.")
+    if not isinstance(norms, dict) or sorted(norms) != sorted(name for name, _module in leaves):
+        return Verdict(False, _("`norms` needs one key per leaf module, by its name in named_modules(): "
+                                "{names}.").format(names=sorted(name for name, _module in leaves)))
     for name, module in leaves:
         values = []
         for batch in batches:
@@ -365,24 +384,27 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
             values.append(captured[0])
         got = norms[name]
         if not isinstance(got, list) or len(got) != len(values):
-            return Verdict(False, f"norms['{name}'] should be a list with one number per forward ({len(values)}).")
+            return Verdict(False, _("norms['{name}'] should be a list with one number per forward ({count}).").format(
+                name=name, count=len(values)))
         if not all(isinstance(value, (float, int)) and not isinstance(value, bool) for value in got):
-            return Verdict(False, f"norms['{name}'] holds {type(got[0]).__name__} values: store Python floats "
-                                  "(`.item()`), not tensors that keep the graph alive.")
+            return Verdict(False, _("norms['{name}'] holds {type} values: store Python floats "
+                                    "(`.item()`), not tensors that keep the graph alive.").format(
+                                        name=name, type=type(got[0]).__name__))
         if any(abs(float(g) - v) > 1e-4 for g, v in zip(got, values)):
-            return Verdict(False, f"norms['{name}'] is not the L2 norm of that layer's output, per forward.")
+            return Verdict(False, _("norms['{name}'] is not the L2 norm of that layer's output, per forward.").format(
+                name=name))
     return Verdict(True)
 
 
 _EXERCISE_11_5 = Exercise(
     "11.5",
-    "Log every leaf layer's output norm per forward with hooks that change nothing.",
-    expect_callable(_norms_test, "a function log_output_norms(model)"),
+    N_("Log every leaf layer's output norm per forward with hooks that change nothing."),
+    expect_callable(_norms_test, N_("a function log_output_norms(model)")),
     hints=(
-        "What a forward hook returns matters: None leaves the output alone, anything else replaces it.",
-        "Append in one statement and let the hook end without a `return`; keep a plain Python float (`.item()`).",
+        N_("What a forward hook returns matters: None leaves the output alone, anything else replaces it."),
+        N_("Append in one statement and let the hook end without a `return`; keep a plain Python float (`.item()`)."),
     ),
-    praise="A logger that only looks: the outputs, and the gradients through them, are the model's own.",
+    praise=N_("A logger that only looks: the outputs, and the gradients through them, are the model's own."),
 )
 
 
@@ -425,33 +447,34 @@ def _layer_test(answer: Callable[..., Any]) -> Verdict:
         x_before = x.clone()
         got = answer(model, x)
         if count_hooks(model):
-            return Verdict(False, "Your function left hooks on the model: remove them before returning.")
+            return Verdict(False, _("Your function left hooks on the model: remove them before returning."))
         if not torch.equal(x, x_before):
-            return Verdict(False, "Your function changed x: leave the caller's input as it was.")
+            return Verdict(False, _("Your function changed x: leave the caller's input as it was."))
         if got == right:
             continue
         if got == pooled:
-            return Verdict(False, f"'{got}' has a 4-D output, but it is 1x1: after global pooling there is nothing "
-                                  "left to localise. Require h * w > 1.")
+            return Verdict(False, _("'{got}' has a 4-D output, but it is 1x1: after global pooling there is nothing "
+                                    "left to localise. Require h * w > 1.").format(got=got))
         names = dict(model.named_modules())
         if got not in names:
-            return Verdict(False, f"{got!r} is not a module name of the model (names from named_modules()).")
-        return Verdict(False, f"Expected the *last* module, in the order the forward calls finish, whose output "
-                              f"is (N, C, h, w) with h * w > 1; got {got!r}.")
+            return Verdict(False, _("{got!r} is not a module name of the model (names from named_modules()).").format(
+                got=got))
+        return Verdict(False, _("Expected the *last* module, in the order the forward calls finish, whose output "
+                                "is (N, C, h, w) with h * w > 1; got {got!r}.").format(got=got))
     return Verdict(True)
 
 
 _EXERCISE_11_6 = Exercise(
     "11.6",
-    "Find the last layer that still has a spatial map (the Grad-CAM layer) by running the model with hooks.",
-    expect_callable(_layer_test, "a function cam_layer(model, x)"),
+    N_("Find the last layer that still has a spatial map (the Grad-CAM layer) by running the model with hooks."),
+    expect_callable(_layer_test, N_("a function cam_layer(model, x)")),
     hints=(
-        "A forward hook on every named module sees every output's shape; the hooks fire in the order the calls "
-        "finish (a container after its children).",
-        "Keep the name each time an output is 4-D with shape[-2] * shape[-1] > 1; the last name kept is the answer. "
-        "Run under torch.no_grad() and remove the hooks in a `finally`.",
+        N_("A forward hook on every named module sees every output's shape; the hooks fire in the order the calls "
+           "finish (a container after its children)."),
+        N_("Keep the name each time an output is 4-D with shape[-2] * shape[-1] > 1; the last name kept is the answer. "
+           "Run under torch.no_grad() and remove the hooks in a `finally`."),
     ),
-    praise="The right layer is the last one that still knows *where*: after global pooling, every map is flat.",
+    praise=N_("The right layer is the last one that still knows *where*: after global pooling, every map is flat."),
 )
 
 
@@ -470,7 +493,7 @@ def _scale_test(answer: Callable[..., Any]) -> Verdict:
     x = torch.randn(4, 3, generator=torch.Generator().manual_seed(17))
     result = answer(model[0])
     if not isinstance(result, tuple) or len(result) != 2 or not callable(result[0]):
-        return Verdict(False, "Return a pair (set_scale, handle).")
+        return Verdict(False, _("Return a pair (set_scale, handle)."))
     set_scale, handle = result
     # Dynamo caches compiled code per code object (nn.Module's forward machinery, shared by every model) up to a
     # recompile limit, then runs eagerly without counting: start from nothing, or a retried wrong answer would pass.
@@ -490,33 +513,34 @@ def _scale_test(answer: Callable[..., Any]) -> Verdict:
         if callable(getattr(handle, "remove", None)):
             handle.remove()
     if count_hooks(model):
-        return Verdict(False, "After handle.remove() hooks are left on the layer: return the handle of the one "
-                              "hook, and register no other.")
+        return Verdict(False, _("After handle.remove() hooks are left on the layer: return the handle of the one "
+                                "hook, and register no other."))
     with torch.no_grad():
         for scale, got in zip(scales, outputs):
             want = model[2](torch.tanh(model[0](x) * scale))
             if not torch.allclose(got.detach(), want, atol=1e-5):
-                return Verdict(False, f"After set_scale({scale}) the compiled model's output is not the eager model "
-                                      "with layer '0''s output multiplied by that scale.")
+                return Verdict(False, _("After set_scale({scale}) the compiled model's output is not the eager model "
+                                        "with layer '0''s output multiplied by that scale.").format(scale=scale))
     if graphs > 1:
-        return Verdict(False, f"torch.compile built {graphs} graphs for {len(scales)} scales: between the calls, "
-                              "set_scale changed something dynamo guards on. Look at what set_scale changes -- the "
-                              "hooks on the layer? a Python number the hook reads? -- and at the diagnosis of case 7.")
+        return Verdict(False, _("torch.compile built {graphs} graphs for {count} scales: between the calls, "
+                                "set_scale changed something dynamo guards on. Look at what set_scale changes -- the "
+                                "hooks on the layer? a Python number the hook reads? -- and at the diagnosis of "
+                                "case 7.").format(graphs=graphs, count=len(scales)))
     return Verdict(True)
 
 
 _EXERCISE_11_7 = Exercise(
     "11.7",
-    "Scale a layer's output under torch.compile with one hook whose scale changes without a recompile.",
-    expect_callable(_scale_test, "a function attach_scale(module)"),
+    N_("Scale a layer's output under torch.compile with one hook whose scale changes without a recompile."),
+    expect_callable(_scale_test, N_("a function attach_scale(module)")),
     hints=(
-        "Dynamo guards on the hooks a module has and on the Python numbers the traced code reads; a tensor's "
-        "values are data, not guards.",
-        "Register the hook once, reading a 0-dimensional tensor from its closure; set_scale writes into that tensor "
-        "with fill_() (or copy_()).",
+        N_("Dynamo guards on the hooks a module has and on the Python numbers the traced code reads; a tensor's "
+           "values are data, not guards."),
+        N_("Register the hook once, reading a 0-dimensional tensor from its closure; set_scale writes into that tensor "
+           "with fill_() (or copy_())."),
     ),
     stretch=True,
-    praise="One hook, one graph: what changes between calls is data, not code.",
+    praise=N_("One hook, one graph: what changes between calls is data, not code."),
 )
 
 
@@ -559,8 +583,8 @@ def _train_step_test(answer: Callable[..., Any]) -> Verdict:
     limit = 0.05
     answer(model, optimizer, scaler, _clip_batches(), limit)
     if any(count_hooks(param) for param in model.parameters()) or count_hooks(model):
-        return Verdict(False, "Hooks are left on the model or its parameters after train_step: clipping once needs "
-                              "no hook at all.")
+        return Verdict(False, _("Hooks are left on the model or its parameters after train_step: clipping once needs "
+                                "no hook at all."))
     got = [param.detach() for param in model.parameters()]
 
     def same(reference: list[torch.Tensor]) -> bool:
@@ -569,27 +593,27 @@ def _train_step_test(answer: Callable[..., Any]) -> Verdict:
     if same(_reference_step("once", limit)):
         return Verdict(True)
     if same(_reference_step("none", limit)):
-        return Verdict(False, "The step equals one without clipping: clip the accumulated, unscaled gradients "
-                              "before scaler.step.")
+        return Verdict(False, _("The step equals one without clipping: clip the accumulated, unscaled gradients "
+                                "before scaler.step."))
     if same(_reference_step("before unscale", limit)):
-        return Verdict(False, "You clipped the *scaled* gradients: after unscaling they are 1/scale of the limit. "
-                              "Call scaler.unscale_(optimizer) first, then clip.")
-    return Verdict(False, "The step is not SGD on the sum of the micro-batch gradients, unscaled, clipped by value "
-                          "once after the last backward. Did you clip per micro-batch (a hook fires on every "
-                          "backward) or divide the loss differently?")
+        return Verdict(False, _("You clipped the *scaled* gradients: after unscaling they are 1/scale of the limit. "
+                                "Call scaler.unscale_(optimizer) first, then clip."))
+    return Verdict(False, _("The step is not SGD on the sum of the micro-batch gradients, unscaled, clipped by value "
+                            "once after the last backward. Did you clip per micro-batch (a hook fires on every "
+                            "backward) or divide the loss differently?"))
 
 
 _EXERCISE_11_8 = Exercise(
     "11.8",
-    "Write a training step with gradient accumulation and a GradScaler that clips once, after unscaling.",
-    expect_callable(_train_step_test, "a function train_step(model, optimizer, scaler, batches, limit)"),
+    N_("Write a training step with gradient accumulation and a GradScaler that clips once, after unscaling."),
+    expect_callable(_train_step_test, N_("a function train_step(model, optimizer, scaler, batches, limit)")),
     hints=(
-        "A gradient hook fires during every backward, on scaled gradients: it cannot know the last micro-batch, "
-        "nor the scale.",
-        "Accumulate with scaler.scale(loss).backward() for each micro-batch; then scaler.unscale_(optimizer), "
-        "clip_grad_value_, scaler.step(optimizer), scaler.update().",
+        N_("A gradient hook fires during every backward, on scaled gradients: it cannot know the last micro-batch, "
+           "nor the scale."),
+        N_("Accumulate with scaler.scale(loss).backward() for each micro-batch; then scaler.unscale_(optimizer), "
+           "clip_grad_value_, scaler.step(optimizer), scaler.update()."),
     ),
-    praise="The order AMP's documentation gives: accumulate, unscale, clip, step.",
+    praise=N_("The order AMP's documentation gives: accumulate, unscale, clip, step."),
 )
 
 EXERCISES = (_EXERCISE_11_1, _EXERCISE_11_2, _EXERCISE_11_3, _EXERCISE_11_4, _EXERCISE_11_5, _EXERCISE_11_6,
