@@ -86,6 +86,10 @@ from course_utils.models import efficientnet_lite0, imagenet_categories
 report = course_utils.doctor(show=False)
 workspace = Path(tempfile.mkdtemp()) / "workspace"
 prepare_workspace(workspace, quiet=True)
+chinese = Path(tempfile.mkdtemp()) / "workspace-zh"
+prepare_workspace(chinese, quiet=True, lang="zh")
+from course_utils.machinery.messages import catalogue
+
 print(json.dumps({
     "module": course_utils.__file__, "in_checkout": pins.in_checkout(), "notebooks": str(notebooks_folder()),
     "map": [row.file for row in course_map()], "doctor_ok": report.ok, "doctor": str(report),
@@ -93,6 +97,10 @@ print(json.dumps({
     "complete": sorted(p.name for p in (workspace / "complete").glob("*.ipynb")),
     "photo": list(load_photo("cat|coffee").shape), "model": type(efficientnet_lite0()).__name__,
     "categories": len(imagenet_categories()),
+    "zh_notebooks": str(notebooks_folder("zh")),
+    "zh_workspace": sorted(p.name for p in chinese.glob("*.ipynb")),
+    "zh_edition": json.loads((chinese / "01_tensor_hooks.ipynb").read_text())["metadata"]["language_edition"]["lang"],
+    "zh_messages": len(catalogue("zh")._catalog),
 }))
 """
 
@@ -110,6 +118,10 @@ def test_the_wheel_works_from_a_temporary_folder_without_the_checkout(wheel: Pat
     assert got["doctor_ok"], got["doctor"]
     assert "other course packages: all" in got["doctor"]  # ranges, not the lock, without a checkout
     assert got["photo"] == [224, 224, 3] and got["model"] and got["categories"] == 1000
+    # the Chinese edition and the compiled message catalogue ship in the wheel
+    assert Path(got["zh_notebooks"]).is_relative_to(fresh_env.parent.parent)
+    assert got["zh_workspace"] == NOTEBOOKS and got["zh_edition"] == "zh"
+    assert got["zh_messages"] > 500, "course.mo is missing from the wheel: check() would speak English only"
 
 
 def test_without_its_notebooks_the_course_map_says_what_to_do(wheel: Path, fresh_env: Path, tmp_path: Path) -> None:
