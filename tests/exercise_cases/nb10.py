@@ -45,6 +45,14 @@ def activity_of_input(module, running):  # noqa: ANN001, ANN201 -- the input, no
     return module.register_forward_hook(hook)
 
 
+def activity_at_least_zero(module, running):  # noqa: ANN001, ANN201 -- ">= 0" counts a ReLU's zeros as active
+    def hook(mod, args, output):  # noqa: ANN001, ANN202
+        running[0] += (output >= 0).float().mean()
+        running[1] += 1
+
+    return module.register_forward_hook(hook)
+
+
 def activity_no_handle(module, running):  # noqa: ANN001, ANN201
     module.register_forward_hook(lambda mod, args, output: running.add_(torch.stack(
         [(output > 0).float().mean(), torch.tensor(1.0)])) and None)
@@ -143,6 +151,7 @@ CASES = {
             (activity_as_float, "graph break"),
             (activity_python_counter, "recompiles"),
             (activity_of_input, "add up to"),
+            (activity_at_least_zero, "add up to"),
             (activity_no_handle, "Return the handle"),
         ],
     ),
