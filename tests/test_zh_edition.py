@@ -152,8 +152,12 @@ def test_the_chinese_learner_edition_hides_what_the_english_one_hides() -> None:
         zh = learner_notebook(nbformat.read(zh_path(english), as_version=4))
         for a, b in zip(en.cells, zh.cells, strict=True):
             if a.cell_type == "code":
-                assert b.source == editions.localized_code(a.source, LANG), f"{english.name} cell {a.get('id')}"
+                assert a.metadata.get("tags") == b.metadata.get("tags"), f"{english.name} cell {a.get('id')}"
                 assert "### BEGIN SOLUTION" not in b.source
+                if "learner-stub" not in a.metadata.get("tags", []):  # a stub's comment speaks the notebook's language
+                    assert b.source == editions.localized_code(a.source, LANG), f"{english.name} cell {a.get('id')}"
+                else:
+                    assert len(b.source.splitlines()) == len(a.source.splitlines()), f"{english.name} {a.get('id')}"
 
 
 def test_a_chinese_workspace_is_made_and_never_overwrites(tmp_path: Path) -> None:
@@ -247,3 +251,16 @@ def test_a_chinese_learner_notebook_runs_with_chinese_stubs_and_checks(tmp_path:
     assert not problems, "\n".join(problems)
     printed = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
     assert "✗" in printed and _CJK.search(printed.split("✗", 1)[1][:200]), "check() did not answer in Chinese"
+
+
+def test_the_stubs_speak_the_notebooks_language_whatever_the_shell_says(monkeypatch) -> None:
+    from course_utils.machinery.messages import language
+
+    monkeypatch.delenv("COURSE_LANG", raising=False)
+    zh = learner_notebook(nbformat.read(ROOT / "notebooks" / LANG / "01_tensor_hooks.ipynb", as_version=4))
+    monkeypatch.setenv("COURSE_LANG", "zh")
+    en = learner_notebook(nbformat.read(ROOT / "notebooks" / "01_tensor_hooks.ipynb", as_version=4))
+    stubs = [c.source for c in zh.cells if "NotImplementedError" in c.source]
+    assert stubs and all(_CJK.search(s) for s in stubs), "the Chinese learner edition has English stubs"
+    assert language() == "zh"  # learner_notebook() left the learner's own choice as it was
+    assert [c.source for c in en.cells if "NotImplementedError" in c.source], "no stubs in the English edition"

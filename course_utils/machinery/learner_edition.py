@@ -22,7 +22,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from course_utils.machinery.messages import N_, _
+from course_utils.machinery.messages import N_, _, in_language
 
 if TYPE_CHECKING:
     import nbformat
@@ -179,10 +179,18 @@ def learner_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     the learner writes it, it raises, and with that tag JupyterLab's *Run All* (and *Run All Above Selected Cell*,
     how a learner catches up) goes on past an exercise not done yet instead of stopping there. Every other cell
     keeps its source. Markers in a markdown cell are an error (a solution must be code the learner writes).
+    The stubs speak the notebook's language: a Chinese notebook's (``metadata.language_edition.lang``) are Chinese.
     """
     import nbformat
 
     learner = nbformat.from_dict(notebook)
+    edition = learner.metadata.get("language_edition", {}).get("lang")
+    with in_language(edition):
+        _stub_cells(learner)
+    return learner
+
+
+def _stub_cells(learner: nbformat.NotebookNode) -> None:
     for index, cell in enumerate(learner.cells):
         if cell.cell_type != "code":
             if BEGIN in cell.source:
@@ -194,4 +202,3 @@ def learner_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
             cell.metadata["tags"] = [tag for tag in tags if tag not in ("solution", RAISES)] + [STUB_TAG, RAISES]
         cell.outputs = []
         cell.execution_count = None
-    return learner

@@ -15,11 +15,13 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import gettext
 import importlib.resources
 import os
+from collections.abc import Iterator
 
-__all__ = ["LANGUAGES", "DOMAIN", "_", "N_", "language", "set_language", "catalogue", "in_every_language"]
+__all__ = ["LANGUAGES", "DOMAIN", "_", "N_", "language", "set_language", "in_language", "catalogue", "in_every_language"]
 
 LANGUAGES: tuple[str, ...] = ("en", "zh")
 DOMAIN = "course"
@@ -65,6 +67,22 @@ def set_language(lang: str | None) -> str:
         raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, got {lang!r}.")
     _chosen = _checked(lang, "lang")
     return _chosen
+
+
+@contextlib.contextmanager
+def in_language(lang: str | None) -> Iterator[None]:
+    """Messages in ``lang`` inside the block (``None``: no change), the previous choice afterwards.
+
+    Usage: ``with in_language("zh"): text = _(message)``
+    """
+    global _chosen
+    before = _chosen
+    try:
+        if lang is not None:
+            set_language(lang)
+        yield
+    finally:
+        _chosen = before
 
 
 def catalogue(lang: str) -> gettext.NullTranslations:
