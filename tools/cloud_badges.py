@@ -82,8 +82,8 @@ def links_block(notebook: str, data: dict[str, dict[str, dict[str, str]]], lang:
         where = f"zh/{notebook}"
         return "\n".join([
             LINKS_START,
-            f"**在线打开：** [Colab]({colab_url(where)}) · [Kaggle]({kaggle_url(where)})——第一个代码单元会在那里"
-            "安装课程；记得保存一份副本，才能留住你的成果。",
+            f"**在线打开：** [Colab]({colab_url(where)}) · [Kaggle]({kaggle_url(where)})——第一个代码单元格会在那里"
+            "安装课程所需的辅助包；记得保存一份副本，才能留住你的成果。",
             "",
             f"**这个笔记本有问题？** [报告问题]({notebook_problem_url(notebook)})——在课程仓库里打开一个预先填好的"
             " issue，只带上这个笔记本的名字（不含代码和路径；它会请你附上版本信息）。",
