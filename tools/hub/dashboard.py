@@ -14,6 +14,7 @@ by hand: ``python tools/hub/dashboard.py`` with JupyterHub's service environment
 from __future__ import annotations
 
 import datetime
+import functools
 import html
 import json
 import os
@@ -197,17 +198,22 @@ def main() -> None:  # pragma: no cover - run by the hub; tests/browser/test_hub
     from jupyterhub.utils import url_path_join
     from tornado import ioloop, web
 
-    from course_utils.machinery.checks import all_exercises
-
     prefix = os.environ["JUPYTERHUB_SERVICE_PREFIX"]
     api_url, token = os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"]
     admins = set(filter(None, os.environ.get("COURSE_DASHBOARD_ADMINS", "").split(",")))
     state = Path(os.environ["COURSE_HUB_STATE"]) if os.environ.get("COURSE_HUB_STATE") else None
-    exercise_ids = list(all_exercises())
+
+    @functools.cache
+    def exercise_ids() -> list[str]:
+        # read at the first view, not at start: the catalogue imports torch (2-3 CPU-seconds), which a hub that is
+        # starting (or told to stop at once) can do without
+        from course_utils.machinery.checks import all_exercises
+
+        return list(all_exercises())
 
     def snapshot() -> tuple[dict[str, Any], dict[str, str]]:
         records, problems = collect(_learner_names(api_url, token, admins), state)
-        return room(records, exercise_ids, datetime.datetime.now(datetime.timezone.utc)), problems
+        return room(records, exercise_ids(), datetime.datetime.now(datetime.timezone.utc)), problems
 
     class Page(HubOAuthenticated, web.RequestHandler):
         @web.authenticated
