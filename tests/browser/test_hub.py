@@ -230,8 +230,13 @@ CELL_STATE = """([i]) => {
 
 
 def open_workspace_notebook(learner: Learner, hub: ThrowAwayHub) -> None:
+    """The learner's page shows NOTEBOOK with its kernel idle, and the first cell selected in command mode. After
+    the login the page is there already (the hub's start page is ``lab/tree/00_start_here.ipynb``): loading
+    JupyterLab a second time would cost each learner several CPU-seconds of Chromium and of their server."""
     page = learner.page
-    page.goto(f"{hub.url}/user/{learner.name}/lab/tree/{NOTEBOOK}?reset")  # type: ignore[attr-defined]
+    landed = re.search(rf"/user/{learner.name}/lab/(workspaces/[^/?]+/)?tree/{re.escape(NOTEBOOK)}", page.url)  # type: ignore[attr-defined]
+    if not landed:
+        page.goto(f"{hub.url}/user/{learner.name}/lab/tree/{NOTEBOOK}?reset")  # type: ignore[attr-defined]
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=180_000)  # type: ignore[attr-defined]
     page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]', timeout=180_000)  # type: ignore[attr-defined]
     page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-InputPrompt").click()  # type: ignore[attr-defined]
