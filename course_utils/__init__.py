@@ -18,11 +18,45 @@ progress record, ...): see its own docstring.
 Usage: ``from course_utils import setup_notebook, HookRegistry, assert_no_hooks, check, hint, progress``
 """
 
-from course_utils.machinery.checks import check, hint
-from course_utils.machinery.env_check import doctor
-from course_utils.hooks import HookRegistry, UnknownLayerError, assert_no_hooks, count_hooks, hook_report
-from course_utils.machinery.notebook import print_warnings, setup_notebook
-from course_utils.machinery.progress_record import progress
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from course_utils.hooks import HookRegistry, UnknownLayerError, assert_no_hooks, count_hooks, hook_report
+    from course_utils.machinery.checks import check, hint
+    from course_utils.machinery.env_check import doctor
+    from course_utils.machinery.notebook import print_warnings, setup_notebook
+    from course_utils.machinery.progress_record import progress
+
+# The names above, imported when first used (PEP 562): ``import course_utils.machinery.workspace`` -- what
+# ``make lab`` and the hub run for each learner -- then does not import torch (2-3 CPU-seconds) through this file.
+_HOME = {
+    "HookRegistry": "course_utils.hooks", "UnknownLayerError": "course_utils.hooks",
+    "assert_no_hooks": "course_utils.hooks", "count_hooks": "course_utils.hooks", "hook_report": "course_utils.hooks",
+    "check": "course_utils.machinery.checks", "hint": "course_utils.machinery.checks",
+    "doctor": "course_utils.machinery.env_check",
+    "print_warnings": "course_utils.machinery.notebook", "setup_notebook": "course_utils.machinery.notebook",
+    "progress": "course_utils.machinery.progress_record",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of ``__all__`` (imported now, then kept), or a submodule (``course_utils.hooks``)."""
+    if name in _HOME:
+        value = getattr(importlib.import_module(_HOME[name]), name)
+        globals()[name] = value
+        return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __version__ = "0.1.0"
 

@@ -20,6 +20,26 @@ os.environ["COURSE_PROGRESS"] = "off"
 # The English notebooks' stored outputs are English: a COURSE_LANG of the shell running the tests must not reach
 # their kernels (the Chinese notebooks choose Chinese themselves, with setup_notebook(lang="zh")).
 os.environ.pop("COURSE_LANG", None)
+
+
+def worker_threads() -> int | None:
+    """torch's thread count for one xdist worker: the cores shared out among the workers (one each for ``make test``'s
+    two workers on two cores); None outside xdist. Two threads per worker on two busy cores only contend: the
+    OpenMP threads spin while waiting for each other, which doubled the CPU time of tests/test_saliency.py."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers < 2:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // workers)
+
+
+# Before torch is imported (the test modules import it): this process and what it starts (nbval's kernels, servers,
+# distributed workers) get the same count, unless OMP_NUM_THREADS was given. The notebooks set their own one thread
+# (setup_notebook), so their outputs do not depend on it.
+if worker_threads() is not None:
+    os.environ.setdefault("OMP_NUM_THREADS", str(worker_threads()))
+    if "torch" in sys.modules:  # imported already (by a plugin): too late for the variable
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 for path in (TESTS.parent, TESTS):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
@@ -30,12 +50,16 @@ for path in (TESTS.parent, TESTS):
 # notebook must share one kernel, a browser module shares its server and browser), except that the JupyterLab
 # notebooks are split into two halves of about equal time, so that the longest file does not decide the wall time.
 # The tests of the built editions and the browser checks of their pages are one unit, so one build serves both
-# (``course_editions``). The units go out longest first (the browser modules, the exercise checks, the editions, then
-# the notebooks by their measured time), so that no long unit starts when the other worker is nearly done.
+# (``course_editions``). The hub in a private checkout has its own module (and hub), second in line, so that the
+# other worker runs it while the first runs the classroom module, not after it (xdist hands a worker its next unit
+# when its current one has two tests or fewer left: placed third, this one-test unit came after the classroom). The
+# units go out longest first (the browser modules, the exercise checks, the editions, then the notebooks by their
+# measured time), so that no long unit starts when the other worker is nearly done.
 JUPYTERLAB = "tests/browser/test_jupyterlab.py"
 EDITIONS = "tests/test_editions.py"
 SAME_UNIT = {"tests/browser/test_static_maths.py": EDITIONS}
-LONGEST_FIRST = ("tests/browser/test_hub.py", f"{JUPYTERLAB}@1", f"{JUPYTERLAB}@2", "tests/test_exercises.py", EDITIONS)
+LONGEST_FIRST = ("tests/browser/test_hub.py", "tests/browser/test_hub_private_checkout.py", f"{JUPYTERLAB}@1",
+                 f"{JUPYTERLAB}@2", "tests/test_exercises.py", EDITIONS)
 
 
 def notebook_seconds() -> dict[str, float]:

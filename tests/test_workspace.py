@@ -134,3 +134,14 @@ def test_the_command_line_prepares_the_real_course(tmp_path: Path) -> None:
     assert len(list((tmp_path / "ws").glob("[0-9][0-9]_*.ipynb"))) == len(list(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")))
     manifest = json.loads((tmp_path / "ws" / MANIFEST).read_text())
     assert set(manifest) == {"delivered", "offered"}
+
+
+def test_preparing_a_workspace_does_not_import_torch() -> None:
+    """``make lab`` and the hub prepare each learner's workspace in a process of its own: it needs no torch (2-3
+    CPU-seconds to import), so ``course_utils`` imports the names it offers only when they are used."""
+    probe = ("import sys, course_utils, course_utils.machinery.workspace; print('torch' in sys.modules); "
+             "from course_utils import check, HookRegistry; print('torch' in sys.modules, check.__module__, "
+             "HookRegistry.__module__, course_utils.hooks.__name__)")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert result.stdout.split() == ["False", "True", "course_utils.machinery.checks", "course_utils.hooks",
+                                     "course_utils.hooks"], result.stdout + result.stderr

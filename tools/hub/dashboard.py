@@ -18,6 +18,7 @@ the system user ``jupyter-NAME`` and the record lies beside the notebooks nbgitp
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import html
 import json
@@ -234,8 +235,6 @@ def main() -> None:  # pragma: no cover - run by the hub; tests/browser/test_hub
     from jupyterhub.utils import url_path_join
     from tornado import ioloop, web
 
-    from course_utils.machinery.checks import all_exercises
-
     prefix = os.environ["JUPYTERHUB_SERVICE_PREFIX"]
     api_url, token = os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"]
     admins = set(filter(None, os.environ.get("COURSE_DASHBOARD_ADMINS", "").split(",")))
@@ -244,12 +243,19 @@ def main() -> None:  # pragma: no cover - run by the hub; tests/browser/test_hub
     system_users = os.environ.get("COURSE_DASHBOARD_SYSTEM_USERS") or "same"
     if system_users not in SYSTEM_USERS:
         raise SystemExit(f"COURSE_DASHBOARD_SYSTEM_USERS is one of {', '.join(SYSTEM_USERS)}, not {system_users!r}")
-    exercise_ids = list(all_exercises())
+
+    @functools.cache
+    def exercise_ids() -> list[str]:
+        # read at the first view, not at start: the catalogue imports torch (2-3 CPU-seconds), which a hub that is
+        # starting (or told to stop at once) can do without
+        from course_utils.machinery.checks import all_exercises
+
+        return list(all_exercises())
 
     def snapshot() -> tuple[dict[str, Any], dict[str, str]]:
         records, problems = collect(_learner_names(api_url, token, admins), state, record=record,
                                     system_users=system_users)
-        return room(records, exercise_ids, datetime.datetime.now(datetime.timezone.utc)), problems
+        return room(records, exercise_ids(), datetime.datetime.now(datetime.timezone.utc)), problems
 
     class Page(HubOAuthenticated, web.RequestHandler):
         @web.authenticated
