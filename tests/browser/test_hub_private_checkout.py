@@ -97,7 +97,7 @@ def test_the_hub_runs_from_a_checkout_only_its_owner_can_read(chromium) -> None:
                                    text=True, timeout=120, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, cwd="/")
             assert probe.stdout.startswith(str(env_dir / "course" / "course_utils")), probe.stdout + probe.stderr
             assert not str(clone) in probe.stdout
-            left = hub.stop(timeout=90)  # as the classroom module: JupyterHub stops its services one by one, slow on a loaded machine
+            left = hub.stop(timeout=90)  # as in test_hub.py: services stop one by one, slowly under load
             assert not left, f"still running after Ctrl-C: {left}"
     finally:
         shutil.rmtree(top, ignore_errors=True)
