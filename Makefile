@@ -103,10 +103,13 @@ test-browser: venv
 # (tools/compat/colab-packages.txt, Python 3.13), then every notebook and learner edition run from a temporary folder
 # there and with the lock (.venv); records tools/compat/verified.json and the "Last verified" lines. Wheels and the
 # snapshot's environment are cached in $(COMPAT_CACHE) (torch 2.11.0 from PyPI: several GB, downloaded once).
+# A cell past CELL_TIMEOUT or a notebook past COMPAT_NOTEBOOK_TIMEOUT seconds fails, naming it: nothing hangs the run.
 COMPAT_CACHE ?= $(HOME)/.cache/course-compat
 COMPAT_PYTHON ?=
+COMPAT_NOTEBOOK_TIMEOUT ?= 900
 test-compat: venv
-	$(PY) tools/compat/run.py --cache $(COMPAT_CACHE) --lock-python $(PY) $(if $(COMPAT_PYTHON),--python $(COMPAT_PYTHON))
+	$(PY) tools/compat/run.py --cache $(COMPAT_CACHE) --lock-python $(PY) $(if $(COMPAT_PYTHON),--python $(COMPAT_PYTHON)) \
+	    --cell-timeout $(CELL_TIMEOUT) --notebook-timeout $(COMPAT_NOTEBOOK_TIMEOUT)
 
 unit: venv
 	$(PY) -m pytest -n $(WORKERS) tests --ignore=tests/browser
