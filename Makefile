@@ -37,7 +37,7 @@ help:
 	@echo "make test     same environment, then unit tests + strict nbval on every notebook (+ browser tests if Chromium)"
 	@echo "make test-browser  the browser suite alone: each learner notebook in JupyterLab, the hub, the pages (screenshots in build/browser)"
 	@echo "make test-compat  the course installed with pip on Colab's package set (torch 2.11, Python 3.13) and on the lock,"
-	@echo "              every notebook and learner edition run from a temporary folder (tools/compat/; ~13 min warm)"
+	@echo "              every notebook and learner edition run from a temporary folder (tools/compat/; run by .ci/run)"
 	@echo "make venv     create/update .venv only (a no-op when the pins did not change)"
 	@echo "make refresh  re-execute notebooks in place with CI's settings (NB=notebooks/01_x.ipynb for one)"
 	@echo "make learner  learner edition (solutions replaced by stubs) in build/learner"
