@@ -5,18 +5,21 @@ nbclient/nbformat from that environment). It prepares a learner workspace in ``-
 ``python -m course_utils.machinery.workspace``, then executes every teaching notebook (``complete/``) and every learner
 edition there, ``--workers`` at a time, and writes ``{"NN_x (teaching)": [problems], ...}`` to ``--report``.
 
-Each notebook runs in its own process (this file with ``--job``), started fresh, never forked from a process that
-holds threads, an event loop or zmq sockets. Nothing can hang the run:
+Each notebook runs in a process of its own (this file with ``--job``, started fresh, not forked), so a stuck one can
+be stopped with its kernel and none inherits another's client state. Nothing can hang the run:
 
 - a cell running longer than ``--cell-timeout`` seconds fails the notebook, naming the cell (nbclient's timeout);
 - a notebook still running after ``--notebook-timeout`` seconds, whatever it waits on, is stopped (its process and
   its kernel killed) and fails, naming the cell it was in;
-- the client waits for the kernel's messages in slices of :data:`POLL_SLICE` seconds. pyzmq's asyncio sockets can
-  miss the wake-up of a message that has already arrived (seen with nbclient 0.11 / jupyter_client 8.10 / pyzmq
-  27.3 at notebook 06's widget cell, where the client's Output widget sends on the shell socket while the
-  execute_reply comes in): the message then sits unread until the poll times out -- with nbclient's one long poll,
-  the whole cell timeout. A slice's timeout re-checks the socket, so a missed wake-up costs at most one slice; each
-  one is counted and noted in the log.
+- the client waits for the kernel's messages in slices of :data:`POLL_SLICE` seconds. The client's asyncio poll on
+  a zmq socket can miss the wake-up of a message that has arrived: the message then sits unread until the poll
+  times out, when pyzmq looks at the socket once more -- with nbclient's single poll per cell, the whole cell
+  timeout. Seen at notebook 06's widget cell (SaliencyExplorer, whose Output widget makes the client send comm
+  messages on the shell socket during the cell): the kernel idle, its execute_reply waiting in the client's socket,
+  found 300 s later. On the lock (nbclient 0.11, jupyter_client 8.10, pyzmq 27.3), 6 of 11 runs of 06 with one long
+  poll stalled so, 0 of 10 with slices (with Colab's set, one wake-up was counted as missed and recovered). A
+  slice's timeout re-checks the socket, so a missed wake-up costs at most one slice; each is counted and noted in
+  the log.
 
 Usage: ``python tools/compat/execute.py --folder /tmp/x --learner-run tests/learner_run.py --report /tmp/x/r.json``
 """
