@@ -41,7 +41,7 @@ help:
 	@echo "make test     same environment, then unit tests + strict nbval on every notebook (+ browser tests if Chromium)"
 	@echo "make test-browser  the browser suite alone: each learner notebook in JupyterLab, the hub, the pages (screenshots in build/browser)"
 	@echo "make test-compat  the course installed with pip on Colab's package set (torch 2.11, Python 3.13) and on the lock,"
-	@echo "              every notebook and learner edition run from a temporary folder (tools/compat/; ~13 min warm)"
+	@echo "              every notebook and learner edition run from a temporary folder (tools/compat/; run by .ci/run)"
 	@echo "make venv     create/update .venv only (a no-op when the pins did not change)"
 	@echo "make refresh  re-execute notebooks in place with CI's settings (NB=notebooks/01_x.ipynb for one)"
 	@echo "make learner  learner edition (solutions replaced by stubs) in build/learner"
@@ -109,10 +109,13 @@ test-browser: venv
 # (tools/compat/colab-packages.txt, Python 3.13), then every notebook and learner edition run from a temporary folder
 # there and with the lock (.venv); records tools/compat/verified.json and the "Last verified" lines. Wheels and the
 # snapshot's environment are cached in $(COMPAT_CACHE) (torch 2.11.0 from PyPI: several GB, downloaded once).
+# A cell past CELL_TIMEOUT or a notebook past COMPAT_NOTEBOOK_TIMEOUT seconds fails, naming it: nothing hangs the run.
 COMPAT_CACHE ?= $(HOME)/.cache/course-compat
 COMPAT_PYTHON ?=
+COMPAT_NOTEBOOK_TIMEOUT ?= 900
 test-compat: venv
-	$(PY) tools/compat/run.py --cache $(COMPAT_CACHE) --lock-python $(PY) $(if $(COMPAT_PYTHON),--python $(COMPAT_PYTHON))
+	$(PY) tools/compat/run.py --cache $(COMPAT_CACHE) --lock-python $(PY) $(if $(COMPAT_PYTHON),--python $(COMPAT_PYTHON)) \
+	    --cell-timeout $(CELL_TIMEOUT) --notebook-timeout $(COMPAT_NOTEBOOK_TIMEOUT)
 
 unit: venv
 	$(PY) -m pytest -n $(WORKERS) tests --ignore=tests/browser

@@ -10,12 +10,15 @@
    notebooks), then every teaching notebook (``complete/``) and every learner edition is executed with nbclient in
    that environment's kernel. Teaching notebooks: no error outside cells tagged ``raises-exception``, every
    solution's ``check()`` passes. Learner editions: every stub fails only with the friendly "not done yet" verdict
-   (tests/learner_run.py), nothing else fails.
+   (tests/learner_run.py), nothing else fails. Each notebook runs in a process of its own; a cell past
+   ``--cell-timeout`` or a notebook past ``--notebook-timeout`` fails, naming the notebook and the cell: a hang
+   never stops the run (tools/compat/execute.py).
 4. On success, ``tools/compat/verified.json`` records the torch version and date each notebook last passed on;
    ``tools/cloud_badges.py`` writes them into the notebooks' openings and the README.
 
 Usage: ``python tools/compat/run.py`` (what ``make test-compat`` runs); ``--notebooks 04 10`` for some;
-``--cache DIR`` (default ``~/.cache/course-compat``, or $COURSE_COMPAT_CACHE); ``--python PATH`` (a Python 3.13).
+``--cache DIR`` (default ``~/.cache/course-compat``, or $COURSE_COMPAT_CACHE); ``--python PATH`` (a Python 3.13);
+``--cell-timeout 300 --notebook-timeout 900`` (seconds).
 """
 
 from __future__ import annotations
@@ -141,13 +144,16 @@ def install_course(python: Path, cache: Path, base: dict[str, str]) -> tuple[lis
     return problems, added
 
 
-def run_notebooks(python: Path, notebooks: list[str] | None, workers: int, strict_warnings: bool) -> dict[str, list[str]]:
-    """Execute every notebook (teaching and learner edition) with ``python`` from a temporary folder; the report."""
+def run_notebooks(python: Path, notebooks: list[str] | None, workers: int, strict_warnings: bool,
+                  timeouts: tuple[float, float] = (300, 900)) -> dict[str, list[str]]:
+    """Execute every notebook (teaching and learner edition) with ``python`` from a temporary folder; the report.
+    ``timeouts``: (seconds per cell, seconds per notebook); past either, that notebook fails, naming the cell."""
     with tempfile.TemporaryDirectory(prefix="course-compat-") as tmp:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         env.update(PYTHONHASHSEED="0", JUPYTER_PLATFORM_DIRS="1", PYDEVD_DISABLE_FILE_VALIDATION="1")
         command = [str(python), str(EXECUTE), "--folder", tmp, "--workers", str(workers),
-                   "--learner-run", str(ROOT / "tests" / "learner_run.py"), "--report", f"{tmp}/report.json"]
+                   "--learner-run", str(ROOT / "tests" / "learner_run.py"), "--report", f"{tmp}/report.json",
+                   "--cell-timeout", str(timeouts[0]), "--notebook-timeout", str(timeouts[1])]
         command += ["--notebooks", *notebooks] if notebooks else []
         command += ["--strict-warnings"] if strict_warnings else []
         log(f"running the notebooks from {tmp} (outside the checkout)")
@@ -175,9 +181,14 @@ def main(argv: list[str] | None = None) -> int:
                              "from torch, torchvision or the course fails the run")
     parser.add_argument("--notebooks", nargs="*", help="numbers (04 10) of the notebooks to run; default all")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cell-timeout", type=float, default=300, help="seconds one cell may run (default 300)")
+    parser.add_argument("--notebook-timeout", type=float, default=900,
+                        help="seconds one notebook may take in all, whatever it waits on (default 900); past it, "
+                             "its process and kernel are stopped and the notebook fails, naming the cell")
     parser.add_argument("--no-record", action="store_true", help="do not write tools/compat/verified.json")
     args = parser.parse_args(argv)
     started = time.monotonic()
+    timeouts = (args.cell_timeout, args.notebook_timeout)
     python, base = base_environment(find_python(args.python), args.cache)
     snapshot = snapshot_pins()
     missing = [f"{n} (want {v}, have {base.get(n)})" for n, v in snapshot.items() if base.get(n, "").split("+")[0] != v]
@@ -187,11 +198,11 @@ def main(argv: list[str] | None = None) -> int:
         f"numpy {base['numpy']}, ipywidgets {base['ipywidgets']} ({time.monotonic() - started:.0f} s)")
     problems, added = install_course(python, args.cache, base)
     log(f"the install kept every snapshot version: {not problems}; it added {len(added)}: {', '.join(added)}")
-    runs = {f"colab-{COLAB_DATE}": (python, run_notebooks(python, args.notebooks, args.workers, False))}
+    runs = {f"colab-{COLAB_DATE}": (python, run_notebooks(python, args.notebooks, args.workers, False, timeouts))}
     log(f"Colab's snapshot done ({(time.monotonic() - started) / 60:.1f} min)")
     if args.lock_python:
         args.lock_python = args.lock_python.absolute()  # not resolve(): a venv's python is a link to its base Python
-        runs["lock"] = (args.lock_python, run_notebooks(args.lock_python, args.notebooks, args.workers, True))
+        runs["lock"] = (args.lock_python, run_notebooks(args.lock_python, args.notebooks, args.workers, True, timeouts))
     for run, (_, report) in runs.items():
         for name, notebook_problems in sorted(report.items()):
             problems += [f"{run}: {name}: {p}" for p in notebook_problems]
