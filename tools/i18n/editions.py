@@ -207,10 +207,22 @@ def update(lang: str, source: str) -> tuple[int, int]:
     by_context = {m.context: m for m in old if m.id}
     new_catalog = Catalog(locale=lang, fuzzy=False)
     added = changed = 0
-    for unit in units_of(source):
+    units = units_of(source)
+    # A guide's paragraphs have no id: a changed one is found again as the most similar paragraph that no longer
+    # exists (difflib, as msgmerge's fuzzy matching does), so its translation is kept, fuzzy.
+    current = {unit.english for unit in units}
+    orphans = [m for m in old if m.id and m.context is None and m.string and m.id not in current]
+    for unit in units:
         before = old.get(unit.english, context=unit.context)
         if before is None and unit.context is not None:
             before = by_context.get(unit.context)
+        if before is None and unit.context is None and orphans:
+            import difflib
+
+            ratio, best = max((difflib.SequenceMatcher(None, m.id, unit.english).ratio(), m) for m in orphans)
+            if ratio >= 0.6:
+                before = best
+                orphans.remove(best)
         message = Message(unit.english, context=unit.context, auto_comments=[f"source-sha256: {sha(unit.english)}"])
         if before is None:
             added += 1
@@ -225,6 +237,8 @@ def update(lang: str, source: str) -> tuple[int, int]:
             # it: the translator compares the two Englishes (Babel cannot round-trip a multi-line "#| msgid").
             was = old_english_entry(old, unit.context) if before.fuzzy else None
             was = was or Message(before.id, string=before.string, context=unit.context)
+            if unit.context is None and before.fuzzy:  # a guide's paragraph changed twice: keep its first English
+                was = old.obsolete.get((before.id, None)) or was
             new_catalog.obsolete[(was.id, unit.context)] = was
         if new_catalog.get(message.id, context=message.context) is None:
             new_catalog[message.id] = message
