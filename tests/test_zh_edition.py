@@ -264,3 +264,25 @@ def test_the_stubs_speak_the_notebooks_language_whatever_the_shell_says(monkeypa
     assert stubs and all(_CJK.search(s) for s in stubs), "the Chinese learner edition has English stubs"
     assert language() == "zh"  # learner_notebook() left the learner's own choice as it was
     assert [c.source for c in en.cells if "NotImplementedError" in c.source], "no stubs in the English edition"
+
+
+def test_a_changed_guide_paragraph_keeps_its_translation_fuzzy(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "notebooks").mkdir()
+    guide = tmp_path / "GUIDE.md"
+    guide.write_text("# Title\n\nThe first paragraph says one thing about hooks.\n\nA second, unrelated one.\n")
+    monkeypatch.setattr(editions, "ROOT", tmp_path)
+    monkeypatch.setattr(editions, "NOTEBOOKS", tmp_path / "notebooks")
+    monkeypatch.setattr(editions, "TRANSLATIONS", tmp_path / "translations")
+    monkeypatch.setattr(editions, "GUIDES", {"GUIDE.md": "GUIDE.{lang}.md"})
+    editions.update(LANG, "GUIDE.md")
+    editions.import_text(LANG, "GUIDE.md", "@@ 1\n# 标题\n\n@@ 2\n第一段讲钩子的一件事。\n\n@@ 3\n第二段。\n")
+    assert editions.stale(LANG, "GUIDE.md") == []
+    guide.write_text("# Title\n\nThe first paragraph says one more thing about hooks.\n\nA second, unrelated one.\n")
+    problems = editions.stale(LANG, "GUIDE.md")
+    assert len(problems) == 1 and "GUIDE.md line 3" in problems[0], problems
+    assert editions.update(LANG, "GUIDE.md") == (0, 1)
+    catalog = editions.read_catalog(editions.po_path(LANG, "GUIDE.md"))
+    changed = catalog.get("The first paragraph says one more thing about hooks.")
+    assert changed.fuzzy and changed.string == "第一段讲钩子的一件事。", "the old translation was lost"
+    assert "The first paragraph says one thing about hooks." in catalog.obsolete, "the old English was lost"
+    assert "The first paragraph says one more thing" in editions.built_guide(LANG, "GUIDE.md"), "outdated Chinese shown"

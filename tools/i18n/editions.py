@@ -91,7 +91,7 @@ def with_regions(text: str, regions: dict[str, str], lang: str, notebook: str | 
         if match[1] == "course-map":
             return translated_course_map(region, lang)
         if match[1] == "cloud" and notebook is not None:  # the translated notebook's own links, in its language
-            sys.path.insert(0, str(ROOT / "tools"))
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools/
             import cloud_badges
 
             return cloud_badges.links_block(notebook, cloud_badges.verified(), lang)
@@ -238,8 +238,8 @@ def update(lang: str, source: str) -> tuple[int, int]:
             was = old_english_entry(old, unit.context) if before.fuzzy else None
             was = was or Message(before.id, string=before.string, context=unit.context)
             if unit.context is None and before.fuzzy:  # a guide's paragraph changed twice: keep its first English
-                was = old.obsolete.get((before.id, None)) or was
-            new_catalog.obsolete[(was.id, unit.context)] = was
+                was = old.obsolete.get(before.id) or was
+            new_catalog.obsolete[was.id if unit.context is None else (was.id, unit.context)] = was
         if new_catalog.get(message.id, context=message.context) is None:
             new_catalog[message.id] = message
     write_catalog(path, new_catalog)
