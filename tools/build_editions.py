@@ -52,6 +52,7 @@ OFFLINE_SCRIPTS = {"require_js_url": "requirejs/require.js", "jquery_url": "jque
 sys.path.insert(0, str(ROOT))
 from course_utils.machinery.course import read_opening  # noqa: E402
 from course_utils.machinery.learner_edition import learner_notebook  # noqa: E402
+from course_utils.machinery.messages import LANGUAGES  # noqa: E402
 
 
 def course_notebooks() -> list[Path]:
@@ -214,7 +215,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("edition", choices=["learner", "slides", "html"])
     parser.add_argument("--out", type=Path, default=ROOT / "build")
-    parser.add_argument("--lang", choices=["en", "zh"], default="en", help="zh: the Chinese edition (notebooks/zh/)")
+    parser.add_argument("--lang", choices=LANGUAGES, default="en", help="zh: the Chinese edition (notebooks/zh/)")
     args = parser.parse_args()
     if args.lang != "en":  # the same builders, reading the translated notebooks and writing under build/<lang>/
         global NOTEBOOKS, CHEATSHEET

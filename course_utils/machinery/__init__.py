@@ -11,6 +11,7 @@
 - ``course``          -- the course map, read from the notebooks' opening cells
 - ``env_check``, ``pins`` -- ``doctor()`` checks the environment against the supported versions and says what to do
 - ``cloud``           -- where the course is published; the Colab/Kaggle links and install lines
+- ``messages``        -- ``_()``: the machinery's messages in the learner's language (gettext catalogue in ``locale/``)
 
 Nothing is imported here: import the module you need (``from course_utils.machinery.checks import check``), or the
 names the notebooks use from ``course_utils``.

@@ -30,7 +30,7 @@ import nbformat
 
 from course_utils.machinery.course import notebooks_folder
 from course_utils.machinery.learner_edition import learner_notebook
-from course_utils.machinery.messages import _
+from course_utils.machinery.messages import LANGUAGES, _, language
 
 __all__ = ["MANIFEST", "prepare_workspace", "main"]
 
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=_("Create or update a learner workspace (never overwrites your files)."))
     parser.add_argument("dest", nargs="?", default="workspace", type=Path)
-    parser.add_argument("--lang", default=os.environ.get("COURSE_LANG") or "en", choices=("en", "zh"),
+    parser.add_argument("--lang", default=language(), choices=LANGUAGES,
                         help="the edition: en (default, or COURSE_LANG) or zh (the Chinese notebooks)")
     args = parser.parse_args(argv)
     messages = prepare_workspace(args.dest, quiet=True, lang=args.lang)

@@ -95,7 +95,7 @@ def with_regions(text: str, regions: dict[str, str], lang: str, notebook: str | 
             import cloud_badges
 
             return cloud_badges.links_block(notebook, cloud_badges.verified(), lang)
-        return re.sub(r"(blob/main/notebooks/)(\d\d_)", rf"\g<1>{lang}/\2", region)
+        return region  # data (the verified and timings tables): as in English
 
     return _PLACEHOLDER.sub(put_back, text)
 
@@ -266,7 +266,6 @@ def stale(lang: str, source: str) -> list[str]:
     for unit in units_of(source):
         message = catalog.get(unit.english, context=unit.context)
         if message is None:
-            ctx = catalog.get(unit.english) if unit.context is None else None
             problems.append(f"{unit.where}: no translation in {po_path(lang, source).relative_to(ROOT)} "
                             "(run tools/i18n/editions.py update, then translate the new entry)")
         elif not message.string or message.fuzzy:
