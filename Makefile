@@ -33,12 +33,13 @@ NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: translations help venv lab lab-complete test test-browser test-compat unit nbval nbval-portable refresh bench learner slides html timings clean hub hub-remove-learner
+.PHONY: translations help venv lab lab-complete test test-profile test-browser test-compat unit nbval nbval-portable refresh bench learner slides html timings clean hub hub-remove-learner
 
 help:
 	@echo "make lab      create .venv if needed, prepare your workspace/ (exercises), open JupyterLab on it (127.0.0.1)"
 	@echo "make lab-complete  JupyterLab on notebooks/, the complete notebooks with every solution (instructors)"
 	@echo "make test     same environment, then unit tests + strict nbval on every notebook (+ browser tests if Chromium)"
+	@echo "make test-profile  make test, measured: CPU and wall time of each unit of work, and the least time its CPU needs"
 	@echo "make test-browser  the browser suite alone: each learner notebook in JupyterLab, the hub, the pages (screenshots in build/browser)"
 	@echo "make test-compat  the course installed with pip on Colab's package set (torch 2.11, Python 3.13) and on the lock,"
 	@echo "              every notebook and learner edition run from a temporary folder (tools/compat/; run by .ci/run)"
@@ -85,7 +86,9 @@ lab: venv
 lab-complete: venv
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
 
-CHROMIUM ?= /usr/bin/chromium
+# Debian's chromium-headless-shell when installed (a JupyterLab page load costs it about 2.9 CPU-s against 4.5 for the
+# full browser's headless mode), else Debian's chromium; make test CHROMIUM=/path for another one.
+CHROMIUM ?= $(or $(firstword $(wildcard /usr/bin/chromium-headless-shell /usr/bin/chromium)),/usr/bin/chromium)
 export COURSE_CHROMIUM := $(CHROMIUM)
 
 # One pytest session for everything: unit tests, strict nbval of every notebook and, when Chromium is here, the
@@ -97,10 +100,16 @@ HAVE_CHROMIUM = $(shell test -x "$(CHROMIUM)" && echo yes)
 TIMEOUTS := --timeout=600 --timeout-method=signal
 
 test: venv
-	@test -n "$(HAVE_CHROMIUM)" || echo "SKIPPED the browser tests: no Chromium at $(CHROMIUM) (apt-get install chromium, or make test CHROMIUM=/path; CI installs it)"
+	@test -n "$(HAVE_CHROMIUM)" || echo "SKIPPED the browser tests: no Chromium at $(CHROMIUM) (apt-get install chromium-headless-shell, or make test CHROMIUM=/path; CI installs it)"
 	$(if $(HAVE_CHROMIUM),COURSE_REQUIRE_BROWSER=1) $(PY) -m pytest -n $(WORKERS) tests $(NOTEBOOKS) \
 	    $(if $(HAVE_CHROMIUM),,--ignore=tests/browser) --nbval --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) \
 	    $(TIMEOUTS) --durations=20
+
+# make test, measured: each work unit's CPU (its whole process tree) and wall time, each worker's busy time, and the
+# least time the session's CPU needs on this machine's cores (tools/test_profile.py; build/test-profile/).
+test-profile: export PYTHONPATH := $(CURDIR)/tools$(if $(PYTHONPATH),:$(PYTHONPATH))
+test-profile: export PYTEST_ADDOPTS := -p test_profile $(PYTEST_ADDOPTS)
+test-profile: test
 
 test-browser: venv
 	COURSE_REQUIRE_BROWSER=1 $(PY) -m pytest -n $(WORKERS) tests/browser $(TIMEOUTS) --durations=15

@@ -325,7 +325,7 @@ def test_an_endless_loop_off_the_main_thread_is_stopped_too(capsys, monkeypatch)
 def test_an_endless_loop_in_a_comm_hook_on_rank_0_is_stopped(capsys, monkeypatch) -> None:
     import torch.distributed as dist
 
-    _with_limit(monkeypatch, "10.3", 15.0)
+    _with_limit(monkeypatch, "10.3", 6.0)  # the spinning hook burns a core until then
 
     def spins(state, bucket):  # noqa: ANN001, ANN202
         while True:
@@ -333,7 +333,7 @@ def test_an_endless_loop_in_a_comm_hook_on_rank_0_is_stopped(capsys, monkeypatch
 
     start = time.monotonic()
     ok, out = _judged(capsys, "10.3", spins)
-    assert not ok and "did not finish in 15 s" in out, out
+    assert not ok and "did not finish in 6 s" in out, out
     assert time.monotonic() - start < 90
     assert not dist.is_initialized()
 

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import build_editions  # noqa: E402
 
-CHROMIUM = Path(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium"))
+from labserver import CHROMIUM  # noqa: E402  (the headless shell when installed, else Debian's chromium)
+
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")

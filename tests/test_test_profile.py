@@ -1,0 +1,54 @@
+"""tools/test_profile.py (``make test-profile``): a test's CPU counts the processes it starts, and the report sums
+units and names the least time the session's CPU needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import test_profile  # noqa: E402
+
+
+def test_a_tests_cpu_includes_the_child_process_it_waits_for(tmp_path: Path) -> None:
+    (tmp_path / "test_burn.py").write_text(textwrap.dedent("""
+        import subprocess, sys
+
+        def test_burns_in_a_child():
+            code = "import time\\nend = time.process_time() + 0.6\\nwhile time.process_time() < end: pass"
+            subprocess.run([sys.executable, "-c", code], check=True)
+
+        def test_idle():
+            pass
+    """))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tools"), "COURSE_TEST_PROFILE": str(tmp_path / "out")}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    env.pop("PYTEST_ADDOPTS", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "test_profile",
+                           "test_burn.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "where the time went" in done.stdout and "this much CPU needs at least" in done.stdout
+    profile = json.loads((tmp_path / "out" / "profile.json").read_text())
+    cpu = {row["nodeid"].split("::")[-1]: row["cpu"] for row in profile["tests"]}
+    assert cpu["test_burns_in_a_child"] >= 0.5, cpu
+    assert cpu["test_idle"] < 0.3, cpu
+    assert profile["cpu"] >= cpu["test_burns_in_a_child"]
+
+
+def test_the_report_sums_units_and_gives_the_floor() -> None:
+    profile = {"wall": 100.0, "cores": 2, "cpu": 150.0, "tests": [
+        {"nodeid": "tests/test_a.py::test_1", "worker": "gw0", "start": 0, "wall": 30.0, "cpu": 20.0},
+        {"nodeid": "tests/test_a.py::test_2", "worker": "gw0", "start": 30, "wall": 10.0, "cpu": 10.0},
+        {"nodeid": "tests/test_b.py::test_1", "worker": "gw1", "start": 0, "wall": 50.0, "cpu": 5.0},
+    ]}
+    lines = test_profile.report(profile).splitlines()
+    assert lines[1].split() == ["30.0", "40.0", "75%", "tests/test_a.py"]
+    assert lines[2].split() == ["5.0", "50.0", "10%", "tests/test_b.py"]
+    assert "gw0 40 s, gw1 50 s" in lines[3]
+    assert lines[4] == ("session: 100 s wall, 150 CPU-s on 2 cores: the cores were busy 75% of the time; "
+                        "this much CPU needs at least 75 s")
