@@ -24,7 +24,8 @@ def test_the_link_names_the_exercise_its_notebook_and_the_versions() -> None:
     assert query["title"] == "Problem in exercise 06.1 (notebook 06)"
     assert "exercise: 06.1" in query["body"] and f"torch {importlib.metadata.version('torch')}" in query["body"]
     assert f"Python {platform.python_version()}" in query["body"] and "course_utils " in query["body"]
-    assert fields(problem_url(notebook="11_hook_clinic.ipynb"))["title"] == "Problem in (11_hook_clinic.ipynb)"
+    assert fields(problem_url(notebook="11_hook_clinic.ipynb"))["title"] == "Problem in 11_hook_clinic.ipynb"
+    assert fields(problem_url())["title"] == "Problem in the course"
 
 
 @pytest.mark.parametrize("bad", ["/home/ada/secret.ipynb", "06.1; rm -rf", "def f(): pass", "../06_grad_cam.ipynb"])
@@ -37,7 +38,7 @@ def test_nothing_but_an_id_or_a_notebook_name_gets_in(bad: str) -> None:
 
 def test_the_notebooks_static_link_asks_for_the_versions_instead_of_guessing_them() -> None:
     query = fields(notebook_problem_url("06_grad_cam.ipynb"))
-    assert query["title"] == "Problem in (06_grad_cam.ipynb)"
+    assert query["title"] == "Problem in 06_grad_cam.ipynb"
     assert "notebook: 06_grad_cam.ipynb" in query["body"] and "exercise: the exercise's id (06.1)" in query["body"]
     assert ASK_FOR_VERSIONS in query["body"]
     assert f"torch {importlib.metadata.version('torch')}" not in query["body"]

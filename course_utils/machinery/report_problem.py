@@ -68,13 +68,19 @@ def notebook_problem_url(notebook: str) -> str:
     return _issue_url(None, notebook, ASK_FOR_VERSIONS, exercise_hint=f"the exercise's id ({example}), if it is about one")
 
 
+def _title(exercise: str | None, notebook: str | None) -> str:
+    """"Problem in exercise 06.1 (notebook 06)", "Problem in 06_grad_cam.ipynb" or "Problem in the course"."""
+    if exercise:
+        return f"Problem in exercise {exercise} ({notebook or 'notebook ' + exercise.split('.')[0]})"
+    return f"Problem in {notebook or 'the course'}"
+
+
 def _issue_url(exercise: str | None, notebook: str | None, versions: str, exercise_hint: str = "-") -> str:
     if exercise is not None and not _EXERCISE.fullmatch(str(exercise)):
         raise ValueError(f"exercise looks like '06.1', got {exercise!r}")
     if notebook is not None and not _NOTEBOOK.fullmatch(str(notebook)):
         raise ValueError(f"notebook looks like '06_grad_cam.ipynb', got {notebook!r}")
-    where = notebook or (f"notebook {exercise.split('.')[0]}" if exercise else "")
-    title = " ".join(filter(None, ["Problem in", f"exercise {exercise}" if exercise else "", where and f"({where})"]))
+    title = _title(exercise, notebook)
     body = "\n".join([
         "**What happened** (what you ran, what you saw; please no personal paths):",
         "",
