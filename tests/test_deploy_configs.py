@@ -216,6 +216,17 @@ def test_tljh_config_has_the_keys_of_the_recipe() -> None:
     assert config["limits"]["memory"] == values["singleuser"]["memory"]["limit"]
 
 
+def test_the_tljh_docs_describe_the_certificate_the_recipe_uses() -> None:
+    """The recipe serves its own wildcard certificate (https.tls), not TLJH's Let's Encrypt: the guide says so."""
+    https = load(DEPLOY / "tljh" / "config.yaml")["https"]
+    assert https["tls"]["cert"] and https["tls"]["key"] and "letsencrypt" not in https
+    guide = (ROOT / "notebooks" / "instructor_guide.md").read_text(encoding="utf-8")
+    recipe = guide.split("**The Littlest JupyterHub, one cloud VM", 1)[1].split("\n\n", 1)[0]
+    assert "`https.tls`" in recipe and https["tls"]["cert"] in recipe and "wildcard" in recipe
+    assert not re.search(r"gets a Let's Encrypt certificate", recipe), "the recipe has no https.letsencrypt"
+    assert "DNS challenge" in recipe  # how to get the wildcard certificate the recipe needs
+
+
 def tljh_config(monkeypatch: pytest.MonkeyPatch, course: Path = ROOT):  # type: ignore[no-untyped-def]
     """Run deploy/tljh/jupyterhub_config.d/course.py as TLJH does: after TLJH's own settings (config.yaml's admins,
     its idle culler), with the course cloned at ``course``."""

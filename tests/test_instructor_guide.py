@@ -55,6 +55,16 @@ def assert_times_add_up(text: str) -> None:
         assert clock == _minutes(total), (name, total, clock)
 
 
+def test_the_opening_names_the_agendas_the_guide_holds() -> None:
+    """The guide's first paragraph promises what the Agendas section really shows (half day, full day and, when the
+    course has notebooks beyond the full day, the optional advanced block) -- no fixed count that can go stale."""
+    opening = guide().split("\n## ", 1)[0].split("How to run", 1)[1].split("\n\n", 1)[0].lower()
+    agendas = instructor_guide.agendas_markdown()
+    assert not re.search(r"\b(two|three|four) agendas\b", opening), opening
+    assert "half day" in opening and "full day" in opening
+    assert ("advanced block" in opening) == ("**Optional advanced block" in agendas), opening
+
+
 def test_full_day_and_advanced_block_cover_every_notebook_once() -> None:
     text = instructor_guide.agendas_markdown()
     full_day = text.split("**Full day")[1]

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import importlib.metadata
 import platform
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from course_utils import check
+from course_utils.machinery import report_problem as report_problem_module
 from course_utils.machinery.cloud import REPOSITORY
-from course_utils.machinery.report_problem import ASK_FOR_VERSIONS, notebook_problem_url, problem_url, report_problem
+from course_utils.machinery.exercises import catalogue
+from course_utils.machinery.report_problem import (ASK_FOR_VERSIONS, notebook_of, notebook_problem_url, problem_url,
+                                                   report_problem)
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
 def fields(url: str) -> dict[str, str]:
@@ -21,10 +27,36 @@ def fields(url: str) -> dict[str, str]:
 
 def test_the_link_names_the_exercise_its_notebook_and_the_versions() -> None:
     query = fields(problem_url(exercise="06.1"))
-    assert query["title"] == "Problem in exercise 06.1 (notebook 06)"
+    assert query["title"] == "Problem in exercise 06.1 (06_grad_cam.ipynb)"
+    assert "notebook: 06_grad_cam.ipynb" in query["body"] and "notebook: -" not in query["body"]
     assert "exercise: 06.1" in query["body"] and f"torch {importlib.metadata.version('torch')}" in query["body"]
     assert f"Python {platform.python_version()}" in query["body"] and "course_utils " in query["body"]
-    assert fields(problem_url(notebook="11_hook_clinic.ipynb"))["title"] == "Problem in (11_hook_clinic.ipynb)"
+    assert fields(problem_url(notebook="11_hook_clinic.ipynb"))["title"] == "Problem in 11_hook_clinic.ipynb"
+    assert fields(problem_url())["title"] == "Problem in the course"
+
+
+def test_each_exercise_names_its_own_notebook() -> None:
+    for exercise_id, item in catalogue().items():
+        notebook = notebook_of(exercise_id)
+        assert notebook is not None and notebook.startswith(f"{item.notebook}_"), (exercise_id, notebook)
+        assert (NOTEBOOKS / notebook).is_file()
+        assert f"notebook: {notebook}" in fields(problem_url(exercise=exercise_id))["body"]
+
+
+def test_without_the_notebooks_the_link_says_what_it_knows(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_notebooks(lang: str = "en") -> Path:
+        raise FileNotFoundError("course_utils installed without its notebooks")
+
+    monkeypatch.setattr(report_problem_module, "notebooks_folder", no_notebooks)
+    assert notebook_of("06.1") is None
+    query = fields(problem_url(exercise="06.1"))
+    assert query["title"] == "Problem in exercise 06.1 (notebook 06)"
+    assert "notebook: number 06 (its file name was not found here)" in query["body"]
+
+
+def test_an_exercise_of_no_notebook_falls_back() -> None:
+    assert notebook_of("99.1") is None
+    assert "notebook: number 99" in fields(problem_url(exercise="99.1"))["body"]
 
 
 @pytest.mark.parametrize("bad", ["/home/ada/secret.ipynb", "06.1; rm -rf", "def f(): pass", "../06_grad_cam.ipynb"])
@@ -37,7 +69,7 @@ def test_nothing_but_an_id_or_a_notebook_name_gets_in(bad: str) -> None:
 
 def test_the_notebooks_static_link_asks_for_the_versions_instead_of_guessing_them() -> None:
     query = fields(notebook_problem_url("06_grad_cam.ipynb"))
-    assert query["title"] == "Problem in (06_grad_cam.ipynb)"
+    assert query["title"] == "Problem in 06_grad_cam.ipynb"
     assert "notebook: 06_grad_cam.ipynb" in query["body"] and "exercise: the exercise's id (06.1)" in query["body"]
     assert ASK_FOR_VERSIONS in query["body"]
     assert f"torch {importlib.metadata.version('torch')}" not in query["body"]
@@ -61,4 +93,5 @@ def test_a_failed_check_offers_the_link_without_the_learners_code(capsys: pytest
     assert not check("01.1", hook)
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("✗ Exercise 01.1") and out[1].startswith("Think the check itself is wrong? https://")
-    assert secret not in out[1] and "exercise: 01.1" in fields(out[1].split("wrong? ")[1])["body"]
+    body = fields(out[1].split("wrong? ")[1])["body"]
+    assert secret not in out[1] and "exercise: 01.1" in body and "notebook: 01_tensor_hooks.ipynb" in body

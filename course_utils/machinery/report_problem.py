@@ -20,9 +20,10 @@ import re
 from urllib.parse import urlencode
 
 from course_utils.machinery import cloud
+from course_utils.machinery.course import notebooks_folder
 from course_utils.machinery.messages import _
 
-__all__ = ["notebook_problem_url", "problem_url", "report_problem", "versions_line"]
+__all__ = ["notebook_of", "notebook_problem_url", "problem_url", "report_problem", "versions_line"]
 
 _EXERCISE = re.compile(r"\d\d\.\d{1,2}")
 _NOTEBOOK = re.compile(r"\d\d_[a-z0-9_]+(?:\.ipynb)?")
@@ -46,12 +47,31 @@ def versions_line() -> str:
     return f"course_utils {_version('course-utils')} | torch {_version('torch')} | Python {platform.python_version()}"
 
 
+def notebook_of(exercise: str) -> str | None:
+    """The notebook file that exercise ``"06.1"`` is in (``"06_grad_cam.ipynb"``: the course notebook numbered 06);
+    ``None`` where it cannot be known (no course notebooks here, or none with that number).
+
+    Usage: ``notebook_of("06.1")``
+    """
+    if not _EXERCISE.fullmatch(str(exercise)):
+        raise ValueError(f"exercise looks like '06.1', got {exercise!r}")
+    try:
+        folder = notebooks_folder()
+    except FileNotFoundError:
+        return None
+    found = [path.name for path in folder.glob(f"{exercise.split('.')[0]}_*.ipynb") if _NOTEBOOK.fullmatch(path.name)]
+    return found[0] if len(found) == 1 else None
+
+
 def problem_url(exercise: str | None = None, notebook: str | None = None) -> str:
     """The link to a new issue on the course's repository, prefilled with what helps the maintainers.
 
     ``exercise`` (``"06.1"``) and ``notebook`` (``"06_grad_cam.ipynb"``) are checked against their patterns, so
-    nothing else (a path, code) can end up in the link. Usage: ``problem_url("06.1")``
+    nothing else (a path, code) can end up in the link; given an exercise only, the link names its notebook too
+    (:func:`notebook_of`). Usage: ``problem_url("06.1")``
     """
+    if exercise is not None and notebook is None:
+        notebook = notebook_of(exercise)
     return _issue_url(exercise, notebook, versions_line())
 
 
@@ -68,13 +88,24 @@ def notebook_problem_url(notebook: str) -> str:
     return _issue_url(None, notebook, ASK_FOR_VERSIONS, exercise_hint=f"the exercise's id ({example}), if it is about one")
 
 
+def _title(exercise: str | None, notebook: str | None) -> str:
+    """"Problem in exercise 06.1 (notebook 06)", "Problem in 06_grad_cam.ipynb" or "Problem in the course"."""
+    if exercise:
+        return f"Problem in exercise {exercise} ({notebook or 'notebook ' + exercise.split('.')[0]})"
+    return f"Problem in {notebook or 'the course'}"
+
+
+def _unknown_notebook(exercise: str | None) -> str:
+    # only where the file name cannot be known (course_utils installed without its notebooks): say what is known
+    return f"number {exercise.split('.')[0]} (its file name was not found here)" if exercise else "-"
+
+
 def _issue_url(exercise: str | None, notebook: str | None, versions: str, exercise_hint: str = "-") -> str:
     if exercise is not None and not _EXERCISE.fullmatch(str(exercise)):
         raise ValueError(f"exercise looks like '06.1', got {exercise!r}")
     if notebook is not None and not _NOTEBOOK.fullmatch(str(notebook)):
         raise ValueError(f"notebook looks like '06_grad_cam.ipynb', got {notebook!r}")
-    where = notebook or (f"notebook {exercise.split('.')[0]}" if exercise else "")
-    title = " ".join(filter(None, ["Problem in", f"exercise {exercise}" if exercise else "", where and f"({where})"]))
+    title = _title(exercise, notebook)
     body = "\n".join([
         "**What happened** (what you ran, what you saw; please no personal paths):",
         "",
@@ -83,7 +114,7 @@ def _issue_url(exercise: str | None, notebook: str | None, versions: str, exerci
         "",
         "",
         "---",
-        f"notebook: {notebook or '-'}",
+        f"notebook: {notebook or _unknown_notebook(exercise)}",
         f"exercise: {exercise or exercise_hint}",
         versions,
     ])

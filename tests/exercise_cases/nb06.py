@@ -61,6 +61,16 @@ def weights_top_class(model, layer_name, x, targets):  # noqa: ANN001, ANN201 --
     return seen[0].mean(dim=(2, 3))
 
 
+def weights_every_target_column(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- logits[:, targets]
+    seen = []
+    handle = model.get_submodule(layer_name).register_full_backward_hook(lambda m, gin, gout: seen.append(gout[0]))
+    try:
+        model(x)[:, targets].sum().backward()
+    finally:
+        handle.remove()
+    return seen[0].mean(dim=(2, 3))
+
+
 def weights_from_the_course_helper(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- no hook of its own
     from course_utils.saliency import layer_activation_and_gradient
 
@@ -148,6 +158,48 @@ def cam_hook_left(model, layer_name, x, targets):  # noqa: ANN001, ANN201
                       combine=lambda a, g: (g.mean(dim=(2, 3), keepdim=True) * a).sum(dim=1).clamp(min=0))
 
 
+def _correct_cam(a, g):  # noqa: ANN001, ANN202
+    return (g.mean(dim=(2, 3), keepdim=True) * a).sum(dim=1).clamp(min=0)
+
+
+def cam_upsampled(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- grad_cam's display step done too
+    maps = _two_hooks(model, layer_name, x, targets, copy=True, combine=_correct_cam)
+    return torch.nn.functional.interpolate(maps[:, None], size=x.shape[-2:], mode="bilinear", align_corners=False)[:, 0]
+
+
+def cam_scaled(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- scaled to [0, 1] for display
+    maps = _two_hooks(model, layer_name, x, targets, copy=True, combine=_correct_cam)
+    low, high = maps.amin(dim=(1, 2), keepdim=True), maps.amax(dim=(1, 2), keepdim=True)
+    return (maps - low) / (high - low)
+
+
+def _cam_for_scores(model, layer_name, x, score):  # noqa: ANN001, ANN202 -- the two hooks, any score
+    kept = []
+
+    def hook(module, args, output):  # noqa: ANN001, ANN202
+        kept.append(output.detach().clone())
+        output.register_hook(kept.append)
+
+    handle = model.get_submodule(layer_name).register_forward_hook(hook)
+    try:
+        score(model(x)).backward()
+    finally:
+        handle.remove()
+    return _correct_cam(*kept)
+
+
+def cam_one_class_for_the_batch(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- targets[0] for every image
+    return _cam_for_scores(model, layer_name, x, lambda logits: logits[:, targets[0]].sum())
+
+
+def cam_every_target_column(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- logits[:, targets]: N x N scores
+    return _cam_for_scores(model, layer_name, x, lambda logits: logits[:, targets].sum())
+
+
+def cam_top_class(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- ignores targets
+    return _cam_for_scores(model, layer_name, x, lambda logits: logits.max(dim=1).values.sum())
+
+
 # -- 06.3 ---------------------------------------------------------------------------------------------------------
 def per_call_with_default_argument(model, module, x, targets):  # noqa: ANN001, ANN201 -- dicts keyed by call
     acts, grads = {}, {}
@@ -205,6 +257,7 @@ CASES = {
             (weights_summed, "spatial sum"),
             (weights_hook_left, "left behind"),
             (weights_top_class, "its own class"),
+            (weights_every_target_column, "its own class"),
             (weights_from_the_course_helper, "switched off"),
             (weights_on_the_callers_x, "requires_grad"),
         ],
@@ -218,6 +271,11 @@ CASES = {
             (cam_hook_left, "left behind"),
             (cam_from_the_course_helper, "switched off"),
             (cam_from_the_recorder, "switched off"),
+            (cam_upsampled, "input's size"),
+            (cam_scaled, "maps are scaled"),
+            (cam_one_class_for_the_batch, "its own class"),
+            (cam_every_target_column, "logits[:, targets]"),
+            (cam_top_class, "top class"),
         ],
     ),
     "06.3": Cases(

@@ -1,9 +1,10 @@
 """Exercises of notebooks/06_grad_cam.ipynb: Grad-CAM's channel weights from a full backward hook, Grad-CAM from
 one forward hook and one tensor hook, and one map per call of a shared module.
 
-Every check builds its own small networks (an in-place ReLU after the hooked layer, a batch with one class per
-sample, a non-square input) and computes the ground truth without hooks: the network split at the layer, the
-activation made a leaf, and ``torch.autograd.grad`` asked for the gradient at it.
+Every check builds its own small networks (an in-place ReLU after the hooked layer, layers whose maps are smaller
+than the input (06.2), a batch with one class per sample, a non-square input) and computes the ground truth without
+hooks: the network split at the layer, the activation made a leaf, and ``torch.autograd.grad`` asked for the gradient
+at it.
 
 Usage: ``catalogue()["06.2"]`` (through ``course_utils.machinery.exercises``); ``check("06.2", grad_cam_two_hooks)``.
 """
@@ -30,11 +31,12 @@ _FINISHED_HELPERS = (
 )
 
 
-def _cam_net(inplace: bool) -> nn.Sequential:
-    """Conv layers "0", "2", "4"; "3" is a ReLU that works in place when ``inplace``."""
+def _cam_net(inplace: bool, stride: int = 1) -> nn.Sequential:
+    """Conv layers "0", "2", "4"; "3" is a ReLU that works in place when ``inplace``; ``stride=2``: layer "2" halves
+    the spatial size, so the maps at "2" and "4" are smaller than the input (an upsampled map shows)."""
     model = nn.Sequential(
         nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(inplace=inplace),
+        nn.Conv2d(4, 6, 3, stride=stride, padding=1), nn.ReLU(inplace=inplace),
         nn.Conv2d(6, 5, 3, padding=1), nn.ReLU(),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(5, 7),
     )
@@ -49,16 +51,35 @@ def _batch() -> torch.Tensor:
     return torch.randn(3, 3, 7, 5, generator=torch.Generator().manual_seed(62))  # not square: catches dim mix-ups
 
 
-def _split_truth(model: nn.Sequential, index: int, x: torch.Tensor, targets: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Activation of model[index] and the gradient of the target scores at it, without any hook."""
+def _split_truth(model: nn.Sequential, index: int, x: torch.Tensor, targets: list[int],
+                 every_column: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Activation of model[index] and the gradient of the target scores at it, without any hook.
+
+    ``targets[i]`` is sample i's class; ``every_column``: the mistake ``logits[:, targets].sum()``, every target's
+    score summed for every sample."""
     only_inside_a_check("06.1")
     with torch.no_grad():
         activation = model[: index + 1](x)
     leaf = activation.clone().requires_grad_(True)
     logits = model[index + 1 :](leaf.clone())  # the clone: an in-place layer next must not touch the leaf
-    score = logits.gather(1, torch.tensor(targets)[:, None]).sum()
+    if every_column:
+        score = logits[:, torch.tensor(targets)].sum()
+    else:
+        score = logits.gather(1, torch.tensor(targets)[:, None]).sum()
     (gradient,) = torch.autograd.grad(score, leaf)
     return activation, gradient
+
+
+def _other_classes(model: nn.Sequential, index: int, x: torch.Tensor,
+                   targets: list[int]) -> list[tuple[str, torch.Tensor]]:
+    """The gradient at model[index] for the usual wrong choices of class, each named: ``"top"`` (each sample's top
+    class), ``"one"`` (one of the targets for the whole batch), ``"every"`` (``logits[:, targets]``: all of them)."""
+    with torch.no_grad():
+        top = model(x).argmax(dim=1).tolist()
+    choices = [("top", top, False)] + [("one", [target] * len(targets), False) for target in dict.fromkeys(targets)]
+    choices.append(("every", list(targets), True))
+    return [(name, _split_truth(model, index, x, classes, every_column=every)[1])
+            for name, classes, every in choices if every or classes != list(targets)]
 
 
 def _hooks_left(model: nn.Module) -> list[str]:
@@ -118,10 +139,8 @@ def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
             continue
         if torch.allclose(result, gradient.sum(dim=(2, 3)), atol=1e-5):
             return Verdict(False, _("That is the spatial sum: Grad-CAM's weight is the spatial mean of the gradient."))
-        with torch.no_grad():
-            top = model(x).argmax(dim=1).tolist()
-        for others in (top, [_TARGETS[0]] * 3):
-            if torch.allclose(result, _split_truth(model, index, x, others)[1].mean(dim=(2, 3)), atol=1e-5):
+        for _choice, other in _other_classes(model, index, x, _TARGETS):
+            if torch.allclose(result, other.mean(dim=(2, 3)), atol=1e-5):
                 return Verdict(False, _("Each sample must be explained for its own class: targets[i] for sample i."))
         return Verdict(False, _("Not Grad-CAM's channel weights at layer {layer}: the spatial mean of the gradient of "
                                 "each sample's target score at the layer's output.").format(layer=repr(layer)))
@@ -152,13 +171,43 @@ def _cam(activation: torch.Tensor, gradient: torch.Tensor) -> torch.Tensor:
     return (gradient.mean(dim=(2, 3), keepdim=True) * activation).sum(dim=1).clamp(min=0)
 
 
+def _scaled(maps: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Each map scaled to [0, 1] by min and max, and by max alone (what display code does)."""
+    low = maps.amin(dim=(1, 2), keepdim=True)
+    high = maps.amax(dim=(1, 2), keepdim=True)
+    return (maps - low) / (high - low).clamp(min=1e-12), maps / high.clamp(min=1e-12)
+
+
+def _class_mistake(choice: str) -> str:
+    """The ✗ message of 06.2 for a map of the wrong class (``choice`` as :func:`_other_classes` names it)."""
+    if choice == "top":
+        return _("Your maps explain each sample's top class, not the class asked for: sample i's map is for "
+                 "targets[i], whatever the model predicts.")
+    if choice == "one":
+        return _("Your maps all explain one class: each sample must be explained for its own class, targets[i] for "
+                 "sample i. Back-propagate the sum of each row's own score, logits[i, targets[i]] (gather picks one "
+                 "column per row).")
+    return _("Your maps explain the sum of every target's score for every sample: logits[:, targets] takes all "
+             "the target columns of each row. Take one score per row, logits[i, targets[i]] (gather, or indexing "
+             "with torch.arange(N) and targets), then sum.")
+
+
 def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
-    for layer, index in (("2", 2), ("4", 4)):
-        model, x = _cam_net(inplace=True), _batch()
+    # (network, layer): an in-place ReLU right after layer "2"; with stride 2 the layer's maps (4x3) are smaller than
+    # the input (7x5), so a map upsampled to the input's size does not pass for the raw one
+    for stride, layer, index in ((2, "2", 2), (2, "4", 4), (1, "2", 2), (1, "4", 4)):
+        model, x = _cam_net(inplace=True, stride=stride), _batch()
         x_before = x.clone()
         activation, gradient = _split_truth(model, index, x, _TARGETS)
         shape = (3,) + tuple(activation.shape[-2:])
-        result = _as_tensor(grad_cam_two_hooks(model, layer, x, list(_TARGETS)), shape,
+        raw = grad_cam_two_hooks(model, layer, x, list(_TARGETS))
+        input_shape = (3,) + tuple(x.shape[-2:])
+        if isinstance(raw, torch.Tensor) and tuple(raw.shape) == input_shape != shape:
+            return Verdict(False, _("Your maps have the input's size {input}, but the output of layer {layer} is {size}: "
+                                    "return the raw maps at the layer's own resolution, after the ReLU and before "
+                                    "any upsampling or scaling (step 3 of section 1 is for display only).").format(
+                input=tuple(x.shape[-2:]), layer=repr(layer), size=tuple(activation.shape[-2:])))
+        result = _as_tensor(raw, shape,
                             _("one raw map per sample at layer {layer} (no upsampling)").format(layer=repr(layer)))
         if isinstance(result, Verdict):
             return result
@@ -168,6 +217,9 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
         expected = _cam(activation, gradient)
         if torch.allclose(result, expected, atol=1e-5):
             continue
+        if any(torch.allclose(result, scaled, atol=1e-5) for scaled in _scaled(expected)):
+            return Verdict(False, _("Your maps are scaled: return the raw maps, after the ReLU and before any scaling "
+                                    "or upsampling (step 3 of section 1 is for display only)."))
         if torch.allclose(result, _cam(activation.clamp(min=0), gradient), atol=1e-5):
             return Verdict(False, _("At layer {layer} the ReLU after the layer works in place: the activation you kept "
                                     "was rectified after your hook ran. Keep a copy of it.").format(layer=repr(layer)))
@@ -176,6 +228,9 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
                                     "space first."))
         if torch.allclose(result, (gradient.mean(dim=(2, 3), keepdim=True) * activation).sum(dim=1), atol=1e-5):
             return Verdict(False, _("Almost: Grad-CAM keeps only the positive part (ReLU) of the weighted sum."))
+        for choice, other in _other_classes(model, index, x, _TARGETS):
+            if any(torch.allclose(result, _cam(kept, other), atol=1e-5) for kept in (activation, activation.clamp(min=0))):
+                return Verdict(False, _class_mistake(choice))
         return Verdict(False, _("Not the Grad-CAM maps at layer {layer}: weights = spatial mean of the gradient of "
                                 "each sample's target score, map = ReLU(sum over channels of weight x "
                                 "activation).").format(layer=repr(layer)))

@@ -14,7 +14,7 @@ c.Spawner.default_url = (
 )
 # Each learner's server at NAME.REPLACE-ME.example.org, its own origin: a page one learner serves never runs with
 # another's or the instructor's cookies. Needs DNS for *.REPLACE-ME.example.org and a wildcard certificate
-# (config.yaml: https.tls with your own certificate; TLJH's Let's Encrypt cannot issue wildcards).
+# (config.yaml: https.tls with your own certificate; TLJH's https.letsencrypt cannot get a wildcard one).
 c.JupyterHub.subdomain_host = "https://REPLACE-ME.example.org"
 
 # The instructor's dashboard of the room (instructor guide, "Seeing the room"): a JupyterHub service that only admins
