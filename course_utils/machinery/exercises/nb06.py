@@ -223,9 +223,9 @@ def _full_backward_hook_mistake(error: RuntimeError, layer: str) -> Verdict:
     (the exercise asks for a tensor hook); any other error goes on to the learner as it is."""
     if "BackwardHookFunction" not in str(error):
         raise error
-    return Verdict(False, _("PyTorch refused an in-place change of the output of layer {layer}: that is what a full "
-                            "backward hook forbids, and the ReLU after the layer works in place. This exercise asks "
-                            "for a tensor hook, registered on the output inside the forward hook.").format(
+    return Verdict(False, _("PyTorch refused an in-place change of the output of layer {layer}: a full backward hook "
+                            "forbids that (notebook 04), and the ReLU after the layer works in place. This exercise "
+                            "asks for a tensor hook, registered on the output inside the forward hook.").format(
         layer=repr(layer)))
 
 
@@ -288,7 +288,7 @@ def _what_went_wrong(result: torch.Tensor, expected: torch.Tensor, model: nn.Seq
                                     "the layer's output: once the ReLU has rewritten the tensor, a tensor hook "
                                     "registered on it afterwards (or torch.autograd.grad asked about it) gets the "
                                     "gradient after the ReLU. Register the tensor hook inside the forward hook, "
-                                    "before the ReLU runs.").format(layer=repr(layer)))
+                                    "before the ReLU runs (notebook 04's fix 2).").format(layer=repr(layer)))
     if torch.allclose(result, (activation * gradient).sum(dim=1).clamp(min=0), atol=1e-5):
         return Verdict(False, _("That is the element-wise product (article 003): average the gradient over "
                                 "space first."))
