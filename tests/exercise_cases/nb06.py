@@ -88,6 +88,35 @@ def weights_on_the_callers_x(model, layer_name, x, targets):  # noqa: ANN001, AN
     return seen[0].mean(dim=(2, 3))
 
 
+def weights_one_sample_at_a_time(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- N backwards, `with` handle
+    rows = []
+    for sample, target in enumerate(targets):
+        seen = []
+        with model.get_submodule(layer_name).register_full_backward_hook(lambda m, gin, gout: seen.append(gout[0])):
+            model(x[sample : sample + 1])[0, target].backward()
+        rows.append(seen[0].mean(dim=(2, 3))[0])
+    return torch.stack(rows)
+
+
+def weights_removed_outside_finally(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- lost when forward raises
+    seen = []
+    handle = model.get_submodule(layer_name).register_full_backward_hook(lambda m, gin, gout: seen.append(gout[0]))
+    _scores(model(x), targets).backward()
+    handle.remove()
+    return seen[0].mean(dim=(2, 3))
+
+
+def weights_swallowing_the_error(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- except: return None
+    seen = []
+    handle = model.get_submodule(layer_name).register_full_backward_hook(lambda m, gin, gout: seen.append(gout[0]))
+    try:
+        _scores(model(x), targets).backward()
+    except Exception:  # noqa: BLE001 -- the mistake under test
+        return None
+    finally:
+        handle.remove()
+    return seen[0].mean(dim=(2, 3))
+
 # -- 06.2 ---------------------------------------------------------------------------------------------------------
 def cam_from_the_course_helper(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- the finished function
     from course_utils.saliency import grad_cam
@@ -200,6 +229,59 @@ def cam_top_class(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- ign
     return _cam_for_scores(model, layer_name, x, lambda logits: logits.max(dim=1).values.sum())
 
 
+def cam_of_the_layer_input(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- args[0] instead of output
+    kept = []
+
+    def hook(module, args, output):  # noqa: ANN001, ANN202
+        kept.append(args[0].detach().clone())
+        args[0].register_hook(kept.append)
+
+    handle = model.get_submodule(layer_name).register_forward_hook(hook)
+    try:
+        _scores(model(x), targets).backward()
+    finally:
+        handle.remove()
+    return _correct_cam(*kept)
+
+
+def cam_tensor_hook_after_the_forward(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- after the ReLU ran
+    kept = {}
+
+    def hook(module, args, output):  # noqa: ANN001, ANN202
+        kept["output"], kept["a"] = output, output.detach().clone()
+
+    handle = model.get_submodule(layer_name).register_forward_hook(hook)
+    try:
+        logits = model(x)
+        kept["output"].register_hook(lambda grad: kept.__setitem__("g", grad))
+        _scores(logits, targets).backward()
+    finally:
+        handle.remove()
+    return _correct_cam(kept["a"], kept["g"])
+
+
+def cam_spatial_sum(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- weights summed over positions
+    return _two_hooks(model, layer_name, x, targets, copy=True,
+                      combine=lambda a, g: (g.sum(dim=(2, 3), keepdim=True) * a).sum(dim=1).clamp(min=0))
+
+
+def cam_channel_mean(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- averaged over channels
+    return _two_hooks(model, layer_name, x, targets, copy=True,
+                      combine=lambda a, g: (g.mean(dim=(2, 3), keepdim=True) * a).mean(dim=1).clamp(min=0))
+
+
+def cam_full_backward_hook(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- 06.1's hook
+    kept = {}
+    layer = model.get_submodule(layer_name)
+    handles = [layer.register_forward_hook(lambda m, args, output: kept.__setitem__("a", output.detach().clone())),
+               layer.register_full_backward_hook(lambda m, gin, gout: kept.__setitem__("g", gout[0]))]
+    try:
+        _scores(model(x), targets).backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return _correct_cam(kept["a"], kept["g"])
+
 # -- 06.3 ---------------------------------------------------------------------------------------------------------
 def per_call_with_default_argument(model, module, x, targets):  # noqa: ANN001, ANN201 -- dicts keyed by call
     acts, grads = {}, {}
@@ -251,13 +333,15 @@ def per_call_reversed(model, module, x, targets):  # noqa: ANN001, ANN201
 
 CASES = {
     "06.1": Cases(
-        right=[weights_with_autograd_grad],
+        right=[weights_with_autograd_grad, weights_one_sample_at_a_time],
         wrong=[
             (weights_from_grad_input, "grad_output[0]"),
             (weights_summed, "spatial sum"),
             (weights_hook_left, "left behind"),
-            (weights_top_class, "its own class"),
-            (weights_every_target_column, "its own class"),
+            (weights_removed_outside_finally, "When the model raises, your hook stays behind"),
+            (weights_swallowing_the_error, "let the error through"),
+            (weights_top_class, "top class"),
+            (weights_every_target_column, "logits[:, targets]"),
             (weights_from_the_course_helper, "switched off"),
             (weights_on_the_callers_x, "requires_grad"),
         ],
@@ -276,6 +360,11 @@ CASES = {
             (cam_one_class_for_the_batch, "its own class"),
             (cam_every_target_column, "logits[:, targets]"),
             (cam_top_class, "top class"),
+            (cam_of_the_layer_input, "layer's input"),
+            (cam_tensor_hook_after_the_forward, "inside the forward hook"),
+            (cam_spatial_sum, "not its sum"),
+            (cam_channel_mean, "not their mean"),
+            (cam_full_backward_hook, "full backward hook"),
         ],
     ),
     "06.3": Cases(

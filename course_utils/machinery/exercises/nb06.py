@@ -2,9 +2,10 @@
 one forward hook and one tensor hook, and one map per call of a shared module.
 
 Every check builds its own small networks (an in-place ReLU after the hooked layer, layers whose maps are smaller
-than the input (06.2), a batch with one class per sample, a non-square input) and computes the ground truth without
-hooks: the network split at the layer, the activation made a leaf, and ``torch.autograd.grad`` asked for the gradient
-at it.
+than the input (06.2), a batch with one class per sample, a non-square input; 06.1 also a network whose forward
+raises) and computes the ground truth without hooks: the network split at the layer, the activation made a leaf, and
+``torch.autograd.grad`` asked for the gradient at it. A wrong answer is matched against the usual mistakes, each
+recomputed the same way (wrong class, the layer's input, the gradient after an in-place ReLU, sums for means).
 
 Usage: ``catalogue()["06.2"]`` (through ``course_utils.machinery.exercises``); ``check("06.2", grad_cam_two_hooks)``.
 """
@@ -116,6 +117,29 @@ def _as_tensor(result: Any, shape: tuple[int, ...], what: str) -> torch.Tensor |
         return Verdict(False, _("Return {what} as a plain tensor: {error}.").format(what=what, error=error))
 
 
+def _class_mistake(choice: str) -> str:
+    """The ✗ message of 06.1 and 06.2 for an answer explaining the wrong class (``choice`` as :func:`_other_classes`
+    names it)."""
+    if choice == "top":
+        return _("You back-propagated each sample's top class, not the class asked for: sample i is explained for "
+                 "targets[i], whatever the model predicts.")
+    if choice == "one":
+        return _("You back-propagated one class for the whole batch: each sample must be explained for its own class, "
+                 "targets[i] for sample i (row i of the logits, column targets[i]).")
+    return _("You back-propagated the sum of every target's score for every sample: logits[:, targets] takes all the "
+             "target columns of each row (an N x N block of scores). Each row needs only its own score, "
+             "logits[i, targets[i]]: look at torch.gather, which picks one column per row.")
+
+
+class _Failure(RuntimeError):
+    """What the check's failing network raises (06.1: the hook must go, also then)."""
+
+
+class _FailsOnPurpose(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise _Failure("this layer fails on purpose")
+
+
 # -- 06.1: channel weights from a full backward hook -------------------------------------------------------------
 def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
     for layer, index in (("2", 2), ("4", 4)):
@@ -139,11 +163,22 @@ def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
             continue
         if torch.allclose(result, gradient.sum(dim=(2, 3)), atol=1e-5):
             return Verdict(False, _("That is the spatial sum: Grad-CAM's weight is the spatial mean of the gradient."))
-        for _choice, other in _other_classes(model, index, x, _TARGETS):
+        for choice, other in _other_classes(model, index, x, _TARGETS):
             if torch.allclose(result, other.mean(dim=(2, 3)), atol=1e-5):
-                return Verdict(False, _("Each sample must be explained for its own class: targets[i] for sample i."))
+                return Verdict(False, _class_mistake(choice))
         return Verdict(False, _("Not Grad-CAM's channel weights at layer {layer}: the spatial mean of the gradient of "
                                 "each sample's target score at the layer's output.").format(layer=repr(layer)))
+    failing = nn.Sequential(*_cam_net(inplace=False), _FailsOnPurpose())  # layer "2" is there; the forward raises
+    try:
+        channel_weights(failing, "2", _batch(), list(_TARGETS))
+    except _Failure:
+        pass
+    else:
+        return Verdict(False, _("When the model raises, your function must let the error through (not swallow it)."))
+    left = _hooks_left(failing)
+    if left:
+        return Verdict(False, _("When the model raises, your hook stays behind ({where}): remove it with its handle "
+                                "in a finally block.").format(where=left[0]))
     return Verdict(True)
 
 
@@ -178,18 +213,25 @@ def _scaled(maps: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (maps - low) / (high - low).clamp(min=1e-12), maps / high.clamp(min=1e-12)
 
 
-def _class_mistake(choice: str) -> str:
-    """The ✗ message of 06.2 for a map of the wrong class (``choice`` as :func:`_other_classes` names it)."""
-    if choice == "top":
-        return _("Your maps explain each sample's top class, not the class asked for: sample i's map is for "
-                 "targets[i], whatever the model predicts.")
-    if choice == "one":
-        return _("Your maps all explain one class: each sample must be explained for its own class, targets[i] for "
-                 "sample i. Back-propagate the sum of each row's own score, logits[i, targets[i]] (gather picks one "
-                 "column per row).")
-    return _("Your maps explain the sum of every target's score for every sample: logits[:, targets] takes all "
-             "the target columns of each row. Take one score per row, logits[i, targets[i]] (gather, or indexing "
-             "with torch.arange(N) and targets), then sum.")
+_LAYER_INPUT_MISTAKE_TEXT = N_("These are the Grad-CAM maps of the layer's input, not of its output: a forward hook is "
+                                "called as hook(module, args, output), and args is what goes into the layer. Keep "
+                                "the output, and register the tensor hook on it.")
+
+
+def _full_backward_hook_mistake(error: RuntimeError, layer: str) -> Verdict:
+    """06.2's ✗ for PyTorch's refusal to let an in-place op change the output of a layer with a full backward hook
+    (the exercise asks for a tensor hook); any other error goes on to the learner as it is."""
+    if "BackwardHookFunction" not in str(error):
+        raise error
+    return Verdict(False, _("PyTorch refused an in-place change of the output of layer {layer}: a full backward hook "
+                            "forbids that (notebook 04), and the ReLU after the layer works in place. This exercise "
+                            "asks for a tensor hook, registered on the output inside the forward hook.").format(
+        layer=repr(layer)))
+
+
+def _layer_input_cam(model: nn.Sequential, index: int, x: torch.Tensor) -> torch.Tensor:
+    """The Grad-CAM maps of model[index]'s input (the mistake: args instead of output)."""
+    return _cam(*_split_truth(model, index - 1, x, _TARGETS))
 
 
 def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
@@ -200,9 +242,16 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
         x_before = x.clone()
         activation, gradient = _split_truth(model, index, x, _TARGETS)
         shape = (3,) + tuple(activation.shape[-2:])
-        raw = grad_cam_two_hooks(model, layer, x, list(_TARGETS))
+        try:
+            raw = grad_cam_two_hooks(model, layer, x, list(_TARGETS))
+        except RuntimeError as error:
+            return _full_backward_hook_mistake(error, layer)
         input_shape = (3,) + tuple(x.shape[-2:])
         if isinstance(raw, torch.Tensor) and tuple(raw.shape) == input_shape != shape:
+            as_maps, layer_input = _as_tensor(raw, input_shape, "maps"), _layer_input_cam(model, index, x)
+            if isinstance(as_maps, torch.Tensor) and layer_input.shape == as_maps.shape \
+                    and torch.allclose(as_maps, layer_input, atol=1e-5):
+                return Verdict(False, _(_LAYER_INPUT_MISTAKE_TEXT))
             return Verdict(False, _("Your maps have the input's size {input}, but the output of layer {layer} is {size}: "
                                     "return the raw maps at the layer's own resolution, after the ReLU and before "
                                     "any upsampling or scaling (step 3 of section 1 is for display only).").format(
@@ -217,24 +266,52 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
         expected = _cam(activation, gradient)
         if torch.allclose(result, expected, atol=1e-5):
             continue
-        if any(torch.allclose(result, scaled, atol=1e-5) for scaled in _scaled(expected)):
-            return Verdict(False, _("Your maps are scaled: return the raw maps, after the ReLU and before any scaling "
-                                    "or upsampling (step 3 of section 1 is for display only)."))
-        if torch.allclose(result, _cam(activation.clamp(min=0), gradient), atol=1e-5):
-            return Verdict(False, _("At layer {layer} the ReLU after the layer works in place: the activation you kept "
-                                    "was rectified after your hook ran. Keep a copy of it.").format(layer=repr(layer)))
-        if torch.allclose(result, (activation * gradient).sum(dim=1).clamp(min=0), atol=1e-5):
-            return Verdict(False, _("That is the element-wise product (article 003): average the gradient over "
-                                    "space first."))
-        if torch.allclose(result, (gradient.mean(dim=(2, 3), keepdim=True) * activation).sum(dim=1), atol=1e-5):
-            return Verdict(False, _("Almost: Grad-CAM keeps only the positive part (ReLU) of the weighted sum."))
-        for choice, other in _other_classes(model, index, x, _TARGETS):
-            if any(torch.allclose(result, _cam(kept, other), atol=1e-5) for kept in (activation, activation.clamp(min=0))):
-                return Verdict(False, _class_mistake(choice))
-        return Verdict(False, _("Not the Grad-CAM maps at layer {layer}: weights = spatial mean of the gradient of "
-                                "each sample's target score, map = ReLU(sum over channels of weight x "
-                                "activation).").format(layer=repr(layer)))
+        return _what_went_wrong(result, expected, model, layer, index, x, activation, gradient)
     return Verdict(True)
+
+
+def _what_went_wrong(result: torch.Tensor, expected: torch.Tensor, model: nn.Sequential, layer: str, index: int,
+                     x: torch.Tensor, activation: torch.Tensor, gradient: torch.Tensor) -> Verdict:
+    """06.2's ✗ for maps of the right shape that are not Grad-CAM's: the usual mistakes, each recomputed and named."""
+    if any(torch.allclose(result, scaled, atol=1e-5) for scaled in _scaled(expected)):
+        return Verdict(False, _("Your maps are scaled: return the raw maps, after the ReLU and before any scaling "
+                                "or upsampling (step 3 of section 1 is for display only)."))
+    if torch.allclose(result, _cam(activation.clamp(min=0), gradient), atol=1e-5):
+        return Verdict(False, _("At layer {layer} the ReLU after the layer works in place: the activation you kept "
+                                "was rectified after your hook ran. Keep a copy of it.").format(layer=repr(layer)))
+    following = model[index + 1]
+    if isinstance(following, nn.ReLU) and following.inplace:
+        rewritten = _split_truth(model, index + 1, x, _TARGETS)[1]  # the gradient at the in-place ReLU's output
+        if any(torch.allclose(result, _cam(kept, rewritten), atol=1e-5)
+               for kept in (activation, activation.clamp(min=0))):
+            return Verdict(False, _("At layer {layer} you caught the gradient at the in-place ReLU's output, not at "
+                                    "the layer's output: once the ReLU has rewritten the tensor, a tensor hook "
+                                    "registered on it afterwards (or torch.autograd.grad asked about it) gets the "
+                                    "gradient after the ReLU. Register the tensor hook inside the forward hook, "
+                                    "before the ReLU runs (notebook 04's fix 2).").format(layer=repr(layer)))
+    if torch.allclose(result, (activation * gradient).sum(dim=1).clamp(min=0), atol=1e-5):
+        return Verdict(False, _("That is the element-wise product (article 003): average the gradient over "
+                                "space first."))
+    if torch.allclose(result, (gradient.mean(dim=(2, 3), keepdim=True) * activation).sum(dim=1), atol=1e-5):
+        return Verdict(False, _("Almost: Grad-CAM keeps only the positive part (ReLU) of the weighted sum."))
+    cells, channels = activation.shape[2] * activation.shape[3], activation.shape[1]
+    if torch.allclose(result, expected * cells, atol=1e-5 * cells):
+        return Verdict(False, _("Your maps are {cells} times too large, the number of positions (h x w) of the "
+                                "layer's output: Grad-CAM's channel weight is the spatial mean of the gradient, not "
+                                "its sum.").format(cells=cells))
+    if torch.allclose(result * channels, expected, atol=1e-5):
+        return Verdict(False, _("Your maps are {channels} times too small, the number of channels of layer {layer}: "
+                                "the map is the sum over channels of weight x activation, not their "
+                                "mean.").format(channels=channels, layer=repr(layer)))
+    for choice, other in _other_classes(model, index, x, _TARGETS):
+        if any(torch.allclose(result, _cam(kept, other), atol=1e-5) for kept in (activation, activation.clamp(min=0))):
+            return Verdict(False, _class_mistake(choice))
+    layer_input = _layer_input_cam(model, index, x)
+    if layer_input.shape == result.shape and torch.allclose(result, layer_input, atol=1e-5):
+        return Verdict(False, _(_LAYER_INPUT_MISTAKE_TEXT))
+    return Verdict(False, _("Not the Grad-CAM maps at layer {layer}: weights = spatial mean of the gradient of "
+                            "each sample's target score, map = ReLU(sum over channels of weight x "
+                            "activation).").format(layer=repr(layer)))
 
 
 _EXERCISE_06_2 = Exercise(
