@@ -253,6 +253,17 @@ def runs_as(python: str, uid: int, gid: int, code: str = "import sys") -> bool:
     return result.returncode == 0
 
 
+# What a learner's Python must import (the spawn hook's workspace, the server), checked as ``nobody``: each module is
+# found and its file read, without running it (importing jupyterhub.singleuser alone costs ~2.5 CPU-seconds, at
+# every start). Finding a module imports its parent packages, so an unreadable folder or package fails here too.
+LEARNER_IMPORTS_PROBE = (
+    "import importlib.util\n"
+    "for name in ('course_utils.machinery.workspace', 'jupyterhub.singleuser'):\n"
+    "    spec = importlib.util.find_spec(name)\n"
+    "    open(spec.origin, 'rb').close()\n"
+)
+
+
 def _site_packages(python: Path) -> Path:
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     return python.parent.parent / "lib" / version / "site-packages"
@@ -369,7 +380,7 @@ def learner_python(s: Settings, venv_python: Path = VENV_PYTHON) -> tuple[str, s
     checkout changed.
     """
     nobody = pwd.getpwnam("nobody")
-    probe = "import course_utils.machinery.workspace, jupyterhub.singleuser"
+    probe = LEARNER_IMPORTS_PROBE
     if runs_as(str(venv_python), nobody.pw_uid, nobody.pw_gid, probe):
         return str(venv_python), f"learners run the course's environment {venv_python}"
     minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
