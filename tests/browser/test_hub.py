@@ -451,15 +451,15 @@ ATTACK_PAGE = """<!doctype html><html><body><pre id="out">running</pre><script>
 })();
 </script></body></html>"""
 
-# "done" once the hub answered all three requests: both images (loaded or refused) and the form's POST (the frame
-# it targets loaded the answer; its first, empty document loaded before the script set onload).
+# "done" once the hub answered both images (loaded or refused); the test waits for the hub's answer to the form's
+# POST itself (a response event in the browser), so nothing waits for a fixed time.
 CSRF_PAGE = """<!doctype html><html><body><p id="done">waiting</p>
-<script>let left = 3; function answered() { if (--left === 0) document.getElementById('done').textContent = 'done'; }</script>
+<script>let left = 2; function answered() { if (--left === 0) document.getElementById('done').textContent = 'done'; }</script>
 <img src="HUB/hub/authorize/EVE" onload="answered()" onerror="answered()">
 <img src="HUB/hub/discard/EVE" onload="answered()" onerror="answered()">
 <iframe name="sink"></iframe>
 <form id="f" method="post" action="HUB/hub/authorize/EVE" target="sink"></form>
-<script>document.querySelector('iframe').onload = answered; document.getElementById('f').submit();</script>
+<script>document.getElementById('f').submit();</script>
 </body></html>"""
 
 
@@ -608,9 +608,13 @@ def test_a_page_cannot_approve_or_discard_a_sign_up_for_the_instructor(at_work: 
     path = plant_static_page(bob, "csrf.html", CSRF_PAGE.replace("HUB", hub.url).replace("EVE", eve.name))
     page = instructor.context.new_page()  # type: ignore[attr-defined]
     try:
+        def form_post(response) -> bool:  # type: ignore[no-untyped-def]
+            return response.request.method == "POST" and response.url.endswith(f"/hub/authorize/{eve.name}")
+
         for link in (f"{hub.url}/user/{bob.name}{path}", f"{hub.user_url(bob.name)}{path}"):
-            page.goto(link)
-            page.wait_for_selector("#done:has-text('done')", timeout=60_000)
+            with page.expect_response(form_post, timeout=60_000):  # the hub answered the form's POST
+                page.goto(link)
+            page.wait_for_selector("#done:has-text('done')", timeout=60_000)  # and both images
         page.goto(f"{hub.url}/hub/authorize/{eve.name}")  # even the instructor's own GET changes nothing
     finally:
         page.close()
@@ -686,7 +690,9 @@ def test_each_server_logs_to_its_own_file_and_no_token_reaches_a_log(at_work: Ro
             urllib.request.urlopen(request, timeout=30).read()
         except urllib.error.HTTPError:
             pass
-    time.sleep(1)
+    deadline = time.monotonic() + 10  # the logs are written as the answers go out: wait until the last one is there
+    while "/hub/api/user?token=" not in hub.log() and time.monotonic() < deadline:
+        time.sleep(0.1)
     logs = {"the hub's terminal": hub.log()}
     logs.update({str(p): p.read_text(errors="replace") for p in (hub.state / "private" / "logs").glob("*.log")})
     leaked = [name for name, text in logs.items() if secret in text]
