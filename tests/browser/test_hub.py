@@ -50,7 +50,7 @@ NOTEBOOK = "00_start_here.ipynb"  # the shortest: every notebook's learner editi
 # installed packages change.
 LEARNER_ENV = Path("/var/lib/course-hub/learner-env-test-private-clone")
 # Wrong passwords that block a learner's name: make hub's default is 10; three here, so that the lockout test needs
-# five failed logins (each a bcrypt check in the hub) instead of twenty-three.
+# nine failed logins (each a bcrypt check in the hub) instead of twenty-three.
 BLOCK_AFTER = 3
 
 
@@ -363,7 +363,8 @@ def test_three_learners_log_in_at_once_and_run_the_first_notebook_in_their_own_w
         copy = learner.home / "workspace" / NOTEBOOK
         save_and_wait(learner, copy, timeout=120)
         # only the stubs failed (or check() said it got a stub), in the learner's own kernel, to the last cell
-        problems = learner_run_problems(nbformat.read(copy, 4), nbformat.read(hub.checkout / "notebooks" / NOTEBOOK, 4))
+        stored = nbformat.read(hub.checkout / "notebooks" / NOTEBOOK, 4)
+        problems = learner_run_problems(nbformat.read(copy, 4), stored)
         assert not problems, f"{learner.name}'s run of {NOTEBOOK}:\n" + "\n".join(problems)
         learner.page.screenshot(path=str(SCREENSHOTS / f"hub_{learner.name[len(hub.prefix):]}.png"))  # type: ignore[attr-defined]
     print(f"\nthree learners: logged in and servers up in {logged_in:.0f} s, "
@@ -454,7 +455,8 @@ ATTACK_PAGE = """<!doctype html><html><body><pre id="out">running</pre><script>
 # "done" once the hub answered both images (loaded or refused); the test waits for the hub's answer to the form's
 # POST itself (a response event in the browser), so nothing waits for a fixed time.
 CSRF_PAGE = """<!doctype html><html><body><p id="done">waiting</p>
-<script>let left = 2; function answered() { if (--left === 0) document.getElementById('done').textContent = 'done'; }</script>
+<script>let left = 2;
+function answered() { if (--left === 0) document.getElementById('done').textContent = 'done'; }</script>
 <img src="HUB/hub/authorize/EVE" onload="answered()" onerror="answered()">
 <img src="HUB/hub/discard/EVE" onload="answered()" onerror="answered()">
 <iframe name="sink"></iframe>
@@ -510,7 +512,8 @@ def run_in_kernel(hub: ThrowAwayHub, learner: Learner, code: str, timeout: float
                                            output_hook=collect)
     finally:
         client.stop_channels()
-    assert reply["content"]["status"] == "ok" and not errors, f"in {learner.name}'s kernel: {errors or reply['content']}"
+    assert reply["content"]["status"] == "ok" and not errors, \
+        f"in {learner.name}'s kernel: {errors or reply['content']}"
     return "".join(printed)
 
 

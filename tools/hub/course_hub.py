@@ -173,8 +173,8 @@ def check_settings(s: Settings) -> None:
     if s.threads < 1:
         raise UnsafeHub(f"HUB_THREADS={s.threads}: give at least 1 thread per learner.")
     if s.allowed_failed_logins < 1:  # NativeAuthenticator reads 0 as "never block": guessing without end
-        raise UnsafeHub(f"HUB_ALLOWED_FAILED_LOGINS={s.allowed_failed_logins}: give at least 1 (the default, 10, blocks "
-                        "a learner's name for a minute after ten wrong passwords).")
+        raise UnsafeHub(f"HUB_ALLOWED_FAILED_LOGINS={s.allowed_failed_logins}: give at least 1 (the default, 10, "
+                        "blocks a learner's name for a minute after ten wrong passwords).")
     for name, value in (("HUB_MEMORY_MAX", s.memory_max), ("HUB_FILE_MAX", s.file_max)):
         try:
             parse_size(value)
