@@ -22,6 +22,7 @@ Needs root (each learner is a system user); run with ``make test-browser``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -47,8 +48,9 @@ pytestmark = pytest.mark.timeout(900)
 NOTEBOOK = "00_start_here.ipynb"  # the shortest: every notebook's learner edition runs in tests/browser/test_jupyterlab.py
 # The learners' copy of the environment for the hub in the private clone: outside the clone, kept between runs like
 # make hub's own (/var/lib/course-hub/learner-env-ID), rebuilt only when the course's files (by content) or the
-# installed packages change.
-LEARNER_ENV = Path("/var/lib/course-hub/learner-env-test-private-clone")
+# installed packages change. One per checkout under test (the clone's path changes every run, this checkout's does
+# not), so that two checkouts with different files tested at the same time never rebuild each other's.
+LEARNER_ENV = Path("/var/lib/course-hub") / f"learner-env-test-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}"
 # Wrong passwords that block a learner's name: make hub's default is 10; three here, so that the lockout test needs
 # nine failed logins (each a bcrypt check in the hub) instead of twenty-three.
 BLOCK_AFTER = 3
