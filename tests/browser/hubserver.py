@@ -6,6 +6,9 @@ is touched. ``stop()`` sends Ctrl-C (SIGINT to the hub's process group) and repo
 ``cleanup()`` then ends whatever is left, by process id, removes the system users the hub created, their homes,
 the group and the state. Use it as a context manager: the cleanup runs even when a test fails.
 
+``private_clone(dest)`` makes the checkout a new user would have in a folder only its owner can read (issue 23.3):
+the classroom tests start their hub from there.
+
 Usage::
 
     with ThrowAwayHub(prefix="h1a2") as hub:
@@ -38,6 +41,25 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def private_clone(dest: Path) -> Path:
+    """``git clone`` of this checkout into ``dest`` (made mode 0700, as ``mktemp -d`` makes a folder), with this working
+    tree's files on top (what is being tested, committed or not) and the course's environment as ``.venv``. Returns
+    the clone (``dest/course``)."""
+    dest.mkdir(mode=0o700)
+    clone = dest / "course"
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], check=True, timeout=120)
+    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           check=True, capture_output=True, timeout=60).stdout.decode().split("\0")
+    for name in filter(None, files):
+        source, target = ROOT / name, clone / name
+        if source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+            target.chmod(source.stat().st_mode & 0o777)
+    (clone / ".venv").symlink_to(os.path.realpath(ROOT / ".venv"))
+    return clone
 
 
 class ThrowAwayHub:
@@ -85,7 +107,7 @@ class ThrowAwayHub:
                 pass
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the hub did not start (exit {self.process.poll()}); log:\n{self.log()[-4000:]}")
-            time.sleep(0.5)
+            time.sleep(0.2)
         self.remember_processes()
 
     def user_url(self, name: str) -> str:
@@ -159,7 +181,7 @@ class ThrowAwayHub:
             alive = self.processes()
             if not alive:
                 return []
-            time.sleep(0.5)
+            time.sleep(0.25)
         return [f"pid {p.pid} {' '.join(p.cmdline()[:4])}" for p in alive]  # type: ignore[attr-defined]
 
     def cleanup(self) -> None:

@@ -1,8 +1,10 @@
 """The classroom: ``make hub``'s JupyterHub with learners in a real browser (Debian's Chromium, Playwright).
 
 One hub for the module, started by ``tools/hub/serve.py`` exactly as ``make hub`` starts it, on free loopback ports,
-with its own state, homes and system group (tests/browser/hubserver.py); everything it started is stopped and every
-system user it created is removed at the end, also when a test fails.
+from a checkout only its owner can read (issue 23.3: ``git clone`` into a 0700 folder, the hub's default state
+``.hub`` inside the clone, the learners' copy of the environment outside it), with its own homes and system group
+(tests/browser/hubserver.py); everything it started is stopped, every system user it created is removed and the
+clone is deleted at the end, also when a test fails.
 
 - the hub listens on 127.0.0.1 only;
 - a learner who is not approved yet, or who types a wrong password, gets no server (no account, no process);
@@ -10,6 +12,8 @@ system user it created is removed at the end, also when a test fails.
   and runs it cell by cell, as a learner does, to its last cell ("No hook left"): the exercise cells still hold their
   stubs, and ``check()`` must say so in each of them; no other cell may fail except those the course marks
   ``raises-exception``;
+- the learners' servers run the learners' copy of the environment, outside the private clone, and import the course
+  from that copy;
 - learner A cannot open learner B's files through the hub's URLs with A's session, nor on disk;
 - Ctrl-C stops the hub, the proxy, the culler, every learner's server and every kernel.
 
@@ -18,6 +22,7 @@ Needs root (each learner is a system user); run with ``make test-browser``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -25,6 +30,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,13 +39,21 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from hubserver import ThrowAwayHub
+from hubserver import ThrowAwayHub, private_clone
 from labserver import CHROMIUM, CHROMIUM_FLAGS, ROOT, SCREENSHOTS
 from learner_run import learner_run_problems
 
 pytestmark = pytest.mark.timeout(900)
 
 NOTEBOOK = "00_start_here.ipynb"  # the shortest: every notebook's learner edition runs in tests/browser/test_jupyterlab.py
+# The learners' copy of the environment for the hub in the private clone: outside the clone, kept between runs like
+# make hub's own (/var/lib/course-hub/learner-env-ID), rebuilt only when the course's files (by content) or the
+# installed packages change. One per checkout under test (the clone's path changes every run, this checkout's does
+# not), so that two checkouts with different files tested at the same time never rebuild each other's.
+LEARNER_ENV = Path("/var/lib/course-hub") / f"learner-env-test-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}"
+# Wrong passwords that block a learner's name: make hub's default is 10; three here, so that the lockout test needs
+# nine failed logins (each a bcrypt check in the hub) instead of twenty-three.
+BLOCK_AFTER = 3
 
 
 def need_browser_and_root() -> None:
@@ -69,18 +83,26 @@ class Learner:
 
 @pytest.fixture(scope="module")
 def hub() -> Iterator[ThrowAwayHub]:
+    """``make hub`` started from a ``git clone`` in a folder only root can read (mode 0700, as ``mktemp -d`` makes
+    it), with its default state (``.hub`` in the clone)."""
     need_browser_and_root()
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     previous = signal.signal(signal.SIGTERM, interrupt)  # a cancelled run still removes the learners it created
+    top = Path(tempfile.mkdtemp(prefix="course-private-"))
     try:
-        with ThrowAwayHub() as running:
+        assert (top.stat().st_mode & 0o777) == 0o700
+        clone = private_clone(top / "checkout")
+        with ThrowAwayHub(checkout=clone, state=clone / ".hub",
+                          extra_env={"HUB_LEARNER_ENV": str(LEARNER_ENV),
+                                     "HUB_ALLOWED_FAILED_LOGINS": str(BLOCK_AFTER)}) as running:
             running.start()
             yield running
             running.stop(timeout=30)  # if the Ctrl-C test did not run; cleanup() ends anything left, by pid
     finally:
+        shutil.rmtree(top, ignore_errors=True)
         signal.signal(signal.SIGTERM, previous)
 
 
@@ -343,12 +365,29 @@ def test_three_learners_log_in_at_once_and_run_the_first_notebook_in_their_own_w
         copy = learner.home / "workspace" / NOTEBOOK
         save_and_wait(learner, copy, timeout=120)
         # only the stubs failed (or check() said it got a stub), in the learner's own kernel, to the last cell
-        problems = learner_run_problems(nbformat.read(copy, 4), nbformat.read(ROOT / "notebooks" / NOTEBOOK, 4))
+        stored = nbformat.read(hub.checkout / "notebooks" / NOTEBOOK, 4)
+        problems = learner_run_problems(nbformat.read(copy, 4), stored)
         assert not problems, f"{learner.name}'s run of {NOTEBOOK}:\n" + "\n".join(problems)
         learner.page.screenshot(path=str(SCREENSHOTS / f"hub_{learner.name[len(hub.prefix):]}.png"))  # type: ignore[attr-defined]
     print(f"\nthree learners: logged in and servers up in {logged_in:.0f} s, "
           f"{NOTEBOOK} done in {time.monotonic() - started:.0f} s in all")
     assert not room.outside, f"requests left the machine: {room.outside[:5]}"
+
+
+def test_learners_run_their_copy_of_the_environment_outside_the_private_checkout(at_work: Room) -> None:
+    """Issue 23.3: the hub runs from a clone only root can read; ann's server runs the learners' copy of the
+    environment (outside the clone), and ``import course_utils`` as ann, anywhere, gives that copy's course, never the
+    clone's. (That each learner's workspace holds the learner edition is checked when they log in.)"""
+    hub, ann = at_work.hub, at_work.learners["ann"]
+    assert (hub.checkout.parent.parent.stat().st_mode & 0o777) == 0o700, "the clone is not in a private folder"
+    assert hub.state == hub.checkout / ".hub" and (hub.state / "private" / "jupyterhub.sqlite").exists()
+    server = process_of(hub, ann, "jupyterhub.singleuser")
+    assert server.cmdline()[0] == str(LEARNER_ENV / "bin" / "python"), server.cmdline()
+    probe = subprocess.run(["runuser", "-u", ann.name, "--", str(LEARNER_ENV / "bin" / "python"), "-c",
+                            "import course_utils; print(course_utils.__file__)"], capture_output=True,
+                           text=True, timeout=120, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, cwd="/")
+    assert probe.stdout.startswith(str(LEARNER_ENV / "course" / "course_utils")), probe.stdout + probe.stderr
+    assert str(hub.checkout) not in probe.stdout
 
 
 def test_a_learner_cannot_open_another_learners_files_through_the_hub(at_work: Room) -> None:
@@ -415,11 +454,16 @@ ATTACK_PAGE = """<!doctype html><html><body><pre id="out">running</pre><script>
 })();
 </script></body></html>"""
 
+# "done" once the hub answered both images (loaded or refused); the test waits for the hub's answer to the form's
+# POST itself (a response event in the browser), so nothing waits for a fixed time.
 CSRF_PAGE = """<!doctype html><html><body><p id="done">waiting</p>
-<img src="HUB/hub/authorize/EVE"><img src="HUB/hub/discard/EVE">
+<script>let left = 2;
+function answered() { if (--left === 0) document.getElementById('done').textContent = 'done'; }</script>
+<img src="HUB/hub/authorize/EVE" onload="answered()" onerror="answered()">
+<img src="HUB/hub/discard/EVE" onload="answered()" onerror="answered()">
 <iframe name="sink"></iframe>
 <form id="f" method="post" action="HUB/hub/authorize/EVE" target="sink"></form>
-<script>document.getElementById('f').submit(); setTimeout(() => document.getElementById('done').textContent = 'done', 3000);</script>
+<script>document.getElementById('f').submit();</script>
 </body></html>"""
 
 
@@ -445,16 +489,43 @@ def hub_db(hub: ThrowAwayHub, query: str, *args: object) -> list[tuple]:
         return db.execute(query, args).fetchall()
 
 
+def run_in_kernel(hub: ThrowAwayHub, learner: Learner, code: str, timeout: float = 180) -> str:
+    """Run ``code`` in the learner's own kernel -- the one their notebook page uses, in their workspace, as their next
+    cell would run -- and return what it printed; fail on an error. (The test connects as root with the kernel's
+    connection file: no second Python that imports torch again.)"""
+    from jupyter_client import BlockingKernelClient
+
+    command = process_of(hub, learner, "ipykernel").cmdline()
+    client = BlockingKernelClient(connection_file=command[command.index("-f") + 1])
+    client.load_connection_file()
+    client.start_channels()
+    printed: list[str] = []
+    errors: list[str] = []
+
+    def collect(message: dict) -> None:
+        kind, content = message["header"]["msg_type"], message["content"]
+        if kind == "stream":
+            printed.append(content["text"])
+        elif kind == "error":
+            errors.append("\n".join(content["traceback"])[-2000:])
+
+    try:
+        reply = client.execute_interactive(code, store_history=False, allow_stdin=False, timeout=timeout,
+                                           output_hook=collect)
+    finally:
+        client.stop_channels()
+    assert reply["content"]["status"] == "ok" and not errors, \
+        f"in {learner.name}'s kernel: {errors or reply['content']}"
+    return "".join(printed)
+
+
 def check_as(room: Room, learner: Learner, answers: list[str]) -> None:
-    """The learner calls check("01.1", answer) for each answer in their own Python (their kernel's interpreter and
-    environment), in their workspace: real attempts in their own progress record."""
-    kernel = process_of(room.hub, learner, "ipykernel")
-    code = "from course_utils import check\n" + "".join(f"check('01.1', {answer})\n" for answer in answers)
-    env = {**kernel.environ(), "COURSE_PROGRESS": "on"}
-    result = subprocess.run([shutil.which("runuser") or "runuser", "-u", learner.name, "--", kernel.cmdline()[0], "-c",
-                             code], env=env,
-                            cwd=learner.home / "workspace", capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-2000:]
+    """The learner calls check("01.1", answer) for each answer in their own kernel, in their workspace, with the
+    settings the hub gave it: real attempts in their own progress record."""
+    setting = process_of(room.hub, learner, "ipykernel").environ().get("COURSE_PROGRESS", "on")
+    assert setting.lower() in ("", "on", "1", "yes", "true"), f"the hub turned the progress record off: {setting}"
+    run_in_kernel(room.hub, learner, "from course_utils import check\n" +
+                  "".join(f"check('01.1', {answer})\n" for answer in answers))
 
 
 def dashboard_url(hub: ThrowAwayHub) -> str:
@@ -542,9 +613,13 @@ def test_a_page_cannot_approve_or_discard_a_sign_up_for_the_instructor(at_work: 
     path = plant_static_page(bob, "csrf.html", CSRF_PAGE.replace("HUB", hub.url).replace("EVE", eve.name))
     page = instructor.context.new_page()  # type: ignore[attr-defined]
     try:
+        def form_post(response) -> bool:  # type: ignore[no-untyped-def]
+            return response.request.method == "POST" and response.url.endswith(f"/hub/authorize/{eve.name}")
+
         for link in (f"{hub.url}/user/{bob.name}{path}", f"{hub.user_url(bob.name)}{path}"):
-            page.goto(link)
-            page.wait_for_selector("#done:has-text('done')", timeout=60_000)
+            with page.expect_response(form_post, timeout=60_000):  # the hub answered the form's POST
+                page.goto(link)
+            page.wait_for_selector("#done:has-text('done')", timeout=60_000)  # and both images
         page.goto(f"{hub.url}/hub/authorize/{eve.name}")  # even the instructor's own GET changes nothing
     finally:
         page.close()
@@ -571,8 +646,8 @@ def process_of(hub: ThrowAwayHub, learner: Learner, needle: str):  # type: ignor
 
 
 def test_temporary_files_and_compile_caches_are_private_to_each_learner(at_work: Room) -> None:
-    """Issue 22.3: bob makes /tmp/torchinductor_ann (and a /tmp file) first, world-writable, as a learner could;
-    ann's kernel must write its temporary files and torch.compile / Triton caches under her home, mode 0700."""
+    """Issue 22.3: bob makes /tmp/torchinductor_ann first, world-writable, as a learner could; ann's kernel must write
+    its temporary files and torch.compile / Triton caches under her home, mode 0700 (asked in her running kernel)."""
     room = at_work
     ann, bob = room.learners["ann"], room.learners["bob"]
     trap = Path(f"/tmp/torchinductor_{ann.name}")
@@ -587,11 +662,9 @@ def test_temporary_files_and_compile_caches_are_private_to_each_learner(at_work:
             assert info.st_uid == kernel.uids().real and (info.st_mode & 0o077) == 0, f"{folder} is not ann's, 0700"
         probe = ("import tempfile; from torch._inductor.runtime.cache_dir_utils import cache_dir, triton_cache_dir; "
                  "print(tempfile.gettempdir()); print(cache_dir()); print(triton_cache_dir(0))")
-        result = subprocess.run([shutil.which("runuser") or "runuser", "-u", ann.name, "--", kernel.cmdline()[0], "-c", probe],
-                                env=env, cwd=ann.home,
-                                capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stderr[-2000:]
-        for line in result.stdout.split():
+        used = run_in_kernel(room.hub, ann, probe).split()  # in ann's own kernel, after bob set the trap
+        assert len(used) == 3, used
+        for line in used:
             assert Path(line).is_relative_to(ann.home) and not Path(line).is_relative_to(trap), \
                 f"ann's torch would use {line} (bob made {trap})"
     finally:
@@ -622,7 +695,9 @@ def test_each_server_logs_to_its_own_file_and_no_token_reaches_a_log(at_work: Ro
             urllib.request.urlopen(request, timeout=30).read()
         except urllib.error.HTTPError:
             pass
-    time.sleep(1)
+    deadline = time.monotonic() + 10  # the logs are written as the answers go out: wait until the last one is there
+    while "/hub/api/user?token=" not in hub.log() and time.monotonic() < deadline:
+        time.sleep(0.1)
     logs = {"the hub's terminal": hub.log()}
     logs.update({str(p): p.read_text(errors="replace") for p in (hub.state / "private" / "logs").glob("*.log")})
     leaked = [name for name, text in logs.items() if secret in text]
@@ -668,14 +743,23 @@ sys.exit(code)
 
 
 def test_failed_logins_cannot_lock_the_instructor_out(room: Room) -> None:
-    """Issue 22.7: twelve wrong passwords for the instructor's name (the block is ten); the instructor still logs
-    in at once. A learner's name is still blocked after ten (NativeAuthenticator's protection stays)."""
+    """Issue 22.7: two more wrong passwords for the instructor's name than the block (make hub's is ten; this hub's
+    BLOCK_AFTER, set with HUB_ALLOWED_FAILED_LOGINS); the instructor still logs in at once. A learner's name is
+    still blocked after one more than the block (NativeAuthenticator's protection stays)."""
+    import sys
+
+    if str(ROOT / "tools" / "hub") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tools" / "hub"))  # as tests/test_deploy_configs.py imports it
+    import course_hub
+
+    assert course_hub.Settings.from_env({}).allowed_failed_logins == 10, "make hub's own block is not ten any more"
     hub, instructor, dan = room.hub, room.instructor, room.learners["dan"]
+    assert hub.extra_env["HUB_ALLOWED_FAILED_LOGINS"] == str(BLOCK_AFTER)
     context, page = new_page(room.browser, room.outside)
     try:
         page.goto(f"{hub.url}/hub/login")
         xsrf = page.get_attribute("input[name=_xsrf]", "value")
-        for name in [instructor.name] * 12 + [dan.name] * 11:  # the login form's POST, without rendering each page
+        for name in [instructor.name] * (BLOCK_AFTER + 2) + [dan.name] * (BLOCK_AFTER + 1):  # the form's POST, no page
             response = page.request.post(f"{hub.url}/hub/login", max_redirects=0, form={
                 "_xsrf": xsrf, "username": name, "password": "wrong-" + secrets.token_hex(4)})
             assert "Invalid username or password" in response.text(), f"{name}: HTTP {response.status}"
@@ -716,8 +800,9 @@ def test_a_deleted_learners_name_cannot_be_claimed_and_remove_learner_archives_a
         text = sign_up(page, hub, claimant)
         assert "sent to the admin" not in text, "a new sign-up claimed the deleted learner's name (and uid, home)"
         env = {**os.environ, "HUB_STATE": str(hub.state), "HUB_LEARNER_GROUP": hub.group, "HUB_ADMIN": hub.admin}
-        result = subprocess.run([str(ROOT / ".venv/bin/python"), str(ROOT / "tools/hub/serve.py"), "remove-learner",
-                                 fay.name], env=env, capture_output=True, text=True, timeout=120)
+        serve = [str(hub.checkout / ".venv/bin/python"), str(hub.checkout / "tools/hub/serve.py")]  # as make does
+        result = subprocess.run([*serve, "remove-learner", fay.name], env=env, capture_output=True, text=True,
+                                timeout=120)
         assert result.returncode == 0, result.stderr
         assert fay.name not in hub.learner_uids() and not (hub.homes / fay.name).exists()
         archives = list((hub.state / "private" / "archive").glob(f"{fay.name}-*.tar.gz"))

@@ -91,6 +91,7 @@ class Settings:
     memory_max: str = "2.5G"  # per process of a learner (RLIMIT_DATA): the capacity benchmark's 1.6 GB, plus room
     tasks_max: int = 512  # processes and threads per learner (RLIMIT_NPROC)
     file_max: str = "4G"  # largest file a learner's process may write (RLIMIT_FSIZE)
+    allowed_failed_logins: int = 10  # wrong passwords that block a learner's name for a minute (never the instructor's)
     extra_config: str = ""
     lang: str = "en"  # the room's language: "zh" gives every learner the Chinese workspace and Chinese check()/hint()
     as_root: bool = field(default_factory=is_root)
@@ -116,6 +117,7 @@ class Settings:
         s.memory_max = env.get("HUB_MEMORY_MAX") or s.memory_max
         s.tasks_max = int(env.get("HUB_TASKS_MAX") or s.tasks_max)
         s.file_max = env.get("HUB_FILE_MAX") or s.file_max
+        s.allowed_failed_logins = int(env.get("HUB_ALLOWED_FAILED_LOGINS") or s.allowed_failed_logins)
         s.extra_config = env.get("HUB_EXTRA_CONFIG", "")
         s.lang = (env.get("HUB_LANG", s.lang) or s.lang).strip().lower()
         return s
@@ -170,6 +172,9 @@ def check_settings(s: Settings) -> None:
                         f"'_', 2-32 characters, starting with a letter, and not a system account.")
     if s.threads < 1:
         raise UnsafeHub(f"HUB_THREADS={s.threads}: give at least 1 thread per learner.")
+    if s.allowed_failed_logins < 1:  # NativeAuthenticator reads 0 as "never block": guessing without end
+        raise UnsafeHub(f"HUB_ALLOWED_FAILED_LOGINS={s.allowed_failed_logins}: give at least 1 (the default, 10, "
+                        "blocks a learner's name for a minute after ten wrong passwords).")
     for name, value in (("HUB_MEMORY_MAX", s.memory_max), ("HUB_FILE_MAX", s.file_max)):
         try:
             parse_size(value)
@@ -246,6 +251,17 @@ def runs_as(python: str, uid: int, gid: int, code: str = "import sys") -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return result.returncode == 0
+
+
+# What a learner's Python must import (the spawn hook's workspace, the server), checked as ``nobody``: each module is
+# found and its file read, without running it (importing jupyterhub.singleuser alone costs ~2.5 CPU-seconds, at
+# every start). Finding a module imports its parent packages, so an unreadable folder or package fails here too.
+LEARNER_IMPORTS_PROBE = (
+    "import importlib.util\n"
+    "for name in ('course_utils.machinery.workspace', 'jupyterhub.singleuser'):\n"
+    "    spec = importlib.util.find_spec(name)\n"
+    "    open(spec.origin, 'rb').close()\n"
+)
 
 
 def _site_packages(python: Path) -> Path:
@@ -364,7 +380,7 @@ def learner_python(s: Settings, venv_python: Path = VENV_PYTHON) -> tuple[str, s
     checkout changed.
     """
     nobody = pwd.getpwnam("nobody")
-    probe = "import course_utils.machinery.workspace, jupyterhub.singleuser"
+    probe = LEARNER_IMPORTS_PROBE
     if runs_as(str(venv_python), nobody.pw_uid, nobody.pw_gid, probe):
         return str(venv_python), f"learners run the course's environment {venv_python}"
     minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
@@ -634,8 +650,9 @@ def authenticator_classes() -> tuple[type, type]:
             return [(path, replaced.get(handler, handler)) for path, handler in super().get_handlers(app)]
 
         def is_blocked(self, username: str) -> bool:
-            """Ten failed logins block a learner's name for a minute; never the instructor's (anybody could keep
-            the instructor out by failing on purpose). The instructor's password is long and random instead."""
+            """Ten failed logins (``HUB_ALLOWED_FAILED_LOGINS``) block a learner's name for a minute; never the
+            instructor's (anybody could keep the instructor out by failing on purpose). The instructor's password is
+            long and random instead."""
             if self.normalize_username(username) in self.admin_users:
                 return False
             return super().is_blocked(username)
@@ -791,7 +808,7 @@ def configure(c: Any, s: Settings) -> str:
     c.NativeAuthenticator.enable_signup = True
     c.NativeAuthenticator.minimum_password_length = 8
     c.NativeAuthenticator.check_common_password = True
-    c.NativeAuthenticator.allowed_failed_logins = 10
+    c.NativeAuthenticator.allowed_failed_logins = s.allowed_failed_logins
     c.NativeAuthenticator.seconds_before_next_try = 60
     c.CourseNativeAuthenticator.instructor_password_file = str(s.password_file)
     c.CourseNativeAuthenticator.retired_names_file = str(s.retired_names)
