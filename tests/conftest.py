@@ -50,16 +50,12 @@ for path in (TESTS.parent, TESTS):
 # notebook must share one kernel, a browser module shares its server and browser), except that the JupyterLab
 # notebooks are split into two halves of about equal time, so that the longest file does not decide the wall time.
 # The tests of the built editions and the browser checks of their pages are one unit, so one build serves both
-# (``course_editions``). The hub in a private checkout has its own module (and hub), second in line, so that the
-# other worker runs it while the first runs the classroom module, not after it (xdist hands a worker its next unit
-# when its current one has two tests or fewer left: placed third, this one-test unit came after the classroom). The
-# units go out longest first (the browser modules, the exercise checks, the editions, then the notebooks by their
+# (``course_editions``). The units go out longest first (the browser modules, the exercise checks, the editions, then the notebooks by their
 # measured time), so that no long unit starts when the other worker is nearly done.
 JUPYTERLAB = "tests/browser/test_jupyterlab.py"
 EDITIONS = "tests/test_editions.py"
 SAME_UNIT = {"tests/browser/test_static_maths.py": EDITIONS}
-LONGEST_FIRST = ("tests/browser/test_hub.py", "tests/browser/test_hub_private_checkout.py", f"{JUPYTERLAB}@1",
-                 f"{JUPYTERLAB}@2", "tests/test_exercises.py", EDITIONS)
+LONGEST_FIRST = ("tests/browser/test_hub.py", f"{JUPYTERLAB}@1", f"{JUPYTERLAB}@2", "tests/test_exercises.py", EDITIONS)
 
 
 def notebook_seconds() -> dict[str, float]:
