@@ -63,6 +63,13 @@ def test_make_hub_serves_loopback_by_default_and_refuses_the_network_without_roo
         course_hub.check_settings(settings(admin="root"))
 
 
+def test_the_login_block_is_ten_by_default_and_never_switched_off() -> None:
+    assert course_hub.Settings.from_env({}).allowed_failed_logins == 10
+    assert course_hub.Settings.from_env({"HUB_ALLOWED_FAILED_LOGINS": "3"}).allowed_failed_logins == 3
+    with pytest.raises(course_hub.UnsafeHub, match="HUB_ALLOWED_FAILED_LOGINS=0: give at least 1"):
+        course_hub.check_settings(course_hub.Settings.from_env({"HUB_ALLOWED_FAILED_LOGINS": "0"}))
+
+
 def built_config(tmp_path: Path, as_root: bool):  # type: ignore[no-untyped-def]
     from traitlets.config import Config
 

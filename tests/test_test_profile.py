@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,5 +51,19 @@ def test_the_report_sums_units_and_gives_the_floor() -> None:
     assert lines[1].split() == ["30.0", "40.0", "75%", "tests/test_a.py"]
     assert lines[2].split() == ["5.0", "50.0", "10%", "tests/test_b.py"]
     assert "gw0 40 s, gw1 50 s" in lines[3]
-    assert lines[4] == ("session: 100 s wall, 150 CPU-s on 2 cores: the cores were busy 75% of the time; "
-                        "this much CPU needs at least 75 s")
+    assert lines[4] == "session: 100 s wall, 150 CPU-s in the processes it waited for, on 2 cores"
+    assert lines[5] == "this much CPU needs at least 75 s on 2 cores"
+    profile.update(machine_busy=190.0, machine_all=200.0)
+    assert test_profile.report(profile).splitlines()[5] == (
+        "machine: 190 of 200 CPU-s busy (95%), everything included; this much CPU needs at least 95 s on 2 cores")
+
+
+def test_the_machines_cpu_counts_up_where_there_is_proc_stat() -> None:
+    first = test_profile.machine_cpu()
+    if first is None:
+        return  # no /proc/stat (macOS): the report leaves the line out
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    second = test_profile.machine_cpu()
+    assert second is not None and second[0] - first[0] >= 0.2 and second[1] > first[1]

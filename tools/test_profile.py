@@ -5,8 +5,10 @@ unit (tests/conftest.py's ``work_unit``: a file, or a half of the JupyterLab not
 The CPU of a test is the change, from its start to its end, of: the worker's own CPU, what its finished children
 left in it (``os.times()``), and the CPU of its live descendants. A process that ends without being waited for by
 one of them (Chromium's helpers, a learner's server killed by the hub) takes its CPU away with it: the test where it
-ends shows less, or a negative number; the sum over a unit is still close. The session's total is exact: the CPU of
-everything the run waited for, as ``/usr/bin/time`` counts it.
+ends shows less, or a negative number; the sum over a unit is still close. The session's own total is what
+``/usr/bin/time`` counts: everything the run waited for. Processes nobody waits for (Chromium's helpers, learners'
+servers ended by the hub, orphans) are missing from it, so the report also gives the whole machine's busy CPU over
+the session (Linux: /proc/stat): on a machine with nothing else running, that is the run's real cost, and its floor.
 
 Usage::
 
@@ -44,9 +46,22 @@ def tree_cpu() -> float:
     return total
 
 
+def machine_cpu() -> tuple[float, float] | None:
+    """(busy, all) CPU seconds of the whole machine since boot, from /proc/stat; None where there is none."""
+    try:
+        fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = fields
+    tick = os.sysconf("SC_CLK_TCK")
+    busy = user + nice + system + irq + softirq + steal
+    return busy / tick, (busy + idle + iowait) / tick
+
+
 # -- the plugin (pytest -p test_profile, with tools/ on sys.path) ----------------------------------------------------
 _ROWS: list[dict[str, Any]] = []
 _START = time.time()
+_MACHINE_START = machine_cpu()
 
 
 def _worker() -> str:
@@ -73,6 +88,10 @@ def pytest_sessionfinish(session: Any) -> None:
         path.unlink()
     profile = {"wall": time.time() - _START, "cores": len(os.sched_getaffinity(0)),
                "cpu": times.user + times.system + times.children_user + times.children_system, "tests": rows}
+    machine = machine_cpu()
+    if machine is not None and _MACHINE_START is not None:
+        profile["machine_busy"] = machine[0] - _MACHINE_START[0]
+        profile["machine_all"] = machine[1] - _MACHINE_START[1]
     (OUT / "profile.json").write_text(json.dumps(profile))
 
 
@@ -117,8 +136,13 @@ def report(profile: dict[str, Any], top: int = 25) -> str:
                      f"the other {len(rest)} units")
     lines.append("busy per worker: " + ", ".join(f"{w} {s:.0f} s" for w, s in sorted(busy.items())))
     cpu, wall, cores = profile["cpu"], profile["wall"], profile["cores"]
-    lines.append(f"session: {wall:.0f} s wall, {cpu:.0f} CPU-s on {cores} cores: the cores were busy "
-                 f"{cpu / (wall * cores):.0%} of the time; this much CPU needs at least {cpu / cores:.0f} s")
+    lines.append(f"session: {wall:.0f} s wall, {cpu:.0f} CPU-s in the processes it waited for, on {cores} cores")
+    if "machine_busy" in profile:
+        busy, every = profile["machine_busy"], profile["machine_all"]
+        lines.append(f"machine: {busy:.0f} of {every:.0f} CPU-s busy ({busy / every:.0%}), everything included; "
+                     f"this much CPU needs at least {busy / cores:.0f} s on {cores} cores")
+    else:
+        lines.append(f"this much CPU needs at least {cpu / cores:.0f} s on {cores} cores")
     return "\n".join(lines)
 
 
