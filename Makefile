@@ -87,7 +87,8 @@ lab-complete: venv
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
 
 # Debian's chromium-headless-shell when installed (a JupyterLab page load costs it about 2.9 CPU-s against 4.5 for the
-# full browser's headless mode), else Debian's chromium; make test CHROMIUM=/path for another one.
+# full browser's headless mode), else Debian's chromium, as tests/chromium_path.py chooses outside make;
+# make test CHROMIUM=/path for another one.
 CHROMIUM ?= $(or $(firstword $(wildcard /usr/bin/chromium-headless-shell /usr/bin/chromium)),/usr/bin/chromium)
 export COURSE_CHROMIUM := $(CHROMIUM)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import io
-import os
 import re
 import sys
 import textwrap
@@ -192,9 +191,9 @@ def test_check_receives_what_the_learners_code_made_and_passes(path: Path) -> No
 def _jupyterlab_runs_the_learner_edition(session: pytest.Session, name: str) -> bool:
     """True when this run also runs the learner notebook ``name`` in JupyterLab (tests/browser/test_jupyterlab.py,
     same verdict): a third execution of the notebook, beside nbval's, would only repeat it."""
-    chromium = os.environ.get("COURSE_CHROMIUM") or next(
-        (path for path in ("/usr/bin/chromium-headless-shell", "/usr/bin/chromium") if os.access(path, os.X_OK)), "")
-    return bool(chromium) and Path(chromium).exists() and any(
+    from chromium_path import CHROMIUM
+
+    return CHROMIUM.exists() and any(
         item.nodeid.startswith("tests/browser/test_jupyterlab.py::test_learner_notebook_runs")
         and item.nodeid.endswith(f"[{name}]") for item in session.items)
 

@@ -36,15 +36,10 @@ from urllib.parse import quote, urlparse
 
 import nbformat
 
+from chromium_path import CHROMIUM  # noqa: F401  (re-exported to the browser tests)
 from learner_run import cell_problem
 
 ROOT = Path(__file__).resolve().parents[2]
-# Debian's headless shell (package chromium-headless-shell: the old headless mode, no browser UI behind it) when it is
-# installed: a JupyterLab page load costs it about 2.9 CPU-s against 4.5 for the full browser's headless mode
-# (measured on this 2-core machine); the full Chromium otherwise. COURSE_CHROMIUM (make test CHROMIUM=...) chooses.
-CHROMIUM_CANDIDATES = ("/usr/bin/chromium-headless-shell", "/usr/bin/chromium")
-CHROMIUM = Path(os.environ.get("COURSE_CHROMIUM") or next(
-    (path for path in CHROMIUM_CANDIDATES if os.access(path, os.X_OK)), CHROMIUM_CANDIDATES[-1]))
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
