@@ -269,8 +269,12 @@ def run_cell_by_cell_together(learners: list[Learner], timeout: float) -> None:
     """Each learner presses Shift+Enter on one cell after the other, waiting for each code cell to finish (an
     error does not stop them, as it does not stop a learner); all learners at the same time. How many cells there
     are comes from the learner's file, not from the page: JupyterLab renders a long notebook's cells progressively,
-    so a page counted too early shows only the first ones (a busy learner's run once stopped there)."""
-    todo = {learner.name: {"i": 0, "waiting": False,
+    so a page counted too early shows only the first ones (a busy learner's run once stopped there).
+
+    A Shift+Enter that never reached the cell (the cell still selected, its prompt still ``[ ]`` 15 s later: nothing
+    queued it) is pressed again, as a learner would, at most twice; the time-out names each learner's last prompt and
+    how often that happened. Once a fresh clone's run waited 420 s on a cell in that state."""
+    todo = {learner.name: {"i": 0, "waiting": False, "pressed": 0.0, "again": 0, "prompt": "",
                            "count": len(json.loads((learner.home / "workspace" / NOTEBOOK).read_text())["cells"])}
             for learner in learners}
     deadline = time.monotonic() + timeout
@@ -284,17 +288,27 @@ def run_cell_by_cell_together(learners: list[Learner], timeout: float) -> None:
             cell = learner.page.evaluate(CELL_STATE, [state["i"]])  # type: ignore[attr-defined]
             if cell.get("missing"):
                 continue  # not rendered yet: wait for it
+            state["prompt"] = cell.get("prompt", "")
             if state["waiting"]:
                 if re.search(r"\[\d+\]", cell["prompt"]):
                     state["i"], state["waiting"] = state["i"] + 1, False
+                elif ("*" not in cell["prompt"] and cell["active"] == state["i"] and state["again"] < 2
+                      and time.monotonic() - state["pressed"] > 15):
+                    state["again"] += 1  # the key press was lost: nothing queued the cell
+                    state["pressed"] = time.monotonic()
+                    learner.page.keyboard.press("Shift+Enter")  # type: ignore[attr-defined]
                 continue
             assert cell["active"] == state["i"], f"{learner.name}: cell {cell['active']} is active, expected {state['i']}"
             learner.page.keyboard.press("Shift+Enter")  # type: ignore[attr-defined]
+            state["pressed"] = time.monotonic()
             if cell["code"]:
                 state["waiting"] = True
             else:
                 state["i"] += 1
         time.sleep(0.2)
+    again = {name: state["again"] for name, state in todo.items() if state["again"]}
+    if again:
+        print(f"\nShift+Enter pressed again after a lost key press: {again}")
 
 
 def saved_cells(path: Path) -> list[dict]:
