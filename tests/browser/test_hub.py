@@ -271,8 +271,8 @@ def run_cell_by_cell_together(learners: list[Learner], timeout: float) -> None:
     are comes from the learner's file, not from the page: JupyterLab renders a long notebook's cells progressively,
     so a page counted too early shows only the first ones (a busy learner's run once stopped there).
 
-    A Shift+Enter that never reached the cell (the cell still selected, its prompt still ``[ ]`` 15 s later: nothing
-    queued it) is pressed again, as a learner would, at most twice; the time-out names each learner's last prompt and
+    A Shift+Enter that queued nothing (the cell's prompt still ``[ ]`` 15 s later) is given again, as a learner would,
+    at most twice, after selecting the cell again; the time-out names each learner's last prompt and
     how often that happened. Once a fresh clone's run waited 420 s on a cell in that state."""
     todo = {learner.name: {"i": 0, "waiting": False, "pressed": 0.0, "again": 0, "prompt": "",
                            "count": len(json.loads((learner.home / "workspace" / NOTEBOOK).read_text())["cells"])}
@@ -292,10 +292,12 @@ def run_cell_by_cell_together(learners: list[Learner], timeout: float) -> None:
             if state["waiting"]:
                 if re.search(r"\[\d+\]", cell["prompt"]):
                     state["i"], state["waiting"] = state["i"] + 1, False
-                elif ("*" not in cell["prompt"] and cell["active"] == state["i"] and state["again"] < 2
-                      and time.monotonic() - state["pressed"] > 15):
-                    state["again"] += 1  # the key press was lost: nothing queued the cell
+                elif "*" not in cell["prompt"] and state["again"] < 2 and time.monotonic() - state["pressed"] > 15:
+                    state["again"] += 1  # nothing queued the cell: select it again and press again
                     state["pressed"] = time.monotonic()
+                    cells = learner.page.locator(".jp-Notebook .jp-Cell")  # type: ignore[attr-defined]
+                    cells.nth(state["i"]).locator(".jp-InputPrompt").click()
+                    learner.page.keyboard.press("Escape")  # type: ignore[attr-defined]
                     learner.page.keyboard.press("Shift+Enter")  # type: ignore[attr-defined]
                 continue
             assert cell["active"] == state["i"], f"{learner.name}: cell {cell['active']} is active, expected {state['i']}"
