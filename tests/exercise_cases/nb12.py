@@ -71,6 +71,26 @@ def cache_layer_norms(model, tokens):  # noqa: ANN001, ANN201 -- ln1 of each blo
     return streams
 
 
+def cache_the_token_embedding(model, tokens):  # noqa: ANN001, ANN201 -- model.embed's output: no positions
+    streams = []
+    handles = [model.embed.register_forward_hook(lambda module, args, output: streams.append(output.detach()))]
+    handles += [block.register_forward_hook(lambda module, args, output: streams.append(output.detach()))
+                for block in model.blocks]
+    try:
+        model(tokens)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return streams
+
+
+def cache_on_the_module_list(model, tokens):  # noqa: ANN001, ANN201 -- model.blocks is never called
+    streams = []
+    with model.blocks.register_forward_hook(lambda module, args, output: streams.append(output.detach())):
+        model(tokens)
+    return streams
+
+
 def cache_hooks_left(model, tokens):  # noqa: ANN001, ANN201 -- never removes its hooks
     streams = []
     model.blocks[0].register_forward_pre_hook(lambda module, args: streams.append(args[0].detach()))
@@ -117,6 +137,17 @@ def ablate_with_the_notebooks_width(model, layer, head):  # noqa: ANN001, ANN201
         return (heads,)
 
     return model.blocks[layer].attn.out_proj.register_forward_pre_hook(pre_hook)
+
+
+def ablate_after_out_proj(model, layer, head):  # noqa: ANN001, ANN201 -- a forward hook on out_proj
+    width = model.blocks[layer].attn.d_head
+
+    def hook(module, args, output):  # noqa: ANN001, ANN202
+        mixed = output.clone()
+        mixed[..., head * width:(head + 1) * width] = 0
+        return mixed
+
+    return model.blocks[layer].attn.out_proj.register_forward_hook(hook)
 
 
 def ablate_interleaved(model, layer, head):  # noqa: ANN001, ANN201 -- every n_heads-th feature
@@ -294,6 +325,8 @@ CASES = {
             (cache_without_embeddings, "embedding stream is missing"),
             (cache_block_inputs, "what enters each block"),
             (cache_layer_norms, "LayerNorm"),
+            (cache_the_token_embedding, "position embedding"),
+            (cache_on_the_module_list, "ModuleList"),
             (cache_hooks_left, "left behind"),
             (cache_removed_outside_finally, "finally"),
         ],
@@ -302,6 +335,7 @@ CASES = {
         right=[ablate_with_a_mask],
         wrong=[
             (ablate_the_attention_output, "attention module itself"),
+            (ablate_after_out_proj, "forward pre-hook, whose args[0]"),
             (ablate_with_the_notebooks_width, "d_head = 16"),
             (ablate_interleaved, "Wrong head slice"),
             (ablate_without_returning, "changed nothing"),

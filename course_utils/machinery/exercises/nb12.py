@@ -117,6 +117,9 @@ def _cache_test(cache_residuals: Callable[..., Any]) -> Verdict:
             return Verdict(False, _("Your cached tensors still have a grad_fn: the cache keeps the autograd graph, "
                                     "and everything saved for a backward that never comes. Keep output.detach()."))
         if len(result) != n_layers + 1:
+            if not result:
+                return Verdict(False, _("Your list is empty: no hook fired. Hook each block (model.blocks[i]); "
+                                        "model.blocks itself, a ModuleList, is never called."))
             if len(result) == n_layers and all(_same(r, t) for r, t in zip(result, truth[1:])):
                 return Verdict(False, _("The embedding stream is missing: it is what enters model.blocks[0] (a "
                                         "forward pre-hook sees it as args[0]). Put it first."))
@@ -135,6 +138,9 @@ def _cache_test(cache_residuals: Callable[..., Any]) -> Verdict:
             if all(_same(r, t) for r, t in zip(result, reversed(truth))):
                 return Verdict(False, _("The streams are in reverse order: the embedding stream first, then block 0's "
                                         "output, and so on."))
+            if index == 0 and _same(checked, model.embed(tokens).detach()):
+                return Verdict(False, _("Stream 0 is the token embedding alone: what enters block 0 also has the "
+                                        "position embedding added. Take args[0] of block 0 in a forward pre-hook."))
             layer_norms = [model.blocks[min(i, n_layers - 1)].ln1(t).detach() for i, t in enumerate(truth)]
             if any(_same(checked, t) for t in layer_norms):
                 return Verdict(False, _("Stream {index} is a LayerNorm's output, not the residual stream: hook the "
@@ -230,6 +236,9 @@ def _ablate_test(ablate_head: Callable[..., Any]) -> Verdict:
                                     "out_proj, so no slice of it belongs to one head. Register a forward pre-hook on "
                                     "blocks[{layer}].attn.out_proj, whose input holds the heads side by "
                                     "side.").format(layer=layer))
+        if f"blocks.{layer}.attn.out_proj._forward_hooks" in where:
+            return Verdict(False, _("A forward hook on out_proj sees its output, after it has mixed the heads: use a "
+                                    "forward pre-hook, whose args[0] is out_proj's input, the heads side by side."))
         if width != 16 and _same(result, _zeroed(model, layer, tokens, slice(head * 16, (head + 1) * 16))):
             return Verdict(False, _("You took d_head = 16 from the notebook's model; this model's heads have "
                                     "d_head = {width}. Read it from the module (attn.d_head, or in_features // "
