@@ -209,6 +209,22 @@ def patch_every_position(model, clean, corrupted, layer, position):  # noqa: ANN
         return model(corrupted)
 
 
+def patch_with_a_setdefault_hook_left_on(model, clean, corrupted, layer, position):  # noqa: ANN001, ANN201
+    saved = {}  # found by a learner run: setdefault returns the clean output, which replaces the corrupted one
+    keep = model.blocks[layer].register_forward_hook(lambda m, a, output: saved.setdefault("clean", output))
+    model(clean)
+
+    def patch(module, args, output):  # noqa: ANN001, ANN202
+        patched = output.clone()
+        patched[:, position] = saved["clean"][:, position]
+        return patched
+
+    with model.blocks[layer].register_forward_hook(patch):
+        result = model(corrupted)
+    keep.remove()
+    return result
+
+
 def patch_the_input(model, clean, corrupted, layer, position):  # noqa: ANN001, ANN201 -- a pre-hook on the block
     kept = {}
     with model.blocks[layer].register_forward_pre_hook(lambda m, args: kept.__setitem__("x", args[0])):
@@ -225,7 +241,7 @@ def patch_the_input(model, clean, corrupted, layer, position):  # noqa: ANN001, 
 
 def patch_hook_left(model, clean, corrupted, layer, position):  # noqa: ANN001, ANN201 -- the clean hook stays
     kept = {}
-    model.blocks[layer].register_forward_hook(lambda m, a, output: kept.setdefault("x", output))
+    model.blocks[layer].register_forward_hook(lambda m, a, output: kept.update(x=output))
     model(clean)
 
     def hook(module, args, output):  # noqa: ANN001, ANN202
@@ -346,7 +362,8 @@ CASES = {
         right=[patch_in_one_batched_run],
         wrong=[
             (patch_without_returning, "changed nothing"),
-            (patch_every_position, "every position"),
+            (patch_every_position, "at every position"),
+            (patch_with_a_setdefault_hook_left_on, "dict.setdefault"),
             (patch_the_input, "what enters block"),
             (patch_hook_left, "left behind"),
         ],

@@ -336,8 +336,11 @@ def _patch_test(patch_position: Callable[..., Any]) -> Verdict:
             return Verdict(False, _("Your patch changed nothing: a forward hook replaces the block's output only "
                                     "with what it returns. Return the patched copy."))
         if _same(result, _run(model, clean)) or _same(result, _patched(model, clean, corrupted, layer, slice(None))):
-            return Verdict(False, _("You replaced the block's output at every position: patch only position "
-                                    "{position} (output[:, position]).").format(position=position))
+            return Verdict(False, _("The block's whole output was replaced by the clean one, at every position: "
+                                    "patch only position {position} (output[:, position]). Is the hook that kept "
+                                    "the clean output still registered during the corrupted run, and does it return "
+                                    "something (dict.setdefault returns the stored value)? A forward hook's return "
+                                    "value replaces the output.").format(position=position))
         if _same(result, _patched(model, clean, corrupted, layer, position, where="input")):
             return Verdict(False, _("You patched what enters block {layer} (its input); patch what it returns, with "
                                     "a forward hook.").format(layer=layer))
