@@ -510,7 +510,7 @@ _EXERCISE_12_5 = Exercise(
     ),
     kind="write",
     stretch=True,
-    praise=N_("Positions from the call, not from the tensor's shape: your hook is right with and without a cache."),
+    praise=N_("Absolute positions, not slices of the output: your hook is right with and without a cache."),
 )
 
 EXERCISES = (_EXERCISE_12_1, _EXERCISE_12_2, _EXERCISE_12_3, _EXERCISE_12_4, _EXERCISE_12_5)
