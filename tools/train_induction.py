@@ -3,8 +3,11 @@
 Deterministic on CPU: one thread, seeded initialisation, and each step's batch drawn from its own seed
 (``course_utils.transformer.repeated_sequences``, seeds from 1,000,000 on: the notebook and the tests use small
 seeds), trained on the predictable positions only (the tokens before the repeat are random). Prints the training
-curve's figures -- the loss over all positions, the loss and the accuracy on the predictable positions -- every ``--every`` steps, then the held-out accuracy, and writes the state dict to
-``course_utils/weights/induction_2l4h.pt`` (package data, read with ``importlib.resources``).
+curve's figures -- the loss over all positions, the loss and the accuracy on the predictable positions -- every
+``--every`` steps, then the held-out accuracy, and writes the state dict to ``course_utils/weights/induction_2l4h.pt``
+(package data, read with ``importlib.resources``). Measured: 800 steps, 46 s on one core of this 2-core machine; the
+curve first reaches accuracy 1.000 at step 550. A second run gives the same tensors (the file differs only in the archive's
+folder name, which torch.save takes from the file name).
 
 Usage: ``python -m tools.train_induction`` (or ``python tools/train_induction.py``); ``--steps``, ``--out PATH``,
 ``--every``.
@@ -64,8 +67,8 @@ def main(argv: list[str] | None = None) -> None:
         tokens, lengths = repeated_sequences(HELD_OUT_BATCH, seed=HELD_OUT_SEED)
         logits = model(tokens)
     parameters = sum(p.numel() for p in model.parameters())
-    print(f"held out ({HELD_OUT_BATCH} sequences, seed {HELD_OUT_SEED}): accuracy "
-          f"{induction_accuracy(logits, tokens, lengths):.4f}, loss {induction_loss(logits, tokens, lengths).item():.4f}")
+    accuracy, loss = induction_accuracy(logits, tokens, lengths), induction_loss(logits, tokens, lengths).item()
+    print(f"held out ({HELD_OUT_BATCH} sequences, seed {HELD_OUT_SEED}): accuracy {accuracy:.4f}, loss {loss:.4f}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), args.out)
     print(f"{parameters:,} parameters; wrote {args.out.name} ({args.out.stat().st_size / 1e6:.2f} MB) in "

@@ -176,7 +176,7 @@ def ablate_returning_nothing(model, layer, head):  # noqa: ANN001, ANN201 -- the
 
 
 # -- 12.3 ---------------------------------------------------------------------------------------------------------
-def patch_in_one_batched_run(model, clean, corrupted, layer, position):  # noqa: ANN001, ANN201 -- clean and corrupted together
+def patch_in_one_batched_run(model, clean, corrupted, layer, position):  # noqa: ANN001, ANN201 -- one batch of both
     n = clean.shape[0]
 
     def hook(module, args, output):  # noqa: ANN001, ANN202

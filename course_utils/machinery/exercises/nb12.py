@@ -283,7 +283,7 @@ _EXERCISE_12_2 = Exercise(
 )
 
 
-# -- 12.3: patch one position of one block's output ---------------------------------------------------------------------
+# -- 12.3: patch one position of one block's output --------------------------------------------------------------------
 def _patched(model: InductionTransformer, clean: torch.Tensor, corrupted: torch.Tensor, layer: int,
              positions: Any, where: str = "output") -> torch.Tensor:
     """The corrupted run with ``positions`` of block ``layer``'s output (or input) taken from the clean run."""
@@ -435,7 +435,7 @@ _EXERCISE_12_4 = Exercise(
 )
 
 
-# -- 12.5 (stretch): steer during KV-cached generation ------------------------------------------------------------------
+# -- 12.5 (stretch): steer during KV-cached generation -----------------------------------------------------------------
 def _generated(model: InductionTransformer, prompt: torch.Tensor, new_tokens: int, layer: int, vector: torch.Tensor,
                start: int, use_cache: bool, mistake: str = "") -> torch.Tensor:
     """Greedy generation steered at absolute positions >= start (``mistake="slice"``: output[:, start:];
