@@ -6,8 +6,8 @@ seeds), trained on the predictable positions only (the tokens before the repeat 
 curve's figures -- the loss over all positions, the loss and the accuracy on the predictable positions -- every
 ``--every`` steps, then the held-out accuracy, and writes the state dict to ``course_utils/weights/induction_2l4h.pt``
 (package data, read with ``importlib.resources``). Measured: 800 steps, 46 s on one core of this 2-core machine; the
-curve first reaches accuracy 1.000 at step 550. A second run gives the same tensors (the file differs only in the archive's
-folder name, which torch.save takes from the file name).
+curve first reaches accuracy 1.000 at step 550. A second run gives the same tensors (the file differs only in the
+archive's folder name, which torch.save takes from the file name).
 
 Usage: ``python -m tools.train_induction`` (or ``python tools/train_induction.py``); ``--steps``, ``--out PATH``,
 ``--every``.
