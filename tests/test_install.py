@@ -83,6 +83,7 @@ from course_utils.machinery.course import course_map, notebooks_folder
 from course_utils.machinery.workspace import prepare_workspace
 from course_utils.images import load_photo
 from course_utils.models import efficientnet_lite0, imagenet_categories
+from course_utils.transformer import induction_transformer
 report = course_utils.doctor(show=False)
 workspace = Path(tempfile.mkdtemp()) / "workspace"
 prepare_workspace(workspace, quiet=True)
@@ -97,6 +98,7 @@ print(json.dumps({
     "complete": sorted(p.name for p in (workspace / "complete").glob("*.ipynb")),
     "photo": list(load_photo("cat|coffee").shape), "model": type(efficientnet_lite0()).__name__,
     "categories": len(imagenet_categories()),
+    "transformer": sum(p.numel() for p in induction_transformer().parameters()),
     "zh_notebooks": str(notebooks_folder("zh")),
     "zh_workspace": sorted(p.name for p in chinese.glob("*.ipynb")),
     "zh_edition": json.loads((chinese / "01_tensor_hooks.ipynb").read_text())["metadata"]["language_edition"]["lang"],
@@ -118,6 +120,7 @@ def test_the_wheel_works_from_a_temporary_folder_without_the_checkout(wheel: Pat
     assert got["doctor_ok"], got["doctor"]
     assert "other course packages: all" in got["doctor"]  # ranges, not the lock, without a checkout
     assert got["photo"] == [224, 224, 3] and got["model"] and got["categories"] == 1000
+    assert got["transformer"] == 109_824  # notebook 12's weights are package data in the wheel
     # the Chinese edition and the compiled message catalogue ship in the wheel
     assert Path(got["zh_notebooks"]).is_relative_to(fresh_env.parent.parent)
     assert got["zh_workspace"] == NOTEBOOKS and got["zh_edition"] == "zh"

@@ -15,7 +15,7 @@ from course_utils.machinery.exercise_kit import Exercise
 __all__ = ["MODULES", "catalogue"]
 
 # One module per notebook, in teaching order.
-MODULES: tuple[str, ...] = ("nb00", "nb01", "nb02", "nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09", "nb10", "nb11")
+MODULES: tuple[str, ...] = ("nb00", "nb01", "nb02", "nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09", "nb10", "nb11", "nb12")
 
 
 @lru_cache(maxsize=1)

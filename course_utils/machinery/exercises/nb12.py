@@ -1,0 +1,516 @@
+"""Exercises of notebooks/12_transformer_hooks.ipynb: cache the residual stream, ablate a head, patch a position,
+steer with a vector, and steer during KV-cached generation.
+
+Every check builds its own transformers (``course_utils.transformer.InductionTransformer`` with random weights and
+another number of blocks, heads or ``d_head`` than the notebook's model), draws new token sequences, and computes the
+truth itself: by running the blocks one by one (12.1), or with its own correct hook (12.2-12.5). A wrong answer is
+matched against the mistakes learners make here, each recomputed: hooking the attention module instead of
+``out_proj``'s input, the wrong head slice, a hook that changes a copy and returns nothing, a cache that keeps the
+graph, a patch of the block's input or of every position, a vector changed in place, and a slice of the output that
+is empty once a KV cache feeds one position at a time.
+
+Usage: ``catalogue()["12.2"]`` (through ``course_utils.machinery.exercises``); ``check("12.2", ablate_head)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from course_utils.hooks import hook_report
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, plain_tensor
+from course_utils.machinery.messages import N_, _
+from course_utils.transformer import InductionTransformer, generate, repeated_sequences
+
+
+def _model(n_layers: int, n_heads: int, seed: int, d_model: int = 32) -> InductionTransformer:
+    """A transformer with random weights (larger than PyTorch's default, so that every part matters)."""
+    torch.manual_seed(seed)
+    model = InductionTransformer(d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_mlp=2 * d_model)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() > 1:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 1.5 / parameter.shape[-1] ** 0.5)
+    return model
+
+
+def _tokens(batch: int, seed: int) -> torch.Tensor:
+    return repeated_sequences(batch, seed=seed)[0]
+
+
+def _hooks_left(model: torch.nn.Module) -> list[str]:
+    return sorted(hook_report(model))
+
+
+def _left_behind(model: torch.nn.Module) -> Verdict | None:
+    left = _hooks_left(model)
+    if left:
+        return Verdict(False, _("A hook is left behind ({where}): remove it with its handle, in a finally block or a "
+                                "with block.").format(where=left[0]))
+    return None
+
+
+def _same(a: Any, b: torch.Tensor) -> bool:
+    return isinstance(a, torch.Tensor) and a.shape == b.shape and torch.allclose(a.float(), b, atol=1e-5)
+
+
+def _as_plain(result: Any, shape: tuple[int, ...], what: str) -> torch.Tensor | Verdict:
+    if not isinstance(result, torch.Tensor):
+        return Verdict(False, _("Return {what} as a tensor of shape {shape}, got {type}.").format(
+            what=what, shape=shape, type="None" if result is None else type(result).__name__))
+    if tuple(result.shape) != shape:
+        return Verdict(False, _("Expected {what} of shape {shape}, got {got}.").format(
+            what=what, shape=shape, got=tuple(result.shape)))
+    try:
+        return plain_tensor(result)
+    except TypeError as error:
+        return Verdict(False, str(error))
+
+
+def _run(model: InductionTransformer, tokens: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model(tokens)
+
+
+def _is_handle(value: Any) -> bool:
+    return callable(getattr(value, "remove", None))
+
+
+# -- 12.1: cache the residual stream --------------------------------------------------------------------------------
+def _streams(model: InductionTransformer, tokens: torch.Tensor) -> list[torch.Tensor]:
+    """The embedding stream and every block's output, computed without hooks."""
+    with torch.no_grad():
+        positions = torch.arange(tokens.shape[1])
+        x = model.embed(tokens) + model.pos_embed(positions)
+        streams = [x]
+        for block in model.blocks:
+            x = block(x, positions=positions)
+            streams.append(x)
+    return streams
+
+
+class _Failure(RuntimeError):
+    """What the check's failing block raises (12.1: the hooks must go, also then)."""
+
+
+class _FailingBlock(torch.nn.Module):
+    def forward(self, x: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        raise _Failure("this block fails on purpose")
+
+
+def _cache_test(cache_residuals: Callable[..., Any]) -> Verdict:
+    for n_layers, n_heads, seed in ((3, 2, 121), (1, 4, 122)):
+        model, tokens = _model(n_layers, n_heads, seed), _tokens(5, seed)
+        truth = _streams(model, tokens)
+        result = cache_residuals(model, tokens)  # gradients on, as in a learner's session
+        untidy = _left_behind(model)
+        if untidy is not None:
+            return untidy
+        if not isinstance(result, (list, tuple)):
+            return Verdict(False, _("Return a list of tensors, the embedding stream first and then one per block, "
+                                    "got {type}.").format(type="None" if result is None else type(result).__name__))
+        result = list(result)
+        if any(isinstance(item, torch.Tensor) and item.grad_fn is not None for item in result):
+            return Verdict(False, _("Your cached tensors still have a grad_fn: the cache keeps the autograd graph, "
+                                    "and everything saved for a backward that never comes. Keep output.detach()."))
+        if len(result) != n_layers + 1:
+            if not result:
+                return Verdict(False, _("Your list is empty: no hook fired. Hook each block (model.blocks[i]); "
+                                        "model.blocks itself, a ModuleList, is never called."))
+            if len(result) == n_layers and all(_same(r, t) for r, t in zip(result, truth[1:])):
+                return Verdict(False, _("The embedding stream is missing: it is what enters model.blocks[0] (a "
+                                        "forward pre-hook sees it as args[0]). Put it first."))
+            if len(result) == n_layers and all(_same(r, t) for r, t in zip(result, truth[:-1])):
+                return Verdict(False, _("You kept what enters each block (args), so the last block's output is "
+                                        "missing: keep each block's output, and what enters block 0."))
+            return Verdict(False, _("This model has {n} blocks: expected {expected} tensors (the embedding stream, "
+                                    "then one per block), got {got}.").format(
+                n=n_layers, expected=n_layers + 1, got=len(result)))
+        for index, (item, expected) in enumerate(zip(result, truth)):
+            checked = _as_plain(item, tuple(expected.shape), _("stream {index}").format(index=index))
+            if isinstance(checked, Verdict):
+                return checked
+            if _same(checked, expected):
+                continue
+            if all(_same(r, t) for r, t in zip(result, reversed(truth))):
+                return Verdict(False, _("The streams are in reverse order: the embedding stream first, then block 0's "
+                                        "output, and so on."))
+            if index == 0 and _same(checked, model.embed(tokens).detach()):
+                return Verdict(False, _("Stream 0 is the token embedding alone: what enters block 0 also has the "
+                                        "position embedding added. Take args[0] of block 0 in a forward pre-hook."))
+            layer_norms = [model.blocks[min(i, n_layers - 1)].ln1(t).detach() for i, t in enumerate(truth)]
+            if any(_same(checked, t) for t in layer_norms):
+                return Verdict(False, _("Stream {index} is a LayerNorm's output, not the residual stream: hook the "
+                                        "blocks themselves, model.blocks[i].").format(index=index))
+            return Verdict(False, _("Stream {index} is not the residual stream there: the embedding stream is what "
+                                    "enters block 0, stream i + 1 what block i returns.").format(index=index))
+    failing = _model(2, 2, 123)
+    failing.blocks[1] = _FailingBlock()
+    try:
+        cache_residuals(failing, _tokens(2, 123))
+    except _Failure:
+        pass
+    else:
+        return Verdict(False, _("When the model raises, your function must let the error through (not swallow it)."))
+    left = _hooks_left(failing)
+    if left:
+        return Verdict(False, _("When the model raises, a hook stays behind ({where}): remove the handles in a "
+                                "finally block.").format(where=left[0]))
+    return Verdict(True)
+
+
+_EXERCISE_12_1 = Exercise(
+    "12.1",
+    N_("Write cache_residuals(model, tokens): the embedding stream and every block's output, cached by raw hooks "
+       "without the graph."),
+    expect_callable(_cache_test, N_("a function cache_residuals(model, tokens)")),
+    hints=(
+        N_("A forward pre-hook on model.blocks[0] sees the embedding stream as args[0]; a forward hook on each block "
+           "sees what the block returns."),
+        N_("Append output.detach() (not output) in the order the hooks fire, and remove every handle in a finally "
+           "block."),
+    ),
+    kind="write",
+    praise=N_("One pre-hook and one hook per block: the residual stream, without the graph behind it."),
+)
+
+
+# -- 12.2: ablate one head ------------------------------------------------------------------------------------------
+def _zeroed(model: InductionTransformer, layer: int, tokens: torch.Tensor, columns: Any,
+            where: str = "input") -> torch.Tensor:
+    """Logits with ``columns`` of out_proj's input (``where="input"``) or of its output set to zero."""
+    attention = model.blocks[layer].attn
+
+    def pre_hook(module: Any, args: tuple) -> tuple:
+        heads = args[0].clone()
+        heads[..., columns] = 0
+        return (heads,)
+
+    def hook(module: Any, args: tuple, output: Any) -> Any:
+        mixed = output[0].clone()
+        mixed[..., columns] = 0
+        return (mixed, output[1])
+
+    if where == "input":
+        handle = attention.out_proj.register_forward_pre_hook(pre_hook)
+    else:
+        handle = attention.register_forward_hook(hook)
+    with handle:
+        return _run(model, tokens)
+
+
+def _ablate_test(ablate_head: Callable[..., Any]) -> Verdict:
+    for n_heads, layer, head, seed in ((4, 0, 1, 127), (8, 1, 5, 124), (8, 0, 7, 125), (4, 1, 3, 126)):
+        model, tokens = _model(2, n_heads, seed), _tokens(6, seed)
+        width = model.blocks[0].attn.d_head
+        own = slice(head * width, (head + 1) * width)
+        expected, untouched = _zeroed(model, layer, tokens, own), _run(model, tokens)
+        handle = ablate_head(model, layer, head)
+        where = _hooks_left(model)
+        try:
+            if not _is_handle(handle):
+                return Verdict(False, _("Return the handle that register_forward_pre_hook gives you, so that the "
+                                        "caller can remove the hook (got {type}).").format(
+                    type="None" if handle is None else type(handle).__name__))
+            if not where:
+                return Verdict(False, _("No hook is registered on the model after your call: register one on the "
+                                        "attention of block {layer}.").format(layer=layer))
+            result = _run(model, tokens)
+        finally:
+            if _is_handle(handle):
+                handle.remove()
+        left = _hooks_left(model)
+        if left:
+            return Verdict(False, _("After removing the handle you returned, a hook is still there ({where}): "
+                                    "register one hook and return its handle.").format(where=left[0]))
+        if _same(result, expected):
+            continue
+        if _same(result, untouched):
+            return Verdict(False, _("Your hook changed nothing: a pre-hook changes out_proj's input only through "
+                                    "what it returns (the new args). Modify a copy and return it."))
+        if any(name.startswith(f"blocks.{layer}.attn._forward") for name in where):
+            return Verdict(False, _("You hooked the attention module itself: its output has already been mixed by "
+                                    "out_proj, so no slice of it belongs to one head. Register a forward pre-hook on "
+                                    "blocks[{layer}].attn.out_proj, whose input holds the heads side by "
+                                    "side.").format(layer=layer))
+        if f"blocks.{layer}.attn.out_proj._forward_hooks" in where:
+            return Verdict(False, _("A forward hook on out_proj sees its output, after it has mixed the heads: use a "
+                                    "forward pre-hook, whose args[0] is out_proj's input, the heads side by side."))
+        if width != 16 and _same(result, _zeroed(model, layer, tokens, slice(head * 16, (head + 1) * 16))):
+            return Verdict(False, _("You took d_head = 16 from the notebook's model; this model's heads have "
+                                    "d_head = {width}. Read it from the module (attn.d_head, or in_features // "
+                                    "n_heads).").format(width=width))
+        wrong_slices = (
+            (list(range(head, n_heads * width, n_heads)), _("every n_heads-th feature")),
+            (slice(head * n_heads, (head + 1) * n_heads), _("features head*n_heads to (head+1)*n_heads")),
+            (slice((head + 1) * width, (head + 2) * width), _("the next head's features")),
+            (slice(0, head * width), _("the heads before it")),
+        )
+        for columns, description in wrong_slices:
+            if _same(result, _zeroed(model, layer, tokens, columns)):
+                return Verdict(False, _("Wrong head slice: you zeroed {description}. Head h owns the d_head "
+                                        "consecutive features h*d_head to (h+1)*d_head of out_proj's "
+                                        "input.").format(description=description))
+        others = [i for i in range(n_heads * width) if not own.start <= i < own.stop]
+        if _same(result, _zeroed(model, layer, tokens, others)):
+            return Verdict(False, _("You kept head {head} and zeroed all the others: zero only its own "
+                                    "slice.").format(head=head))
+        if _same(result, _zeroed(model, 1 - layer, tokens, own)):
+            return Verdict(False, _("You ablated head {head} of the other block: the hook belongs on "
+                                    "model.blocks[{layer}].").format(head=head, layer=layer))
+        return Verdict(False, _("Not head {head} of block {layer} switched off: zero features head*d_head to "
+                                "(head+1)*d_head of out_proj's input, and nothing else.").format(head=head,
+                                                                                               layer=layer))
+    return Verdict(True)
+
+
+_EXERCISE_12_2 = Exercise(
+    "12.2",
+    N_("Write ablate_head(model, layer, head): a pre-hook that zeroes one head before out_proj mixes them; return "
+       "its handle."),
+    expect_callable(_ablate_test, N_("a function ablate_head(model, layer, head)")),
+    hints=(
+        N_("The heads are side by side in the input of model.blocks[layer].attn.out_proj; the attention module's own "
+           "output is too late."),
+        N_("Head h owns features h*d_head to (h+1)*d_head, and d_head is an attribute of the attention module. Clone "
+           "args[0], zero the slice, return the copy."),
+    ),
+    kind="write",
+    praise=N_("One slice of out_proj's input: the whole of head ablation."),
+)
+
+
+# -- 12.3: patch one position of one block's output --------------------------------------------------------------------
+def _patched(model: InductionTransformer, clean: torch.Tensor, corrupted: torch.Tensor, layer: int,
+             positions: Any, where: str = "output") -> torch.Tensor:
+    """The corrupted run with ``positions`` of block ``layer``'s output (or input) taken from the clean run."""
+    block, kept = model.blocks[layer], {}
+    if where == "output":
+        with block.register_forward_hook(lambda module, args, output: kept.__setitem__("x", output)):
+            _run(model, clean)
+
+        def hook(module: Any, args: tuple, output: torch.Tensor) -> torch.Tensor:
+            patched = output.clone()
+            patched[:, positions] = kept["x"][:, positions]
+            return patched
+
+        handle = block.register_forward_hook(hook)
+    else:
+        with block.register_forward_pre_hook(lambda module, args: kept.__setitem__("x", args[0])):
+            _run(model, clean)
+
+        def pre_hook(module: Any, args: tuple) -> tuple:
+            patched = args[0].clone()
+            patched[:, positions] = kept["x"][:, positions]
+            return (patched,)
+
+        handle = block.register_forward_pre_hook(pre_hook)
+    with handle:
+        return _run(model, corrupted)
+
+
+def _patch_test(patch_position: Callable[..., Any]) -> Verdict:
+    for layer, position, seed in ((1, 13, 128), (2, 0, 129), (0, 23, 130)):
+        model = _model(3, 2, seed)
+        clean = _tokens(4, seed)
+        corrupted = clean.clone()
+        corrupted[:, ::3] = (corrupted[:, ::3] + 1) % 64            # a third of the tokens changed
+        clean_before, corrupted_before = clean.clone(), corrupted.clone()
+        expected = _patched(model, clean, corrupted, layer, position)
+        raw = patch_position(model, clean, corrupted, layer, position)
+        untidy = _left_behind(model)
+        if untidy is not None:
+            return untidy
+        if not (torch.equal(clean, clean_before) and torch.equal(corrupted, corrupted_before)):
+            return Verdict(False, _("Your function changed the clean or corrupted tokens: leave the caller's inputs "
+                                    "alone."))
+        result = _as_plain(raw, tuple(expected.shape), _("the logits of the patched run"))
+        if isinstance(result, Verdict):
+            return result
+        if _same(result, expected):
+            continue
+        if _same(result, _run(model, corrupted)):
+            return Verdict(False, _("Your patch changed nothing: a forward hook replaces the block's output only "
+                                    "with what it returns. Return the patched copy."))
+        if _same(result, _run(model, clean)) or _same(result, _patched(model, clean, corrupted, layer, slice(None))):
+            return Verdict(False, _("The block's whole output was replaced by the clean one, at every position: "
+                                    "patch only position {position} (output[:, position]). Is the hook that kept "
+                                    "the clean output still registered during the corrupted run, and does it return "
+                                    "something (dict.setdefault returns the stored value)? A forward hook's return "
+                                    "value replaces the output.").format(position=position))
+        if _same(result, _patched(model, clean, corrupted, layer, position, where="input")):
+            return Verdict(False, _("You patched what enters block {layer} (its input); patch what it returns, with "
+                                    "a forward hook.").format(layer=layer))
+        for other in range(len(model.blocks)):
+            if other != layer and _same(result, _patched(model, clean, corrupted, other, position)):
+                return Verdict(False, _("You patched block {other}; the task asks for block {layer}.").format(
+                    other=other, layer=layer))
+        return Verdict(False, _("Not the corrupted run with block {layer}'s output at position {position} taken from "
+                                "the clean run.").format(layer=layer, position=position))
+    return Verdict(True)
+
+
+_EXERCISE_12_3 = Exercise(
+    "12.3",
+    N_("Write patch_position(model, clean, corrupted, layer, position): the corrupted run's logits with one position "
+       "of one block's output patched from the clean run."),
+    expect_callable(_patch_test, N_("a function patch_position(model, clean, corrupted, layer, position)")),
+    hints=(
+        N_("Two runs: the clean one with a hook that keeps the block's output, then the corrupted one with a hook that "
+           "returns a patched copy."),
+        N_("Clone the corrupted output, copy output[:, position] from the clean one, and return the copy: a forward "
+           "hook's return value replaces the output."),
+    ),
+    kind="write",
+    praise=N_("Cache, then replace: activation patching is two forward hooks."),
+)
+
+
+# -- 12.4: steer with a vector ----------------------------------------------------------------------------------------
+def _steered(model: InductionTransformer, layer: int, tokens: torch.Tensor, shift: torch.Tensor,
+             positions: Any = slice(None)) -> torch.Tensor:
+    def hook(module: Any, args: tuple, output: torch.Tensor) -> torch.Tensor:
+        steered = output.clone()
+        steered[:, positions] += shift
+        return steered
+
+    with model.blocks[layer].register_forward_hook(hook):
+        return _run(model, tokens)
+
+
+def _steer_test(add_steering: Callable[..., Any]) -> Verdict:
+    for layer, scale, seed in ((1, 0.7, 131), (0, -2.0, 132), (2, 3.0, 133)):
+        model, tokens = _model(3, 4, seed), _tokens(4, seed)
+        vector = torch.randn(32, generator=torch.Generator().manual_seed(seed))
+        before = vector.clone()
+        expected, untouched = _steered(model, layer, tokens, scale * vector), _run(model, tokens)
+        handle = add_steering(model.blocks[layer], vector, scale)
+        try:
+            if not _is_handle(handle):
+                return Verdict(False, _("Return the handle that register_forward_hook gives you, so that the caller "
+                                        "can remove the hook (got {type}).").format(
+                    type="None" if handle is None else type(handle).__name__))
+            changed = not torch.equal(vector, before)
+            result = _run(model, tokens)
+            changed = changed or not torch.equal(vector, before)
+        finally:
+            if _is_handle(handle):
+                handle.remove()
+        left = _hooks_left(model)
+        if left:
+            return Verdict(False, _("After removing the handle you returned, a hook is still there ({where}): "
+                                    "register one hook and return its handle.").format(where=left[0]))
+        if changed:
+            return Verdict(False, _("Your code changed the vector it was given (an in-place operation on it): "
+                                    "compute scale * vector as a new tensor."))
+        if _same(result, expected):
+            continue
+        if _same(result, untouched):
+            return Verdict(False, _("Your hook changed nothing: a forward hook replaces the output only with what it "
+                                    "returns. Return output + scale * vector."))
+        if _same(result, _steered(model, layer, tokens, vector)):
+            return Verdict(False, _("You added the vector without its scale: add scale * vector."))
+        if _same(result, _steered(model, layer, tokens, scale * vector, positions=-1)):
+            return Verdict(False, _("You steered only the last position: add the vector at every position."))
+        return Verdict(False, _("Not the model with scale * vector added to the output of the block you were "
+                                "given."))
+    return Verdict(True)
+
+
+_EXERCISE_12_4 = Exercise(
+    "12.4",
+    N_("Write add_steering(module, vector, scale): a forward hook that adds scale * vector to the output; return "
+       "its handle."),
+    expect_callable(_steer_test, N_("a function add_steering(module, vector, scale)")),
+    hints=(
+        N_("A forward hook that returns a tensor replaces the module's output with it."),
+        N_("Return output + scale * vector from the hook (a new tensor; the vector broadcasts over the batch and the "
+           "positions), and return the handle from your function."),
+    ),
+    kind="write",
+    praise=N_("Activation addition is one line in a forward hook."),
+)
+
+
+# -- 12.5 (stretch): steer during KV-cached generation -----------------------------------------------------------------
+def _generated(model: InductionTransformer, prompt: torch.Tensor, new_tokens: int, layer: int, vector: torch.Tensor,
+               start: int, use_cache: bool, mistake: str = "") -> torch.Tensor:
+    """Greedy generation steered at absolute positions >= start (``mistake="slice"``: output[:, start:];
+    ``"everywhere"``: every position)."""
+    def hook(module: Any, args: tuple, kwargs: dict, output: torch.Tensor) -> torch.Tensor:
+        steered = output.clone()
+        if mistake == "slice":
+            steered[:, start:] += vector
+        elif mistake == "everywhere":
+            steered += vector
+        else:
+            steered[:, kwargs["positions"] >= start] += vector
+        return steered
+
+    with model.blocks[layer].register_forward_hook(hook, with_kwargs=True):
+        return generate(model, prompt, new_tokens, use_cache=use_cache)
+
+
+def _kv_test(generate_steered: Callable[..., Any]) -> Verdict:
+    for layer, prompt_length, start, seed in ((1, 12, 15, 134), (0, 10, 5, 135)):
+        model = _model(2, 4, seed)
+        prompt, new_tokens = _tokens(6, seed)[:, :prompt_length], 24 - prompt_length
+        vector = torch.randn(32, generator=torch.Generator().manual_seed(seed)) * 3
+        before = vector.clone()
+        expected = _generated(model, prompt, new_tokens, layer, vector, start, use_cache=False)
+        lengths: list[int] = []
+        counter = model.register_forward_pre_hook(lambda module, args: lengths.append(args[0].shape[1]))
+        try:
+            raw = generate_steered(model, prompt, new_tokens, layer, vector, start)
+        finally:
+            counter.remove()
+        untidy = _left_behind(model)
+        if untidy is not None:
+            return Verdict(False, _("A hook is still on the model after generation ({where}): every later call would "
+                                    "be steered too. Remove it when generation ends (a with block or "
+                                    "finally).").format(where=_hooks_left(model)[0]))
+        if not torch.equal(vector, before):
+            return Verdict(False, _("Your code changed the vector it was given: leave it as it was."))
+        result = _as_plain(raw, tuple(expected.shape), _("the prompt followed by the generated tokens"))
+        if isinstance(result, Verdict):
+            return result
+        if any(length != 1 for length in lengths[1:]):
+            return Verdict(False, _("Your generation reran the whole sequence at every step: use the KV cache "
+                                    "(generate(..., use_cache=True)), which feeds one new token per step."))
+        if torch.equal(result, expected):
+            continue
+        if torch.equal(result, _generated(model, prompt, new_tokens, layer, vector, start, True, mistake="slice")):
+            return Verdict(False, _("output[:, start:] assumes the output holds every position. With the KV cache "
+                                    "each step's output holds only the new position, so the slice is empty and "
+                                    "nothing is steered. Use the absolute positions the block is called with "
+                                    "(kwargs['positions'], with_kwargs=True)."))
+        if torch.equal(result, _generated(model, prompt, new_tokens, layer, vector, start, True,
+                                          mistake="everywhere")):
+            return Verdict(False, _("You steered every position: only positions >= start ({start}) get the "
+                                    "vector.").format(start=start))
+        return Verdict(False, _("Not the tokens of a generation steered at positions >= {start} of block {layer}: "
+                                "compare with generate(..., use_cache=False) and the same hook.").format(
+            start=start, layer=layer))
+    return Verdict(True)
+
+
+_EXERCISE_12_5 = Exercise(
+    "12.5",
+    N_("Write generate_steered(model, prompt, new_tokens, layer, vector, start): KV-cached generation steered from an "
+       "absolute position on."),
+    expect_callable(_kv_test, N_("a function generate_steered(model, prompt, new_tokens, layer, vector, start)")),
+    hints=(
+        N_("With the KV cache the block sees the prompt once, then one position per step: slicing the output by "
+           "position fails silently. Which argument of the block's call says where you are?"),
+        N_("register_forward_hook(hook, with_kwargs=True) passes kwargs: kwargs['positions'] >= start is a mask over "
+           "the positions of this call. Remove the hook when generation ends."),
+    ),
+    kind="write",
+    stretch=True,
+    praise=N_("Absolute positions, not slices of the output: your hook is right with and without a cache."),
+)
+
+EXERCISES = (_EXERCISE_12_1, _EXERCISE_12_2, _EXERCISE_12_3, _EXERCISE_12_4, _EXERCISE_12_5)
