@@ -62,9 +62,9 @@ class HubClient:
     def get(self, path: str, **kwargs: Any) -> requests.Response:
         return self.request("GET", path, **kwargs)
 
-    def xsrf(self, path: str = "/hub/login") -> str:
+    def xsrf(self, path: str = "/hub/login", **kwargs: Any) -> str:
         """The XSRF token of the form on ``path`` (its cookie comes with it), as a browser that opened the page has."""
-        page = self.get(path)
+        page = self.get(path, **kwargs)
         found = XSRF_FIELD.search(page.text)
         if not found:
             raise AssertionError(f"no _xsrf field on {path}: HTTP {page.status_code} {page.text[:300]}")

@@ -13,7 +13,8 @@ they do with the recipe's files is small, and read from their source:
 
 :func:`tljh_config` and :func:`z2jh_config` do exactly that. :class:`RecipeHub` starts a real JupyterHub with it on
 127.0.0.1, with a local spawner in place of SystemdSpawner or KubeSpawner, no proxy (the tests talk to the hub's own
-port) and the site's REPLACE-ME host replaced by the local one; stopped and its files removed on exit.
+port) and the site's REPLACE-ME host replaced by the local one; stopped on exit. ``COURSE_RECIPE_HUB_PYTHON`` names
+another Python to run the hub (one with the JupyterHub that TLJH or the chart ships, say); the default is this one.
 
 Usage::
 
@@ -173,7 +174,8 @@ class RecipeHub:
     def start(self, timeout: float = 90) -> None:
         env = dict(os.environ)
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(self.config)],
+            python = os.environ.get("COURSE_RECIPE_HUB_PYTHON") or sys.executable
+            self.process = subprocess.Popen([python, "-m", "jupyterhub", "-f", str(self.config)],
                                             cwd=self.state, env=env, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout

@@ -70,6 +70,10 @@ def test_make_hub_serves_loopback_by_default_and_refuses_the_network_without_roo
 
 def test_the_login_block_is_ten_by_default_and_never_switched_off() -> None:
     assert course_hub.Settings.from_env({}).allowed_failed_logins == 10
+    assert course_hub.Settings.from_env({}).failed_logins_per_address == 20
+    assert course_hub.Settings.from_env({}).shm_max == "512M"
+    with pytest.raises(course_hub.UnsafeHub, match="HUB_FAILED_LOGINS_PER_ADDRESS=0"):
+        course_hub.check_settings(course_hub.Settings.from_env({"HUB_FAILED_LOGINS_PER_ADDRESS": "0"}))
     assert course_hub.Settings.from_env({"HUB_ALLOWED_FAILED_LOGINS": "3"}).allowed_failed_logins == 3
     with pytest.raises(course_hub.UnsafeHub, match="HUB_ALLOWED_FAILED_LOGINS=0: give at least 1"):
         course_hub.check_settings(course_hub.Settings.from_env({"HUB_ALLOWED_FAILED_LOGINS": "0"}))
@@ -129,6 +133,53 @@ def test_private_folders_are_under_the_learners_home_and_sizes_parse() -> None:
     assert course_hub.parse_size("2.5G") == int(2.5 * 2**30) and course_hub.parse_size("800M") == 800 * 2**20
     with pytest.raises(course_hub.UnsafeHub, match="size"):
         course_hub.check_settings(settings(memory_max="lots"))
+
+
+def test_make_hub_runs_kernels_on_unix_sockets_with_a_path_that_fits(tmp_path: Path) -> None:
+    c, s = built_config(tmp_path, as_root=True)
+    assert "--KernelManager.transport=ipc" in c.Spawner.args  # issue 34.2: no kernel on the loopback's TCP ports
+    runtime = course_hub.private_environment("/home/" + "n" * 32)["JUPYTER_RUNTIME_DIR"]
+    assert len(runtime) + len(course_hub.KERNEL_SOCKET_NAME) <= course_hub.SOCKET_PATH_MAX  # the longest name fits
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace needs root")
+def test_a_private_dev_shm_is_capped_and_seen_by_nobody_else(tmp_path: Path) -> None:
+    """Issue 34.4's mechanism, as the spawner runs it before a learner's server: a child with its own /dev/shm of
+    1 MiB cannot write 2 MiB there, and its file is not in the machine's /dev/shm. (The attack on a real hub:
+    tests/browser/test_hub.py.)"""
+    name = f"course-shm-test-{os.getpid()}"
+    code = (f"import os\nopen('/dev/shm/{name}', 'w').write('x')\n"
+            f"try:\n    open('/dev/shm/{name}-big', 'wb').write(b'0' * (2 << 20))\n    print('wrote 2 MiB')\n"
+            "except OSError as error:\n    print(error.strerror)\n"
+            "print(os.statvfs('/dev/shm').f_blocks * os.statvfs('/dev/shm').f_frsize)")
+    course_hub._libc()
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            preexec_fn=lambda: course_hub.make_dev_shm_private(1 << 20))
+    assert result.stdout.split("\n")[:2] == ["No space left on device", str(1 << 20)], result.stdout + result.stderr
+    assert not Path(f"/dev/shm/{name}").exists(), "the child's file is in the machine's /dev/shm"
+    course_hub.check_private_dev_shm(settings(as_root=True))  # make hub's start-up probe passes here
+    course_hub.check_private_dev_shm(settings(as_root=True, shm_max="0"))  # HUB_SHM_MAX=0: no probe
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="files of another user need root")
+def test_a_learners_files_in_the_shared_temporary_folders_are_removed_and_nobody_elses(tmp_path: Path) -> None:
+    uid = 64123  # no account needs to exist: files are removed by owner
+    places = [tmp_path / "tmp", tmp_path / "shm"]
+    for place in places:
+        place.mkdir()
+        (place / "theirs").write_text("x")
+        (place / "folder").mkdir()
+        (place / "folder" / "inside").write_text("x")
+        os.chown(place / "theirs", uid, uid)
+        os.chown(place / "folder", uid, uid)
+        (place / "link").symlink_to(tmp_path)
+        os.lchown(place / "link", uid, uid)
+        (place / "mine").write_text("root's")
+    removed = course_hub.remove_shared_temp_files(uid, tuple(str(place) for place in places))
+    assert sorted(Path(path).name for path in removed) == ["folder", "folder", "link", "link", "theirs", "theirs"]
+    assert all(sorted(p.name for p in place.iterdir()) == ["mine"] for place in places) and tmp_path.exists()
+    with pytest.raises(ValueError):
+        course_hub.remove_shared_temp_files(0)
 
 
 def test_make_hub_refuses_a_port_in_use_with_a_clear_message(tmp_path: Path) -> None:
@@ -388,10 +439,15 @@ def test_a_recipe_hub_withstands_the_sign_in_attacks(recipe: str, tmp_path: Path
     3. the instructor's browser requests /hub/authorize/eve and /hub/discard/eve (an ``<img>`` sends that GET, with
        the instructor's cookies) and a cross-site form POSTs them without the page's token: eve stays a pending
        sign-up; the page's own POST approves her (so the refusals are not a broken page);
-    5. three wrong passwords (the recipe's ten, checked above, lowered here to spend fewer password hashes) block
-       eve's name: her right password is refused; four for the instructor's name do not: the instructor logs in.
+    5. three wrong passwords (the recipe's ten, checked above, lowered here) block eve's name: her right password
+       is refused; four for the instructor's name do not: the instructor logs in.
+
+    The hub makes its password hashes with 2^4 bcrypt rounds instead of 2^12 (0.2 s each, twelve of them per hub):
+    who gets in does not depend on the cost; make hub's attack tests keep the real one.
     """
-    with recipe_hub.RecipeHub(recipe, tmp_path, overrides=("c.NativeAuthenticator.allowed_failed_logins = 3",)) as hub:
+    quicker = ("c.NativeAuthenticator.allowed_failed_logins = 3",
+               "import bcrypt, functools; bcrypt.gensalt = functools.partial(bcrypt.gensalt, rounds=4)")
+    with recipe_hub.RecipeHub(recipe, tmp_path, overrides=quicker) as hub:
         hub.start()
         # 1
         mallory = hub.client("127.0.0.2")

@@ -329,7 +329,7 @@ def course_authenticator_class() -> type:
             if now - self._refused_addresses.get(address, -60.0) >= 60:  # one line a minute per address
                 self._refused_addresses[address] = now
                 self.log.warning("Refusing logins from %s for %d s: more than %d failed logins a minute", address,
-                                 seconds, self.failed_logins_per_address)
+                                 seconds, int(self.address_budget.capacity))
 
         def is_blocked(self, username: str) -> bool:
             """``allowed_failed_logins`` wrong passwords block a learner's name for a minute; never an instructor's

@@ -646,7 +646,8 @@ def spawner_class(s: Settings) -> type:
             runtime = private_environment(self._home())["JUPYTER_RUNTIME_DIR"]
             if len(runtime) + len(KERNEL_SOCKET_NAME) > SOCKET_PATH_MAX:
                 raise RuntimeError(f"{self.user.name}'s kernels cannot listen in {runtime}: a unix socket's path "
-                                   f"has at most {SOCKET_PATH_MAX} characters. Choose a shorter HUB_HOME_BASE.")
+                                   f"has at most {SOCKET_PATH_MAX} characters. Choose a shorter "
+                                   f"{'HUB_HOME_BASE' if s.as_root else 'HUB_STATE'}.")
             log_path = s.logs / f"{self.user.name}.log"
             descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
             self.popen_kwargs = {**self.popen_kwargs, "stdin": subprocess.DEVNULL, "stdout": descriptor,
