@@ -15,6 +15,11 @@ clone is deleted at the end, also when a test fails.
 - the learners' servers run the learners' copy of the environment, outside the private clone, and import the course
   from that copy;
 - learner A cannot open learner B's files through the hub's URLs with A's session, nor on disk;
+- the attacks of issues 22 and 34, each performed against this hub by a learner (or a page a learner serves), each
+  failing its test if it works: another origin's page, the hub's pages on a learner's host, approvals by a page the
+  instructor opens, another learner's kernel output, planted /tmp caches, /dev/shm beyond its limit, tokens in logs,
+  memory and fork bombs, failed logins and a flood of them, a deleted learner's name, a forged progress record,
+  processes and files left behind;
 - Ctrl-C stops the hub, the proxy, the culler, every learner's server and every kernel.
 
 Needs root (each learner is a system user); run with ``make test-browser``.
