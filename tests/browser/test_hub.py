@@ -1065,6 +1065,7 @@ def test_a_deleted_learners_name_cannot_be_claimed_and_remove_learner_archives_a
     hub, instructor = room.hub, room.instructor
     fay = Learner(f"{hub.prefix}fay", secrets.token_urlsafe(10))
     context, page = new_page(room.browser, room.outside)
+    leftovers: list[Path] = []
     try:
         assert "sent to the admin" in sign_up(page, hub, fay)
         instructor.page.goto(f"{hub.url}/hub/authorize")  # type: ignore[attr-defined]
@@ -1086,18 +1087,20 @@ def test_a_deleted_learners_name_cannot_be_claimed_and_remove_learner_archives_a
         assert "sent to the admin" not in text, "a new sign-up claimed the deleted learner's name (and uid, home)"
         env = {**os.environ, "HUB_STATE": str(hub.state), "HUB_LEARNER_GROUP": hub.group, "HUB_ADMIN": hub.admin}
         serve = [str(hub.checkout / ".venv/bin/python"), str(hub.checkout / "tools/hub/serve.py")]  # as make does
-        left = plant_leftovers(fay)
+        leftovers += plant_leftovers(fay)
         result = subprocess.run([*serve, "remove-learner", fay.name], env=env, capture_output=True, text=True,
                                 timeout=120)
         assert result.returncode == 0, result.stderr
         assert fay.name not in hub.learner_uids() and not (hub.homes / fay.name).exists()
-        assert not [path for path in left if path.exists()], "fay's files in the shared temporary folders are left"
+        assert not [path for path in leftovers if path.exists()], "fay's files in the shared temporary folders are left"
         archives = list((hub.state / "private" / "archive").glob(f"{fay.name}-*.tar.gz"))
         assert archives and (archives[0].stat().st_mode & 0o077) == 0, "fay's home was not archived (privately)"
         text = sign_up(page, hub, claimant)
         assert "sent to the admin" not in text, "a retired name was given out again"
     finally:
         context.close()
+        for path in leftovers:
+            subprocess.run(["rm", "-rf", str(path)], check=False)
         if fay.name in hub.learner_uids():
             subprocess.run(["userdel", "--remove", fay.name], capture_output=True)
 
@@ -1106,9 +1109,9 @@ def plant_leftovers(learner: Learner) -> list[Path]:
     """What a learner can leave in the machine's shared temporary folders (from a process the hub did not start, or
     from before the hub gave each server its own /dev/shm): a file, a folder with a file, a file in /dev/shm."""
     tag = secrets.token_hex(4)
-    left = [Path(f"/tmp/course-left-{tag}"), Path(f"/var/tmp/course-left-{tag}"), Path(f"/dev/shm/course-left-{tag}")]
-    as_learner(learner.name, f"echo x > {left[0]} && mkdir {left[1]} && echo x > {left[1]}/inside && echo x > {left[2]}")
-    return left
+    paths = [Path(f"/tmp/course-left-{tag}"), Path(f"/var/tmp/course-left-{tag}"), Path(f"/dev/shm/course-left-{tag}")]
+    as_learner(learner.name, f"echo x > {paths[0]} && mkdir {paths[1]} && echo x > {paths[1]}/inside && echo x > {paths[2]}")
+    return paths
 
 
 def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room) -> None:
@@ -1121,7 +1124,7 @@ def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room)
     hub, ann = room.hub, room.learners["ann"]
     port = free_port()
     server = process_of(hub, ann, "jupyterhub.singleuser")
-    left = plant_leftovers(ann)
+    leftovers = plant_leftovers(ann)
     kept = Path(f"/tmp/course-kept-{secrets.token_hex(4)}")
     kept.write_text("root's")
     squatter = subprocess.Popen(  # as ann, from her server's environment, in a session of its own
@@ -1140,11 +1143,11 @@ def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room)
         assert not left, f"still running after Ctrl-C: {left}"
         assert "Cleaning up single-user servers" in hub.log()
         assert not listening(port), f"port {port} is still held by ann's process"
-        assert not [path for path in left if path.exists()], "ann's files in the shared temporary folders are left"
+        assert not [path for path in leftovers if path.exists()], "ann's files in the shared temporary folders are left"
         assert kept.exists(), "a file that is not ann's was removed"
     finally:
         kept.unlink(missing_ok=True)
-        for path in left:
+        for path in leftovers:
             subprocess.run(["rm", "-rf", str(path)], check=False)
         if squatter.poll() is None:
             squatter.kill()
