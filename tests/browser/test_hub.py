@@ -748,11 +748,11 @@ def test_temporary_files_and_compile_caches_are_private_to_each_learner(at_work:
 
 
 # What bob runs from his terminal (issue 34.2): subscribe to the IOPub channel of every zmq socket of ann's he can
-# name -- each TCP port her processes listen on (/proc/net/tcp is readable by every user) and the unix sockets of her
-# kernels (their paths are given to him: he cannot list her home) -- then print what arrives.
+# name -- each TCP port her processes listen on (/proc/net/tcp is readable by every user) and her kernels' IOPub
+# endpoints (given to him: a unix socket's path he could not list in her home) -- then print what arrives.
 EAVESDROP = r"""
 import json, sys, time, zmq
-uid, sockets, seconds = int(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3])
+uid, endpoints, seconds = int(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3])
 ports = set()
 for table in ("/proc/net/tcp", "/proc/net/tcp6"):
     for line in open(table).read().splitlines()[1:]:
@@ -761,7 +761,7 @@ for table in ("/proc/net/tcp", "/proc/net/tcp6"):
             ports.add(int(fields[1].rsplit(":", 1)[1], 16))
 context = zmq.Context()
 subscribers = []
-for where in [f"tcp://127.0.0.1:{port}" for port in sorted(ports)] + [f"ipc://{path}" for path in sockets]:
+for where in sorted({f"tcp://127.0.0.1:{port}" for port in ports} | set(endpoints)):
     socket = context.socket(zmq.SUB)
     socket.setsockopt(zmq.LINGER, 0)
     socket.setsockopt(zmq.SUBSCRIBE, b"")
@@ -787,23 +787,84 @@ START_SESSION = """async ([base, path]) => {
     return {status: response.status, body: await response.json()};
 }"""
 
+STOP_SESSION = """async ([base, id]) => {
+    const xsrf = decodeURIComponent((document.cookie.match(/(?:^|; )_xsrf=([^;]+)/) || [])[1] || '');
+    await fetch(base + '/api/sessions/' + id, {method: 'DELETE', headers: {'X-XSRFToken': xsrf}});
+}"""
+
+
+def iopub_endpoint(info: dict) -> str:
+    if info["transport"] == "ipc":
+        return f"ipc://{info['ip']}-{info['iopub_port']}"
+    return f"tcp://{info['ip']}:{info['iopub_port']}"
+
+
+def eavesdrop(hub: ThrowAwayHub, victim: Learner, spy: Learner,
+              connections: list[str]) -> tuple[list[str], list[list[str]], dict]:
+    """``spy`` runs EAVESDROP against ``victim`` while each of the victim's kernels (``connections``) prints a secret;
+    root subscribes to the same IOPub endpoints, and must hear the secret from each. Returns what the spy heard,
+    what root heard (per kernel) and the spy's first report (the TCP ports tried)."""
+    import zmq
+
+    infos = [json.loads(Path(connection).read_text()) for connection in connections]
+    endpoints = [iopub_endpoint(info) for info in infos]
+    deadline = time.monotonic() + 60
+    while not all(Path(e[len("ipc://"):]).is_socket() for e in endpoints if e.startswith("ipc://")):
+        assert time.monotonic() < deadline, f"no sockets at {endpoints}"
+        time.sleep(0.2)
+    python = process_of(hub, victim, "ipykernel").cmdline()[0]  # the learners' Python (it has zmq)
+    spy_process = subprocess.Popen(
+        ["runuser", "-u", spy.name, "--", python, "-c", EAVESDROP, str(hub.learner_uids()[victim.name]),
+         json.dumps(endpoints), "4"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd="/")
+    context = zmq.Context()
+    roots = []
+    try:
+        tried = json.loads(spy_process.stdout.readline())  # type: ignore[union-attr]
+        for endpoint in endpoints:  # root's own subscription: what the spy would hear if the sockets let him
+            socket = context.socket(zmq.SUB)
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.setsockopt(zmq.SUBSCRIBE, b"")
+            socket.connect(endpoint)
+            roots.append(socket)
+        time.sleep(1)  # zmq: a subscription reaches the publisher a moment after connect
+        secret = f"{victim.name}-secret-{secrets.token_hex(8)}"
+        spy_process.stdin.write("go\n")  # type: ignore[union-attr]
+        spy_process.stdin.flush()  # type: ignore[union-attr]
+        for connection in connections:
+            run_in_kernel(hub, victim, f"print({secret!r})", connection=connection)
+        heard_by_root: list[list[str]] = [[] for _ in roots]
+        deadline = time.monotonic() + 10
+        while not all(any(secret in m for m in heard) for heard in heard_by_root) and time.monotonic() < deadline:
+            for socket, heard in zip(roots, heard_by_root):
+                while socket.poll(50):
+                    heard.append(b"".join(socket.recv_multipart()).decode(errors="replace"))
+        out, err = spy_process.communicate(timeout=60)
+    finally:
+        if spy_process.poll() is None:
+            spy_process.kill()
+            spy_process.wait(timeout=30)
+        for socket in roots:
+            socket.close()
+        context.term()
+    assert all(any(secret in m for m in heard) for heard in heard_by_root), "root heard nothing: no proof"
+    return json.loads(out.strip().splitlines()[-1])["heard"], heard_by_root, tried
+
 
 def test_another_learner_subscribing_to_a_kernel_hears_nothing(at_work: Room) -> None:
-    """Issue 34.2: ann also opens a notebook in a sub-folder (a second kernel, working in complete/). Her kernels'
-    five channels are unix sockets in her private runtime folder (an absolute path: none in complete/). bob
-    subscribes, as above, while both kernels print a secret: bob hears nothing; root, subscribing the same way to the
-    same sockets, hears the secret (so the subscription itself works). (A kernel still listens on one TCP port of
-    127.0.0.1: ipykernel's pipe for the output of forked subprocesses, a PULL socket that drops every message
-    without the kernel's random key, so there is nothing to hear: bob tries it too.)"""
+    """Issue 34.2: ann also opens a notebook in a sub-folder (a second kernel, working in complete/). bob subscribes,
+    as above, while both of her kernels print a secret: bob hears nothing, though root, subscribing the same way to
+    the same endpoints, hears the secret (so the subscription itself works). Then: her kernels' five channels are
+    unix sockets in her private runtime folder (an absolute path: none in complete/). (A kernel still listens on one
+    TCP port of 127.0.0.1: ipykernel's pipe for the output of forked subprocesses, a PULL socket that drops every
+    message without the kernel's random key, so there is nothing to hear: bob tries it too.)"""
     import psutil
-    import zmq
 
     room = at_work
     hub, ann, bob = room.hub, room.learners["ann"], room.learners["bob"]
     sub_folder = ann.home / "workspace" / "complete"
     started = ann.page.evaluate(START_SESSION, [f"/user/{ann.name}", f"complete/{NOTEBOOK}"])  # type: ignore[attr-defined]
     assert started["status"] == 201, started
-    session = started["body"]["id"]
     try:
         kernels = []
         deadline = time.monotonic() + 120
@@ -813,66 +874,21 @@ def test_another_learner_subscribing_to_a_kernel_hears_nothing(at_work: Room) ->
                        == hub.learner_uids()[ann.name] and "ipykernel" in " ".join(p.info["cmdline"] or [])]
             time.sleep(0.2)
         assert {Path(k.cwd()) for k in kernels} == {ann.home / "workspace", sub_folder}, [k.cwd() for k in kernels]
+        connections = [connection_file(kernel) for kernel in kernels]
+        heard, heard_by_root, tried = eavesdrop(hub, ann, bob, connections)
+        assert not heard, f"bob heard ann's kernels: {heard[:3]}"
         runtime = ann.home / ".cache" / "run"
         assert (runtime.stat().st_mode & 0o077) == 0 and runtime.stat().st_uid == hub.learner_uids()[ann.name]
-        iopub = []
-        for kernel in kernels:
-            info = json.loads(Path(connection_file(kernel)).read_text())
+        for kernel, connection in zip(kernels, connections):
+            info = json.loads(Path(connection).read_text())
             assert info["transport"] == "ipc" and Path(info["ip"]).parent == runtime, info
-            iopub.append(f"{info['ip']}-{info['iopub_port']}")
             tcp = {c.laddr.port for c in kernel.net_connections("inet") if c.status == psutil.CONN_LISTEN}
             assert not tcp & {info[f"{channel}_port"] for channel in ("shell", "iopub", "stdin", "control", "hb")}
-        deadline = time.monotonic() + 60
-        while not all(Path(path).is_socket() for path in iopub):
-            assert time.monotonic() < deadline, f"no sockets at {iopub}"
-            time.sleep(0.2)
         assert not [p for p in sub_folder.iterdir() if p.is_socket() or "ipc" in p.name], "sockets in complete/"
-        eavesdropper = subprocess.Popen(
-            ["runuser", "-u", bob.name, "--", kernels[0].cmdline()[0], "-c", EAVESDROP,
-             str(hub.learner_uids()[ann.name]), json.dumps(iopub), "4"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
-        context = zmq.Context()
-        roots = []
-        try:
-            tried = json.loads(eavesdropper.stdout.readline())  # type: ignore[union-attr]
-            assert tried["subscribed"] >= 2 and tried["ports"], tried  # her server's port, her kernels' pipes
-            for path in iopub:  # root's own subscription: what bob would hear if the sockets let him
-                socket = context.socket(zmq.SUB)
-                socket.setsockopt(zmq.LINGER, 0)
-                socket.setsockopt(zmq.SUBSCRIBE, b"")
-                socket.connect(f"ipc://{path}")
-                roots.append(socket)
-            time.sleep(1)  # zmq: a subscription reaches the publisher a moment after connect
-            secret = f"ann-secret-{secrets.token_hex(8)}"
-            eavesdropper.stdin.write("go\n")  # type: ignore[union-attr]
-            eavesdropper.stdin.flush()  # type: ignore[union-attr]
-            for kernel in kernels:
-                run_in_kernel(hub, ann, f"print({secret!r})", connection=connection_file(kernel))
-            heard_by_root: list[list[str]] = [[] for _ in roots]
-            deadline = time.monotonic() + 10
-            while not all(any(secret in m for m in heard) for heard in heard_by_root) and time.monotonic() < deadline:
-                for socket, heard in zip(roots, heard_by_root):
-                    while socket.poll(50):
-                        heard.append(b"".join(socket.recv_multipart()).decode(errors="replace"))
-            out, err = eavesdropper.communicate(timeout=60)
-        finally:
-            if eavesdropper.poll() is None:
-                eavesdropper.kill()
-                eavesdropper.wait(timeout=30)
-            for socket in roots:
-                socket.close()
-            context.term()
-        heard = json.loads(out.strip().splitlines()[-1])["heard"]
-        assert all(any(secret in m for m in heard) for heard in heard_by_root), "root heard nothing: no proof"
-        assert not [m for m in heard if secret in m], f"bob heard ann's kernel: {heard[:3]}"
-        assert not heard, f"bob heard something from ann's sockets: {heard[:3]} {err}"
         print(f"\nbob subscribed to ann's TCP ports {tried['ports']} and her kernels' IOPub sockets: heard nothing; "
               f"root heard {sum(map(len, heard_by_root))} message(s) on the same sockets")
     finally:
-        ann.page.evaluate("""async ([base, id]) => {
-            const xsrf = decodeURIComponent((document.cookie.match(/(?:^|; )_xsrf=([^;]+)/) || [])[1] || '');
-            await fetch(base + '/api/sessions/' + id, {method: 'DELETE', headers: {'X-XSRFToken': xsrf}});
-        }""", [f"/user/{ann.name}", session])  # type: ignore[attr-defined]  # her second kernel stops
+        ann.page.evaluate(STOP_SESSION, [f"/user/{ann.name}", started["body"]["id"]])  # type: ignore[attr-defined]
 
 
 def test_dev_shm_is_each_learners_own_and_capped(at_work: Room) -> None:
