@@ -137,3 +137,26 @@ def test_tljh_system_names_follow_tljh() -> None:
     # 26 characters or more: the first 26, '-', the first 5 hex digits of the SHA-256 of the whole name
     assert dashboard.tljh_system_username("abcdefghijklmnopqr") == "jupyter-abcdefghijklmnopqr-e375e"
     assert len(dashboard.tljh_system_username("x" * 32)) == 32
+
+
+def test_a_time_in_the_future_or_no_time_is_ignored_and_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34.9: the record is the learner's own file; a pass they wrote by hand with a time in the future (their
+    row would say "0 s ago" for ever) or with a string that is no time is not shown, and the row says so."""
+    write_record(tmp_path, ("01.1", "fail", 1, "2026-11-25T11:58:00Z"), ("02.1", "pass", 1, "2099-01-01T00:00:00Z"),
+                 ("03.1", "pass", 1, "just now"), ("04.1", "pass", 1, "2026-11-25T12:01:00Z"))
+    attempts, _ = dashboard.read_learner_record(tmp_path, None)
+    kept, ignored = dashboard.plausible(attempts, NOW)
+    assert [a.exercise for a in kept] == ["01.1", "04.1"] and ignored == 2  # one minute ahead: a clock's slack
+    assert dashboard.plausible([Attempt("01.1", "pass", 1, "2026-11-25 11:00:00")], NOW) == ([], 1)
+    monkeypatch.setattr(dashboard, "learner_home", lambda name, state, system_users: (tmp_path, None))
+    records, problems = dashboard.collect(["ada"], None, now=NOW)
+    assert records["ada"] == kept and problems == {"ada": "2 line(s) ignored: a time in the future or not a time"}
+    data = dashboard.room(records, ["01.1", "02.1", "03.1", "04.1"], NOW)
+    assert set(data["learners"]["ada"]["exercises"]) == {"01.1", "04.1"}
+    page = dashboard.render(data, problems)
+    assert page.count('<td class="done"') == 1 and "2 line(s) ignored" in page
+
+
+def test_the_dashboard_says_the_record_is_self_reported() -> None:
+    page = dashboard.render(dashboard.room({}, ["01.1"], NOW), {})
+    assert "never a grade" in page and "write by hand" in page

@@ -1,9 +1,11 @@
 """The classroom's configuration files: make hub's safety rules, Binder, TLJH and Zero to JupyterHub.
 
-What can run here runs: the hub configuration is built (without starting a hub), Binder's postBuild runs with a
-stand-in for pip, and the nbgitpuller command of the Helm values pulls a learner edition published by
-tools/hub/publish_learner_edition.py from a local repository. What cannot (repo2docker, Docker, TLJH, Kubernetes)
-is parsed, and the keys the instructor guide's recipes rely on are checked.
+What can run here runs: the hub configuration is built (without starting a hub), JupyterHub is started with each
+deploy/ recipe's own sign-in and settings and attacked (tests/recipe_hub.py: as TLJH and the Z2JH chart apply them,
+a local spawner in place of SystemdSpawner and KubeSpawner), Binder's postBuild runs with a stand-in for pip, and the
+nbgitpuller command of the Helm values pulls a learner edition published by tools/hub/publish_learner_edition.py
+from a local repository. What cannot (repo2docker, Docker, systemd, Kubernetes) is parsed, and the keys the
+instructor guide's recipes rely on are checked.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -26,8 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 BINDER = ROOT / "binder"
 sys.path.insert(0, str(ROOT / "tools" / "hub"))
+import course_auth  # noqa: E402
 import course_hub  # noqa: E402
 import publish_learner_edition  # noqa: E402
+import recipe_hub  # noqa: E402  (tests/)
 
 # nativeauthenticator 1.3.0 calls locale.getdefaultlocale() at import (deprecated in Python 3.11): not ours to fix
 pytestmark = pytest.mark.filterwarnings("ignore:'locale.getdefaultlocale' is deprecated:DeprecationWarning")
@@ -65,6 +70,10 @@ def test_make_hub_serves_loopback_by_default_and_refuses_the_network_without_roo
 
 def test_the_login_block_is_ten_by_default_and_never_switched_off() -> None:
     assert course_hub.Settings.from_env({}).allowed_failed_logins == 10
+    assert course_hub.Settings.from_env({}).failed_logins_per_address == 20
+    assert course_hub.Settings.from_env({}).shm_max == "512M"
+    with pytest.raises(course_hub.UnsafeHub, match="HUB_FAILED_LOGINS_PER_ADDRESS=0"):
+        course_hub.check_settings(course_hub.Settings.from_env({"HUB_FAILED_LOGINS_PER_ADDRESS": "0"}))
     assert course_hub.Settings.from_env({"HUB_ALLOWED_FAILED_LOGINS": "3"}).allowed_failed_logins == 3
     with pytest.raises(course_hub.UnsafeHub, match="HUB_ALLOWED_FAILED_LOGINS=0: give at least 1"):
         course_hub.check_settings(course_hub.Settings.from_env({"HUB_ALLOWED_FAILED_LOGINS": "0"}))
@@ -124,6 +133,53 @@ def test_private_folders_are_under_the_learners_home_and_sizes_parse() -> None:
     assert course_hub.parse_size("2.5G") == int(2.5 * 2**30) and course_hub.parse_size("800M") == 800 * 2**20
     with pytest.raises(course_hub.UnsafeHub, match="size"):
         course_hub.check_settings(settings(memory_max="lots"))
+
+
+def test_make_hub_runs_kernels_on_unix_sockets_with_a_path_that_fits(tmp_path: Path) -> None:
+    c, s = built_config(tmp_path, as_root=True)
+    assert "--KernelManager.transport=ipc" in c.Spawner.args  # issue 34.2: no kernel on the loopback's TCP ports
+    runtime = course_hub.private_environment("/home/" + "n" * 32)["JUPYTER_RUNTIME_DIR"]
+    assert len(runtime) + len(course_hub.KERNEL_SOCKET_NAME) <= course_hub.SOCKET_PATH_MAX  # the longest name fits
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace needs root")
+def test_a_private_dev_shm_is_capped_and_seen_by_nobody_else(tmp_path: Path) -> None:
+    """Issue 34.4's mechanism, as the spawner runs it before a learner's server: a child with its own /dev/shm of
+    1 MiB cannot write 2 MiB there, and its file is not in the machine's /dev/shm. (The attack on a real hub:
+    tests/browser/test_hub.py.)"""
+    name = f"course-shm-test-{os.getpid()}"
+    code = (f"import os\nopen('/dev/shm/{name}', 'w').write('x')\n"
+            f"try:\n    open('/dev/shm/{name}-big', 'wb').write(b'0' * (2 << 20))\n    print('wrote 2 MiB')\n"
+            "except OSError as error:\n    print(error.strerror)\n"
+            "print(os.statvfs('/dev/shm').f_blocks * os.statvfs('/dev/shm').f_frsize)")
+    course_hub._libc()
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            preexec_fn=lambda: course_hub.make_dev_shm_private(1 << 20))
+    assert result.stdout.split("\n")[:2] == ["No space left on device", str(1 << 20)], result.stdout + result.stderr
+    assert not Path(f"/dev/shm/{name}").exists(), "the child's file is in the machine's /dev/shm"
+    course_hub.check_private_dev_shm(settings(as_root=True))  # make hub's start-up probe passes here
+    course_hub.check_private_dev_shm(settings(as_root=True, shm_max="0"))  # HUB_SHM_MAX=0: no probe
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="files of another user need root")
+def test_a_learners_files_in_the_shared_temporary_folders_are_removed_and_nobody_elses(tmp_path: Path) -> None:
+    uid = 64123  # no account needs to exist: files are removed by owner
+    places = [tmp_path / "tmp", tmp_path / "shm"]
+    for place in places:
+        place.mkdir()
+        (place / "theirs").write_text("x")
+        (place / "folder").mkdir()
+        (place / "folder" / "inside").write_text("x")
+        os.chown(place / "theirs", uid, uid)
+        os.chown(place / "folder", uid, uid)
+        (place / "link").symlink_to(tmp_path)
+        os.lchown(place / "link", uid, uid)
+        (place / "mine").write_text("root's")
+    removed = course_hub.remove_shared_temp_files(uid, tuple(str(place) for place in places))
+    assert sorted(Path(path).name for path in removed) == ["folder", "folder", "link", "link", "theirs", "theirs"]
+    assert all(sorted(p.name for p in place.iterdir()) == ["mine"] for place in places) and tmp_path.exists()
+    with pytest.raises(ValueError):
+        course_hub.remove_shared_temp_files(0)
 
 
 def test_make_hub_refuses_a_port_in_use_with_a_clear_message(tmp_path: Path) -> None:
@@ -212,8 +268,7 @@ def test_binder_postbuild_is_strict_installs_course_utils_and_prepares_the_learn
 
 def test_tljh_config_has_the_keys_of_the_recipe() -> None:
     config = load(DEPLOY / "tljh" / "config.yaml")
-    assert config["auth"]["type"] == "nativeauthenticator.NativeAuthenticator"
-    assert config["auth"]["NativeAuthenticator"]["open_signup"] is False
+    assert config["auth"]["type"] == "course_auth.CourseNativeAuthenticator" and set(config["auth"]) == {"type"}
     assert config["users"]["admin"]
     assert config["services"]["cull"]["enabled"] is True and config["services"]["cull"]["timeout"] > 0
     assert config["user_environment"]["default_app"] == "jupyterlab"
@@ -235,24 +290,17 @@ def test_the_tljh_docs_describe_the_certificate_the_recipe_uses() -> None:
 
 
 def tljh_config(monkeypatch: pytest.MonkeyPatch, course: Path = ROOT):  # type: ignore[no-untyped-def]
-    """Run deploy/tljh/jupyterhub_config.d/course.py as TLJH does: after TLJH's own settings (config.yaml's admins,
-    its idle culler), with the course cloned at ``course``."""
+    """deploy/tljh/config.yaml and jupyterhub_config.d/course.py as TLJH applies them (tests/recipe_hub.py), with the
+    course cloned at ``course``."""
     from traitlets.config import Config
 
-    c = Config()
-    c.Spawner.environment = {}
-    c.Authenticator.admin_users = set(load(DEPLOY / "tljh" / "config.yaml")["users"]["admin"])
-    c.JupyterHub.services = [{"name": "cull-idle", "admin": True, "command": ["python", "-m", "jupyterhub_idle_culler"]}]
-    monkeypatch.setenv("PYTORCH_HOOKS_COURSE", str(course))
     monkeypatch.setattr(sys, "path", list(sys.path))  # course.py puts the clone's tools/hub on it
-    exec(compile((DEPLOY / "tljh" / "jupyterhub_config.d" / "course.py").read_text(), "course.py", "exec"),
-         {"get_config": lambda: c})
-    return c
+    return recipe_hub.tljh_config(Config(), course=course)
 
 
 def test_tljh_extra_config_sets_one_thread_and_the_nbgitpuller_start_page(monkeypatch: pytest.MonkeyPatch) -> None:
     c = tljh_config(monkeypatch)
-    assert c.Spawner.environment["OMP_NUM_THREADS"] == "1"
+    assert c.Spawner.environment.get_value({})["OMP_NUM_THREADS"] == "1"
     assert c.Spawner.default_url.startswith("/git-pull?repo=https%3A%2F%2Fgithub.com%2F")
     assert "urlpath=lab%2Ftree%2Fpytorch-hooks-learner%2F00_start_here.ipynb" in c.Spawner.default_url
     assert c.JupyterHub.subdomain_host.startswith("https://"), "one origin per learner, behind TLS"
@@ -285,6 +333,22 @@ def test_tljh_extra_config_refuses_a_missing_clone(tmp_path: Path, monkeypatch: 
         tljh_config(monkeypatch, course=tmp_path / "not-cloned")
 
 
+def test_tljh_gives_each_learner_private_tmp_kernel_sockets_and_make_hubs_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34.2, .4, .5, .6 on TLJH (systemd cannot run here: the settings SystemdSpawner turns into unit
+    properties are checked, against jupyterhub/systemdspawner's source): a /tmp of its own (PrivateTmp) that holds
+    the runtime folder, so kernels listen on unix sockets nobody else can reach; make hub's process limit
+    (TasksMax); the learner's /dev/shm files removed when the server stops (RemoveIPC)."""
+    c = tljh_config(monkeypatch)
+    assert c.SystemdSpawner.isolate_tmp is True  # SystemdSpawner: properties["PrivateTmp"] = "yes"
+    properties = c.SystemdSpawner.unit_extra_properties
+    assert properties == {"TasksMax": str(course_hub.Settings().tasks_max), "RemoveIPC": "yes"}
+    assert all(isinstance(value, str) and "{" not in value for value in properties.values())  # _expand_user_vars
+    assert set(course_hub.KERNELS_ON_UNIX_SOCKETS) <= set(c.Spawner.args.get_value([]))
+    runtime = c.Spawner.environment.get_value({})["JUPYTER_RUNTIME_DIR"]
+    assert runtime.startswith("/tmp/") and len(runtime) + len(course_hub.KERNEL_SOCKET_NAME) <= course_hub.SOCKET_PATH_MAX
+    assert load(DEPLOY / "tljh" / "config.yaml")["limits"]["memory"], "MemoryMax, which counts /dev/shm, needs a limit"
+
+
 def test_tljh_install_script_is_strict_and_installs_cpu_torch() -> None:
     script = DEPLOY / "tljh" / "install-course.sh"
     text = script.read_text()
@@ -298,9 +362,7 @@ def test_tljh_install_script_is_strict_and_installs_cpu_torch() -> None:
 def test_z2jh_values_have_the_keys_of_the_recipe() -> None:
     values = load(DEPLOY / "z2jh" / "values.yaml")
     hub = values["hub"]["config"]
-    entry_points = {ep.name: ep.value for ep in metadata.entry_points(group="jupyterhub.authenticators")}
-    assert entry_points[hub["JupyterHub"]["authenticator_class"]] == "nativeauthenticator:NativeAuthenticator"
-    assert hub["NativeAuthenticator"]["open_signup"] is False and hub["Authenticator"]["admin_users"]
+    assert hub["JupyterHub"]["authenticator_class"] == "course_auth.CourseNativeAuthenticator"
     single = values["singleuser"]
     assert single["image"]["name"] and single["image"]["tag"]
     assert single["extraEnv"]["OMP_NUM_THREADS"] == "1"
@@ -313,6 +375,114 @@ def test_z2jh_values_have_the_keys_of_the_recipe() -> None:
     assert values["proxy"]["https"]["enabled"] is True
     assert hub["JupyterHub"]["subdomain_host"].startswith("https://"), "one origin per learner, behind TLS"
     assert values["proxy"]["https"]["type"] == "secret" and values["proxy"]["https"]["secret"]["name"]
+
+
+# --- The recipes' sign-in: the course's own, attacked on a real JupyterHub ------------------------------------------
+
+def z2jh_set_files() -> dict[str, Path]:
+    """The files the guide's helm command gives with --set-file, by hub.extraFiles key."""
+    guide = (ROOT / "notebooks" / "instructor_guide.md").read_text(encoding="utf-8")
+    found = dict(re.findall(r"--set-file hub\.extraFiles\.([\w-]+)\.stringData=(\S+)", guide))
+    header = (DEPLOY / "z2jh" / "values.yaml").read_text(encoding="utf-8")
+    assert dict(re.findall(r"--set-file hub\.extraFiles\.([\w-]+)\.stringData=(\S+)", header)) == found
+    return {key: ROOT / value.rstrip("\\`") for key, value in found.items()}
+
+
+def test_the_recipes_load_the_course_sign_in_from_the_module_make_hub_uses(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both recipes end with tools/hub/course_auth.py's authenticator and settings, the ones make hub runs: TLJH
+    imports it from the course's clone, Z2JH mounts that very file (helm --set-file) beside its configuration.
+    deploy/ holds no copy of it, nor of the approval page."""
+    from traitlets.config import Config
+
+    native = course_auth.course_authenticator_class()
+    made_hub, _ = built_config(tmp_path, as_root=True)
+    assert issubclass(made_hub.JupyterHub.authenticator_class, native)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name, c, state in (("tljh", tljh_config(monkeypatch), recipe_hub.TLJH_STATE),
+                           ("z2jh", recipe_hub.z2jh_config(Config()), recipe_hub.Z2JH_STATE)):
+        assert c.JupyterHub.authenticator_class is native, name
+        assert c.JupyterHub.template_paths[0] == str(course_auth.TEMPLATES), name
+        assert c.Authenticator.admin_users == {"instructor"}, name
+        assert c.NativeAuthenticator.open_signup is False and c.NativeAuthenticator.allowed_failed_logins == 10, name
+        assert c.CourseNativeAuthenticator.failed_logins_per_address == course_auth.FAILED_LOGINS_PER_ADDRESS
+        assert c.CourseNativeAuthenticator.instructor_password_file == f"{state}/instructor-password", name
+        assert c.CourseNativeAuthenticator.system_users == ("tljh" if name == "tljh" else ""), name
+    # the string name each recipe gives for the authenticator is that class too (and fails without course_auth)
+    assert load(DEPLOY / "tljh" / "config.yaml")["auth"]["type"] == "course_auth.CourseNativeAuthenticator"
+    assert course_auth.CourseNativeAuthenticator is native
+    # Z2JH: the mounted files are the course's own, given by the guide's helm command
+    extra = load(DEPLOY / "z2jh" / "values.yaml")["hub"]["extraFiles"]
+    files = z2jh_set_files()
+    assert files == {"course-auth": ROOT / "tools" / "hub" / "course_auth.py",
+                     "course-approval-page": course_auth.TEMPLATES / "authorization-area.html"}
+    for key, source in files.items():
+        assert source.is_file() and Path(extra[key]["mountPath"]).name == source.name
+        assert not any(k in extra[key] for k in ("stringData", "data", "binaryData")), "the content is --set-file's"
+    assert Path(extra["course-auth"]["mountPath"]).parent == Path("/usr/local/etc/jupyterhub")  # on the hub's path
+    assert Path(extra["course-approval-page"]["mountPath"]).parent == Path("/usr/local/etc/jupyterhub/templates")
+    # no copy in deploy/
+    for path in DEPLOY.rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert "class " not in text or "Authenticator" not in text, f"{path} defines an authenticator"
+            assert "authorize/{{" not in text and "_xsrf" not in text, f"{path} holds an approval page"
+
+
+@pytest.mark.parametrize("recipe", recipe_hub.RECIPES)
+def test_a_recipe_hub_withstands_the_sign_in_attacks(recipe: str, tmp_path: Path) -> None:
+    """Issue 34.1, .3 and .5 against JupyterHub started with the recipe's own authenticator and settings (as TLJH
+    or the Z2JH chart applies them; tests/recipe_hub.py), each from its own address:
+
+    1. mallory signs up as ``instructor`` before anybody: refused, the account exists from the hub's first start
+       with the password in the state folder (0600), and mallory's password does not log in; the instructor's does;
+    3. the instructor's browser requests /hub/authorize/eve and /hub/discard/eve (an ``<img>`` sends that GET, with
+       the instructor's cookies) and a cross-site form POSTs them without the page's token: eve stays a pending
+       sign-up; the page's own POST approves her (so the refusals are not a broken page);
+    5. three wrong passwords (the recipe's ten, checked above, lowered here) block eve's name: her right password
+       is refused; four for the instructor's name do not: the instructor logs in.
+
+    The hub makes its password hashes with 2^4 bcrypt rounds instead of 2^12 (0.2 s each, twelve of them per hub):
+    who gets in does not depend on the cost; make hub's attack tests keep the real one.
+    """
+    quicker = ("c.NativeAuthenticator.allowed_failed_logins = 3",
+               "import bcrypt, functools; bcrypt.gensalt = functools.partial(bcrypt.gensalt, rounds=4)")
+    with recipe_hub.RecipeHub(recipe, tmp_path, overrides=quicker) as hub:
+        hub.start()
+        # 1
+        mallory = hub.client("127.0.0.2")
+        mallory_password = f"mallory-{secrets.token_hex(6)}"
+        answer = mallory.sign_up("instructor", mallory_password)
+        said = re.search(r'role="alert">\s*(?:<[^>]*>\s*)*([^<]+)', answer.text)
+        assert "already in use" in answer.text, f"mallory signed up as the instructor: {said and said.group(1).strip()}"
+        assert "Invalid username or password" in mallory.log_in("instructor", mallory_password).text
+        password_file = hub.state / "instructor-password"
+        assert (password_file.stat().st_mode & 0o077) == 0, "the instructor's first password is readable by others"
+        password = hub.instructor_password()
+        assert len(password) >= course_auth.ADMIN_PASSWORD_LENGTH
+        assert hub.db("select is_authorized from users_info where username = 'instructor'") == [(1,)]
+        instructor = hub.client("127.0.0.1")
+        assert instructor.log_in("instructor", password).status_code == 302, "the instructor's first password"
+        assert instructor.get("/hub/authorize").status_code == 200
+        # 3
+        eve = hub.client("127.0.0.3")
+        eve_password = f"eve-{secrets.token_hex(6)}"
+        assert "sent to the admin" in eve.sign_up("eve", eve_password).text
+        pending = [(0,)]
+        for path in ("/hub/authorize/eve", "/hub/discard/eve"):
+            assert instructor.get(path).status_code == 302  # back to /hub/authorize, nothing changed
+            assert instructor.post(path, {}).status_code == 403  # no token: JupyterHub's XSRF check
+            assert hub.db("select is_authorized from users_info where username = 'eve'") == pending, path
+        approved = instructor.post("/hub/authorize/eve", {}, xsrf=instructor.xsrf("/hub/authorize"))
+        assert approved.status_code == 302 and hub.db("select is_authorized from users_info where username = 'eve'") \
+            == [(1,)], "the approval page's own POST does not approve"
+        # 5
+        for _ in range(3):
+            assert "Invalid username or password" in eve.log_in("eve", "wrong-" + secrets.token_hex(4)).text
+        assert eve.log_in("eve", eve_password).status_code != 302, "eve's name is not blocked after three"
+        for _ in range(4):
+            assert "Invalid username or password" in mallory.log_in("instructor", "wrong-" + secrets.token_hex(4)).text
+        assert hub.client("127.0.0.4").log_in("instructor", password).status_code == 302, "the instructor is locked out"
 
 
 def test_z2jh_runs_no_dashboard_and_the_guide_says_so() -> None:

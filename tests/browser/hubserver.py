@@ -69,7 +69,7 @@ class ThrowAwayHub:
                  checkout: Path = ROOT, state: Path | None = None) -> None:
         self.prefix = prefix or f"h{secrets.token_hex(2)}"
         self.checkout = Path(checkout)
-        self.base = Path(tempfile.mkdtemp(prefix=f"course-hub-{self.prefix}-"))
+        self.base = Path(tempfile.mkdtemp(prefix=f"hub-{self.prefix}-"))  # short: kernel socket paths under homes
         self.base.chmod(0o755)  # learners pass through to their homes
         self.state = state or self.base / "state"
         self.homes = self.base / "homes"

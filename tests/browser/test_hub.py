@@ -15,6 +15,11 @@ clone is deleted at the end, also when a test fails.
 - the learners' servers run the learners' copy of the environment, outside the private clone, and import the course
   from that copy;
 - learner A cannot open learner B's files through the hub's URLs with A's session, nor on disk;
+- the attacks of issues 22 and 34, each performed against this hub by a learner (or a page a learner serves), each
+  failing its test if it works: another origin's page, the hub's pages on a learner's host, approvals by a page the
+  instructor opens, another learner's kernel output, planted /tmp caches, /dev/shm beyond its limit, tokens in logs,
+  memory and fork bombs, failed logins and a flood of them, a deleted learner's name, a forged progress record,
+  processes and files left behind;
 - Ctrl-C stops the hub, the proxy, the culler, every learner's server and every kernel.
 
 Needs root (each learner is a system user); run with ``make test-browser``.
@@ -39,6 +44,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from hub_client import HubClient
 from hubserver import ThrowAwayHub, private_clone
 from labserver import CHROMIUM, CHROMIUM_FLAGS, ROOT, SCREENSHOTS
 from learner_run import learner_run_problems
@@ -54,6 +60,9 @@ LEARNER_ENV = Path("/var/lib/course-hub") / f"learner-env-test-{hashlib.sha256(s
 # Wrong passwords that block a learner's name: make hub's default is 10; three here, so that the lockout test needs
 # nine failed logins (each a bcrypt check in the hub) instead of twenty-three.
 BLOCK_AFTER = 3
+# Failed logins a minute from one client address: make hub's default is 20; ten here, so that a flood is refused
+# after ten password checks. tests/test_deploy_configs.py checks both defaults.
+PER_ADDRESS = 10
 
 
 def need_browser_and_root() -> None:
@@ -97,7 +106,8 @@ def hub() -> Iterator[ThrowAwayHub]:
         clone = private_clone(top / "checkout")
         with ThrowAwayHub(checkout=clone, state=clone / ".hub",
                           extra_env={"HUB_LEARNER_ENV": str(LEARNER_ENV),
-                                     "HUB_ALLOWED_FAILED_LOGINS": str(BLOCK_AFTER)}) as running:
+                                     "HUB_ALLOWED_FAILED_LOGINS": str(BLOCK_AFTER),
+                                     "HUB_FAILED_LOGINS_PER_ADDRESS": str(PER_ADDRESS)}) as running:
             running.start()
             yield running
             running.stop(timeout=30)  # if the Ctrl-C test did not run; cleanup() ends anything left, by pid
@@ -466,6 +476,8 @@ ATTACK_PAGE = """<!doctype html><html><body><pre id="out">running</pre><script>
   out.makeAdmin = await grab(cfg.hub + '/hub/api/users/' + cfg.attacker,
                              {method: 'PATCH', body: JSON.stringify({admin: true})});
   out.makeAdminHere = await grab('/hub/api/users/' + cfg.attacker, {method: 'PATCH', body: JSON.stringify({admin: true})});
+  out.authorizeHere = await grab('/hub/authorize');  // every sign-up, had a victim logged in on this origin
+  out.loginHere = await grab('/hub/login');
   document.getElementById('out').textContent = JSON.stringify(out);
 })();
 </script></body></html>"""
@@ -505,14 +517,19 @@ def hub_db(hub: ThrowAwayHub, query: str, *args: object) -> list[tuple]:
         return db.execute(query, args).fetchall()
 
 
-def run_in_kernel(hub: ThrowAwayHub, learner: Learner, code: str, timeout: float = 180) -> str:
-    """Run ``code`` in the learner's own kernel -- the one their notebook page uses, in their workspace, as their next
-    cell would run -- and return what it printed; fail on an error. (The test connects as root with the kernel's
-    connection file: no second Python that imports torch again.)"""
+def connection_file(kernel) -> str:  # type: ignore[no-untyped-def]
+    command = kernel.cmdline()
+    return command[command.index("-f") + 1]
+
+
+def run_in_kernel(hub: ThrowAwayHub, learner: Learner, code: str, timeout: float = 180,
+                  connection: str | None = None) -> str:
+    """Run ``code`` in the learner's own kernel -- the one their notebook page uses (or the one of ``connection``),
+    in their workspace, as their next cell would run -- and return what it printed; fail on an error. (The test
+    connects as root with the kernel's connection file: no second Python that imports torch again.)"""
     from jupyter_client import BlockingKernelClient
 
-    command = process_of(hub, learner, "ipykernel").cmdline()
-    client = BlockingKernelClient(connection_file=command[command.index("-f") + 1])
+    client = BlockingKernelClient(connection_file=connection or connection_file(process_of(hub, learner, "ipykernel")))
     client.load_connection_file()
     client.start_channels()
     printed: list[str] = []
@@ -552,14 +569,22 @@ def dashboard_url(hub: ThrowAwayHub) -> str:
 
 
 def test_the_instructor_sees_the_room_and_a_learner_cannot(at_work: Room) -> None:
-    """Issue 27: ann passes 01.1 on her second try, bob fails it twice, cat once; the instructor's dashboard shows
-    exactly that (and that most learners are stuck on 01.1); bob opening the dashboard gets 403 and no grid."""
+    """Issues 27 and 34.9: ann passes 01.1 on her second try, bob fails it twice, cat once; bob then writes two
+    passes of his own into his record from his terminal, one with a time in the future (his row would stay "0 s
+    ago"), one whose time is no time. The instructor's dashboard shows exactly the three learners' checks (and that
+    most learners are stuck on 01.1), no ✓ for bob, and says it ignored his two lines; bob opening the dashboard
+    gets 403 and no grid."""
     room = at_work
     ann, bob, cat = (room.learners[key] for key in ("ann", "bob", "cat"))
     wrong, right = "lambda grad: grad.clamp(0, 1)", "lambda grad: grad.clamp(-1, 1)"
     check_as(room, ann, [wrong, right])
     check_as(room, bob, [wrong, wrong])
     check_as(room, cat, [wrong])
+    forged = "".join(json.dumps({"exercise": exercise, "verdict": "pass", "attempt": 1, "time": when}) + "\n"
+                     for exercise, when in (("02.1", "2099-01-01T00:00:00Z"), ("03.1", "just now")))
+    record = bob.home / "workspace" / ".course-progress.jsonl"
+    subprocess.run(["runuser", "-u", bob.name, "--", "tee", "-a", str(record)], input=forged.encode(), check=True,
+                   capture_output=True, timeout=60)
     url = dashboard_url(room.hub)
     page = room.instructor.page
     page.goto(url)
@@ -568,7 +593,8 @@ def test_the_instructor_sees_the_room_and_a_learner_cannot(at_work: Room) -> Non
     page.screenshot(path=str(SCREENSHOTS / "hub_dashboard.png"), full_page=True)
     row = {name: page.inner_text(f"tr[data-learner='{name}']") for name in (ann.name, bob.name, cat.name)}
     assert "✓" in row[ann.name] and "✗" not in row[ann.name], row
-    assert "✗2" in row[bob.name] and "✓" not in row[bob.name], row
+    assert "✗2" in row[bob.name] and "✓" not in row[bob.name], row  # neither forged pass
+    assert "2 line(s) ignored" in row[bob.name] and "ignored" not in row[ann.name], row
     assert "✗1" in row[cat.name] and "✓" not in row[cat.name], row
     assert all("ago" in text for text in row.values()), row
     assert "stuck on 01.1 (2 of" in page.inner_text("#stuck")
@@ -615,9 +641,38 @@ def test_a_page_a_learner_serves_cannot_act_with_another_learners_or_the_instruc
                 assert secret_a not in result[key], f"{victim.name}: bob's page read ann's file ({key})"
             for key in ("makeAdmin", "makeAdminHere"):
                 assert not result[key].startswith("200"), f"{victim.name}: bob's page changed bob: {result[key]}"
+            for key in ("authorizeHere", "loginHere"):  # issue 34.7: the hub's pages are not served on bob's host
+                assert not result[key].startswith("200"), f"{victim.name}: bob's page read {key}: {result[key][:200]}"
             assert "jupyterhub" not in result["cookie"], f"bob's page sees a hub cookie: {result['cookie']}"
     assert hub_db(hub, "select admin from users where name = ?", bob.name) == [(0,)], "bob became an admin"
     print("\norigin attack, what bob's page got:", *(f"  {who} via {link}: {r}" for who, link, r in seen), sep="\n")
+
+
+def test_the_hub_answers_only_on_its_own_host(at_work: Room) -> None:
+    """Issue 34.7: bob sends the instructor a link to the hub's login page on bob's own host
+    (http://bob.localhost:PORT/hub/login): the instructor's browser lands on the hub's host, never on a login form
+    of bob's origin (whose page could then read /hub/authorize with the instructor's cookie). A login POSTed there
+    with the instructor's right password is refused (404) and sets no cookie; the hub's API answers nothing there."""
+    room = at_work
+    hub, bob, instructor = room.hub, room.learners["bob"], room.instructor
+    bob_host = f"{bob.name}.localhost:{hub.port}"
+    page = instructor.context.new_page()  # type: ignore[attr-defined]
+    try:
+        response = page.goto(f"http://{bob_host}/hub/login?next=%2Fhub%2Fauthorize")
+        assert page.url.startswith(f"{hub.url}/hub/"), f"the instructor stayed on {page.url}"
+        assert response.status == 200 and bob_host not in page.url
+    finally:
+        page.close()
+    visitor = client(hub, "127.0.0.1")
+    token = visitor.xsrf()  # a real form's token, on the hub's host
+    answer = visitor.post("/hub/login", {"username": instructor.name, "password": instructor.password}, xsrf=token,
+                          host=bob_host)
+    assert answer.status_code == 404 and "jupyterhub-hub-login" not in answer.headers.get("Set-Cookie", ""), \
+        f"a login on bob's host: HTTP {answer.status_code} {answer.headers}"
+    for path, status in (("/hub/api/users", 404), ("/hub/authorize", 302), ("/hub/signup", 302)):
+        answer = visitor.get(path, host=bob_host)
+        assert answer.status_code == status, f"{path} on bob's host: HTTP {answer.status_code}"
+        assert status == 404 or answer.headers["Location"] == f"{hub.url}{path}", answer.headers  # to the hub's host
 
 
 def test_a_page_cannot_approve_or_discard_a_sign_up_for_the_instructor(at_work: Room) -> None:
@@ -676,8 +731,13 @@ def test_temporary_files_and_compile_caches_are_private_to_each_learner(at_work:
             assert folder.is_relative_to(ann.home), f"ann's kernel has {name}={env.get(name)}, outside her home"
             info = folder.stat()
             assert info.st_uid == kernel.uids().real and (info.st_mode & 0o077) == 0, f"{folder} is not ann's, 0700"
-        probe = ("import tempfile; from torch._inductor.runtime.cache_dir_utils import cache_dir, triton_cache_dir; "
-                 "print(tempfile.gettempdir()); print(cache_dir()); print(triton_cache_dir(0))")
+        # torch's own cache_dir_utils.py ("without torch dependencies"), loaded alone: importing it through
+        # torch._inductor would cost the kernel 2.7 CPU-s for the same two functions
+        probe = ("import importlib.util, pathlib, tempfile, torch\n"
+                 "source = pathlib.Path(torch.__file__).parent / '_inductor/runtime/cache_dir_utils.py'\n"
+                 "spec = importlib.util.spec_from_file_location('cache_dir_utils', source)\n"
+                 "utils = importlib.util.module_from_spec(spec); spec.loader.exec_module(utils)\n"
+                 "print(tempfile.gettempdir()); print(utils.cache_dir()); print(utils.triton_cache_dir(0))")
         used = run_in_kernel(room.hub, ann, probe).split()  # in ann's own kernel, after bob set the trap
         assert len(used) == 3, used
         for line in used:
@@ -685,6 +745,181 @@ def test_temporary_files_and_compile_caches_are_private_to_each_learner(at_work:
                 f"ann's torch would use {line} (bob made {trap})"
     finally:
         subprocess.run(["rm", "-rf", str(trap)], check=False)
+
+
+# What bob runs from his terminal (issue 34.2): subscribe to the IOPub channel of every zmq socket of ann's he can
+# name -- each TCP port her processes listen on (/proc/net/tcp is readable by every user) and her kernels' IOPub
+# endpoints (given to him: a unix socket's path he could not list in her home) -- then print what arrives.
+EAVESDROP = r"""
+import json, sys, time, zmq
+uid, endpoints, seconds = int(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3])
+ports = set()
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for line in open(table).read().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "0A" and int(fields[7]) == uid:  # LISTEN, ann's
+            ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+context = zmq.Context()
+subscribers = []
+for where in sorted({f"tcp://127.0.0.1:{port}" for port in ports} | set(endpoints)):
+    socket = context.socket(zmq.SUB)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.setsockopt(zmq.SUBSCRIBE, b"")
+    socket.connect(where)
+    subscribers.append(socket)
+print(json.dumps({"ports": sorted(ports), "subscribed": len(subscribers)}), flush=True)
+sys.stdin.readline()  # the test has ann's kernels print now
+poller = zmq.Poller()
+for socket in subscribers:
+    poller.register(socket, zmq.POLLIN)
+heard, end = [], time.monotonic() + seconds
+while time.monotonic() < end:
+    for socket, _ in poller.poll(100):
+        heard.append(b"".join(socket.recv_multipart()).decode(errors="replace"))
+print(json.dumps({"heard": heard}), flush=True)
+"""
+
+START_SESSION = """async ([base, path]) => {
+    const xsrf = decodeURIComponent((document.cookie.match(/(?:^|; )_xsrf=([^;]+)/) || [])[1] || '');
+    const response = await fetch(base + '/api/sessions', {method: 'POST', headers: {'X-XSRFToken': xsrf,
+        'Content-Type': 'application/json'}, body: JSON.stringify({path, type: 'notebook', name: '',
+        kernel: {name: 'python3'}})});
+    return {status: response.status, body: await response.json()};
+}"""
+
+STOP_SESSION = """async ([base, id]) => {
+    const xsrf = decodeURIComponent((document.cookie.match(/(?:^|; )_xsrf=([^;]+)/) || [])[1] || '');
+    await fetch(base + '/api/sessions/' + id, {method: 'DELETE', headers: {'X-XSRFToken': xsrf}});
+}"""
+
+
+def iopub_endpoint(info: dict) -> str:
+    if info["transport"] == "ipc":
+        return f"ipc://{info['ip']}-{info['iopub_port']}"
+    return f"tcp://{info['ip']}:{info['iopub_port']}"
+
+
+def eavesdrop(hub: ThrowAwayHub, victim: Learner, spy: Learner,
+              connections: list[str]) -> tuple[list[str], list[list[str]], dict]:
+    """``spy`` runs EAVESDROP against ``victim`` while each of the victim's kernels (``connections``) prints a secret;
+    root subscribes to the same IOPub endpoints, and must hear the secret from each. Returns what the spy heard,
+    what root heard (per kernel) and the spy's first report (the TCP ports tried)."""
+    import zmq
+
+    infos = [json.loads(Path(connection).read_text()) for connection in connections]
+    endpoints = [iopub_endpoint(info) for info in infos]
+    deadline = time.monotonic() + 60
+    while not all(Path(e[len("ipc://"):]).is_socket() for e in endpoints if e.startswith("ipc://")):
+        assert time.monotonic() < deadline, f"no sockets at {endpoints}"
+        time.sleep(0.2)
+    python = process_of(hub, victim, "ipykernel").cmdline()[0]  # the learners' Python (it has zmq)
+    spy_process = subprocess.Popen(
+        ["runuser", "-u", spy.name, "--", python, "-c", EAVESDROP, str(hub.learner_uids()[victim.name]),
+         json.dumps(endpoints), "4"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd="/")
+    context = zmq.Context()
+    roots = []
+    try:
+        tried = json.loads(spy_process.stdout.readline())  # type: ignore[union-attr]
+        for endpoint in endpoints:  # root's own subscription: what the spy would hear if the sockets let him
+            socket = context.socket(zmq.SUB)
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.setsockopt(zmq.SUBSCRIBE, b"")
+            socket.connect(endpoint)
+            roots.append(socket)
+        time.sleep(1)  # zmq: a subscription reaches the publisher a moment after connect
+        secret = f"{victim.name}-secret-{secrets.token_hex(8)}"
+        spy_process.stdin.write("go\n")  # type: ignore[union-attr]
+        spy_process.stdin.flush()  # type: ignore[union-attr]
+        for connection in connections:
+            run_in_kernel(hub, victim, f"print({secret!r})", connection=connection)
+        heard_by_root: list[list[str]] = [[] for _ in roots]
+        deadline = time.monotonic() + 10
+        while not all(any(secret in m for m in heard) for heard in heard_by_root) and time.monotonic() < deadline:
+            for socket, heard in zip(roots, heard_by_root):
+                while socket.poll(50):
+                    heard.append(b"".join(socket.recv_multipart()).decode(errors="replace"))
+        out, err = spy_process.communicate(timeout=60)
+    finally:
+        if spy_process.poll() is None:
+            spy_process.kill()
+            spy_process.wait(timeout=30)
+        for socket in roots:
+            socket.close()
+        context.term()
+    assert all(any(secret in m for m in heard) for heard in heard_by_root), "root heard nothing: no proof"
+    return json.loads(out.strip().splitlines()[-1])["heard"], heard_by_root, tried
+
+
+def test_another_learner_subscribing_to_a_kernel_hears_nothing(at_work: Room) -> None:
+    """Issue 34.2: ann also opens a notebook in a sub-folder (a second kernel, working in complete/). bob subscribes,
+    as above, while both of her kernels print a secret: bob hears nothing, though root, subscribing the same way to
+    the same endpoints, hears the secret (so the subscription itself works). Then: her kernels' five channels are
+    unix sockets in her private runtime folder (an absolute path: none in complete/). (A kernel still listens on one
+    TCP port of 127.0.0.1: ipykernel's pipe for the output of forked subprocesses, a PULL socket that drops every
+    message without the kernel's random key, so there is nothing to hear: bob tries it too.)"""
+    import psutil
+
+    room = at_work
+    hub, ann, bob = room.hub, room.learners["ann"], room.learners["bob"]
+    sub_folder = ann.home / "workspace" / "complete"
+    started = ann.page.evaluate(START_SESSION, [f"/user/{ann.name}", f"complete/{NOTEBOOK}"])  # type: ignore[attr-defined]
+    assert started["status"] == 201, started
+    try:
+        kernels = []
+        deadline = time.monotonic() + 120
+        while len(kernels) < 2:
+            assert time.monotonic() < deadline, "ann's second kernel did not start"
+            kernels = [p for p in psutil.process_iter(["uids", "cmdline"]) if p.info["uids"] and p.info["uids"].real
+                       == hub.learner_uids()[ann.name] and "ipykernel" in " ".join(p.info["cmdline"] or [])]
+            time.sleep(0.2)
+        assert {Path(k.cwd()) for k in kernels} == {ann.home / "workspace", sub_folder}, [k.cwd() for k in kernels]
+        connections = [connection_file(kernel) for kernel in kernels]
+        heard, heard_by_root, tried = eavesdrop(hub, ann, bob, connections)
+        assert not heard, f"bob heard ann's kernels: {heard[:3]}"
+        runtime = ann.home / ".cache" / "run"
+        assert (runtime.stat().st_mode & 0o077) == 0 and runtime.stat().st_uid == hub.learner_uids()[ann.name]
+        for kernel, connection in zip(kernels, connections):
+            info = json.loads(Path(connection).read_text())
+            assert info["transport"] == "ipc" and Path(info["ip"]).parent == runtime, info
+            tcp = {c.laddr.port for c in kernel.net_connections("inet") if c.status == psutil.CONN_LISTEN}
+            assert not tcp & {info[f"{channel}_port"] for channel in ("shell", "iopub", "stdin", "control", "hb")}
+        assert not [p for p in sub_folder.iterdir() if p.is_socket() or "ipc" in p.name], "sockets in complete/"
+        print(f"\nbob subscribed to ann's TCP ports {tried['ports']} and her kernels' IOPub sockets: heard nothing; "
+              f"root heard {sum(map(len, heard_by_root))} message(s) on the same sockets")
+    finally:
+        ann.page.evaluate(STOP_SESSION, [f"/user/{ann.name}", started["body"]["id"]])  # type: ignore[attr-defined]
+
+
+def test_dev_shm_is_each_learners_own_and_capped(at_work: Room) -> None:
+    """Issue 34.4: in her kernel, ann writes a file to /dev/shm and then fills it with up to 1 GiB: the writing stops
+    at make hub's HUB_SHM_MAX (512M: ENOSPC), her file is in no /dev/shm the machine or bob sees, and it goes with
+    her server (the Ctrl-C test checks what is left in the machine's shared folders)."""
+    room = at_work
+    hub, ann, bob = room.hub, room.learners["ann"], room.learners["bob"]
+    marker = f"course-shm-{secrets.token_hex(4)}"
+    fill = """
+import os
+open('/dev/shm/MARKER', 'w').write('ann')
+written, error, chunk = 0, '', b'\\0' * (16 << 20)
+try:
+    with open('/dev/shm/MARKER-fill', 'wb', buffering=0) as handle:
+        while written < (1 << 30):
+            written += handle.write(chunk)
+except OSError as e:
+    error = e.strerror
+finally:
+    if os.path.exists('/dev/shm/MARKER-fill'):
+        os.remove('/dev/shm/MARKER-fill')
+stat = os.statvfs('/dev/shm')
+print(written, stat.f_blocks * stat.f_frsize, error.replace(' ', '_'))
+""".replace("MARKER", marker)
+    written, size, error = run_in_kernel(hub, ann, fill).split()
+    assert int(size) == 512 * 2**20, f"ann's /dev/shm has {int(size) >> 20} MiB"
+    assert int(written) <= int(size) and error == "No_space_left_on_device", (written, error)
+    assert not (Path("/dev/shm") / marker).exists(), "ann's file is in the machine's /dev/shm"
+    assert run_in_kernel(hub, bob, f"import os; print(os.path.exists('/dev/shm/{marker}'))").strip() == "False"
+    assert run_in_kernel(hub, ann, f"import os; print(os.path.exists('/dev/shm/{marker}'))").strip() == "True"
 
 
 def test_each_server_logs_to_its_own_file_and_no_token_reaches_a_log(at_work: Room) -> None:
@@ -758,39 +993,96 @@ sys.exit(code)
     print(f"\nlimits of ann's kernel: {limits}; the attack: {result.stdout.strip()}")
 
 
-def test_failed_logins_cannot_lock_the_instructor_out(room: Room) -> None:
-    """Issue 22.7: two more wrong passwords for the instructor's name than the block (make hub's is ten; this hub's
-    BLOCK_AFTER, set with HUB_ALLOWED_FAILED_LOGINS; tests/test_deploy_configs.py checks the default); the
-    instructor still logs in at once. A learner's name is still blocked after one more than the block
-    (NativeAuthenticator's protection stays)."""
+def client(hub: ThrowAwayHub, source: str) -> HubClient:
+    """A visitor from ``source`` (another loopback address: another machine of the room, to the hub)."""
+    return HubClient(f"http://127.0.0.1:{hub.port}", host=f"localhost:{hub.port}", source=source)
+
+
+def test_failed_logins_block_a_learners_name_never_the_instructors_and_a_flood_is_refused_per_address(room: Room) -> None:
+    """Issues 22.7 and 34.8, from 127.0.0.2 (another machine, to the hub): two more wrong passwords for the
+    instructor's name than the block (make hub's is ten; this hub's BLOCK_AFTER, HUB_ALLOWED_FAILED_LOGINS) and one
+    more for dan's; then two loops flood the instructor's name with wrong passwords, under made-up X-Forwarded-For
+    and X-Real-Ip headers, until the address's budget (PER_ADDRESS a minute, HUB_FAILED_LOGINS_PER_ADDRESS) is
+    spent: from then on its logins are refused (429) without a password check, while from 127.0.0.1 the login page
+    still answers and the instructor logs in, in the browser; dan's right password is refused inside his minute of
+    block. (That the hash is checked off the event loop is tests/test_course_auth.py's.)"""
+    import threading
+
     hub, instructor, dan = room.hub, room.instructor, room.learners["dan"]
     assert hub.extra_env["HUB_ALLOWED_FAILED_LOGINS"] == str(BLOCK_AFTER)
+    assert hub.extra_env["HUB_FAILED_LOGINS_PER_ADDRESS"] == str(PER_ADDRESS)
+    mallory = client(hub, "127.0.0.2")
+    xsrf = mallory.xsrf()
+    for name in [instructor.name] * (BLOCK_AFTER + 2) + [dan.name] * (BLOCK_AFTER + 1):
+        answer = mallory.log_in(name, "wrong-" + secrets.token_hex(4), xsrf)
+        assert "Invalid username or password" in answer.text, f"{name}: HTTP {answer.status_code}"
+    spent = 2 * BLOCK_AFTER + 2  # password checks so far: dan's last attempt was blocked by name before any check
+    answers: list[tuple[float, int, bool]] = []  # (when sent, status, a password was checked: "Invalid ...")
+    stop = threading.Event()
+
+    def flood(loop: int) -> None:
+        visitor = client(hub, "127.0.0.2")
+        claimed = {"X-Real-Ip": f"203.0.113.{loop + 1}"}  # tornado's remote_ip believes it (the XSRF token follows)
+        token = visitor.xsrf(headers=claimed)
+        for attempt in range(30):  # bounded: at most 30 attempts a loop
+            if stop.is_set():
+                return
+            headers = {**claimed, "X-Forwarded-For": f"198.51.100.{attempt}"}  # the proxy appends the real one
+            sent = time.monotonic()
+            answer = visitor.post("/hub/login", {"username": instructor.name, "password": f"guess-{loop}-{attempt}"},
+                                  xsrf=token, headers=headers)
+            answers.append((sent, answer.status_code, "Invalid username or password" in answer.text))
+            time.sleep(0.1)
+
+    loops = [threading.Thread(target=flood, args=(loop,), daemon=True) for loop in range(2)]
+    started = time.monotonic()
+    for loop in loops:
+        loop.start()
     context, page = new_page(room.browser, room.outside)
     try:
-        page.goto(f"{hub.url}/hub/login")
-        xsrf = page.get_attribute("input[name=_xsrf]", "value")
-        for name in [instructor.name] * (BLOCK_AFTER + 2) + [dan.name] * (BLOCK_AFTER + 1):  # the form's POST, no page
-            response = page.request.post(f"{hub.url}/hub/login", max_redirects=0, form={
-                "_xsrf": xsrf, "username": name, "password": "wrong-" + secrets.token_hex(4)})
-            assert "Invalid username or password" in response.text(), f"{name}: HTTP {response.status}"
-        log_in(page, hub, instructor.name, instructor.password, next_url="/hub/authorize")
+        watcher, waits = client(hub, "127.0.0.1"), []
+        while not any(status == 429 for _, status, _ in answers):
+            assert time.monotonic() - started < 120, f"the flood was never refused: {answers}"
+            before = time.perf_counter()
+            assert watcher.get("/hub/login").status_code == 200
+            waits.append(time.perf_counter() - before)
+            time.sleep(0.1)
+        refused = time.monotonic()
+        log_in(page, hub, instructor.name, instructor.password, next_url="/hub/authorize")  # from 127.0.0.1
         page.wait_for_url(re.compile(r"^http://[^/?]+/hub/authorize$"), timeout=60_000)
         context.clear_cookies()
         log_in(page, hub, dan.name, dan.password)  # the right password, inside dan's minute of block
         page.wait_for_selector("text=Invalid username or password", timeout=60_000)
     finally:
+        stop.set()
+        for loop in loops:
+            loop.join(timeout=60)
         context.close()
+    flood_s = time.monotonic() - started
+    checked = sum(1 for _, _, was_checked in answers if was_checked)
+    refill_s = 60 / PER_ADDRESS
+    assert all(status in (200, 429) for _, status, _ in answers), answers
+    assert checked <= PER_ADDRESS - spent + flood_s / refill_s + 2, \
+        f"{checked} passwords checked for one address in {flood_s:.0f} s"
+    late = [sent for sent, _, was_checked in answers if was_checked and sent > refused]  # not in flight before
+    assert len(late) <= (flood_s - (refused - started)) / refill_s + 1, "refused, then checked again at full speed"
+    assert waits and max(waits) < 2.0, f"the login page took up to {max(waits):.2f} s during the flood"
+    print(f"\nflood from 127.0.0.2: {len(answers)} attempts in {flood_s:.1f} s, {checked} passwords checked, "
+          f"{sum(1 for _, s, _ in answers if s == 429)} refused (429); the login page from 127.0.0.1 meanwhile: "
+          f"{1000 * max(waits):.0f} ms at most")
 
 
 def test_a_deleted_learners_name_cannot_be_claimed_and_remove_learner_archives_and_retires_it(room: Room) -> None:
-    """Issue 22.5: fay signs up, is approved and logs in (the hub makes her system account); the instructor deletes
-    her in the hub. A new sign-up as fay must not get her uid and home; ``serve.py remove-learner fay`` archives the
-    home, removes the account, and the name stays refused."""
+    """Issues 22.5 and 34.4, .6: fay signs up, is approved and logs in (the hub makes her system account); the
+    instructor deletes her in the hub, which retires her name. A new sign-up as fay must not get her uid and home;
+    ``serve.py remove-learner fay`` archives the home, removes the account and fay's files in /tmp, /var/tmp and
+    /dev/shm, and the name stays refused."""
     import pwd
 
     hub, instructor = room.hub, room.instructor
     fay = Learner(f"{hub.prefix}fay", secrets.token_urlsafe(10))
     context, page = new_page(room.browser, room.outside)
+    leftovers: list[Path] = []
     try:
         assert "sent to the admin" in sign_up(page, hub, fay)
         instructor.page.goto(f"{hub.url}/hub/authorize")  # type: ignore[attr-defined]
@@ -806,34 +1098,52 @@ def test_a_deleted_learners_name_cannot_be_claimed_and_remove_learner_archives_a
         status = instructor.page.evaluate("""async (name) => (await fetch('/hub/api/users/' + name, {method: 'DELETE',
             headers: {'X-XSRFToken': window.jhdata.xsrf_token}})).status""", fay.name)  # type: ignore[attr-defined]
         assert status == 204, f"deleting fay in the hub: HTTP {status}"
+        assert fay.name in (hub.state / "private" / "retired-names").read_text().split(), "fay's name was not retired"
         claimant = Learner(fay.name, secrets.token_urlsafe(10))
         text = sign_up(page, hub, claimant)
         assert "sent to the admin" not in text, "a new sign-up claimed the deleted learner's name (and uid, home)"
         env = {**os.environ, "HUB_STATE": str(hub.state), "HUB_LEARNER_GROUP": hub.group, "HUB_ADMIN": hub.admin}
         serve = [str(hub.checkout / ".venv/bin/python"), str(hub.checkout / "tools/hub/serve.py")]  # as make does
+        leftovers += plant_leftovers(fay)
         result = subprocess.run([*serve, "remove-learner", fay.name], env=env, capture_output=True, text=True,
                                 timeout=120)
         assert result.returncode == 0, result.stderr
         assert fay.name not in hub.learner_uids() and not (hub.homes / fay.name).exists()
+        assert not [path for path in leftovers if path.exists()], "fay's files in the shared temporary folders are left"
         archives = list((hub.state / "private" / "archive").glob(f"{fay.name}-*.tar.gz"))
         assert archives and (archives[0].stat().st_mode & 0o077) == 0, "fay's home was not archived (privately)"
         text = sign_up(page, hub, claimant)
         assert "sent to the admin" not in text, "a retired name was given out again"
     finally:
         context.close()
+        for path in leftovers:
+            subprocess.run(["rm", "-rf", str(path)], check=False)
         if fay.name in hub.learner_uids():
             subprocess.run(["userdel", "--remove", fay.name], capture_output=True)
 
 
+def plant_leftovers(learner: Learner) -> list[Path]:
+    """What a learner can leave in the machine's shared temporary folders (from a process the hub did not start, or
+    from before the hub gave each server its own /dev/shm): a file, a folder with a file, a file in /dev/shm."""
+    tag = secrets.token_hex(4)
+    paths = [Path(f"/tmp/course-left-{tag}"), Path(f"/var/tmp/course-left-{tag}"), Path(f"/dev/shm/course-left-{tag}")]
+    as_learner(learner.name, f"echo x > {paths[0]} && mkdir {paths[1]} && echo x > {paths[1]}/inside && echo x > {paths[2]}")
+    return paths
+
+
 def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room) -> None:
-    """Also issue 22.6: ann leaves a process that left her server's session (setsid) and holds a port; Ctrl-C
-    must end it too, and free the port."""
+    """Also issues 22.6 and 34.4: ann leaves a process that left her server's session (setsid) and holds a port,
+    and files in /tmp, /var/tmp and the machine's /dev/shm; Ctrl-C must end the process, free the port and remove
+    her files (and no file of anybody else: root's file beside them stays)."""
     room = at_work
     from hubserver import free_port
 
     hub, ann = room.hub, room.learners["ann"]
     port = free_port()
     server = process_of(hub, ann, "jupyterhub.singleuser")
+    leftovers = plant_leftovers(ann)
+    kept = Path(f"/tmp/course-kept-{secrets.token_hex(4)}")
+    kept.write_text("root's")
     squatter = subprocess.Popen(  # as ann, from her server's environment, in a session of its own
         ["runuser", "-u", ann.name, "--", "setsid", server.cmdline()[0], "-m", "http.server", "--bind", "127.0.0.1",
          str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -850,7 +1160,12 @@ def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room)
         assert not left, f"still running after Ctrl-C: {left}"
         assert "Cleaning up single-user servers" in hub.log()
         assert not listening(port), f"port {port} is still held by ann's process"
+        assert not [path for path in leftovers if path.exists()], "ann's files in the shared temporary folders are left"
+        assert kept.exists(), "a file that is not ann's was removed"
     finally:
+        kept.unlink(missing_ok=True)
+        for path in leftovers:
+            subprocess.run(["rm", "-rf", str(path)], check=False)
         if squatter.poll() is None:
             squatter.kill()
         squatter.wait(timeout=30)

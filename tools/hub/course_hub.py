@@ -2,7 +2,8 @@
 
 ``tools/hub/jupyterhub_config.py`` calls :func:`configure` with :class:`Settings` read from ``HUB_*`` environment
 variables (``tools/hub/serve.py`` sets them), then :func:`refuse_unsafe`. Everything here is importable without
-side effects, so the tests check the configuration without starting a hub.
+side effects, so the tests check the configuration without starting a hub. Who may log in, and where the hub's
+pages answer, is tools/hub/course_auth.py: the same module the deploy/ recipes load.
 
 Run as root, every learner is a separate system user (created on first login, in the group
 ``HUB_LEARNER_GROUP``, home mode 0700). Not run as root, all learners share the account that runs the hub, and
@@ -14,6 +15,7 @@ Usage: ``configure(c, Settings.from_env())`` inside a JupyterHub config file.
 from __future__ import annotations
 
 import asyncio
+import functools
 import grp
 import ipaddress
 import os
@@ -25,17 +27,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import course_auth
+from course_auth import ADMIN_PASSWORD_LENGTH, NEVER_LEARNERS, USERNAME_PATTERN  # noqa: F401 (also make hub's)
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 DEFAULT_STATE = ROOT / ".hub"
 LOOPBACK = "127.0.0.1"
-# A name that is a valid system user name and a valid JupyterHub name; lower case (NativeAuthenticator lowers).
-USERNAME_PATTERN = r"^[a-z][a-z0-9_-]{1,31}$"
-NEVER_LEARNERS = frozenset({"root", "nobody", "daemon", "bin", "sys", "sync", "games", "man", "mail", "www-data"})
 # Authenticators that let anybody in (or accept any password): never allowed for a course hub.
 OPEN_AUTHENTICATORS = ("DummyAuthenticator", "NullAuthenticator")
-# The instructor's name is never blocked after failed logins, so its password must be out of guessing range.
-ADMIN_PASSWORD_LENGTH = 16
+# Kernels listen on unix sockets in their owner's runtime folder, not on TCP ports of the machine's loopback, where
+# any local user can subscribe to a kernel's output (IOPub needs no key to read). jupyter_client puts a kernel's
+# sockets beside its connection file: <runtime>/kernel-<id>-ipc-<1..5> (PRIVATE_DIRS gives a short runtime folder).
+KERNELS_ON_UNIX_SOCKETS = ("--KernelManager.transport=ipc",)
+SOCKET_PATH_MAX = 107  # sun_path: 108 bytes with the final NUL (Linux)
+KERNEL_SOCKET_NAME = "/kernel-" + "0" * 36 + "-ipc-10"  # the longest name jupyter_client gives (a uuid4, port 1..10)
 
 
 def free_port() -> int:
@@ -91,7 +97,10 @@ class Settings:
     memory_max: str = "2.5G"  # per process of a learner (RLIMIT_DATA): the capacity benchmark's 1.6 GB, plus room
     tasks_max: int = 512  # processes and threads per learner (RLIMIT_NPROC)
     file_max: str = "4G"  # largest file a learner's process may write (RLIMIT_FSIZE)
-    allowed_failed_logins: int = 10  # wrong passwords that block a learner's name for a minute (never the instructor's)
+    allowed_failed_logins: int = course_auth.ALLOWED_FAILED_LOGINS  # wrong passwords that block a learner's name
+    # for a minute (never the instructor's)
+    failed_logins_per_address: int = course_auth.FAILED_LOGINS_PER_ADDRESS  # failed logins a minute from one address
+    shm_max: str = "512M"  # each learner's server gets its own /dev/shm of this size ("0": the machine's shared one)
     extra_config: str = ""
     lang: str = "en"  # the room's language: "zh" gives every learner the Chinese workspace and Chinese check()/hint()
     as_root: bool = field(default_factory=is_root)
@@ -118,6 +127,8 @@ class Settings:
         s.tasks_max = int(env.get("HUB_TASKS_MAX") or s.tasks_max)
         s.file_max = env.get("HUB_FILE_MAX") or s.file_max
         s.allowed_failed_logins = int(env.get("HUB_ALLOWED_FAILED_LOGINS") or s.allowed_failed_logins)
+        s.failed_logins_per_address = int(env.get("HUB_FAILED_LOGINS_PER_ADDRESS") or s.failed_logins_per_address)
+        s.shm_max = env.get("HUB_SHM_MAX") or s.shm_max
         s.extra_config = env.get("HUB_EXTRA_CONFIG", "")
         s.lang = (env.get("HUB_LANG", s.lang) or s.lang).strip().lower()
         return s
@@ -129,7 +140,7 @@ class Settings:
 
     @property
     def password_file(self) -> Path:
-        return self.private / "instructor-password"
+        return self.private / course_auth.PASSWORD_FILE
 
     @property
     def logs(self) -> Path:
@@ -138,8 +149,8 @@ class Settings:
 
     @property
     def retired_names(self) -> Path:
-        """Names of learners removed with ``serve.py remove-learner``: never given out again."""
-        return self.private / "retired-names"
+        """Names of learners removed with ``serve.py remove-learner`` or deleted in the hub: never given out again."""
+        return self.private / course_auth.RETIRED_FILE
 
     @property
     def hub_url(self) -> str:
@@ -175,7 +186,11 @@ def check_settings(s: Settings) -> None:
     if s.allowed_failed_logins < 1:  # NativeAuthenticator reads 0 as "never block": guessing without end
         raise UnsafeHub(f"HUB_ALLOWED_FAILED_LOGINS={s.allowed_failed_logins}: give at least 1 (the default, 10, "
                         "blocks a learner's name for a minute after ten wrong passwords).")
-    for name, value in (("HUB_MEMORY_MAX", s.memory_max), ("HUB_FILE_MAX", s.file_max)):
+    if s.failed_logins_per_address < 1:
+        raise UnsafeHub(f"HUB_FAILED_LOGINS_PER_ADDRESS={s.failed_logins_per_address}: give at least 1 (the default, "
+                        f"{course_auth.FAILED_LOGINS_PER_ADDRESS}, refuses a client address's logins without checking "
+                        "the password once it failed that many times in a minute).")
+    for name, value in (("HUB_MEMORY_MAX", s.memory_max), ("HUB_FILE_MAX", s.file_max), ("HUB_SHM_MAX", s.shm_max)):
         try:
             parse_size(value)
         except ValueError:
@@ -415,13 +430,7 @@ def prepare_state(s: Settings) -> None:
 
 def instructor_password(s: Settings) -> str:
     """The instructor's first password: made once (mode 0600), kept across restarts; change it at /hub/change-password."""
-    if not s.password_file.exists():
-        import secrets
-
-        descriptor = os.open(s.password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(secrets.token_urlsafe(12) + "\n")
-    return s.password_file.read_text(encoding="utf-8").strip()
+    return course_auth.instructor_password(s.password_file)
 
 
 def learner_environment(s: Settings, python: str) -> dict[str, str]:
@@ -446,6 +455,7 @@ PRIVATE_DIRS = {
     "TORCH_EXTENSIONS_DIR": ".cache/torch_extensions",
     "MPLCONFIGDIR": ".cache/matplotlib",
     "PYTHONPYCACHEPREFIX": ".cache/pycache",
+    "JUPYTER_RUNTIME_DIR": ".cache/run",  # connection files and the kernels' unix sockets: short (see SOCKET_PATH_MAX)
 }
 
 
@@ -475,6 +485,89 @@ def limit_resources(s: Settings) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+# A learner's files in /dev/shm are memory that no per-process limit counts (RLIMIT_DATA does not), and the
+# machine's /dev/shm is sized to its RAM. So each learner's server runs in a mount namespace of its own, whose
+# /dev/shm is a fresh tmpfs of HUB_SHM_MAX: the server, its kernels and terminals share it, nobody else sees it, and
+# it is gone (with its memory) when the last of them ends. Linux's unshare(2) and mount(2), through ctypes (Python
+# 3.11 has no os.unshare); the process must be root (CAP_SYS_ADMIN).
+CLONE_NEWNS, MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x00020000, 2, 4, 16384, 1 << 18
+
+
+@functools.cache
+def _libc() -> Any:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.unshare.argtypes = [ctypes.c_int]
+    return libc
+
+
+def make_dev_shm_private(size: int) -> None:
+    """Run in a learner's server before it starts (root, before setuid; see above): its own mount namespace with a
+    private /dev/shm of ``size`` bytes. Raises OSError where the system refuses."""
+    import ctypes
+
+    libc = _libc()  # loaded by the parent (spawner_class's preexec), not after fork
+    for call, args in ((libc.unshare, (CLONE_NEWNS,)),
+                       (libc.mount, (b"none", b"/", None, MS_REC | MS_PRIVATE, None)),  # nothing leaks back out
+                       (libc.mount, (b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV,
+                                     f"size={size},mode=1777".encode()))):
+        if call(*args) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"{call.__name__}{args[:2]}: {os.strerror(error)}")
+
+
+def check_private_dev_shm(s: Settings) -> None:
+    """Refuse to start when learners cannot get their own /dev/shm (a container without CAP_SYS_ADMIN, say): tried
+    once, in a throw-away child, exactly as each learner's server will be started."""
+    size = parse_size(s.shm_max)
+    if not s.as_root or not size:
+        return
+    _libc()
+    try:
+        subprocess.run([sys.executable, "-c", ""], preexec_fn=lambda: make_dev_shm_private(1 << 20), check=True,
+                       timeout=60)
+    except (OSError, subprocess.SubprocessError) as error:
+        raise UnsafeHub(
+            f"Each learner's server gets its own /dev/shm of HUB_SHM_MAX={s.shm_max} (a mount namespace), so that "
+            f"files there count against a limit and vanish with the server; this machine refused ({error}). Run the "
+            "hub where root may create mount namespaces, or accept the machine's shared /dev/shm (learners' files "
+            "there are then limited by nothing but are removed when their server stops): HUB_SHM_MAX=0.") from None
+
+
+SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def remove_shared_temp_files(uid: int, places: tuple[str, ...] = SHARED_TEMP) -> list[str]:
+    """Remove what ``uid`` left at the top of the machine's shared temporary folders (files, folders, links);
+    returns what was removed. Run when a learner's server stops and when a learner is removed."""
+    import shutil
+    import stat
+
+    if uid == 0:
+        raise ValueError("refusing to remove root's files")
+    removed = []
+    for place in places:
+        try:
+            entries = list(os.scandir(place))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+                if info.st_uid != uid:
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(entry.path)  # never follows a link (fd-based on Linux)
+                else:
+                    os.unlink(entry.path)
+                removed.append(entry.path)
+            except OSError:
+                continue
+    return removed
 
 
 def learner_processes(uid: int) -> list[Any]:
@@ -515,8 +608,9 @@ def end_learner_processes(uid: int, grace: float = 5.0) -> list[int]:
 
 def spawner_class(s: Settings) -> type:
     """The learners' spawner: ``LocalProcessSpawner`` (one system user per learner, root) or its shared-account
-    variant, plus what the course adds: a log file per server, a private ``TMPDIR`` and caches, resource limits,
-    and, on stop, the end of every process the learner started (also those that left the server's process group)."""
+    variant, plus what the course adds: a log file per server, a private ``TMPDIR``, caches and kernel sockets,
+    resource limits, a private /dev/shm (root), and, on stop, the end of every process the learner started (also
+    those that left the server's process group) and the removal of their files in /tmp, /var/tmp and /dev/shm."""
     from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
 
     base = LocalProcessSpawner if s.as_root else SimpleLocalProcessSpawner
@@ -533,10 +627,15 @@ def spawner_class(s: Settings) -> type:
         def make_preexec_fn(self, name: str):  # type: ignore[no-untyped-def]
             become = super().make_preexec_fn(name)
             env = private_environment(self._home())
+            shm = parse_size(s.shm_max) if s.as_root else 0
+            if shm:
+                _libc()  # loaded here, in the hub, not in the child after fork
 
             def preexec() -> None:
                 if s.as_root:
                     limit_resources(s)
+                    if shm:
+                        make_dev_shm_private(shm)
                 become()
                 make_private_dirs(env)
 
@@ -544,6 +643,11 @@ def spawner_class(s: Settings) -> type:
 
         async def start(self):  # type: ignore[no-untyped-def]
             """The server's output goes to ``private/logs/NAME.log`` (root's), never to the hub's terminal."""
+            runtime = private_environment(self._home())["JUPYTER_RUNTIME_DIR"]
+            if len(runtime) + len(KERNEL_SOCKET_NAME) > SOCKET_PATH_MAX:
+                raise RuntimeError(f"{self.user.name}'s kernels cannot listen in {runtime}: a unix socket's path "
+                                   f"has at most {SOCKET_PATH_MAX} characters. Choose a shorter "
+                                   f"{'HUB_HOME_BASE' if s.as_root else 'HUB_STATE'}.")
             log_path = s.logs / f"{self.user.name}.log"
             descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
             self.popen_kwargs = {**self.popen_kwargs, "stdin": subprocess.DEVNULL, "stdout": descriptor,
@@ -558,149 +662,28 @@ def spawner_class(s: Settings) -> type:
             if s.as_root:
                 uid = pwd.getpwnam(self.user.name).pw_uid
                 if uid != 0:
-                    ended = await asyncio.get_running_loop().run_in_executor(None, end_learner_processes, uid)
+                    loop = asyncio.get_running_loop()
+                    ended = await loop.run_in_executor(None, end_learner_processes, uid)
                     if ended:
                         self.log.info("Ended %d more process(es) of %s", len(ended), self.user.name)
+                    removed = await loop.run_in_executor(None, remove_shared_temp_files, uid)
+                    if removed:
+                        self.log.info("Removed %s's files in the shared temporary folders: %s", self.user.name,
+                                      ", ".join(removed))
 
     return CourseSpawner
 
 
+@functools.cache
 def authenticator_classes() -> tuple[type, type]:
-    """(separate system users, one shared account): NativeAuthenticator plus what a course needs."""
-    import bcrypt
+    """(separate system users, one shared account): the course's sign-in (tools/hub/course_auth.py, the one the
+    deploy/ recipes run too) plus, run as root, a system user for each learner."""
     from jupyterhub.auth import LocalAuthenticator
-    from jupyterhub import orm
-    from nativeauthenticator import NativeAuthenticator
-    from nativeauthenticator.handlers import DiscardHandler, ToggleAuthorizationHandler
-    from nativeauthenticator.handlers import LoginHandler as NativeLoginHandler
-    from nativeauthenticator.orm import UserInfo
-    from tornado.escape import url_escape
-    from tornado.httputil import url_concat
     from traitlets import Unicode
 
-    class NoStatsd:
-        """JupyterHub 6 has no statsd client; NativeAuthenticator 1.3.0's login still times itself with one."""
+    native = course_auth.course_authenticator_class()
 
-        def timer(self, name: str) -> NoStatsd:
-            return self
-
-        def start(self) -> NoStatsd:
-            return self
-
-        def stop(self, send: bool = True) -> None:
-            return None
-
-    class CourseLoginHandler(NativeLoginHandler):
-        """NativeAuthenticator 1.3.0's login page, working on JupyterHub 6 (found here: its POST /hub/login fails
-        with AttributeError 'statsd', and its error page with "_render() got an unexpected keyword 'sync'")."""
-
-        statsd = NoStatsd()
-
-        def _render(self, login_error: str | None = None, username: str | None = None, sync: bool = False,
-                    **kwargs: Any) -> Any:
-            return self.render_template(
-                "native-login.html", sync=sync,
-                next=url_escape(self.get_argument("next", default="")), username=username, login_error=login_error,
-                custom_html=self.authenticator.custom_html, login_url=self.settings["login_url"],
-                enable_signup=self.authenticator.enable_signup, two_factor_auth=self.authenticator.allow_2fa,
-                authenticator_login_url=url_concat(self.authenticator.login_url(self.hub.base_url),
-                                                   {"next": self.get_argument("next", "")}),
-            )
-
-    class PostOnlyToggleAuthorization(ToggleAuthorizationHandler):
-        """/hub/authorize/NAME: NativeAuthenticator 1.3.0 approves (or withdraws) on a GET, so any page the
-        instructor visits could approve an account with an ``<img src>``. Here a GET changes nothing; the change is a
-        POST, which JupyterHub accepts only with the form's XSRF token (tools/hub/templates/authorization-area.html)."""
-
-        async def get(self, slug: str) -> None:  # type: ignore[override]
-            self.redirect(self.hub.base_url + "authorize")
-
-        async def post(self, slug: str) -> None:
-            await ToggleAuthorizationHandler.get.__wrapped__(self, slug)  # type: ignore[attr-defined]
-
-    class PostOnlyDiscard(DiscardHandler):
-        """/hub/discard/NAME: the same, for discarding a sign-up."""
-
-        async def get(self, user_name: str) -> None:  # type: ignore[override]
-            self.redirect(self.hub.base_url + "authorize")
-
-        async def post(self, user_name: str) -> None:
-            await DiscardHandler.get.__wrapped__(self, user_name)  # type: ignore[attr-defined]
-
-    from jupyterhub.scopes import needs_scope
-
-    PostOnlyToggleAuthorization.post = needs_scope("admin:users")(PostOnlyToggleAuthorization.post)
-    PostOnlyDiscard.post = needs_scope("admin:users")(PostOnlyDiscard.post)
-    replaced = {NativeLoginHandler: CourseLoginHandler, ToggleAuthorizationHandler: PostOnlyToggleAuthorization,
-                DiscardHandler: PostOnlyDiscard}
-
-    class CourseNativeAuthenticator(NativeAuthenticator):
-        """Sign-up with instructor approval, a pre-made instructor account, and names that are safe as users."""
-
-        instructor_password_file = Unicode("", config=True, help="File with the instructor's first password.")
-        learner_group = Unicode("", config=True, help="System group of the learners the hub created (root only).")
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._ensure_instructors()
-
-        retired_names_file = Unicode("", config=True, help="Names removed with serve.py remove-learner, one a line.")
-
-        def get_handlers(self, app: Any) -> list[tuple[str, Any]]:
-            return [(path, replaced.get(handler, handler)) for path, handler in super().get_handlers(app)]
-
-        def is_blocked(self, username: str) -> bool:
-            """Ten failed logins (``HUB_ALLOWED_FAILED_LOGINS``) block a learner's name for a minute; never the
-            instructor's (anybody could keep the instructor out by failing on purpose). The instructor's password is
-            long and random instead."""
-            if self.normalize_username(username) in self.admin_users:
-                return False
-            return super().is_blocked(username)
-
-        def change_password(self, username: str, new_password: str) -> bool:
-            if self.normalize_username(username) in self.admin_users and len(new_password) < ADMIN_PASSWORD_LENGTH:
-                return False  # never locked out, so never guessable: the instructor's password stays long
-            return super().change_password(username, new_password)
-
-        def retired(self) -> set[str]:
-            path = Path(self.retired_names_file) if self.retired_names_file else None
-            return set(path.read_text().split()) if path and path.exists() else set()
-
-        def _ensure_instructors(self) -> None:
-            """The instructor's account exists before anybody can sign up under that name (and become admin)."""
-            if not self.instructor_password_file:
-                return
-            password = Path(self.instructor_password_file).read_text(encoding="utf-8").strip()
-            for name in sorted(self.admin_users):
-                if UserInfo.find(self.db, name) is None:
-                    hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt())
-                    self.db.add(UserInfo(username=name, password=hashed, is_authorized=True))
-                    self.db.commit()
-                    self.log.info("Created the instructor account %s (first password in %s)", name,
-                                  self.instructor_password_file)
-
-        def validate_username(self, username: str) -> bool:
-            if not re.match(USERNAME_PATTERN, username) or username in NEVER_LEARNERS:
-                return False
-            if username in self.retired():
-                return False  # removed with serve.py remove-learner: this name is never given out again
-            if self.learner_group:
-                try:
-                    pwd.getpwnam(username)
-                except KeyError:
-                    pass
-                else:  # an existing account that the hub did not create (e.g. 'postgres'): never a learner's
-                    try:
-                        members = grp.getgrnam(self.learner_group).gr_mem
-                    except KeyError:
-                        return False
-                    if username not in members:
-                        return False
-                    if UserInfo.find(self.db, username) is None and orm.User.find(self.db, username) is None:
-                        return False  # an account left by a learner deleted in the hub: a sign-up must not claim it
-            return super().validate_username(username)
-
-    class CourseAuthenticator(CourseNativeAuthenticator, LocalAuthenticator):
+    class CourseAuthenticator(native, LocalAuthenticator):  # type: ignore[misc, valid-type]
         """Run as root: each learner becomes a system user (home mode 0700) on first login."""
 
         home_base = Unicode("/home", config=True, help="Where learners' homes are created.")
@@ -722,7 +705,7 @@ def authenticator_classes() -> tuple[type, type]:
             if home.is_dir():
                 home.chmod(0o700)  # no learner can list or read another's home, whatever the system default
 
-    class SharedAccountAuthenticator(CourseNativeAuthenticator):
+    class SharedAccountAuthenticator(native):  # type: ignore[misc, valid-type]
         """Not root: sign-up with approval, but every learner runs as the account that runs the hub."""
 
     return CourseAuthenticator, SharedAccountAuthenticator
@@ -768,6 +751,7 @@ def _workspace_hook(s: Settings, python: str):  # type: ignore[no-untyped-def]
 def configure(c: Any, s: Settings) -> str:
     """Fill the JupyterHub config ``c`` for the course; returns the note on which Python learners run."""
     check_settings(s)
+    check_private_dev_shm(s)
     import course_proxy
 
     course_proxy.redact_logs()  # this process is the hub: no token in its log either (JupyterHub misses some)
@@ -791,7 +775,6 @@ def configure(c: Any, s: Settings) -> str:
     # as long as a spawn, so allow 5 minutes (websockets are not affected).
     c.ConfigurableHTTPProxy.command = [str(VENV_PYTHON), str(Path(__file__).resolve().parent / "course_proxy.py"),
                                        "--proxy-timeout=300000"]
-    c.JupyterHub.template_paths = [str(Path(__file__).resolve().parent / "templates")]
     c.JupyterHub.db_url = f"sqlite:///{s.private / 'jupyterhub.sqlite'}"
     c.JupyterHub.cookie_secret_file = str(s.private / "jupyterhub_cookie_secret")
     c.JupyterHub.pid_file = str(s.private / "jupyterhub.pid")
@@ -800,18 +783,13 @@ def configure(c: Any, s: Settings) -> str:
     c.JupyterHub.template_vars = {"announcement_login": "PyTorch Hooks, hands-on: sign up, then wait for the "
                                   "instructor to approve you."}
 
-    course_auth, shared_auth = authenticator_classes()
-    c.JupyterHub.authenticator_class = course_auth if s.as_root else shared_auth
-    c.Authenticator.admin_users = {s.admin}
-    c.Authenticator.allow_all = True  # NativeAuthenticator lets in only the accounts the instructor approved
-    c.NativeAuthenticator.open_signup = False
-    c.NativeAuthenticator.enable_signup = True
-    c.NativeAuthenticator.minimum_password_length = 8
-    c.NativeAuthenticator.check_common_password = True
-    c.NativeAuthenticator.allowed_failed_logins = s.allowed_failed_logins
-    c.NativeAuthenticator.seconds_before_next_try = 60
-    c.CourseNativeAuthenticator.instructor_password_file = str(s.password_file)
-    c.CourseNativeAuthenticator.retired_names_file = str(s.retired_names)
+    separate_users, shared_account = authenticator_classes()
+    # The course's sign-in, as the deploy/ recipes run it (tools/hub/course_auth.py): the instructor's account first,
+    # approval by POST, failed logins limited per name and per address, names never handed down, /hub/ on its host.
+    course_auth.configure_sign_in(
+        c, admins={s.admin}, state=s.private, system_users="same" if s.as_root else "",
+        authenticator=separate_users if s.as_root else shared_account,
+        allowed_failed_logins=s.allowed_failed_logins, failed_logins_per_address=s.failed_logins_per_address)
     if s.as_root:
         c.CourseNativeAuthenticator.learner_group = s.learner_group
         c.LocalAuthenticator.create_system_users = True
@@ -832,6 +810,7 @@ def configure(c: Any, s: Settings) -> str:
     c.LocalProcessSpawner.term_timeout = 10
     c.Spawner.args = [
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        *KERNELS_ON_UNIX_SOCKETS,
     ]
 
     c.JupyterHub.services = [{

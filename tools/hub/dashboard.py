@@ -5,7 +5,9 @@ check, and which exercise most learners are stuck on; the page refreshes itself 
 may open it (JupyterHub's OAuth: a learner gets 403). It reads nothing but each learner's progress record (see
 course_utils.machinery.progress_record), ``~/workspace/.course-progress.jsonl`` under ``make hub``: opened without
 following links, only when it is a regular file that the learner owns, at most its last 256 KiB, and only
-well-formed lines are shown. No notebook, no code, no other file is read.
+well-formed lines are shown, with a time that is a real UTC time and not in the future. No notebook, no code, no
+other file is read. The record is the learner's own file: it says what their checks wrote, or what they wrote
+themselves -- a view of the room, never a grade.
 
 Started by the hub as a managed service (``configure_dashboard`` in this file): ``make hub`` registers it in
 course_hub.configure, The Littlest JupyterHub in ``deploy/tljh/jupyterhub_config.d/course.py`` (where learner NAME is
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import hashlib
 import html
 import json
 import os
@@ -29,6 +30,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from course_auth import tljh_system_username  # noqa: F401  (TLJH's names: the rule the sign-in uses too)
 
 SERVICE = "dashboard"
 RECORD = Path("workspace") / ".course-progress.jsonl"  # make hub's: the workspace the spawn hook prepares
@@ -83,19 +86,6 @@ def read_learner_record(home: Path, owner_uid: int | None, record: Path = RECORD
     return attempts, None
 
 
-def tljh_system_username(name: str) -> str:
-    """The system user that The Littlest JupyterHub runs hub user ``name`` as.
-
-    TLJH's spawner (``tljh/user_creating_spawner.py``) uses ``jupyter-NAME``; when that has 26 characters or more,
-    ``tljh/normalize.py`` keeps its first 26, then ``-`` and the first 5 hex digits of its SHA-256.
-    Usage: ``tljh_system_username("ada")`` -> ``"jupyter-ada"``
-    """
-    wanted = f"jupyter-{name}"
-    if len(wanted) < 26:
-        return wanted
-    return f"{wanted[:26]}-{hashlib.sha256(wanted.encode('utf-8')).hexdigest()[:5]}"
-
-
 def learner_home(name: str, state: Path | None, system_users: str = "same") -> tuple[Path, int | None] | None:
     """Where a learner's home is and which uid must own the record: the system user's (hub run as root; under
     TLJH, ``system_users="tljh"``, the user ``jupyter-NAME``), or ``<state>/homes/<name>`` with no owner check (a
@@ -111,6 +101,31 @@ def learner_home(name: str, state: Path | None, system_users: str = "same") -> t
     if state is None:
         return None
     return state / "homes" / name, None
+
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # what course_utils.machinery.progress_record writes
+CLOCK_SLACK_S = 120  # a kernel's clock may run this far ahead of the hub's (one machine: none)
+
+
+def plausible(attempts: Iterable[Any], now: datetime.datetime) -> tuple[list[Any], int]:
+    """The attempts whose time is a well-formed UTC time (as ``check()`` writes it) and not in the future, and how
+    many others there were: a learner can write anything into their own record, but not move the room's clock.
+
+    Usage: ``kept, ignored = plausible(attempts, datetime.datetime.now(datetime.timezone.utc))``
+    """
+    kept, ignored = [], 0
+    latest = now + datetime.timedelta(seconds=CLOCK_SLACK_S)
+    for attempt in attempts:
+        try:
+            when = datetime.datetime.strptime(attempt.time, TIME_FORMAT).replace(tzinfo=datetime.timezone.utc)
+        except (TypeError, ValueError):
+            ignored += 1
+            continue
+        if when > latest:
+            ignored += 1
+            continue
+        kept.append(attempt)
+    return kept, ignored
 
 
 # -- the room --------------------------------------------------------------------------------------------------------
@@ -192,7 +207,8 @@ td.done {{ background: #d9f2d9; }} td.tried {{ background: #fde2c8; }} .problem 
 <body><h1>The room: course progress</h1>
 <p id="stuck">{stuck}</p>
 <p>✓ done · ✗N tried N times, not passed yet · blank: not started. Read from each learner's progress record
-(exercise, verdict, attempt, time; never their code). Refreshes every {REFRESH_S} s.</p>
+(exercise, verdict, attempt, time; never their code). The record is the learner's own file, which they can
+also write by hand: a view of the room, never a grade. Refreshes every {REFRESH_S} s.</p>
 <table id="room"><thead><tr><th>learner</th>{head}<th>last check</th></tr></thead>
 <tbody>
 {body}
@@ -210,12 +226,14 @@ def _learner_names(api_url: str, token: str, admins: set[str]) -> list[str]:
     return sorted(u["name"] for u in users if u["name"] not in admins and not u.get("admin"))
 
 
-def collect(names: Iterable[str], state: Path | None, *, record: Path = RECORD,
-            system_users: str = "same") -> tuple[dict[str, list[Any]], dict[str, str]]:
-    """Every learner's attempts, and a short note for each record that could not be read.
+def collect(names: Iterable[str], state: Path | None, *, record: Path = RECORD, system_users: str = "same",
+            now: datetime.datetime | None = None) -> tuple[dict[str, list[Any]], dict[str, str]]:
+    """Every learner's plausible attempts (see :func:`plausible`), and a short note for each record that could not
+    be read or held lines with an impossible time.
 
     Usage: ``records, problems = collect(["ada", "bob"], None, system_users="tljh")``
     """
+    now = now or datetime.datetime.now(datetime.timezone.utc)
     records: dict[str, list[Any]] = {}
     problems: dict[str, str] = {}
     for name in names:
@@ -224,7 +242,10 @@ def collect(names: Iterable[str], state: Path | None, *, record: Path = RECORD,
             records[name] = []
             continue
         attempts, problem = read_learner_record(*where, record=record)
-        records[name] = attempts
+        records[name], ignored = plausible(attempts, now)
+        if ignored:
+            note = f"{ignored} line(s) ignored: a time in the future or not a time"
+            problem = f"{problem}; {note}" if problem else note
         if problem:
             problems[name] = problem
     return records, problems
@@ -253,9 +274,10 @@ def main() -> None:  # pragma: no cover - run by the hub; tests/browser/test_hub
         return list(all_exercises())
 
     def snapshot() -> tuple[dict[str, Any], dict[str, str]]:
+        now = datetime.datetime.now(datetime.timezone.utc)
         records, problems = collect(_learner_names(api_url, token, admins), state, record=record,
-                                    system_users=system_users)
-        return room(records, exercise_ids(), datetime.datetime.now(datetime.timezone.utc)), problems
+                                    system_users=system_users, now=now)
+        return room(records, exercise_ids(), now), problems
 
     class Page(HubOAuthenticated, web.RequestHandler):
         @web.authenticated

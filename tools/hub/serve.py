@@ -30,8 +30,9 @@ def ensure_group(name: str) -> None:
 
 
 def remove_learner(settings: course_hub.Settings, name: str) -> int:
-    """Archive NAME's home into ``private/archive/``, end their processes, delete the system account and retire the
-    name (no later sign-up or login can take it, so nobody inherits their uid, home or files)."""
+    """Archive NAME's home into ``private/archive/``, end their processes, remove their files in /tmp, /var/tmp and
+    /dev/shm, delete the system account and retire the name (no later sign-up or login can take it, so nobody
+    inherits their uid, home or files)."""
     import pwd
     import tarfile
     import time
@@ -47,6 +48,7 @@ def remove_learner(settings: course_hub.Settings, name: str) -> int:
         return 2
     course_hub.prepare_state(settings)
     ended = course_hub.end_learner_processes(account.pw_uid)
+    temporary = course_hub.remove_shared_temp_files(account.pw_uid)
     archive_dir = settings.private / "archive"
     archive_dir.mkdir(mode=0o700, exist_ok=True)
     archive = archive_dir / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz"
@@ -60,8 +62,9 @@ def remove_learner(settings: course_hub.Settings, name: str) -> int:
     if result.returncode not in (0, 12):  # 12: the home could not be removed (reported below)
         print(f"remove-learner: userdel {name} failed: {result.stderr.strip()}", file=sys.stderr)
         return 1
-    print(f"{name}: {len(ended)} process(es) ended, home archived in {archive if archive.exists() else '(no home)'}, "
-          f"system account removed, name retired (listed in {settings.retired_names}).")
+    print(f"{name}: {len(ended)} process(es) ended, {len(temporary)} file(s) in the shared temporary folders removed, "
+          f"home archived in {archive if archive.exists() else '(no home)'}, system account removed, name retired "
+          f"(listed in {settings.retired_names}).")
     return 0
 
 
@@ -75,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         return remove_learner(settings, argv[1].lower())
     try:
         course_hub.check_settings(settings)
+        course_hub.check_private_dev_shm(settings)
     except course_hub.UnsafeHub as refusal:
         print(f"make hub: refusing to start. {refusal}", file=sys.stderr)
         return 2
@@ -94,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         isolation = ("NOT ROOT: every learner runs as this account and can read and change the others' work. "
                      "Serving 127.0.0.1 only. Run as root (sudo make hub) to give each learner their own account.")
     url = f"{settings.hub_url}/hub/"
+    shm = (f"a /dev/shm of {settings.shm_max} of their own" if settings.as_root and course_hub.parse_size(settings.shm_max)
+           else "the machine's /dev/shm (shared)")
     print(f"""
 Course hub for PyTorch Hooks, hands-on -- state in {settings.state}/
   {isolation}
@@ -103,7 +109,7 @@ Course hub for PyTorch Hooks, hands-on -- state in {settings.state}/
               approve learners at {url}authorize, change your password at {url}change-password.
   Each learner's server has its own origin ({settings.hub_url.replace('://', '://NAME.')}); server logs in {settings.logs}/.
   Idle servers are stopped after {settings.cull_idle} s; each kernel uses {settings.threads} thread(s).
-  Limits per learner: {settings.tasks_max} processes, {settings.memory_max} of memory per process.
+  Limits per learner: {settings.tasks_max} processes, {settings.memory_max} of memory per process, {shm}.
   Ctrl-C stops the hub and every process of every learner.
 """, flush=True)
     env = dict(os.environ)

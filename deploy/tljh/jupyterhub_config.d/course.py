@@ -1,6 +1,7 @@
 # TLJH extra configuration for "PyTorch Hooks, hands-on": copy to /opt/tljh/config/jupyterhub_config.d/course.py.
-# One thread per learner's kernel (a room does not oversubscribe the cores); every learner's server pulls the
-# learner edition with nbgitpuller when it starts and opens notebook 00.
+# TLJH loads it after its own settings (config.yaml). It takes the course's sign-in and limits from the course's clone
+# (tools/hub/course_auth.py and course_hub.py, the modules `make hub` runs: no copy here), runs the progress dashboard,
+# gives each learner one thread per kernel, and pulls the learner edition with nbgitpuller when a server starts.
 import os
 import sys
 
@@ -17,20 +18,44 @@ c.Spawner.default_url = (
 # (config.yaml: https.tls with your own certificate; TLJH's https.letsencrypt cannot get a wildcard one).
 c.JupyterHub.subdomain_host = "https://REPLACE-ME.example.org"
 
+COURSE = os.environ.get("PYTORCH_HOOKS_COURSE", "/opt/pytorch-hooks-course")  # the clone install-course.sh installed
+STATE = os.path.join(os.environ.get("TLJH_INSTALL_PREFIX", "/opt/tljh"), "state")  # TLJH's hub state (root only)
+USER_ENV_PYTHON = "/opt/tljh/user/bin/python"  # TLJH's user environment (install-course.sh's USER_ENV)
+if not os.path.isfile(os.path.join(COURSE, "tools", "hub", "course_auth.py")):
+    raise RuntimeError(f"course.py: the course's clone is not at {COURSE} (tools/hub/course_auth.py is missing): clone "
+                       "the course there and run deploy/tljh/install-course.sh from it, as the instructor guide says")
+sys.path.insert(0, os.path.join(COURSE, "tools", "hub"))
+import course_auth  # noqa: E402
+import course_hub  # noqa: E402
+import dashboard  # noqa: E402
+
+# Who gets in: the course's sign-in (instructor guide, "Signing in"), with config.yaml's users.admin as instructors.
+# Their account is made when the hub first starts, with a random password in STATE/instructor-password (root's,
+# 0600), before anybody can sign up under that name; approving is a POST; wrong passwords block a learner's name
+# after ten (never an instructor's) and any address after twenty a minute; a deleted learner's name (and so their
+# jupyter-NAME account and home) is never handed to a new sign-up; /hub/ answers only on the hub's own host.
+course_auth.configure_sign_in(c, admins=c.Authenticator.admin_users, state=STATE, system_users="tljh")
+
+# Each learner's server, a systemd unit of its own (SystemdSpawner), with make hub's limits where systemd sets them:
+# - /tmp and /var/tmp of its own (PrivateTmp), removed when it stops: no learner uses or plants another's
+#   /tmp/torchinductor_NAME, and the kernels' sockets lie there (below);
+# - at most make hub's HUB_TASKS_MAX processes and threads (TasksMax: a fork bomb stops there);
+# - its /dev/shm files removed when it stops (RemoveIPC); while it runs they count in config.yaml's limits.memory
+#   (MemoryMax counts shared memory);
+# - kernels on unix sockets in that private /tmp, not on TCP ports of the VM's loopback, where every user of the VM
+#   could subscribe to another's kernel output.
+LIMITS = course_hub.Settings()  # make hub's defaults
+c.SystemdSpawner.isolate_tmp = True
+c.SystemdSpawner.unit_extra_properties = {"TasksMax": str(LIMITS.tasks_max), "RemoveIPC": "yes"}
+c.Spawner.args.extend(course_hub.KERNELS_ON_UNIX_SOCKETS)
+c.Spawner.environment.update({"JUPYTER_RUNTIME_DIR": "/tmp/jupyter-runtime"})  # the unit's /tmp: short socket paths
+
 # The instructor's dashboard of the room (instructor guide, "Seeing the room"): a JupyterHub service that only admins
 # may open, started by the hub (root under TLJH) with the course's Python from TLJH's user environment. It reads
 # nothing but each learner's progress record, which their checks write beside the pulled notebooks:
 # ~jupyter-NAME/pytorch-hooks-learner/.course-progress.jsonl (owned by the system user jupyter-NAME).
-COURSE = os.environ.get("PYTORCH_HOOKS_COURSE", "/opt/pytorch-hooks-course")  # the clone install-course.sh installed
-USER_ENV_PYTHON = "/opt/tljh/user/bin/python"  # TLJH's user environment (install-course.sh's USER_ENV)
-if not os.path.isfile(os.path.join(COURSE, "tools", "hub", "dashboard.py")):
-    raise RuntimeError(f"course.py: the course's clone is not at {COURSE} (tools/hub/dashboard.py is missing): clone "
-                       "the course there and run deploy/tljh/install-course.sh from it, as the instructor guide says")
-sys.path.insert(0, os.path.join(COURSE, "tools", "hub"))
-import dashboard  # noqa: E402
-
 dashboard.configure_dashboard(
     c, python=USER_ENV_PYTHON, port=15011,  # any free port on 127.0.0.1 (TLJH's hub uses 15001)
-    admins=c.Authenticator.admin_users if "admin_users" in c.Authenticator else (),
-    state=None, pythonpath=COURSE, record=f"{LEARNER_FOLDER}/.course-progress.jsonl", system_users="tljh",
+    admins=c.Authenticator.admin_users, state=None, pythonpath=COURSE,
+    record=f"{LEARNER_FOLDER}/.course-progress.jsonl", system_users="tljh",
 )

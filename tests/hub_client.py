@@ -1,0 +1,82 @@
+"""One visitor of a test hub over HTTP, for attacks that need no page: their own cookies, their own loopback address,
+and the ``Host`` a browser would send.
+
+Every address of 127.0.0.0/8 reaches a server listening on 127.0.0.1, so a client bound to 127.0.0.2 is, to the hub,
+another machine of the room (the proxy appends the address it saw to ``X-Forwarded-For``). Nothing is followed:
+each answer comes back as it is (status, headers, body).
+
+Usage::
+
+    mallory = HubClient("http://127.0.0.1:8000", host="localhost:8000", source="127.0.0.2")
+    answer = mallory.log_in("instructor", "guess")
+    answer.status_code, answer.text
+"""
+
+from __future__ import annotations
+
+import http.cookies
+import re
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+
+XSRF_FIELD = re.compile(r'name="_xsrf"\s+value="([^"]+)"')
+
+
+class SourceAddressAdapter(HTTPAdapter):
+    """Connections from one local address."""
+
+    def __init__(self, source: str, **kwargs: Any) -> None:
+        self.source = source
+        super().__init__(**kwargs)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["source_address"] = (self.source, 0)
+        super().init_poolmanager(*args, **kwargs)
+
+
+class HubClient:
+    def __init__(self, base: str, host: str, source: str = "127.0.0.1", timeout: float = 60) -> None:
+        self.base, self.host, self.source, self.timeout = base.rstrip("/"), host, source, timeout
+        self.session = requests.Session()
+        self.session.mount("http://", SourceAddressAdapter(source))
+        # name -> (value, path). Kept by hand: the client connects to 127.0.0.1 but names the hub's host, for which
+        # JupyterHub sets its session id with Domain=localhost, a cookie Python's jar files under another host.
+        self.cookies: dict[str, tuple[str, str]] = {}
+
+    def request(self, method: str, path: str, host: str | None = None, **kwargs: Any) -> requests.Response:
+        cookie = "; ".join(f"{name}={value}" for name, (value, where) in self.cookies.items() if path.startswith(where))
+        headers = {"Host": host or self.host, "User-Agent": f"course-test/{self.source}",
+                   **({"Cookie": cookie} if cookie else {}), **kwargs.pop("headers", {})}
+        answer = self.session.request(method, self.base + path, headers=headers, allow_redirects=False,
+                                      timeout=self.timeout, **kwargs)
+        self.session.cookies.clear()
+        for line in answer.raw.headers.getlist("Set-Cookie"):
+            parsed = http.cookies.SimpleCookie()
+            parsed.load(line)
+            for name, morsel in parsed.items():
+                self.cookies[name] = (morsel.coded_value, morsel["path"] or "/")
+        return answer
+
+    def get(self, path: str, **kwargs: Any) -> requests.Response:
+        return self.request("GET", path, **kwargs)
+
+    def xsrf(self, path: str = "/hub/login", **kwargs: Any) -> str:
+        """The XSRF token of the form on ``path`` (its cookie comes with it), as a browser that opened the page has."""
+        page = self.get(path, **kwargs)
+        found = XSRF_FIELD.search(page.text)
+        if not found:
+            raise AssertionError(f"no _xsrf field on {path}: HTTP {page.status_code} {page.text[:300]}")
+        return found.group(1)
+
+    def post(self, path: str, form: dict[str, str], xsrf: str | None = None, **kwargs: Any) -> requests.Response:
+        return self.request("POST", path, data={**form, **({"_xsrf": xsrf} if xsrf else {})}, **kwargs)
+
+    def log_in(self, name: str, password: str, xsrf: str | None = None) -> requests.Response:
+        """The login form's POST (302 and a session cookie when it worked, the form again when not)."""
+        return self.post("/hub/login", {"username": name, "password": password}, xsrf=xsrf or self.xsrf())
+
+    def sign_up(self, name: str, password: str) -> requests.Response:
+        return self.post("/hub/signup", {"username": name, "signup_password": password,
+                                         "signup_password_confirmation": password}, xsrf=self.xsrf("/hub/signup"))
