@@ -50,12 +50,14 @@ for path in (TESTS.parent, TESTS):
 # notebook must share one kernel, a browser module shares its server and browser), except that the JupyterLab
 # notebooks are split into two halves of about equal time, so that the longest file does not decide the wall time.
 # The tests of the built editions and the browser checks of their pages are one unit, so one build serves both
-# (``course_editions``). The units go out longest first (the browser modules, the exercise checks, the editions, then the notebooks by their
+# (``course_editions``); so are the website's (``course_site``). The units go out longest first (the browser modules, the exercise checks, the editions, then the notebooks by their
 # measured time), so that no long unit starts when the other worker is nearly done.
 JUPYTERLAB = "tests/browser/test_jupyterlab.py"
 EDITIONS = "tests/test_editions.py"
-SAME_UNIT = {"tests/browser/test_static_maths.py": EDITIONS}
-LONGEST_FIRST = ("tests/browser/test_hub.py", f"{JUPYTERLAB}@1", f"{JUPYTERLAB}@2", "tests/test_exercises.py", EDITIONS)
+SITE = "tests/test_site.py"
+SAME_UNIT = {"tests/browser/test_static_maths.py": EDITIONS, "tests/browser/test_site.py": SITE}
+LONGEST_FIRST = ("tests/browser/test_hub.py", f"{JUPYTERLAB}@1", f"{JUPYTERLAB}@2", "tests/test_exercises.py", SITE,
+                 EDITIONS)
 
 
 def notebook_seconds() -> dict[str, float]:
@@ -151,3 +153,14 @@ def course_editions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for builder in (build_editions.build_learner, build_editions.build_slides, build_editions.build_html):
         builder(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def course_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The course's website, built once per worker process as ``make site`` builds it (``python -m tools.site``: both
+    languages and their slides) into a temporary ``site/`` (read it, do not change it)."""
+    from tools.site.build import build
+
+    out = tmp_path_factory.mktemp("website")
+    build(out / "site", out / "cache")
+    return out / "site"
