@@ -50,7 +50,8 @@ for path in (TESTS.parent, TESTS):
 # notebook must share one kernel, a browser module shares its server and browser), except that the JupyterLab
 # notebooks are split into two halves of about equal time, so that the longest file does not decide the wall time.
 # The tests of the built editions and the browser checks of their pages are one unit, so one build serves both
-# (``course_editions``); so are the website's (``course_site``). The units go out longest first (the browser modules, the exercise checks, the editions, then the notebooks by their
+# (``course_editions``); so are the website's (``course_site``). The units go out longest first (the browser modules,
+# the exercise checks, the website, the editions, then the notebooks by their
 # measured time), so that no long unit starts when the other worker is nearly done.
 JUPYTERLAB = "tests/browser/test_jupyterlab.py"
 EDITIONS = "tests/test_editions.py"
@@ -144,13 +145,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 @pytest.fixture(scope="session")
 def course_editions(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The learner, slides and html editions, built once per worker process by ``tools/build_editions.py`` into
-    ``learner/``, ``slides/`` and ``html/`` (read them, do not change them: copy what you need to change)."""
+    """The learner and slides editions, built once per worker process by ``tools/build_editions.py`` into
+    ``learner/`` and ``slides/`` (read them, do not change them: copy what you need to change)."""
     sys.path.insert(0, str(TESTS.parent / "tools"))
     import build_editions
 
     out = tmp_path_factory.mktemp("editions")
-    for builder in (build_editions.build_learner, build_editions.build_slides, build_editions.build_html):
+    for builder in (build_editions.build_learner, build_editions.build_slides):
         builder(out)
     return out
 

@@ -92,7 +92,7 @@ def test_the_sidebar_lists_every_notebook_in_order_then_the_guides(site: Path) -
         assert sidebar, lang
         links = [href.removesuffix(".html") if href != "#" else "06_grad_cam"
                  for href in re.findall(r'<a class="reference internal" href="([^"]+)"', sidebar[1])]
-        assert links == ["index", *(p.stem for p in NOTEBOOKS), "hooks_cheatsheet", "instructor_guide"], links
+        assert links == [*(p.stem for p in NOTEBOOKS), "hooks_cheatsheet", "instructor_guide"], links
 
 
 def test_the_landing_page_has_the_course_map_and_how_to_run_it(site: Path) -> None:

@@ -37,7 +37,7 @@ html_copy_source = True  # the .ipynb download button
 html_show_sourcelink = False
 html_last_updated_fmt = None
 html_theme_options = {
-    "home_page_in_toc": True,
+    "home_page_in_toc": False,  # the course's title above the search field links the landing page
     "show_navbar_depth": 1,
     "use_download_button": True,
     "use_fullscreen_button": False,
@@ -46,6 +46,8 @@ html_theme_options = {
     "navigation_with_keys": False,
     "navbar_persistent": [],  # the search field is in the sidebar: no second one in a header bar
 }
+# The book theme's sidebar, with the course's title inside a landmark (templates/course-home.html)
+html_sidebars = {"**": ["course-home.html", "search-button-field.html", "sbt-sidebar-nav.html"]}
 html_use_index = False  # no index entries: no empty genindex page
 # A heading's permalink is named by its title ("Link to this heading"), not read out as "#"
 html_permalinks_icon = '<span aria-hidden="true">#</span>'

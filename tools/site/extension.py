@@ -41,12 +41,12 @@ NOTEBOOK = re.compile(r"\d\d_\w+")
 # its translation, translations/zh/landing.po).
 WORDS = {
     "en": {
-        "twin": "中文", "twin_lang": "zh-CN", "twin_title": "本页的中文版 (this page in Chinese)",
+        "twin": "中文", "twin_lang": "zh-CN", "twin_title": "本页的中文版 (this page in Chinese)", "home": "Course home",
         "launch": "Run this notebook: Colab, Kaggle or Binder", "open_on": "Open this notebook on {}",
         "notebook": "notebook", "learn": "what you learn", "minutes": "minutes", "total": "total",
     },
     "zh": {
-        "twin": "English", "twin_lang": "en", "twin_title": "This page in English（本页的英文版）",
+        "twin": "English", "twin_lang": "en", "twin_title": "This page in English（本页的英文版）", "home": "课程首页",
         "launch": "运行这个笔记本：Colab、Kaggle 或 Binder", "open_on": "在 {} 上打开这个笔记本",
         "notebook": "笔记本", "learn": "你将学到", "minutes": "分钟", "total": "合计",
     },
@@ -186,6 +186,7 @@ def language_switch(app: Sphinx, pagename: str, templatename: str, context: dict
     context["course_twin_label"] = words["twin"]
     context["course_twin_lang"] = words["twin_lang"]
     context["course_twin_title"] = words["twin_title"]
+    context["course_home_label"] = words["home"]
     context["metatags"] = context.get("metatags", "") + (
         f'\n<link rel="alternate" hreflang="{words["twin_lang"]}" href="{context["course_twin_url"]}">')
 
