@@ -55,7 +55,7 @@ for path in (TESTS.parent, TESTS):
 # measured time), so that no long unit starts when the other worker is nearly done.
 JUPYTERLAB = "tests/browser/test_jupyterlab.py"
 EDITIONS = "tests/test_editions.py"
-SITE = "tests/test_site.py"
+SITE = "tests/test_website.py"
 SAME_UNIT = {"tests/browser/test_static_maths.py": EDITIONS, "tests/browser/test_site.py": SITE}
 LONGEST_FIRST = ("tests/browser/test_hub.py", f"{JUPYTERLAB}@1", f"{JUPYTERLAB}@2", "tests/test_exercises.py", SITE,
                  EDITIONS)
@@ -159,9 +159,10 @@ def course_editions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def course_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The course's website, built once per worker process as ``make site`` builds it (``python -m tools.site``: both
-    languages and their slides) into a temporary ``site/`` (read it, do not change it)."""
+    languages) into a temporary ``site/`` (read it, do not change it). Without the slides, which ``course_editions``
+    builds and tests/test_editions.py and tests/browser/test_static_maths.py test."""
     from tools.site.build import build
 
     out = tmp_path_factory.mktemp("website")
-    build(out / "site", out / "cache")
+    build(out / "site", out / "cache", slides=False)
     return out / "site"

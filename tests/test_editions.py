@@ -1,6 +1,6 @@
 """The workshop editions. The learner edition reveals no solution, round-trips back to the teaching notebook, and
 runs to the end with only its stubs failing; every slide deck is produced, non-empty, titled, and loads its scripts
-from local files. (The readable pages are the website's: tests/test_site.py.)"""
+from local files. (The readable pages are the website's: tests/test_website.py.)"""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@ theme; ``tools/site/conf.py``) and its slides with ``tools/build_editions.py``, 
 
 The sources are staged in ``<cache>/<lang>/src``: the notebooks with their stored outputs, the cheat-sheet, the
 instructor guide, and ``tools/site/landing.md`` or its translation as ``index.md``. A file is copied only when it
-changed, so a second build rereads nothing that is the same. Any Sphinx warning fails the build, naming the page (a
+changed, so a second build rereads nothing that is the same. Sphinx writes to ``<cache>/<lang>/html``, copied into
+the site afterwards (English at its root, Chinese in ``zh/``). Any Sphinx warning fails the build, naming the page (a
 broken link, a section anchor that is gone).
 
 Usage: ``build(ROOT / "build" / "site", ROOT / "build" / "site-cache")`` (``python -m tools.site``, ``make site``)
@@ -43,8 +44,15 @@ class Edition:
         return HERE / ("landing.md" if self.lang == "en" else f"landing.{self.lang}.md")
 
     @property
-    def html(self) -> Path:
+    def pages(self) -> Path:
+        """Where this language's pages go in the site: its root, or ``zh/``."""
         return self.out if self.lang == "en" else self.out / self.lang
+
+    @property
+    def html(self) -> Path:
+        """Sphinx's output folder, copied to ``pages`` after the build (myst-nb writes its scratch files beside it,
+        in ``jupyter_execute/``: kept out of the site)."""
+        return self.cache / self.lang / "html"
 
     @property
     def src(self) -> Path:
@@ -112,5 +120,7 @@ def build(out: Path, cache: Path, langs: tuple[str, ...] = LANGUAGES, *, slides:
             failed.append(f"--- {name} failed (exit {process.returncode}):\n{output.strip()}")
     if failed:
         raise SystemExit("\n".join(failed))
-    return sorted(page for e in editions for page in e.html.glob("*.html"))
+    for edition in editions:
+        shutil.copytree(edition.html, edition.pages, dirs_exist_ok=True)
+    return sorted(page for e in editions for page in e.pages.glob("*.html"))
 

@@ -221,7 +221,8 @@ def katex(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any]
 def copy_katex(app: Sphinx, exception: Exception | None) -> None:
     if exception is None and app.builder.format == "html":
         shutil.copytree(KATEX, Path(app.outdir) / "_static" / "katex", dirs_exist_ok=True)
-        (Path(app.outdir) / ".nojekyll").touch()  # GitHub Pages: serve _static/ and _images/ as they are
+        if edition(app.config) == "en":  # the site's root
+            (Path(app.outdir) / ".nojekyll").touch()  # GitHub Pages: serve _static/ and _images/ as they are
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
