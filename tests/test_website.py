@@ -83,6 +83,8 @@ def test_every_page_is_there_in_both_languages_with_its_language_and_a_switch_to
             target = (site / LANGS[lang] / twin[1]).resolve()
             assert target == (site / f"{LANGS[other]}{name}.html").resolve() and target.is_file(), twin[1]
             assert f'<link rel="alternate" hreflang="{twin[2]}" href="{twin[1]}">' in text
+            assert not re.search(r'<script[^>]+src="[^"]*jquery', text, re.IGNORECASE), "vendor/README.md: no jQuery"
+            assert not re.search(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//', text), f"{lang}/{name}: remote file"
     assert (site / ".nojekyll").is_file(), "GitHub Pages would hide _static/ and _images/"
 
 
@@ -197,18 +199,20 @@ def fixture_notebook() -> nbformat.NotebookNode:
                       metadata={"mystnb": {"image": {"alt": "Third: myst-nb's cell metadata"}}}),
         new_code_cell("show()", execution_count=3, outputs=[image()], metadata={"alt": "Fourth: nbconvert's cell alt"}),
         new_code_cell("show()", execution_count=4, outputs=[image()]),
-        new_markdown_cell("See [the first section](#1-·-Two-figures)."),
+        new_markdown_cell("See [the first section](#1-·-Two-figures), not [a section that is gone](#2-·-Gone)."),
     ]
     return nb
 
 
-def test_the_site_renders_the_alt_text_an_output_carries(tmp_path: Path) -> None:
+def test_the_site_renders_the_alt_text_an_output_carries_and_fails_on_a_broken_section_link(tmp_path: Path) -> None:
     edition = Edition("en", tmp_path / "site", tmp_path / "cache")
     edition.src.mkdir(parents=True)
     nbformat.write(fixture_notebook(), edition.src / "01_fixture.ipynb")
     (edition.src / "index.md").write_text("# Fixture\n\n{{ course_map }}\n\n```{toctree}\n:hidden:\n01_fixture\n```\n")
     result = subprocess.run(sphinx_command(edition), cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
+    warnings = [line for line in (result.stdout + result.stderr).splitlines() if "WARNING" in line]
+    assert result.returncode != 0, "a link to a section that is gone must fail the build"
+    assert len(warnings) == 1 and "01_fixture.ipynb" in warnings[0] and "2-·-Gone" in warnings[0], warnings
     found = [alt for _src, alt in figures((edition.html / "01_fixture.html").read_text(encoding="utf-8"))]
     assert found[:4] == ["A bar chart: output metadata", "Second: the output's own alt", "Third: myst-nb's cell metadata",
                          "Fourth: nbconvert's cell alt"], found
@@ -225,6 +229,22 @@ def test_make_site_puts_the_slides_beside_the_pages_of_each_language(tmp_path: P
         assert command[command.index("--out") + 1] == str(edition.out) and command[command.index("--lang") + 1] == lang
         # tools/build_editions.py writes OUT/slides for English and OUT/<lang>/slides for another language
         assert edition.pages == (edition.out if lang == "en" else edition.out / lang)
+
+
+def test_slides_are_rebuilt_only_when_a_source_is_newer(tmp_path: Path) -> None:
+    import os
+
+    from tools.site.build import slides_are_current
+
+    edition = Edition("zh", tmp_path / "site", tmp_path / "cache")
+    assert not slides_are_current(edition)  # none yet
+    index = edition.pages / "slides" / "index.html"
+    index.parent.mkdir(parents=True)
+    index.write_text("<html></html>")
+    os.utime(index, (4e9, 4e9))  # built after everything
+    assert slides_are_current(edition)
+    os.utime(index, (0, 0))  # built before the notebooks last changed
+    assert not slides_are_current(edition)
 
 
 def test_make_html_builds_the_site() -> None:

@@ -100,8 +100,21 @@ def slides_command(edition: Edition) -> list[str]:
     return [sys.executable, "-m", "tools.build_editions", "slides", "--out", str(edition.out), "--lang", edition.lang]
 
 
+def slides_are_current(edition: Edition) -> bool:
+    """Whether ``<pages>/slides`` was built after every file it is made from changed (then a build leaves it)."""
+    index = edition.pages / "slides" / "index.html"
+    if not index.exists():
+        return False
+    sources = [*edition.notebooks.glob("[0-9][0-9]_*.ipynb"), edition.notebooks / "hooks_cheatsheet.md",
+               ROOT / "tools" / "build_editions.py", *(ROOT / "tools" / "nbconvert_templates").rglob("*"),
+               *(ROOT / "vendor").rglob("*")]
+    built = index.stat().st_mtime
+    return all(path.stat().st_mtime < built for path in sources if path.is_file())
+
+
 def build(out: Path, cache: Path, langs: tuple[str, ...] = LANGUAGES, *, slides: bool = True) -> list[Path]:
-    """Stage and build ``langs`` into ``out`` (all Sphinx and slide builds run at once); the pages written.
+    """Stage and build ``langs`` into ``out`` (all Sphinx and slide builds run at once; slides older than none of
+    their sources are left as they are); the pages written.
 
     Usage: ``build(ROOT / "build" / "site", ROOT / "build" / "site-cache")``
     """
@@ -110,7 +123,7 @@ def build(out: Path, cache: Path, langs: tuple[str, ...] = LANGUAGES, *, slides:
         stage(edition)
     jobs = [(f"{e.lang} pages", sphinx_command(e)) for e in editions]
     if slides:
-        jobs += [(f"{e.lang} slides", slides_command(e)) for e in editions]
+        jobs += [(f"{e.lang} slides", slides_command(e)) for e in editions if not slides_are_current(e)]
     running = [(name, subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
                for name, command in jobs]
     failed = []

@@ -15,7 +15,6 @@ language = "en"
 extensions = ["myst_nb", "tools.site.extension"]
 root_doc = "index"
 exclude_patterns: list[str] = []
-suppress_warnings = ["mystnb.unknown_mime_type"]  # a widget's view without its state: the stored figure shows instead
 
 # -- notebooks: stored outputs only (nbval checks them), never re-executed ------------------------------------------
 nb_execution_mode = "off"

@@ -80,6 +80,10 @@ def course_map_table(lang: str, folder: Path) -> str:
 def configure(app: Sphinx, config: Config) -> None:
     """What depends on the edition: the landing page's substitutions and the Chinese search's dictionary."""
     lang = edition(config)
+    landing = Path(app.srcdir) / "index.md"
+    title = re.search(r"^# (.+)$", landing.read_text(encoding="utf-8"), re.MULTILINE) if landing.exists() else None
+    if title:  # the landing page's title, in the edition's language, names the site (sidebar, browser tab)
+        config.html_title = config.project = title[1].strip()
     repository = f"https://github.com/{cloud.REPOSITORY}"
     config.myst_substitutions = {
         **config.myst_substitutions,
