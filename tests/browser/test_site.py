@@ -105,6 +105,7 @@ class Visit:
     raw_maths: str = ""
     violations: list[dict[str, Any]] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)  # rules axe-core left for a person to check on this page
     sidebar: list[str] = field(default_factory=list)  # where the sidebar's links lead, as URLs
     launch: dict[str, str] = field(default_factory=dict)  # the launch menu's buttons: name -> URL
 
@@ -148,7 +149,7 @@ ONE_TOKEN_PER_CLASS = """() => {
 }"""
 AXE_RUN = """async (tags) => {
     const r = await axe.run(document, {runOnly: {type: "tag", values: tags}, resultTypes: ["violations"]});
-    return {ran: [...r.passes, ...r.violations, ...r.incomplete].map(x => x.id),
+    return {ran: [...r.passes, ...r.violations, ...r.incomplete].map(x => x.id), undecided: r.incomplete.map(x => x.id),
             violations: r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
                                                 nodes: v.nodes.map(n => n.target.join(" "))}))};
 }"""
@@ -188,7 +189,7 @@ def visits(course_site: Path, served: str, browser: Any) -> dict[str, Visit]:
             page.evaluate(ONE_TOKEN_PER_CLASS)
             page.evaluate(axe)
             found = page.evaluate(AXE_RUN, AXE_TAGS)
-            visit.violations, visit.rules_run = found["violations"], found["ran"]
+            visit.violations, visit.rules_run, visit.undecided = found["violations"], found["ran"], found["undecided"]
     finally:
         recorder.visit = Visit()  # what the page does while it closes is no page's
         page.close()
@@ -205,10 +206,15 @@ def write_axe_report(visits: dict[str, Visit]) -> dict[str, dict[str, Any]]:
                                                         "pages": {}})
             rule["pages"][name] = violation["nodes"]
     ran = sorted({rule for visit in visits.values() for rule in visit.rules_run})
+    undecided: dict[str, list[str]] = {}
+    for name, visit in visits.items():
+        for rule in visit.undecided:
+            undecided.setdefault(rule, []).append(name)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     (SCREENSHOTS / "site-axe.json").write_text(json.dumps({
         "axe_core": json.loads((AXE.parent / "package.json").read_text())["version"], "tags": AXE_TAGS,
         "pages": len(visits), "failed": failed, "no_violation_anywhere": [r for r in ran if r not in failed],
+        "left_for_review": undecided,
     }, indent=1, ensure_ascii=False), encoding="utf-8")
     return failed
 
