@@ -26,33 +26,33 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 CELL_TIMEOUT ?= 300
 # The English notebooks, then the Chinese edition made from them (notebooks/zh/, tools/i18n/editions.py)
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb)) $(sort $(wildcard notebooks/zh/[0-9][0-9]_*.ipynb))
-# The edition make lab, learner, slides and html work on: COURSE_LANG=zh for the Chinese one (default English)
+# The edition make lab, learner and slides work on: COURSE_LANG=zh for the Chinese one (default English)
 COURSE_LANG ?=
 EDITION := $(or $(COURSE_LANG),en)
 NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: translations help venv lab lab-complete test test-profile test-browser test-compat unit nbval nbval-portable refresh bench learner slides html timings clean hub hub-remove-learner
+.PHONY: translations help venv lab lab-complete test test-profile test-browser test-compat unit nbval nbval-portable refresh bench learner slides site html timings clean hub hub-remove-learner
 
 help:
 	@echo "make lab      create .venv if needed, prepare your workspace/ (exercises), open JupyterLab on it (127.0.0.1)"
 	@echo "make lab-complete  JupyterLab on notebooks/, the complete notebooks with every solution (instructors)"
 	@echo "make test     same environment, then unit tests + strict nbval on every notebook (+ browser tests if Chromium)"
 	@echo "make test-profile  make test, measured: CPU and wall time of each unit of work, and the least time its CPU needs"
-	@echo "make test-browser  the browser suite alone: each learner notebook in JupyterLab, the hub, the pages (screenshots in build/browser)"
+	@echo "make test-browser  the browser suite alone: each learner notebook in JupyterLab, the hub, the website (screenshots in build/browser)"
 	@echo "make test-compat  the course installed with pip on Colab's package set (torch 2.11, Python 3.13) and on the lock,"
 	@echo "              every notebook and learner edition run from a temporary folder (tools/compat/; run by .ci/run)"
 	@echo "make venv     create/update .venv only (a no-op when the pins did not change)"
 	@echo "make refresh  re-execute notebooks in place with CI's settings (NB=notebooks/01_x.ipynb for one)"
 	@echo "make learner  learner edition (solutions replaced by stubs) in build/learner"
-	@echo "              COURSE_LANG=zh with make lab, learner, slides, html: the Chinese edition (notebooks/zh/, build/zh/)"
+	@echo "              COURSE_LANG=zh with make lab, learner, slides: the Chinese edition (notebooks/zh/, build/zh/)"
 	@echo "make translations  after editing English: update translations/zh/, rebuild notebooks/zh/, list what to translate"
 	@echo "make slides   reveal.js slides per notebook in build/slides (offline)"
-	@echo "make html     static HTML of the executed course in build/html (open build/html/index.html)"
+	@echo "make site     the course's website in build/site: every page in English and (zh/) Chinese, search, slides (make html: the same)"
 	@echo "make timings  measure each notebook's execution time (for the instructor guide)"
 	@echo "make bench    time course_utils.saliency against captum and pytorch-grad-cam (a few minutes)"
-	@echo "make unit     unit tests only;  make nbval  notebook checks only;  make clean  remove .venv and build/"
+	@echo "make unit     unit tests only;  make nbval  notebook checks only;  make clean  remove .venv, build/ and node_modules/"
 	@echo "make nbval-portable  strict nbval with another CPU's kernels (no AVX2/AVX-512): outputs must not depend on the CPU"
 	@echo "Another Python (3.11, 3.12, 3.13), one folder each: make test PYTHON=python3.12 VENV=.venv312"
 
@@ -98,9 +98,18 @@ export COURSE_CHROMIUM := $(CHROMIUM)
 # --timeout: a last resort per test (signal method, so servers and browsers are still stopped); the tests fail
 # much sooner with a message naming the notebook and cell.
 HAVE_CHROMIUM = $(shell test -x "$(CHROMIUM)" && echo yes)
+# The browser suite's JavaScript tools, from npm at the versions package-lock.json pins: axe-core, which checks every
+# page of the website for accessibility (tests/browser/test_site.py). npm ci installs exactly the lock.
+AXE := node_modules/axe-core/axe.min.js
+
+$(AXE): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "The browser tests need npm for axe-core: apt-get install npm (.ci/run installs it)." >&2; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 TIMEOUTS := --timeout=600 --timeout-method=signal
 
-test: venv
+test: venv $(if $(HAVE_CHROMIUM),$(AXE))
 	@test -n "$(HAVE_CHROMIUM)" || echo "SKIPPED the browser tests: no Chromium at $(CHROMIUM) (apt-get install chromium-headless-shell, or make test CHROMIUM=/path; CI installs it)"
 	$(if $(HAVE_CHROMIUM),COURSE_REQUIRE_BROWSER=1) $(PY) -m pytest -n $(WORKERS) tests $(NOTEBOOKS) \
 	    $(if $(HAVE_CHROMIUM),,--ignore=tests/browser) --nbval --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) \
@@ -112,7 +121,7 @@ test-profile: export PYTHONPATH := $(CURDIR)/tools$(if $(PYTHONPATH),:$(PYTHONPA
 test-profile: export PYTEST_ADDOPTS := -p test_profile $(PYTEST_ADDOPTS)
 test-profile: test
 
-test-browser: venv
+test-browser: venv $(AXE)
 	COURSE_REQUIRE_BROWSER=1 $(PY) -m pytest -n $(WORKERS) tests/browser $(TIMEOUTS) --durations=15
 
 # The supported range, measured: pip install of the course into an environment made from Colab's package snapshot
@@ -147,8 +156,16 @@ refresh timings: export COURSE_PROGRESS := off
 refresh: venv
 	$(PY) tools/refresh_notebooks.py --timeout $(CELL_TIMEOUT) $(NB)
 
-learner slides html: venv
+learner slides: venv
 	$(PY) tools/build_editions.py $@ --lang $(EDITION)
+
+# The course's website, both languages, from the notebooks' stored outputs (myst-nb and the Sphinx book theme, offline;
+# tools/site/): build/site/index.html, the Chinese edition in build/site/zh/, the slides beside each. A second build
+# rereads only what changed. `make html` is the same (the static pages it used to make are these now).
+site: venv
+	$(PY) -m tools.site
+
+html: site
 
 # After editing an English notebook or guide: bring translations/zh/ in line (a changed cell keeps its old translation,
 # marked fuzzy), rebuild notebooks/zh/ and the Chinese guides, compile the message catalogue; then translate what
@@ -176,4 +193,4 @@ hub-remove-learner: venv
 	$(PY) tools/hub/serve.py remove-learner $(LEARNER)
 
 clean:
-	rm -rf $(VENV) build
+	rm -rf $(VENV) build node_modules

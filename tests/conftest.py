@@ -50,12 +50,15 @@ for path in (TESTS.parent, TESTS):
 # notebook must share one kernel, a browser module shares its server and browser), except that the JupyterLab
 # notebooks are split into two halves of about equal time, so that the longest file does not decide the wall time.
 # The tests of the built editions and the browser checks of their pages are one unit, so one build serves both
-# (``course_editions``). The units go out longest first (the browser modules, the exercise checks, the editions, then the notebooks by their
+# (``course_editions``); so are the website's (``course_site``). The units go out longest first (the browser modules,
+# the exercise checks, the website, the editions, then the notebooks by their
 # measured time), so that no long unit starts when the other worker is nearly done.
 JUPYTERLAB = "tests/browser/test_jupyterlab.py"
 EDITIONS = "tests/test_editions.py"
-SAME_UNIT = {"tests/browser/test_static_maths.py": EDITIONS}
-LONGEST_FIRST = ("tests/browser/test_hub.py", f"{JUPYTERLAB}@1", f"{JUPYTERLAB}@2", "tests/test_exercises.py", EDITIONS)
+SITE = "tests/test_website.py"
+SAME_UNIT = {"tests/browser/test_static_maths.py": EDITIONS, "tests/browser/test_site.py": SITE}
+LONGEST_FIRST = ("tests/browser/test_hub.py", f"{JUPYTERLAB}@1", f"{JUPYTERLAB}@2", "tests/test_exercises.py", SITE,
+                 EDITIONS)
 
 
 def notebook_seconds() -> dict[str, float]:
@@ -142,12 +145,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 @pytest.fixture(scope="session")
 def course_editions(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The learner, slides and html editions, built once per worker process by ``tools/build_editions.py`` into
-    ``learner/``, ``slides/`` and ``html/`` (read them, do not change them: copy what you need to change)."""
+    """The learner and slides editions, built once per worker process by ``tools/build_editions.py`` into
+    ``learner/`` and ``slides/`` (read them, do not change them: copy what you need to change)."""
     sys.path.insert(0, str(TESTS.parent / "tools"))
     import build_editions
 
     out = tmp_path_factory.mktemp("editions")
-    for builder in (build_editions.build_learner, build_editions.build_slides, build_editions.build_html):
+    for builder in (build_editions.build_learner, build_editions.build_slides):
         builder(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def course_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The course's website, built once per worker process as ``make site`` builds it (``python -m tools.site``: both
+    languages) into a temporary ``site/`` (read it, do not change it). Without the slides, which ``course_editions``
+    builds and tests/test_editions.py and tests/browser/test_static_maths.py test."""
+    from tools.site.build import build
+
+    out = tmp_path_factory.mktemp("website")
+    build(out / "site", out / "cache", slides=False)
+    return out / "site"

@@ -1,6 +1,6 @@
 """The workshop editions. The learner edition reveals no solution, round-trips back to the teaching notebook, and
-runs to the end with only its stubs failing; every slide deck and HTML page is produced, non-empty, titled, and
-loads its scripts from local files."""
+runs to the end with only its stubs failing; every slide deck is produced, non-empty, titled, and loads its scripts
+from local files. (The readable pages are the website's: tests/test_website.py.)"""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ NOTEBOOKS = build_editions.course_notebooks()
 
 @pytest.fixture(scope="module")
 def editions(course_editions: Path) -> Path:
-    """The three editions, built once for this run (tests/conftest.py), shared with the static maths pages."""
+    """The learner and slides editions, built once for this run (tests/conftest.py), shared with the slides' maths."""
     return course_editions
 
 
@@ -216,22 +216,22 @@ def test_learner_notebooks_run_to_the_end_with_only_the_stubs_failing(request: p
     assert not problems, f"{name}, learner edition:\n" + "\n".join(problems)
 
 
-def test_every_slide_deck_and_page_is_produced_with_its_title(editions: Path) -> None:
-    index = (editions / "html" / "index.html").read_text(encoding="utf-8")
+def test_every_slide_deck_is_produced_with_its_title(editions: Path) -> None:
+    index = (editions / "slides" / "index.html").read_text(encoding="utf-8")
     for path in NOTEBOOKS:
         title = build_editions.read_opening(path).title
-        for page in (editions / "slides" / f"{path.stem}.slides.html", editions / "html" / f"{path.stem}.html"):
-            text = page.read_text(encoding="utf-8")
-            assert len(text) > 10_000 and title.split(" · ")[-1][:20] in text, page.name
-            scripts = re.findall(r'<script src="([^"]+)"', text)
-            local = [s for s in scripts if not s.startswith("http")]
-            assert all((page.parent / s).exists() for s in local), page.name
-            assert not [s for s in scripts if s.startswith("http")], page.name  # nothing remote: KaTeX is vendored
-        assert f'href="{path.stem}.html"' in index
+        page = editions / "slides" / f"{path.stem}.slides.html"
+        text = page.read_text(encoding="utf-8")
+        assert len(text) > 10_000 and title.split(" · ")[-1][:20] in text, page.name
+        scripts = re.findall(r'<script src="([^"]+)"', text)
+        local = [s for s in scripts if not s.startswith("http")]
+        assert all((page.parent / s).exists() for s in local), page.name
+        assert not [s for s in scripts if s.startswith("http")], page.name  # nothing remote: KaTeX is vendored
+        assert f'href="{page.name}"' in index
     deck = (editions / "slides" / "03_forward_hooks.slides.html").read_text(encoding="utf-8")
     assert deck.count("<section") > 5  # one slide per ## heading at least
     assert (editions / "slides" / "reveal.js" / "dist" / "reveal.js").exists()
-    assert "data:image/png;base64" in (editions / "html" / "05_guided_backprop.html").read_text(encoding="utf-8")
+    assert "data:image/png;base64" in (editions / "slides" / "05_guided_backprop.slides.html").read_text(encoding="utf-8")
 
 
 # -- vendored jQuery ----------------------------------------------------------------------------------------------
@@ -256,11 +256,9 @@ def test_vendored_jquery_has_the_xss_fixes_its_licence_and_its_readme_line() -> 
     assert f"| {'.'.join(map(str, version))} |" in readme, "vendor/README.md must name the jQuery version shipped"
 
 
-def test_only_the_slides_load_jquery(editions: Path) -> None:
+def test_the_slides_load_the_vendored_jquery_once(editions: Path) -> None:
     # vendor/README.md says why jQuery is needed at all: the reveal template's scroll handler. Keep that true.
     loads_jquery = re.compile(r'<script[^>]+src="[^"]*jquery[^"]*"')
     for path in NOTEBOOKS:
         deck = (editions / "slides" / f"{path.stem}.slides.html").read_text(encoding="utf-8")
-        page = (editions / "html" / f"{path.stem}.html").read_text(encoding="utf-8")
         assert loads_jquery.findall(deck) == ['<script src="jquery/jquery.min.js"'], path.name
-        assert not loads_jquery.search(page), f"{path.name}: the HTML page loads jQuery; update vendor/README.md"

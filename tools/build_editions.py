@@ -7,20 +7,19 @@
 - ``slides``: one reveal.js deck per notebook (slide boundaries from each cell's ``slideshow`` metadata; a
   notebook without any starts a new slide at every ``##`` heading). reveal.js, require.js, jQuery and KaTeX are
   copied next to the decks from ``vendor/``, so the decks work offline, formulas included.
-- ``html``: a static, readable rendering of the executed notebooks (images embedded) plus an ``index.html``.
+  The slides also render the hook cheat-sheet (``notebooks/hooks_cheatsheet.md``) as ``hooks_cheatsheet.html``,
+  listed in their ``index.html``, its links pointing to the decks. They use nbconvert's reveal template with one
+  change (``tools/nbconvert_templates/``): formulas are typeset by the vendored KaTeX instead of MathJax from a CDN,
+  and mermaid is not imported from a CDN. Nothing is fetched from the network when a deck is opened.
 
-Both also render the hook cheat-sheet (``notebooks/hooks_cheatsheet.md``) as ``hooks_cheatsheet.html``, listed in
-their ``index.html``; its links to notebook sections point to the pages (html) or the decks (slides).
-
-Both use nbconvert's templates with one change (``tools/nbconvert_templates/``): formulas are typeset by the vendored
-KaTeX instead of MathJax from a CDN, and the slides do not import mermaid from a CDN. Nothing is fetched from the
-network when a page or deck is opened.
+The readable pages of the executed course are the website's: ``make site`` (``python -m tools.site``, myst-nb and
+the Sphinx book theme), which puts these slides beside its pages and links them (``make html`` is the same).
 
 The Chinese edition: ``--lang zh`` builds the same from ``notebooks/zh/`` into ``build/zh/`` (``make learner
 COURSE_LANG=zh``).
 
-Usage: ``python tools/build_editions.py learner|slides|html [--out build] [--lang zh]``  (``make learner``,
-``make slides``, ``make html``)
+Usage: ``python tools/build_editions.py learner|slides [--out build] [--lang zh]``  (``make learner``,
+``make slides``)
 """
 
 from __future__ import annotations
@@ -85,17 +84,6 @@ def copy_scripts(target: Path) -> None:
     shutil.copytree(KATEX, target / "katex")
 
 
-def html_exporter() -> Any:
-    """nbconvert's lab template with vendored KaTeX for formulas (``tools/nbconvert_templates/course_lab``)."""
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter(template_name="course_lab", extra_template_basedirs=[str(TEMPLATES)],
-                            extra_template_paths=[str(TEMPLATES)], embed_images=True, **OFFLINE_SCRIPTS)
-    exporter.exclude_input_prompt = True
-    exporter.exclude_output_prompt = True
-    return exporter
-
-
 def page_resources(path: Path) -> dict[str, Any]:
     """The browser tab shows the notebook's title (nbconvert's default is "Notebook")."""
     return {"metadata": {"name": read_opening(path).title}}
@@ -117,20 +105,16 @@ def simple_page(title: str, body: str) -> str:
     )
 
 
-def write_cheatsheet(target: Path, suffix: str, keep_anchors: bool) -> Path:
-    """``hooks_cheatsheet.md`` as ``hooks_cheatsheet.html``; links to ``NN_topic.ipynb#section`` become
-    ``NN_topic<suffix>#section`` (the anchor dropped when ``keep_anchors`` is false: reveal.js decks)."""
+def write_cheatsheet(target: Path) -> Path:
+    """``hooks_cheatsheet.md`` as ``hooks_cheatsheet.html`` beside the decks; links to ``NN_topic.ipynb#section``
+    become ``NN_topic.slides.html`` (a deck has no section anchors)."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
     if not CHEATSHEET.exists():
         raise SystemExit(f"The hook cheat-sheet is missing: {CHEATSHEET}.")
     body = markdown2html_mistune(CHEATSHEET.read_text(encoding="utf-8"))
 
-    def relink(match: re.Match[str]) -> str:
-        anchor = match.group(2) or ""
-        return f'href="{match.group(1)}{suffix}{anchor if keep_anchors else ""}"'
-
-    body = re.sub(r'href="(\d\d_\w+)\.ipynb(#[^"]*)?"', relink, body)
+    body = re.sub(r'href="(\d\d_\w+)\.ipynb(#[^"]*)?"', r'href="\1.slides.html"', body)
     page = target / "hooks_cheatsheet.html"
     page.write_text(simple_page("PyTorch hooks — cheat-sheet", body), encoding="utf-8")
     return page
@@ -167,7 +151,7 @@ def build_slides(out: Path) -> list[Path]:
         page.write_text(body, encoding="utf-8")
         written.append(page)
         rows.append(f'<li><a href="{page.name}">{html.escape(read_opening(path).title)}</a></li>')
-    written.append(write_cheatsheet(target, ".slides.html", keep_anchors=False))
+    written.append(write_cheatsheet(target))
     index = target / "index.html"
     index.write_text(simple_page(
         "PyTorch Hooks, hands-on — slides",
@@ -178,42 +162,9 @@ def build_slides(out: Path) -> list[Path]:
     return written
 
 
-# -- static HTML --------------------------------------------------------------------------------------------
-def build_html(out: Path) -> list[Path]:
-    target = out / "html"
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    copy_scripts(target)
-    exporter = html_exporter()
-    rows = []
-    written = []
-    for path in course_notebooks():
-        opening = read_opening(path)
-        body, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4), resources=page_resources(path))
-        page = target / f"{path.stem}.html"
-        page.write_text(body, encoding="utf-8")
-        written.append(page)
-        rows.append(
-            f'<li><a href="{page.name}">{html.escape(opening.title)}</a> — {html.escape(opening.learn)} '
-            f"<em>({opening.minutes} min)</em></li>"
-        )
-    index = target / "index.html"
-    index.write_text(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>PyTorch Hooks, hands-on</title>"
-        "<style>body{font-family:sans-serif;max-width:50em;margin:2em auto;line-height:1.5}</style></head><body>"
-        "<h1>PyTorch Hooks, hands-on</h1><p>The executed course, readable without Jupyter. To run it, see the "
-        "repository's README (<code>make lab</code>).</p><ol>" + "\n".join(rows) + "</ol>"
-        '<p>Reference: <a href="hooks_cheatsheet.html">hook cheat-sheet</a> (every hook API on one page, with links '
-        "to the sections that show it).</p></body></html>\n",
-        encoding="utf-8",
-    )
-    return [index, *written, write_cheatsheet(target, ".html", keep_anchors=True)]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("edition", choices=["learner", "slides", "html"])
+    parser.add_argument("edition", choices=["learner", "slides"])
     parser.add_argument("--out", type=Path, default=ROOT / "build")
     parser.add_argument("--lang", choices=LANGUAGES, default="en", help="zh: the Chinese edition (notebooks/zh/)")
     args = parser.parse_args()
@@ -222,7 +173,7 @@ def main() -> None:
         NOTEBOOKS = NOTEBOOKS / args.lang
         CHEATSHEET = NOTEBOOKS / "hooks_cheatsheet.md"
         args.out = args.out / args.lang
-    builder = {"learner": build_learner, "slides": build_slides, "html": build_html}[args.edition]
+    builder = {"learner": build_learner, "slides": build_slides}[args.edition]
     written = builder(args.out)
     print(f"{args.edition}: wrote {len(written)} files under {args.out / args.edition}")
 

@@ -3,14 +3,16 @@
 :data:`REPOSITORY` is the one place the repository's GitHub owner/name is written. ``tools/cloud_badges.py``
 generates from it each notebook's "Open in Colab / Open in Kaggle" links and the guarded install lines at the top
 of its first code cell (which do nothing in the course's own environment, and on Colab or Kaggle ``pip install`` the
-course without touching torch); ``tests/test_cloud_badges.py`` checks every notebook carries exactly those.
+course without touching torch); ``tests/test_cloud_badges.py`` checks every notebook carries exactly those. The
+website's launch buttons (Colab, Kaggle, Binder: ``python -m tools.site``) are made from the same functions.
 
 Usage: ``colab_url("01_tensor_hooks.ipynb")``; ``install_lines()`` -> the guarded install, as notebook source
 """
 
 from __future__ import annotations
 
-__all__ = ["BRANCH", "REPOSITORY", "colab_url", "install_lines", "install_requirement", "kaggle_url"]
+__all__ = ["BRANCH", "REPOSITORY", "binder_url", "colab_url", "install_lines", "install_requirement", "kaggle_url",
+           "site_url"]
 
 REPOSITORY = "pytorch-hooks-course/pytorch-hooks-hands-on"
 """GitHub owner/name the course is published under: change it here, then run ``python tools/cloud_badges.py``."""
@@ -36,6 +38,27 @@ def kaggle_url(notebook: str) -> str:
     Usage: ``kaggle_url("00_start_here.ipynb")``
     """
     return f"https://kaggle.com/kernels/welcome?src=https://github.com/{_notebook_path(notebook)}"
+
+
+def binder_url(notebook: str) -> str:
+    """The link that starts the course on mybinder.org (built from ``binder/``) and opens ``notebook`` from the
+    learner's workspace that ``binder/postBuild`` prepares: ``workspace/`` for an English notebook, ``workspace-zh/``
+    for a Chinese one (``"zh/01_tensor_hooks.ipynb"``), as ``make lab`` names them.
+
+    Usage: ``binder_url("00_start_here.ipynb")``
+    """
+    folder, _, name = notebook.rpartition("/")
+    workspace = f"workspace-{folder}" if folder else "workspace"
+    return f"https://mybinder.org/v2/gh/{REPOSITORY}/{BRANCH}?urlpath=lab/tree/{workspace}/{name}"
+
+
+def site_url() -> str:
+    """Where the course's website is published: the repository's GitHub Pages (``.github/workflows/site.yml``).
+
+    Usage: ``site_url() + "zh/"`` (the Chinese edition)
+    """
+    owner, name = REPOSITORY.split("/")
+    return f"https://{owner}.github.io/{name}/"
 
 
 def install_requirement() -> str:

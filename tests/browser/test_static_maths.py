@@ -1,6 +1,6 @@
-"""Formulas render offline in the static HTML pages and the slides (``make html``, ``make slides``).
+"""Formulas render offline in the slides (``make slides``; the website's pages: tests/browser/test_site.py).
 
-Each page is built by ``tools/build_editions.py`` into a temporary folder (once per run, shared with
+Each deck is built by ``tools/build_editions.py`` into a temporary folder (once per run, shared with
 tests/test_editions.py) and opened from ``file://`` in Debian's Chromium (Playwright, never ``playwright install``).
 It must typeset its formulas with the vendored KaTeX (``.katex`` elements), leave no ``$...$`` or TeX command as raw
 text outside code, show no KaTeX parse error, raise no script error, and request nothing but local files: no CDN.
@@ -60,14 +60,11 @@ def fixture_notebook() -> nbformat.NotebookNode:
 
 @pytest.fixture(scope="module")
 def site(course_editions: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the course's html and slides editions (built once for the run, tests/conftest.py), plus the fixture
-    notebook rendered by the same exporters."""
+    """A copy of the course's slides (built once for the run, tests/conftest.py), plus the fixture notebook rendered
+    by the same exporter."""
     out = tmp_path_factory.mktemp("static")
-    for edition in ("html", "slides"):
-        shutil.copytree(course_editions / edition, out / edition, symlinks=True)
+    shutil.copytree(course_editions / "slides", out / "slides", symlinks=True)
     nb = fixture_notebook()
-    body, _ = build_editions.html_exporter().from_notebook_node(nb)
-    (out / "html" / "fixture.html").write_text(body, encoding="utf-8")
     body, _ = build_editions.slides_exporter().from_notebook_node(build_editions.with_slide_boundaries(nb))
     (out / "slides" / "fixture.slides.html").write_text(body, encoding="utf-8")
     return out
@@ -133,13 +130,12 @@ def assert_offline_and_clean(result: Visit, name: str) -> None:
     assert not result.raw, f"{name}: formula source left as text: {result.raw[:5]}"
 
 
-@pytest.mark.parametrize("slides", [False, True], ids=["html", "slides"])
-def test_the_fixture_formulas_are_typeset_and_code_keeps_its_dollars(site: Path, chromium, slides: bool) -> None:  # type: ignore[no-untyped-def]
-    page = site / ("slides/fixture.slides.html" if slides else "html/fixture.html")
+def test_the_fixture_formulas_are_typeset_and_code_keeps_its_dollars(site: Path, chromium) -> None:  # type: ignore[no-untyped-def]
+    page = site / "slides/fixture.slides.html"
     text = page.read_text(encoding="utf-8")
     assert "mathjax" not in text.lower(), "the page still refers to MathJax"
     assert not re.findall(r'<script[^>]+src="https?:', text), "a script is loaded from the web"
-    result = visit(chromium, page, slides=slides)
+    result = visit(chromium, page, slides=True)
     assert result.maths == 4, result  # two inline, one display, one in the table
     assert_offline_and_clean(result, page.name)
 
@@ -149,11 +145,10 @@ def _has_maths(path: Path) -> bool:
     return any(c.cell_type == "markdown" and re.search(r"\$[^$\s][^$]*\$", c.source) for c in nb.cells)
 
 
-@pytest.mark.parametrize("slides", [False, True], ids=["html", "slides"])
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_course_pages_render_their_formulas_offline(site: Path, chromium, notebook: Path, slides: bool) -> None:  # type: ignore[no-untyped-def]
-    page = site / ("slides" if slides else "html") / (f"{notebook.stem}.slides.html" if slides else f"{notebook.stem}.html")
-    result = visit(chromium, page, slides=slides)
+def test_course_decks_render_their_formulas_offline(site: Path, chromium, notebook: Path) -> None:  # type: ignore[no-untyped-def]
+    page = site / "slides" / f"{notebook.stem}.slides.html"
+    result = visit(chromium, page, slides=True)
     if _has_maths(notebook):
         assert result.maths > 0, f"{page.name}: no typeset formula"
     assert_offline_and_clean(result, page.name)
@@ -168,17 +163,11 @@ def test_katex_is_vendored_with_its_licence() -> None:
     assert woff2 and all((katex / "fonts" / f).is_file() for f in woff2), "a WOFF2 font named by katex.min.css is missing"
 
 
-def test_the_cheatsheet_page_is_listed_offline_and_its_section_links_land(site: Path, chromium) -> None:  # type: ignore[no-untyped-def]
-    for edition in ("html", "slides"):
-        index = (site / edition / "index.html").read_text(encoding="utf-8")
-        assert 'href="hooks_cheatsheet.html"' in index, edition
-        assert_offline_and_clean(visit(chromium, site / edition / "index.html"), f"{edition}/index.html")
-        assert_offline_and_clean(visit(chromium, site / edition / "hooks_cheatsheet.html"), f"{edition}/hooks_cheatsheet.html")
-    page = (site / "html" / "hooks_cheatsheet.html").read_text(encoding="utf-8")
-    links = re.findall(r'href="(\d\d_\w+\.html)#([^"]+)"', page)
-    assert len(links) >= 20
-    for target, anchor in links:
-        assert f'id="{anchor}"' in (site / "html" / target).read_text(encoding="utf-8"), f"{target}#{anchor}"
-    assert ".ipynb" not in page
+def test_the_cheatsheet_deck_page_is_listed_offline_and_links_the_decks(site: Path, chromium) -> None:  # type: ignore[no-untyped-def]
+    index = (site / "slides" / "index.html").read_text(encoding="utf-8")
+    assert 'href="hooks_cheatsheet.html"' in index
+    assert_offline_and_clean(visit(chromium, site / "slides" / "index.html"), "slides/index.html")
+    assert_offline_and_clean(visit(chromium, site / "slides" / "hooks_cheatsheet.html"), "slides/hooks_cheatsheet.html")
     slides = (site / "slides" / "hooks_cheatsheet.html").read_text(encoding="utf-8")
+    assert ".ipynb" not in slides and len(re.findall(r'href="\d\d_\w+\.slides\.html"', slides)) >= 20
     assert all((site / "slides" / name).exists() for name in re.findall(r'href="(\d\d_\w+\.slides\.html)"', slides))

@@ -14,7 +14,7 @@ name every such cell.
 Usage::
 
     python tools/i18n/editions.py update     # after editing English: bring the PO files in line (never loses a translation)
-    python tools/i18n/editions.py build      # write notebooks/zh/*.ipynb, notebooks/zh/*.md and README.zh.md
+    python tools/i18n/editions.py build      # write notebooks/zh/*.ipynb, notebooks/zh/*.md, README.zh.md, the site's landing page
     python tools/i18n/editions.py stale      # what is untranslated or out of date (exit 1 if anything)
     python tools/i18n/editions.py export notebooks/03_forward_hooks.ipynb > 03.txt   # the entries as plain text
     python tools/i18n/editions.py import notebooks/03_forward_hooks.ipynb 03.zh.txt  # translations back in
@@ -47,6 +47,7 @@ GUIDES: dict[str, str] = {
     "README.md": "README.{lang}.md",
     "notebooks/hooks_cheatsheet.md": "notebooks/{lang}/hooks_cheatsheet.md",
     "notebooks/instructor_guide.md": "notebooks/{lang}/instructor_guide.md",
+    "tools/site/landing.md": "tools/site/landing.{lang}.md",  # the website's landing page (python -m tools.site)
 }
 
 # <!-- cloud: ... --> ... <!-- /cloud -->   and   <!-- timings:start ... --> ... <!-- timings:end -->

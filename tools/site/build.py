@@ -1,0 +1,139 @@
+"""Stage the sources of the course's website and build it: every language's pages with Sphinx (myst-nb, the book
+theme; ``tools/site/conf.py``) and its slides with ``tools/build_editions.py``, all at once.
+
+The sources are staged in ``<cache>/<lang>/src``: the notebooks with their stored outputs, the cheat-sheet, the
+instructor guide, and ``tools/site/landing.md`` or its translation as ``index.md``. A file is copied only when it
+changed, so a second build rereads nothing that is the same. Sphinx writes to ``<cache>/<lang>/html``, copied into
+the site afterwards (English at its root, Chinese in ``zh/``). Any Sphinx warning fails the build, naming the page (a
+broken link, a section anchor that is gone).
+
+Usage: ``build(ROOT / "build" / "site", ROOT / "build" / "site-cache")`` (``python -m tools.site``, ``make site``)
+"""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+NOTEBOOKS = ROOT / "notebooks"
+LANGUAGES = ("en", "zh")
+SPHINX_LANGUAGE = {"en": "en", "zh": "zh_CN"}
+GUIDES = ("hooks_cheatsheet.md", "instructor_guide.md")
+
+
+@dataclass(frozen=True)
+class Edition:
+    """Where one language's sources come from and where its pages go."""
+
+    lang: str
+    out: Path  # the site's root
+    cache: Path
+
+    @property
+    def notebooks(self) -> Path:
+        return NOTEBOOKS if self.lang == "en" else NOTEBOOKS / self.lang
+
+    @property
+    def landing(self) -> Path:
+        return HERE / ("landing.md" if self.lang == "en" else f"landing.{self.lang}.md")
+
+    @property
+    def pages(self) -> Path:
+        """Where this language's pages go in the site: its root, or ``zh/``."""
+        return self.out if self.lang == "en" else self.out / self.lang
+
+    @property
+    def html(self) -> Path:
+        """Sphinx's output folder, copied to ``pages`` after the build (myst-nb writes its scratch files beside it,
+        in ``jupyter_execute/``: kept out of the site)."""
+        return self.cache / self.lang / "html"
+
+    @property
+    def src(self) -> Path:
+        return self.cache / self.lang / "src"
+
+    @property
+    def doctrees(self) -> Path:
+        return self.cache / self.lang / "doctrees"
+
+
+def _copy_if_changed(source: Path, target: Path) -> None:
+    if not target.exists() or not filecmp.cmp(source, target, shallow=False):
+        shutil.copy2(source, target)
+
+
+def stage(edition: Edition) -> list[Path]:
+    """Copy what the pages are made from into ``edition.src``; every ``NN_*.ipynb`` found is a page."""
+    notebooks = sorted(edition.notebooks.glob("[0-9][0-9]_*.ipynb"))
+    if not notebooks:
+        raise SystemExit(f"No course notebooks (NN_topic.ipynb) in {edition.notebooks}.")
+    if not edition.landing.exists():
+        raise SystemExit(f"{edition.landing.relative_to(ROOT)} is missing: run `make translations` (it builds it "
+                         f"from tools/site/landing.md and translations/{edition.lang}/landing.po).")
+    wanted = {path.name: path for path in notebooks}
+    wanted.update({name: edition.notebooks / name for name in GUIDES})
+    wanted["index.md"] = edition.landing
+    edition.src.mkdir(parents=True, exist_ok=True)
+    for stale in edition.src.iterdir():
+        if stale.name not in wanted:
+            stale.unlink() if stale.is_file() else shutil.rmtree(stale)
+    for name, source in wanted.items():
+        if not source.exists():
+            raise SystemExit(f"{source.relative_to(ROOT)} is missing: the site needs it.")
+        _copy_if_changed(source, edition.src / name)
+    return [edition.src / name for name in wanted]
+
+
+def sphinx_command(edition: Edition) -> list[str]:
+    return [sys.executable, "-m", "sphinx", "build", "--builder", "html", "--conf-dir", str(HERE),
+            "--doctree-dir", str(edition.doctrees), "--define", f"language={SPHINX_LANGUAGE[edition.lang]}",
+            "--fail-on-warning", "--keep-going", "--quiet", str(edition.src), str(edition.html)]
+
+
+def slides_command(edition: Edition) -> list[str]:
+    return [sys.executable, "-m", "tools.build_editions", "slides", "--out", str(edition.out), "--lang", edition.lang]
+
+
+def slides_are_current(edition: Edition) -> bool:
+    """Whether ``<pages>/slides`` was built after every file it is made from changed (then a build leaves it)."""
+    index = edition.pages / "slides" / "index.html"
+    if not index.exists():
+        return False
+    sources = [*edition.notebooks.glob("[0-9][0-9]_*.ipynb"), edition.notebooks / "hooks_cheatsheet.md",
+               ROOT / "tools" / "build_editions.py", *(ROOT / "tools" / "nbconvert_templates").rglob("*"),
+               *(ROOT / "vendor").rglob("*")]
+    built = index.stat().st_mtime
+    return all(path.stat().st_mtime < built for path in sources if path.is_file())
+
+
+def build(out: Path, cache: Path, langs: tuple[str, ...] = LANGUAGES, *, slides: bool = True) -> list[Path]:
+    """Stage and build ``langs`` into ``out`` (all Sphinx and slide builds run at once; slides older than none of
+    their sources are left as they are); the pages written.
+
+    Usage: ``build(ROOT / "build" / "site", ROOT / "build" / "site-cache")``
+    """
+    editions = [Edition(lang, out, cache) for lang in langs]
+    for edition in editions:
+        stage(edition)
+    jobs = [(f"{e.lang} pages", sphinx_command(e)) for e in editions]
+    if slides:
+        jobs += [(f"{e.lang} slides", slides_command(e)) for e in editions if not slides_are_current(e)]
+    running = [(name, subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+               for name, command in jobs]
+    failed = []
+    for name, process in running:
+        output, _ = process.communicate()
+        if process.returncode != 0:
+            failed.append(f"--- {name} failed (exit {process.returncode}):\n{output.strip()}")
+    if failed:
+        raise SystemExit("\n".join(failed))
+    for edition in editions:
+        shutil.copytree(edition.html, edition.pages, dirs_exist_ok=True)
+    return sorted(page for e in editions for page in e.pages.glob("*.html"))
+

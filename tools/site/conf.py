@@ -1,0 +1,54 @@
+"""Sphinx configuration of the course's website (``python -m tools.site`` runs Sphinx with ``-c tools/site``).
+
+One configuration for both languages: ``-D language=en`` or ``-D language=zh_CN`` chooses the edition, and
+``tools.site.extension`` sets what depends on it (the course map, the language switch, the launch buttons).
+Nothing is executed: myst-nb renders the outputs stored in the notebooks, which nbval checks.
+"""
+
+from __future__ import annotations
+
+project = "PyTorch Hooks, hands-on"
+author = "the course's authors"
+copyright = "the course's authors, MIT licence"  # noqa: A001 (Sphinx's name)
+language = "en"
+
+extensions = ["myst_nb", "tools.site.extension"]
+root_doc = "index"
+exclude_patterns: list[str] = []
+
+# -- notebooks: stored outputs only (nbval checks them), never re-executed ------------------------------------------
+nb_execution_mode = "off"
+nb_ipywidgets_js: dict[str, dict[str, str]] = {}  # widget state is never stored (make refresh drops it): no CDN script
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "substitution"]
+# Anchors as JupyterLab makes them ("3-·-Hooks-that-only-look"), so that the notebooks' links to each other's
+# sections, written for JupyterLab, land on the same headings here (and the anchors stay what they are in Lab).
+myst_heading_anchors = 6
+myst_heading_slug_func = "tools.site.extension.jupyterlab_anchor"
+
+# -- the book theme --------------------------------------------------------------------------------------------------
+html_theme = "sphinx_book_theme"
+html_title = project
+html_static_path = ["static"]
+html_css_files = ["course.css"]
+templates_path = ["templates"]
+html_copy_source = True  # the .ipynb download button
+html_show_sourcelink = False
+html_last_updated_fmt = None
+html_theme_options = {
+    "home_page_in_toc": False,  # the course's title above the search field links the landing page
+    "show_navbar_depth": 1,
+    "use_download_button": True,
+    "use_fullscreen_button": False,
+    "article_header_end": ["language-switch.html", "article-header-buttons.html"],
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+    "navbar_persistent": [],  # the search field is in the sidebar: no second one in a header bar
+}
+# The book theme's sidebar, with the course's title inside a landmark (templates/course-home.html)
+html_sidebars = {"**": ["course-home.html", "search-button-field.html", "sbt-sidebar-nav.html"]}
+html_use_index = False  # no index entries: no empty genindex page
+# A heading's permalink is named by its title ("Link to this heading"), not read out as "#"
+html_permalinks_icon = '<span aria-hidden="true">#</span>'
+# Maths: the vendored KaTeX (vendor/katex, as in the slides), typeset in the browser without a network.
+html_math_renderer = "katex"
