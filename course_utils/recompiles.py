@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn as nn
 
-__all__ = ["PATTERNS", "graphs_per_call"]
+__all__ = ["PATTERNS", "Pattern", "graphs_per_call"]
 
 
 def _scale_by(factor: float) -> Callable[..., torch.Tensor]:
@@ -30,31 +31,35 @@ def _scale_by(factor: float) -> Callable[..., torch.Tensor]:
     return hook
 
 
-def _fresh_hook_new_number(model: nn.Module, call: int, kept: list[Any]) -> None:
-    kept.append(model[0].register_forward_hook(_scale_by(float(call + 1))))
+def _fresh_hook_new_number(model: nn.Module, call: int) -> list[Any]:
+    return [model[0].register_forward_hook(_scale_by(float(call + 1)))]
 
 
-def _fresh_hook_same_number(model: nn.Module, call: int, kept: list[Any]) -> None:
-    kept.append(model[0].register_forward_hook(_scale_by(2.0)))
+def _fresh_hook_same_number(model: nn.Module, call: int) -> list[Any]:
+    return [model[0].register_forward_hook(_scale_by(2.0))]
 
 
-def _hooks_pile_up(model: nn.Module, call: int, kept: list[Any]) -> None:
-    kept.append(model[0].register_forward_hook(_scale_by(1.0)))
-    kept.append(None)  # this pattern never removes its hooks: they stay until the end of the run
+def _no_hook(model: nn.Module, call: int) -> list[Any]:
+    return []
 
 
-def _no_hook(model: nn.Module, call: int, kept: list[Any]) -> None:
-    return None
+@dataclass(frozen=True)
+class Pattern:
+    """A way of using forward hooks around each call: ``register(model, call)`` registers the call's hooks and
+    returns their handles; ``removed``: whether they are removed after the call (a well-behaved helper's hooks are;
+    a leaky helper's pile up)."""
+
+    register: Callable[[nn.Module, int], list[Any]]
+    removed: bool = True
 
 
-PATTERNS: dict[str, Callable[[nn.Module, int, list[Any]], None]] = {
-    "a fresh hook, a new number each call": _fresh_hook_new_number,
-    "a fresh hook, the same number each call": _fresh_hook_same_number,
-    "hooks never removed (case 3)": _hooks_pile_up,
-    "no hook": _no_hook,
+PATTERNS: dict[str, Pattern] = {
+    "a fresh hook, a new number each call": Pattern(_fresh_hook_new_number),
+    "a fresh hook, the same number each call": Pattern(_fresh_hook_same_number),
+    "hooks never removed (case 3)": Pattern(_fresh_hook_same_number, removed=False),
+    "no hook": Pattern(_no_hook),
 }
-"""Ways of using a forward hook around each call, by name: before each call, the pattern registers its hook(s);
-after the call, the hooks of that call are removed -- except by the pattern whose hooks pile up."""
+"""The ways of using a hook that :func:`graphs_per_call` compares, by name."""
 
 
 def graphs_per_call(pattern: str, calls: int = 4) -> list[int]:
@@ -79,12 +84,11 @@ def graphs_per_call(pattern: str, calls: int = 4) -> list[int]:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Guards may run slower", category=RuntimeWarning)
             for call in range(calls):
-                kept: list[Any] = []
-                PATTERNS[pattern](model, call, kept)
-                every_handle += [h for h in kept if h is not None]
+                handles = PATTERNS[pattern].register(model, call)
+                every_handle += handles
                 compiled(x)
-                if None not in kept:  # this call's hooks go, as a well-behaved helper's would
-                    for handle in kept:
+                if PATTERNS[pattern].removed:
+                    for handle in handles:
                         handle.remove()
                 totals.append(counters["stats"]["unique_graphs"] - start)
     finally:

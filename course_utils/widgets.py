@@ -37,7 +37,8 @@ from course_utils.saliency import grad_cam, guided_backprop, guided_grad_cam, va
 __all__ = ["METHODS", "FigureExplorer", "SaliencyExplorer", "control_for"]
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-Output = tuple[dict[str, Any], dict[str, Any]]
+FigureOutput = tuple[dict[str, Any], dict[str, Any]]
+"""A figure's ``(data, metadata)``, as :func:`course_utils.figures.figure_output` makes it."""
 
 
 def _view(box: Any) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def _as_output(data: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]
     return {"output_type": "display_data", "data": data, "metadata": metadata}
 
 
-def _bundle(box: Any, figure: Output) -> Output:
+def _bundle(box: Any, figure: FigureOutput) -> FigureOutput:
     """The live controls' view and the figure of their current choice, in one display output."""
     data, metadata = figure
     return {WIDGET_VIEW: _view(box), **data}, metadata
@@ -58,7 +59,7 @@ def _bundle(box: Any, figure: Output) -> Output:
 
 def control_for(name: str, options: Sequence[Any], value: Any, label: str | None = None) -> Any:
     """The ipywidgets control for choosing ``name`` among ``options`` (values, or ``(label, value)`` pairs): a slider
-    for numbers, toggle buttons for up to four other choices, a dropdown for more."""
+    for numbers, toggle buttons for up to four short choices, a dropdown for others."""
     import ipywidgets as widgets
 
     pairs = [tuple(option) if isinstance(option, tuple) else (str(option), option) for option in options]
@@ -67,7 +68,7 @@ def control_for(name: str, options: Sequence[Any], value: Any, label: str | None
               "style": {"description_width": "initial"}}
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for _, v in pairs):
         return widgets.SelectionSlider(continuous_update=False, layout=widgets.Layout(width="420px"), **common)
-    if len(pairs) <= 4:
+    if len(pairs) <= 4 and all(len(label) <= 16 for label, _ in pairs):
         return widgets.ToggleButtons(**common)
     return widgets.Dropdown(**common)
 
@@ -94,14 +95,15 @@ class FigureExplorer:
             raise ValueError("Give at least one control, e.g. controls={'segments': [1, 2, 4]}.")
         self.draw = draw
         self.alt = alt
-        self.options = {name: [o[1] if isinstance(o, tuple) else o for o in options] for name, options in controls.items()}
+        self.options = {name: [o[1] if isinstance(o, tuple) else o for o in options]
+                        for name, options in controls.items()}
         self.controls = {name: list(options) for name, options in controls.items()}
         for name, options in self.options.items():
             if not options:
                 raise ValueError(f"Control {name!r} has no options.")
         self.labels = dict(labels or {})
         self.state: dict[str, Any] = {name: options[0] for name, options in self.options.items()}
-        self._drawn: dict[tuple[Any, ...], Output] = {}
+        self._drawn: dict[tuple[Any, ...], FigureOutput] = {}
         self._box: Any = None
         self._output: Any = None
         if value:
@@ -118,7 +120,7 @@ class FigureExplorer:
         self.state.update(changes)
         return dict(self.state)
 
-    def figure_output(self) -> Output:
+    def figure_output(self) -> FigureOutput:
         """``(data, metadata)`` of the current choice's figure, with its alt text (drawn once per choice)."""
         key = tuple(self.state[name] for name in self.options)
         if key not in self._drawn:
@@ -161,7 +163,7 @@ class FigureExplorer:
     def _show(self) -> None:
         self._output.outputs = (_as_output(*self.figure_output()),)
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Output:
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> FigureOutput:
         return _bundle(self.widget(), self.figure_output())
 
 
@@ -205,7 +207,7 @@ class SaliencyExplorer:
         self.style = style
         self.top_k = top_k
         self._box: Any = None
-        self._figures: dict[tuple[str, int, str, str], Output] = {}
+        self._figures: dict[tuple[str, int, str, str], FigureOutput] = {}
         self.inputs = {name: to_input(photo, style=style) for name, photo in self.photos.items()}
         self._cache: dict[tuple[str, int, str, str], torch.Tensor] = {}
         self._top: dict[str, list[tuple[int, float]]] = {}
@@ -283,7 +285,7 @@ class SaliencyExplorer:
             ax.set_title(title, fontsize=9)
             ax.axis("off")
 
-    def figure_output(self) -> Output:
+    def figure_output(self) -> FigureOutput:
         """``(data, metadata)`` of the current map's figure, with its alt text."""
         from matplotlib.figure import Figure
 
@@ -330,5 +332,5 @@ class SaliencyExplorer:
         self._box = widgets.VBox([widgets.HBox([photo, target]), widgets.HBox([layer, method]), output])
         return self._box
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Output:
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> FigureOutput:
         return _bundle(self.widget(), self.figure_output())

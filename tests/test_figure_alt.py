@@ -195,7 +195,8 @@ def test_the_chinese_build_writes_the_translated_alt_text_into_the_code() -> Non
               '                     "the second the taller one by far, as the text says.", a=1, b=2)\n')
     catalog = Catalog(locale="zh")
     english = alt_literals(source)[0].text
-    catalog.add(english, "两根柱子：{a} 和 {b}，第二根高得多，正如正文所说。这是一段足够长的中文说明文字，用来测试换行。", context="c1/alt1")
+    catalog.add(english, "两根柱子：{a} 和 {b}，第二根高得多，正如正文所说。这是一段足够长的中文说明文字，用来测试换行。",
+                context="c1/alt1")
     built = editions.translated_alts(source, "c1", "zh", catalog)
     assert alt_literals(built)[0].text.startswith("两根柱子：{a} 和 {b}")
     assert ast.parse(built) and built.endswith(", a=1, b=2)\n")

@@ -100,7 +100,7 @@ def test_parity_same_cells_tags_headings_and_code(english: Path) -> None:
         if en["cell_type"] == "code":
             assert zh_text == built_code(english, en), f"{where}: the code differs from the English"
             outside_alt = without_alt_literals(zh_text)
-            assert not _CJK.search(outside_alt), f"{where}: code stays English (only the figures' alt text is translated)"
+            assert not _CJK.search(outside_alt), f"{where}: code stays English (only figures' alt text is translated)"
         else:
             levels = [level for level, _ in editions.headings(en_text)]
             assert [level for level, _ in editions.headings(zh_text)] == levels, f"{where}: heading levels differ"

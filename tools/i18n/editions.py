@@ -5,9 +5,10 @@ Translations live in ``translations/<lang>/``: one standard PO file per notebook
 (one entry per paragraph, list or table). Code cells are not translated: the built notebook's code is the English
 code, except that ``setup_notebook(`` gets ``lang="zh"`` so that ``check()``, ``hint()`` and ``doctor()`` answer in
 Chinese, and that each figure's alt text -- the literal ``alt="..."`` of a code cell, found by
-``course_utils.figures.alt_literals`` -- is an entry of its own (``msgctxt`` the cell id and ``/alt1``, ``/alt2``, ...),
-written into the built code as a string literal of the translation. Generated regions (``<!-- cloud: ... -->``, ``<!-- X:start -->``, ...) are not translated either: the
-English region is copied at build time (links pointed at the Chinese notebooks).
+``course_utils.figures.alt_literals`` -- is an entry of its own (``msgctxt`` the cell id and ``/alt1``, ``/alt2``,
+...), written into the built code as a string literal of the translation. Generated regions (``<!-- cloud: ... -->``,
+``<!-- X:start -->``, ...) are not translated either: the English region is copied at build time (links pointed at
+the Chinese notebooks).
 
 When an English cell changes, ``update`` keeps the old translation marked fuzzy with the old English beside it
 (an obsolete ``#~`` entry) and the build uses the English text until a translator fixes the entry; ``stale`` (and the tests)
