@@ -12,6 +12,7 @@ Strict nbval runs on notebooks/zh/ like on the English notebooks (``make test``)
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -73,9 +74,14 @@ def test_the_chinese_guides_are_what_the_build_makes(source: str) -> None:
         f"{target.relative_to(ROOT)} is not what tools/i18n/editions.py builds: run make translations")
 
 
+@functools.lru_cache(maxsize=None)
+def catalog_of(english: Path):  # noqa: ANN201 -- a babel Catalog
+    return editions.read_catalog(editions.po_path(LANG, str(english.relative_to(ROOT))))
+
+
 def built_code(english: Path, cell: dict) -> str:
     """The Chinese code of an English code cell: setup_notebook(lang="zh"), and its alt texts translated."""
-    catalog = editions.read_catalog(editions.po_path(LANG, str(english.relative_to(ROOT))))
+    catalog = catalog_of(english)
     source = "".join(cell["source"])
     return editions.localized_code(editions.translated_alts(source, cell["id"], LANG, catalog), LANG)
 

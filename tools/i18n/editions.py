@@ -154,7 +154,8 @@ def notebook_units(path: Path) -> list[Unit]:
 
 def alt_literals(source: str) -> list:
     """The ``alt="..."`` literals of a code cell (``course_utils.figures.alt_literals``)."""
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     from course_utils.figures import alt_literals as find
 
     return find(source)
