@@ -5,11 +5,14 @@
 - ``hooks``      -- ``HookRegistry`` owns hooks and removes them; ``count_hooks``, ``assert_no_hooks``, ``hook_report``
 - ``timeline``   -- ``HookTimeline`` records which hook fires when, and draws it
 - ``recorder``   -- ``ActivationRecorder`` records outputs, inputs and gradients by layer name
-- ``saliency``   -- vanilla gradient, Guided Backprop, Grad-CAM, Guided Grad-CAM (``images``, ``widgets``,
-  ``libraries`` help)
+- ``saliency``   -- vanilla gradient, Guided Backprop, Grad-CAM, Guided Grad-CAM (``images``, ``libraries`` help;
+  ``widgets.SaliencyExplorer`` explores them)
 - ``regularize`` -- DropBlock / Dropout2d plug-ins and gradient clipping through hooks
 - ``memory``, ``optim_hooks``, ``comm_hooks``, ``distributed`` -- saved-tensor, optimizer and DDP communication
   hooks, and the two-process gloo runner behind them
+- ``recompiles`` -- how many graphs ``torch.compile`` builds per call for a hook used one way or another
+- ``figures``    -- ``show_figure``: every figure the course draws, with its alt text (the one mechanism, documented
+  there); ``widgets`` -- ``FigureExplorer``, a figure redrawn from controls; ``charts`` -- what the explorers draw
 - ``models``     -- the articles' fixed-weight MLP (``seed_mlp``) and ``LeNet``
 
 **The course's machinery** (``course_utils.machinery``: checks, exercises, editions, workspace, set-up, doctor,

@@ -20,19 +20,23 @@ Usage::
         loss = model(x).sum()
     print(log.by_layer(), log.total_bytes)
 
-:func:`saved_tensor_hooks_active` says whether a saved-tensor hook pair is in force in this thread.
+:func:`saved_tensor_hooks_active` says whether a saved-tensor hook pair is in force in this thread;
+:func:`checkpoint_memory` measures, with a :class:`SavedTensorLog`, what checkpointing a chain of blocks keeps and
+recomputes (notebook 08's Example S6, for any depth).
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn as nn
 
-__all__ = ["SavedRecord", "SavedTensorLog", "saved_tensor_hooks_active", "storage_key", "tensor_bytes"]
+__all__ = ["SavedRecord", "SavedTensorLog", "checkpoint_memory", "saved_tensor_hooks_active", "storage_key",
+           "tensor_bytes"]
 
 OUTSIDE = "(outside any layer)"
 """The layer name given to tensors saved while no leaf module of the model was running."""
@@ -173,3 +177,66 @@ class SavedTensorLog:
 
     def __repr__(self) -> str:
         return f"SavedTensorLog({len(self.records)} saved tensors, {self.total_bytes} bytes counted)"
+
+
+def checkpoint_memory(blocks: int, segments: Iterable[int], *, width: int = 256,
+                      batch: int = 128) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
+    """Checkpointing a chain of ``blocks`` blocks ``Linear(width, width)`` + ``GELU`` (then ``Linear(width, 10)`` and
+    a cross-entropy loss, batch ``batch``) in each number of ``segments`` (0: not at all; each must divide ``blocks``),
+    with non-reentrant ``torch.utils.checkpoint``, measured as notebook 08's Example S6 measures it.
+
+    Returns ``(memory, forwards)``: ``memory[s] = (bytes kept from forward until backward, bytes one segment saves
+    when backward recomputes it, its input excluded)`` -- their sum is the most activation memory held at once --
+    and ``forwards[s]``, how many times the blocks' ``Linear`` layers ran in one forward and backward (counted by a
+    forward hook). The global random state is left as it was.
+
+    Usage: ``memory, forwards = checkpoint_memory(16, [0, 1, 2, 4, 8, 16])``
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    settings = list(segments)
+    if blocks < 1 or any(s < 0 or (s and blocks % s) for s in settings):
+        raise ValueError(f"Each number of segments must be 0 or divide blocks={blocks}: got {settings}.")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        chain = [nn.Sequential(nn.Linear(width, width), nn.GELU()) for _ in range(blocks)]
+        model = nn.Sequential(*chain, nn.Linear(width, 10))
+        x = torch.randn(batch, width)
+        y = torch.randint(0, 10, (batch,))
+
+    def loss(segments: int) -> torch.Tensor:
+        hidden = x
+        if segments == 0:
+            for block in chain:
+                hidden = block(hidden)
+        else:
+            per = blocks // segments
+            for start in range(0, blocks, per):
+                hidden = checkpoint(nn.Sequential(*chain[start:start + per]), hidden, use_reentrant=False)
+        return nn.functional.cross_entropy(model[blocks](hidden), y)
+
+    def one_segment_saves(segments: int) -> int:
+        segment_input = torch.randn(batch, width, requires_grad=True)
+        with SavedTensorLog(model) as segment_log:
+            hidden = segment_input
+            for block in chain[:blocks // segments]:
+                hidden = block(hidden)
+        return segment_log.total_bytes - tensor_bytes(segment_input)
+
+    memory: dict[int, tuple[int, int]] = {}
+    forwards: dict[int, int] = {}
+    for segments in settings:
+        ran = [0]
+        handles = [block[0].register_forward_hook(lambda module, args, output: ran.__setitem__(0, ran[0] + 1))
+                   for block in chain]
+        try:
+            with SavedTensorLog(model) as log:
+                total = loss(segments)
+            total.backward()  # the checkpointed segments run again in here
+        finally:
+            for handle in handles:
+                handle.remove()
+        forwards[segments] = ran[0]
+        memory[segments] = (log.total_bytes, one_segment_saves(segments) if segments else 0)
+        model.zero_grad(set_to_none=True)
+    return memory, forwards

@@ -218,8 +218,11 @@ class HookTimeline:
         key = ", ".join(f"{colours[phase].removeprefix('tab:')}: {phase} pass" for phase in passes)
         return f"firing order ({key})" if key else "firing order"
 
-    def plot(self, ax: Any = None, title: str = "Which hook fires when") -> Any:
-        """Draw the events: x = firing order, one lane per hook kind, each dot labelled with its target."""
+    def plot(self, ax: Any = None, title: str = "Which hook fires when", upto: int | None = None) -> Any:
+        """Draw the events: x = firing order, one lane per hook kind, each dot labelled with its target.
+
+        ``upto=k`` draws the first ``k`` events as they are, ringing the ``k``-th, and the later ones faded: one step
+        of a replay (``course_utils.widgets.FigureExplorer`` steps through it)."""
         import matplotlib.pyplot as plt
 
         if not self.events:
@@ -231,11 +234,18 @@ class HookTimeline:
             width = max(6.0, 0.7 * len(self.events) + 3.0)
             _, ax = plt.subplots(figsize=(width, 0.6 * len(kinds) + 1.4))
         colours = {"forward": "tab:blue", "backward": "tab:red"}
+        if upto is not None and not 1 <= upto <= len(self.events):
+            raise ValueError(f"upto must be a step from 1 to {len(self.events)}, got {upto}.")
         for event in self.events:
             y = lane[event.kind]
-            ax.scatter(event.step, y, s=60, color=colours.get(event.phase, "tab:gray"), zorder=3)
+            later = upto is not None and event.step > upto
+            ax.scatter(event.step, y, s=60, color="lightgray" if later else colours.get(event.phase, "tab:gray"),
+                       zorder=3)
+            if event.step == upto:
+                ax.scatter(event.step, y, s=260, facecolors="none", edgecolors="black", linewidths=1.5, zorder=4)
             ax.annotate(event.target.replace(" (", "\n("), (event.step, y), textcoords="offset points",
-                        xytext=(0, 6), ha="center", va="bottom", fontsize=9)
+                        xytext=(0, 10 if event.step == upto else 6), ha="center", va="bottom", fontsize=9,
+                        color="darkgray" if later else "black")
         backward_steps = [e.step for e in self.events if e.phase == "backward"]
         if backward_steps:
             ax.axvspan(min(backward_steps) - 0.5, max(backward_steps) + 0.5, color="tab:red", alpha=0.06)

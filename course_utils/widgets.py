@@ -1,13 +1,23 @@
-"""An interactive saliency explorer: photo × class × layer × method, built with ipywidgets.
+"""Widgets where changing a value teaches: a figure redrawn from controls, built with ipywidgets (7 and 8).
 
-The logic lives in plain methods (:meth:`SaliencyExplorer.select`, :meth:`SaliencyExplorer.class_options`,
-:meth:`SaliencyExplorer.saliency`) so it can be tested without a browser; :meth:`SaliencyExplorer.widget` only
-wires dropdowns to them and draws into an ``Output`` area.
+:class:`FigureExplorer` is the general one: controls above a figure that ``draw(**choice)`` makes, each drawing shown
+with its alt text (:mod:`course_utils.figures`). :class:`SaliencyExplorer` is the photo x class x layer x method
+explorer of notebook 06. Both keep their logic in plain methods (``select``, ``figure_output``, ...) that tests call
+without a browser; ``widget()`` only wires the controls to them.
+
+Displayed (the last expression of a cell, or ``display(explorer)``), an explorer is one output that holds the live
+controls' view *and* the figure of its current choice, with its alt text: a front end with ipywidgets (JupyterLab,
+Notebook, Colab, VS Code) shows the controls and the figure they redraw; anything else -- a static page, the stored
+notebook that ``make refresh`` writes (it drops the view), nbval -- shows the figure. The redrawn figure is put into
+the ``Output`` widget's ``outputs`` directly, not printed while the cell runs, so nbval and ``make refresh`` see the
+same outputs.
 
 Usage::
 
-    explorer = SaliencyExplorer(model, {"cat": photo}, ["_blocks.10", "_conv_head"], categories, style="efficientnet-lite")
-    explorer.widget()
+    explorer = FigureExplorer(draw_peaks, alt="Peak memory for {blocks} blocks: lowest at {best} segments.",
+                              controls={"blocks": [4, 9, 16, 25, 36]}, value={"blocks": 16})
+    explorer            # the last line of a cell
+    explorer.select(blocks=25); explorer.figure_output()   # the same logic, without a browser
 """
 
 from __future__ import annotations
@@ -19,11 +29,143 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from course_utils.figures import figure_output
 from course_utils.hooks import resolve_layers
 from course_utils.images import Style, crop_photo, saliency_to_image, show_heatmap, to_input
 from course_utils.saliency import grad_cam, guided_backprop, guided_grad_cam, vanilla_gradient
 
-__all__ = ["METHODS", "SaliencyExplorer"]
+__all__ = ["METHODS", "FigureExplorer", "SaliencyExplorer", "control_for"]
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+FigureOutput = tuple[dict[str, Any], dict[str, Any]]
+"""A figure's ``(data, metadata)``, as :func:`course_utils.figures.figure_output` makes it."""
+
+
+def _view(box: Any) -> dict[str, Any]:
+    """The widget-view data of ``box`` -- the same in ipywidgets 7 and 8 (protocol version 2)."""
+    return {"version_major": 2, "version_minor": 0, "model_id": box.model_id}
+
+
+def _as_output(data: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
+    """A figure's output, as an ``Output`` widget keeps it in its ``outputs``."""
+    return {"output_type": "display_data", "data": data, "metadata": metadata}
+
+
+def _bundle(box: Any, figure: FigureOutput) -> FigureOutput:
+    """The live controls' view and the figure of their current choice, in one display output."""
+    data, metadata = figure
+    return {WIDGET_VIEW: _view(box), **data}, metadata
+
+
+def control_for(name: str, options: Sequence[Any], value: Any, label: str | None = None) -> Any:
+    """The ipywidgets control for choosing ``name`` among ``options`` (values, or ``(label, value)`` pairs): a slider
+    for numbers, toggle buttons for up to four short choices, a dropdown for others."""
+    import ipywidgets as widgets
+
+    pairs = [tuple(option) if isinstance(option, tuple) else (str(option), option) for option in options]
+    description = label if label is not None else name
+    common = {"options": pairs, "value": value, "description": description,
+              "style": {"description_width": "initial"}}
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for _, v in pairs):
+        return widgets.SelectionSlider(continuous_update=False, layout=widgets.Layout(width="420px"), **common)
+    if len(pairs) <= 4 and all(len(label) <= 16 for label, _ in pairs):
+        return widgets.ToggleButtons(**common)
+    return widgets.Dropdown(**common)
+
+
+class FigureExplorer:
+    """A figure the learner redraws by choosing values: one control per name of ``controls``, and the figure that
+    ``draw(**choice)`` makes for the current choice, with its alt text. ``draw`` returns a matplotlib figure, or
+    ``(figure, values)``: numbers the alt text names (with the choice, they fill the ``{fields}`` of ``alt``).
+    Each drawing is kept, so going back to an earlier choice is instant.
+
+    Usage: ``FigureExplorer(lambda step: timeline.plot(upto=step), alt="... {step} ...", controls={"step": [1, 2, 3]})``
+    """
+
+    def __init__(
+        self,
+        draw: Any,
+        *,
+        alt: str,
+        controls: Mapping[str, Sequence[Any]],
+        value: Mapping[str, Any] | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
+        if not controls:
+            raise ValueError("Give at least one control, e.g. controls={'segments': [1, 2, 4]}.")
+        self.draw = draw
+        self.alt = alt
+        self.options = {name: [o[1] if isinstance(o, tuple) else o for o in options]
+                        for name, options in controls.items()}
+        self.controls = {name: list(options) for name, options in controls.items()}
+        for name, options in self.options.items():
+            if not options:
+                raise ValueError(f"Control {name!r} has no options.")
+        self.labels = dict(labels or {})
+        self.state: dict[str, Any] = {name: options[0] for name, options in self.options.items()}
+        self._drawn: dict[tuple[Any, ...], FigureOutput] = {}
+        self._box: Any = None
+        self._output: Any = None
+        if value:
+            self.select(**value)
+
+    def select(self, **changes: Any) -> dict[str, Any]:
+        """Change part of the choice; returns the new one. Unknown names or values raise ``ValueError``."""
+        unknown = set(changes) - set(self.state)
+        if unknown:
+            raise ValueError(f"Unknown control(s) {sorted(unknown)}; the controls are {sorted(self.state)}.")
+        for name, chosen in changes.items():
+            if chosen not in self.options[name]:
+                raise ValueError(f"{chosen!r} is not a choice of {name!r}; choose one of {self.options[name]}.")
+        self.state.update(changes)
+        return dict(self.state)
+
+    def figure_output(self) -> FigureOutput:
+        """``(data, metadata)`` of the current choice's figure, with its alt text (drawn once per choice)."""
+        key = tuple(self.state[name] for name in self.options)
+        if key not in self._drawn:
+            drawn = self.draw(**self.state)
+            figure, values = drawn if isinstance(drawn, tuple) else (drawn, {})
+            try:
+                self._drawn[key] = figure_output(figure, self.alt, **{**self.state, **values})
+            finally:
+                import matplotlib.pyplot as plt
+
+                plt.close(figure)
+        return self._drawn[key]
+
+    def alt_text(self) -> str:
+        """The alt text of the current choice's figure."""
+        return self.figure_output()[0]["text/plain"]
+
+    def widget(self) -> Any:
+        """The controls above an ``Output`` that shows the current figure (needs a Jupyter front end to be seen)."""
+        import ipywidgets as widgets
+
+        if self._box is not None:
+            return self._box
+        self._output = widgets.Output()
+        controls = {name: control_for(name, self.controls[name], self.state[name], self.labels.get(name))
+                    for name in self.options}
+
+        def on_change(change: dict[str, Any]) -> None:
+            name = next(n for n, control in controls.items() if control is change["owner"])
+            self.select(**{name: change["new"]})
+            self._show()
+
+        for control in controls.values():
+            control.observe(on_change, names="value")
+        self._controls = controls
+        self._show()
+        self._box = widgets.VBox([widgets.HBox(list(controls.values())), self._output])
+        return self._box
+
+    def _show(self) -> None:
+        self._output.outputs = (_as_output(*self.figure_output()),)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> FigureOutput:
+        return _bundle(self.widget(), self.figure_output())
+
 
 METHODS = ("Grad-CAM", "Guided Backprop", "Guided Grad-CAM", "vanilla gradient")
 """The methods the explorer offers (layer-free methods ignore the layer choice)."""
@@ -31,9 +173,12 @@ METHODS = ("Grad-CAM", "Guided Backprop", "Guided Grad-CAM", "vanilla gradient")
 
 class SaliencyExplorer:
     """Explore saliency maps of one model: choose the photo, the class (from the photo's top-k), the layer and
-    the method; results are cached, so going back to an earlier choice is instant.
+    the method; results are cached, so going back to an earlier choice is instant. ``alt`` is the alt text of every
+    map drawn, with the fields ``{method}``, ``{label}`` (the class), ``{layer}`` (``-`` for a method without one)
+    and ``{photo}``.
 
-    Usage: ``SaliencyExplorer(model, photos, layers, categories).widget()``
+    Usage: ``SaliencyExplorer(model, photos, layers, categories, alt="{method} map of '{label}' ...")`` as a cell's
+    last line
     """
 
     def __init__(
@@ -43,6 +188,7 @@ class SaliencyExplorer:
         layers: Sequence[str],
         categories: Sequence[str],
         *,
+        alt: str,
         style: Style = "imagenet",
         top_k: int = 5,
     ) -> None:
@@ -57,8 +203,11 @@ class SaliencyExplorer:
         self.photos = dict(photos)
         self.layers = list(layers)
         self.categories = list(categories)
+        self.alt = alt
         self.style = style
         self.top_k = top_k
+        self._box: Any = None
+        self._figures: dict[tuple[str, int, str, str], FigureOutput] = {}
         self.inputs = {name: to_input(photo, style=style) for name, photo in self.photos.items()}
         self._cache: dict[tuple[str, int, str, str], torch.Tensor] = {}
         self._top: dict[str, list[tuple[int, float]]] = {}
@@ -136,12 +285,26 @@ class SaliencyExplorer:
             ax.set_title(title, fontsize=9)
             ax.axis("off")
 
+    def figure_output(self) -> FigureOutput:
+        """``(data, metadata)`` of the current map's figure, with its alt text."""
+        from matplotlib.figure import Figure
+
+        s = self.state
+        key = (s["photo"], s["target"], s["layer"] if self.uses_layer() else "", s["method"])
+        if key not in self._figures:
+            figure = Figure(figsize=(4, 4))
+            self.draw(figure.subplots())
+            self._figures[key] = figure_output(figure, self.alt, method=s["method"], label=self.categories[s["target"]],
+                                               layer=s["layer"] if self.uses_layer() else "-", photo=s["photo"])
+        return self._figures[key]
+
     # -- the widget -----------------------------------------------------------------------------------------------
     def widget(self) -> Any:
         """Dropdowns for photo, class, layer and method above the drawn map (needs a Jupyter front end)."""
         import ipywidgets as widgets
-        import matplotlib.pyplot as plt
 
+        if self._box is not None:
+            return self._box
         photo = widgets.Dropdown(options=list(self.photos), value=self.state["photo"], description="photo")
         target = widgets.Dropdown(options=self.class_options(self.state["photo"]), value=self.state["target"],
                                   description="class")
@@ -151,11 +314,7 @@ class SaliencyExplorer:
 
         def redraw() -> None:
             layer.disabled = not self.uses_layer()
-            with output:
-                output.clear_output(wait=True)
-                fig, ax = plt.subplots(figsize=(4, 4))
-                self.draw(ax)
-                plt.show()
+            output.outputs = (_as_output(*self.figure_output()),)
 
         def on_change(change: dict[str, Any]) -> None:
             name = {photo: "photo", target: "target", layer: "layer", method: "method"}[change["owner"]]
@@ -170,4 +329,8 @@ class SaliencyExplorer:
         for control in (photo, target, layer, method):
             control.observe(on_change, names="value")
         redraw()
-        return widgets.VBox([widgets.HBox([photo, target]), widgets.HBox([layer, method]), output])
+        self._box = widgets.VBox([widgets.HBox([photo, target]), widgets.HBox([layer, method]), output])
+        return self._box
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> FigureOutput:
+        return _bundle(self.widget(), self.figure_output())

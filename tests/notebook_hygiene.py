@@ -93,6 +93,10 @@ def _source(cell: Any) -> str:
     return "".join(source) if isinstance(source, list) else source
 
 
+# An image embedded in a figure's text/html (course_utils/figures.py): data, not text that could print noise or a path.
+_DATA_URI = re.compile(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=]+")
+
+
 def _texts(output: dict[str, Any]) -> Iterator[str]:
     kind = output.get("output_type")
     if kind == "stream":
@@ -101,7 +105,7 @@ def _texts(output: dict[str, Any]) -> Iterator[str]:
         data = output.get("data", {})
         for mime in ("text/plain", "text/html", "text/markdown", "text/latex"):
             if mime in data:
-                yield _join(data[mime])
+                yield _DATA_URI.sub("data:(image)", _join(data[mime]))
     elif kind == "error":
         yield output.get("evalue", "")
         yield "\n".join(output.get("traceback", []))

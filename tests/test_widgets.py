@@ -1,22 +1,221 @@
-"""SaliencyExplorer: its selection logic and caching, tested without a browser."""
+"""The course's widgets, driven from Python as a learner drives them with the mouse: each control changes the
+choice, and the figure shown -- with its alt text -- follows (no browser; tests/browser/test_jupyterlab.py drives one
+in JupyterLab). Covers the generic FigureExplorer and every explorer a notebook builds: 02's replay of the hook
+order, 03's layer chooser, 06's saliency explorer, 08's checkpointing depth, 11's hook-pattern chooser; and the same
+driving on ipywidgets 7 (Colab's), when an ipywidgets 7 is at hand."""
 
 from __future__ import annotations
+
+import html
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np
-import pytest
-import torch
-import torch.nn as nn
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
 
-from course_utils.hooks import UnknownLayerError, assert_no_hooks
-from course_utils.saliency import grad_cam
-from course_utils.widgets import METHODS, SaliencyExplorer
+from course_utils.charts import checkpoint_bars, feature_histograms, graphs_per_call as graphs_chart  # noqa: E402
+from course_utils.hooks import UnknownLayerError, assert_no_hooks  # noqa: E402
+from course_utils.memory import checkpoint_memory  # noqa: E402
+from course_utils.recompiles import PATTERNS, graphs_per_call  # noqa: E402
+from course_utils.saliency import grad_cam  # noqa: E402
+from course_utils.timeline import HookTimeline  # noqa: E402
+from course_utils.widgets import METHODS, WIDGET_VIEW, FigureExplorer, SaliencyExplorer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def explorer() -> SaliencyExplorer:
+def shown(output_widget) -> dict:
+    """The one figure output an Output widget shows."""
+    (output,) = output_widget.outputs
+    assert output["output_type"] == "display_data"
+    return output
+
+
+def alt_shown(output_widget) -> str:
+    output = shown(output_widget)
+    alt = output["metadata"]["image/png"]["alt"]
+    assert output["data"]["text/plain"] == alt
+    assert f'alt="{html.escape(alt, quote=True)}"' in output["data"]["text/html"]
+    return alt
+
+
+# -- FigureExplorer ----------------------------------------------------------------------------------------
+def bars(n: int, colour: str):
+    fig, ax = plt.subplots()
+    ax.bar(range(n), range(1, n + 1), color=colour)
+    return fig, {"top": n}
+
+
+def test_figure_explorer_follows_its_controls_and_draws_each_choice_once() -> None:
+    drawn = []
+
+    def draw(n, colour):
+        drawn.append((n, colour))
+        return bars(n, colour)
+
+    open_before = set(plt.get_fignums())
+    explorer = FigureExplorer(draw, alt="{n} {colour} bars rising from one to {top}, each one taller than the last.",
+                              controls={"n": [2, 3, 5], "colour": ["red", "blue"]}, value={"n": 3})
+    box = explorer.widget()
+    slider, buttons = box.children[0].children
+    output = box.children[1]
+    assert type(slider).__name__ == "SelectionSlider" and type(buttons).__name__ == "ToggleButtons"
+    assert alt_shown(output).startswith("3 red bars rising from one to 3")
+    slider.value = 5
+    assert explorer.state == {"n": 5, "colour": "red"} and alt_shown(output).startswith("5 red bars")
+    buttons.value = "blue"
+    assert alt_shown(output).startswith("5 blue bars")
+    slider.value = 3
+    buttons.value = "red"
+    assert drawn == [(3, "red"), (5, "red"), (5, "blue"), (3, "blue")]  # (3, red) again: kept, not drawn again
+    assert set(plt.get_fignums()) <= open_before  # every figure it drew is closed
+    assert explorer.widget() is box
+
+
+def test_the_displayed_explorer_holds_the_controls_and_the_figure() -> None:
+    explorer = FigureExplorer(lambda n: bars(n, "red"), alt="{n} red bars rising from one to {top}, left to right.",
+                              controls={"n": [2, 4]})
+    data, metadata = explorer._repr_mimebundle_()
+    assert data[WIDGET_VIEW] == {"version_major": 2, "version_minor": 0, "model_id": explorer.widget().model_id}
+    assert data["text/plain"] == metadata["image/png"]["alt"] == explorer.alt_text()
+    assert data["image/png"] == shown(explorer.widget().children[1])["data"]["image/png"]
+
+
+def test_figure_explorer_refuses_unknown_choices() -> None:
+    explorer = FigureExplorer(lambda n: bars(n, "red"), alt="{n} bars rising from one to {top}, left to right.",
+                              controls={"n": [2, 4]})
+    with pytest.raises(ValueError, match="choose one of"):
+        explorer.select(n=3)
+    with pytest.raises(ValueError, match="Unknown control"):
+        explorer.select(colour="red")
+    with pytest.raises(ValueError, match="at least one control"):
+        FigureExplorer(lambda: None, alt="x", controls={})
+    with pytest.raises(ValueError, match="says too little"):
+        FigureExplorer(lambda n: bars(n, "red"), alt="bars", controls={"n": [2]}).figure_output()
+
+
+# -- the notebooks' explorers ---------------------------------------------------------------------------------
+def test_notebook_02_replay_steps_through_the_hooks_in_firing_order() -> None:
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    w = torch.tensor([3.0, 4.0], requires_grad=True)
+    z = x * w
+    loss = (z * z).sum()
+    with HookTimeline() as timeline:
+        timeline.watch_leaf(x, "x")
+        timeline.watch_tensor(loss, "loss")
+        timeline.watch_tensor(z, "z")
+        timeline.watch_retain_grad(z, "z")
+        loss.backward()
+
+    def replay(step):
+        event = timeline.events[step - 1]
+        return timeline.plot(upto=step), {"event": f"{event.kind} on {event.target}", "steps": len(timeline.events)}
+
+    steps = list(range(1, len(timeline.events) + 1))
+    stepper = FigureExplorer(replay, controls={"step": steps}, value={"step": steps[-1]},
+                             alt="Step {step} of {steps} of one backward pass; the hook firing now: {event}.")
+    box = stepper.widget()
+    slider, output = box.children[0].children[0], box.children[1]
+    assert alt_shown(output) == "Step 4 of 4 of one backward pass; the hook firing now: post-accumulate hook on x."
+    slider.value = 2
+    assert alt_shown(output) == "Step 2 of 4 of one backward pass; the hook firing now: tensor hook on z."
+    with pytest.raises(ValueError, match="upto"):
+        timeline.plot(upto=5)
+    plt.close("all")
+
+
+def test_notebook_03_layer_chooser_names_the_recordings_that_differ() -> None:
+    torch.manual_seed(0)
+    truth = {"bn": torch.randn(2, 3, 4, 4), "fc": torch.randn(2, 5)}
+    rectified = {"bn": truth["bn"].relu(), "fc": truth["fc"]}          # what an in-place ReLU leaves in an alias
+    features = {"by hand": truth, "naive hooks": rectified, "recorder": {k: v.clone() for k, v in truth.items()}}
+    chooser = FigureExplorer(lambda layer: feature_histograms(features, layer), controls={"layer": ["bn", "fc"]},
+                             alt="Histograms of the {count} values of {layer}; differ: {wrong}; below zero: "
+                                 "{below[0]:.0%} by hand, {below[1]:.0%} as the naive hooks kept them.")
+    box = chooser.widget()
+    buttons, output = box.children[0].children[0], box.children[1]
+    by_hand = float((truth["bn"] < 0).float().mean())
+    assert alt_shown(output) == (f"Histograms of the 96 values of bn; differ: naive hooks; below zero: "
+                                 f"{by_hand:.0%} by hand, 0% as the naive hooks kept them.")
+    buttons.value = "fc"
+    assert "of the 10 values of fc; differ: —;" in alt_shown(output)
+
+
+def test_notebook_06_saliency_explorer_redraws_with_alt_text() -> None:
+    ex = saliency_explorer()
+    box = ex.widget()
+    photo, target = box.children[0].children
+    layer, method = box.children[1].children
+    output = box.children[2]
+    assert alt_shown(output).startswith("Grad-CAM map of 'class ")
+    method.value = "Guided Backprop"
+    assert ex.state["method"] == "Guided Backprop" and layer.disabled
+    assert alt_shown(output).startswith("Guided Backprop map of") and "layer -" in alt_shown(output)
+    photo.value = "b"
+    assert ex.state["photo"] == "b" and target.value == ex.class_options("b")[0][1]
+    assert "on 'b'" in alt_shown(output)
+    assert_no_hooks(ex.model)
+
+
+def test_notebook_08_checkpoint_explorer_measures_other_depths() -> None:
+    memory, forwards = checkpoint_memory(4, [0, 1, 2, 4], width=8, batch=4)
+    activation = 4 * 8 * 4                                         # one (batch, width) float32 activation
+    peaks = {s: sum(m) for s, m in memory.items()}
+    assert peaks[1] == peaks[0]                                    # one segment saves nothing
+    assert peaks[2] == peaks[4] == min(peaks.values())             # s + 2n/s: 2 + 4 = 4 + 2, the tie of S6
+    assert memory[4][0] - memory[2][0] == 2 * activation           # two more segment inputs kept
+    assert forwards == {0: 4, 1: 8, 2: 8, 4: 8}                    # recomputation: every Linear runs twice
+    with pytest.raises(ValueError, match="divide"):
+        checkpoint_memory(4, [3])
+
+    def peaks_for(blocks):
+        every = [0] + [s for s in range(1, blocks + 1) if blocks % s == 0]
+        return checkpoint_bars(*checkpoint_memory(blocks, every, width=8, batch=4))
+
+    explorer = FigureExplorer(peaks_for, controls={"blocks": [4, 9]}, value={"blocks": 4},
+                              alt="A chain of {blocks} blocks: the lowest peak, {best_mb:.4f} MB, at {best} segments.")
+    box = explorer.widget()
+    slider, output = box.children[0].children[0], box.children[1]
+    assert alt_shown(output).endswith("at 2, 4 segments.")
+    slider.value = 9
+    assert alt_shown(output).endswith("at 3 segments.")            # 3 + 18/3 = 9 < 1 + 18, 9 + 2
+
+
+def test_notebook_11_pattern_chooser_counts_the_graphs_of_each_pattern() -> None:
+    measured = {"a fresh hook, a new number each call": [1, 2, 2]}   # as the notebook measures it
+
+    def graphs_for(pattern):
+        if pattern not in measured:
+            measured[pattern] = graphs_per_call(pattern, calls=3)
+        return graphs_chart(measured, pattern)
+
+    chooser = FigureExplorer(graphs_for, controls={"pattern": list(PATTERNS)},
+                             value={"pattern": "a fresh hook, a new number each call"},
+                             alt="Graphs built after each of {calls} calls for the pattern '{pattern}': {per_call}.")
+    box = chooser.widget()
+    dropdown, output = box.children[0].children[0], box.children[1]
+    assert type(dropdown).__name__ == "Dropdown"  # long labels: a list, not buttons
+    assert alt_shown(output).endswith(": 1, 2, 2.")
+    dropdown.value = "hooks never removed (case 3)"
+    assert alt_shown(output).endswith("'hooks never removed (case 3)': 1, 2, 3.")
+    dropdown.value = "no hook"
+    assert alt_shown(output).endswith("'no hook': 1, 1, 1.")
+    with pytest.raises(ValueError, match="Unknown pattern"):
+        graphs_per_call("a hook in a hat")
+
+
+# -- SaliencyExplorer: its selection logic and caching, tested without a browser -------------------------------
+def saliency_explorer() -> SaliencyExplorer:
     torch.manual_seed(0)
     model = nn.Sequential(
         nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(),
@@ -24,11 +223,12 @@ def explorer() -> SaliencyExplorer:
     ).eval()
     rng = np.random.default_rng(0)
     photos = {name: rng.integers(0, 255, size=(20, 24, 3), dtype=np.uint8) for name in ("a", "b")}
-    return SaliencyExplorer(model, photos, ["0", "2"], [f"class {i}" for i in range(6)], top_k=3)
+    return SaliencyExplorer(model, photos, ["0", "2"], [f"class {i}" for i in range(6)], top_k=3,
+                            alt="{method} map of '{label}' on '{photo}' at layer {layer}, warm where it credits it.")
 
 
 def test_initial_state_and_class_options() -> None:
-    ex = explorer()
+    ex = saliency_explorer()
     options = ex.class_options("a")
     assert len(options) == 3 and ex.state["target"] == options[0][1]
     probabilities = [float(label.rsplit("(", 1)[1].rstrip(")")) for label, _ in options]
@@ -37,14 +237,14 @@ def test_initial_state_and_class_options() -> None:
 
 
 def test_a_new_photo_resets_the_class_unless_given() -> None:
-    ex = explorer()
+    ex = saliency_explorer()
     ex.select(target=5)
     assert ex.select(photo="b")["target"] == ex.class_options("b")[0][1]
     assert ex.select(photo="a", target=4)["target"] == 4
 
 
 def test_saliency_follows_the_selection_and_is_cached(monkeypatch: pytest.MonkeyPatch) -> None:
-    ex = explorer()
+    ex = saliency_explorer()
     ex.select(layer="0", target=2)
     expected = grad_cam(ex.model, "0", ex.inputs["a"], 2)[0]
     assert torch.equal(ex.saliency(), expected)
@@ -64,7 +264,7 @@ def test_saliency_follows_the_selection_and_is_cached(monkeypatch: pytest.Monkey
 
 
 def test_bad_selections_say_what_is_allowed() -> None:
-    ex = explorer()
+    ex = saliency_explorer()
     with pytest.raises(ValueError, match="choose one of"):
         ex.select(method="LIME")
     with pytest.raises(ValueError, match="Unknown setting"):
@@ -72,16 +272,51 @@ def test_bad_selections_say_what_is_allowed() -> None:
     with pytest.raises(ValueError, match="class index"):
         ex.select(target=6)
     with pytest.raises(UnknownLayerError, match="Closest names"):
-        SaliencyExplorer(ex.model, ex.photos, ["22"], ex.categories)
+        SaliencyExplorer(ex.model, ex.photos, ["22"], ex.categories, alt=ex.alt)
 
 
-def test_widget_builds_and_reacts_without_a_browser() -> None:
-    ex = explorer()
-    box = ex.widget()
-    photo, target = box.children[0].children
-    layer, method = box.children[1].children
-    method.value = "Guided Backprop"
-    assert ex.state["method"] == "Guided Backprop" and layer.disabled
-    photo.value = "b"
-    assert ex.state["photo"] == "b" and target.value == ex.class_options("b")[0][1]
-    assert_no_hooks(ex.model)
+# -- ipywidgets 7 (Colab's 7.7.1) -----------------------------------------------------------------------------
+DRIVE_ON_7 = """
+import matplotlib; matplotlib.use("Agg")
+import ipywidgets, matplotlib.pyplot as plt
+assert ipywidgets.__version__.startswith("7."), ipywidgets.__version__
+from course_utils.widgets import FigureExplorer, WIDGET_VIEW
+def draw(n, colour):
+    fig, ax = plt.subplots(); ax.bar(range(n), range(1, n + 1), color=colour); return fig, {"top": n}
+e = FigureExplorer(draw, alt="{n} {colour} bars rising from one to {top}, each taller than the last.",
+                   controls={"n": [2, 3, 5], "colour": ["red", "blue"]}, value={"n": 3})
+data, metadata = e._repr_mimebundle_()
+assert data[WIDGET_VIEW]["model_id"] == e.widget().model_id
+slider, buttons = e.widget().children[0].children
+slider.value = 5; buttons.value = "blue"
+(output,) = e.widget().children[1].outputs
+assert output["metadata"]["image/png"]["alt"].startswith("5 blue bars"), output["metadata"]
+print("driven on ipywidgets", ipywidgets.__version__)
+"""
+
+
+def ipywidgets_7(tmp_path: Path) -> Path | None:
+    """A folder with ipywidgets 7 and what it needs that ipywidgets 8 does not: $COURSE_IPYWIDGETS7, or the wheels
+    of Colab's package set that `make test-compat` keeps in its cache."""
+    given = os.environ.get("COURSE_IPYWIDGETS7")
+    if given:
+        return Path(given)
+    cache = Path(os.environ.get("COURSE_COMPAT_CACHE", Path.home() / ".cache" / "course-compat")) / "wheels"
+    wheels = sorted(cache.glob("ipywidgets-7.*.whl")) + sorted(cache.glob("ipython_genutils-*.whl"))
+    if not any(w.name.startswith("ipywidgets-7.") for w in wheels):
+        return None
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(tmp_path)
+    return tmp_path
+
+
+def test_the_explorer_drives_the_same_on_ipywidgets_7(tmp_path: Path) -> None:
+    folder = ipywidgets_7(tmp_path)
+    if folder is None:
+        pytest.skip("no ipywidgets 7 here: set COURSE_IPYWIDGETS7 to a folder that holds it (pip install --target "
+                    "DIR --no-deps ipywidgets==7.7.1 ipython_genutils), or run make test-compat first")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT)])}
+    run = subprocess.run([sys.executable, "-c", DRIVE_ON_7], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "driven on ipywidgets 7." in run.stdout

@@ -4,7 +4,7 @@
   named, until its translation is updated);
 - notebooks/zh/ and the Chinese guides are exactly what the build makes from the English + translations/zh/;
 - parity: the same cells, ids, metadata and tags, the same heading levels, and the English code (only
-  ``setup_notebook(lang="zh")`` differs);
+  ``setup_notebook(lang="zh")`` and the figures' ``alt="..."`` texts differ);
 - the links of the Chinese notebooks and guides reach files and headings that exist;
 - the learner edition and the workspace exist in Chinese and reveal no more than the English ones.
 Strict nbval runs on notebooks/zh/ like on the English notebooks (``make test``).
@@ -12,6 +12,7 @@ Strict nbval runs on notebooks/zh/ like on the English notebooks (``make test``)
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -73,6 +74,26 @@ def test_the_chinese_guides_are_what_the_build_makes(source: str) -> None:
         f"{target.relative_to(ROOT)} is not what tools/i18n/editions.py builds: run make translations")
 
 
+@functools.lru_cache(maxsize=None)
+def catalog_of(english: Path):  # noqa: ANN201 -- a babel Catalog
+    return editions.read_catalog(editions.po_path(LANG, str(english.relative_to(ROOT))))
+
+
+def built_code(english: Path, cell: dict) -> str:
+    """The Chinese code of an English code cell: setup_notebook(lang="zh"), and its alt texts translated."""
+    catalog = catalog_of(english)
+    source = "".join(cell["source"])
+    return editions.localized_code(editions.translated_alts(source, cell["id"], LANG, catalog), LANG)
+
+
+def without_alt_literals(source: str) -> str:
+    from course_utils.figures import alt_literals
+
+    for literal in reversed(alt_literals(source)):
+        source = source[:literal.start] + source[literal.end:]
+    return source
+
+
 @pytest.mark.parametrize("english", ENGLISH, ids=[p.name for p in ENGLISH])
 def test_parity_same_cells_tags_headings_and_code(english: Path) -> None:
     ours, theirs = cells(english), cells(zh_path(english))
@@ -83,8 +104,9 @@ def test_parity_same_cells_tags_headings_and_code(english: Path) -> None:
         assert en["metadata"] == zh["metadata"], f"{where}: metadata (tags, slideshow, ...) differ"
         en_text, zh_text = "".join(en["source"]), "".join(zh["source"])
         if en["cell_type"] == "code":
-            assert zh_text == editions.localized_code(en_text, LANG), f"{where}: the code differs from the English"
-            assert not _CJK.search(zh_text), f"{where}: code (and so figure text) stays English"
+            assert zh_text == built_code(english, en), f"{where}: the code differs from the English"
+            outside_alt = without_alt_literals(zh_text)
+            assert not _CJK.search(outside_alt), f"{where}: code stays English (only figures' alt text is translated)"
         else:
             levels = [level for level, _ in editions.headings(en_text)]
             assert [level for level, _ in editions.headings(zh_text)] == levels, f"{where}: heading levels differ"
@@ -155,7 +177,7 @@ def test_the_chinese_learner_edition_hides_what_the_english_one_hides() -> None:
                 assert a.metadata.get("tags") == b.metadata.get("tags"), f"{english.name} cell {a.get('id')}"
                 assert "### BEGIN SOLUTION" not in b.source
                 if "learner-stub" not in a.metadata.get("tags", []):  # a stub's comment speaks the notebook's language
-                    assert b.source == editions.localized_code(a.source, LANG), f"{english.name} cell {a.get('id')}"
+                    assert b.source == built_code(english, a), f"{english.name} cell {a.get('id')}"
                 else:
                     assert len(b.source.splitlines()) == len(a.source.splitlines()), f"{english.name} {a.get('id')}"
 

@@ -8,7 +8,9 @@ exercise not done yet), and watched: a cell that fails, other than an exercise s
 naming the notebook, the cell and the error (tests/learner_run.py); so does a Run All that stops early.
 The saved notebook must hold this run's outputs to the last cell, which must print what the stored notebook's last
 cell printed (``assert_no_hooks`` passed); a screenshot goes to build/browser/. The saliency explorer must react to
-the keyboard, and the page must never contact anything but 127.0.0.1, websockets included. A notebook broken on
+the keyboard, and so must notebook 02's replay of the hook order (tested on the same run of 02): its figure carries
+its alt text into the page's ``<img alt>``, and an arrow key steps it back. The page must never contact anything but
+127.0.0.1, websockets included. A notebook broken on
 purpose proves the run fails fast and says where.
 
 The solutions themselves run in the teaching notebooks under strict nbval; this suite is what a learner's run
@@ -35,6 +37,7 @@ from learner_run import EXPECTED_ERROR_TAG, STUB_TAG, learner_run_problems
 
 NOTEBOOKS = course_notebooks()
 GRAD_CAM = "06_grad_cam.ipynb"  # its saliency explorer is tested on the same run
+LIFECYCLE = "02_hook_lifecycle.ipynb"  # its replay stepper (a FigureExplorer) is driven on the same run
 # Last resort: a test that hangs anyway is interrupted (signal method: the fixtures still stop server and browser).
 pytestmark = pytest.mark.timeout(480)
 
@@ -120,7 +123,28 @@ def test_learner_notebook_runs_in_jupyterlab_with_only_its_stubs_failing(
         with opened(lab_page, name) as notebook:
             notebook.cells = run_all(notebook.page, name)
             check_saved_run(lab, notebook)
+            if name == LIFECYCLE:
+                drive_the_replay_stepper(notebook)
     notebook.assert_stayed_local()
+
+
+def drive_the_replay_stepper(notebook: Opened) -> None:
+    """Notebook 02's replay (course_utils.widgets.FigureExplorer): the figure is in the page with its alt text, and
+    an arrow key on the slider's handle, as a learner presses it, shows the step before (no mouse)."""
+    page = notebook.page
+    stepper = page.locator(".widget-vbox").filter(has=page.locator(".widget-hslider")).last
+    stepper.scroll_into_view_if_needed()
+    image = stepper.locator(".jp-OutputArea-output img").last
+    image.wait_for(timeout=60_000)
+    first = image.get_attribute("alt") or ""
+    assert first.startswith("Step 9 of 9 of one backward pass"), f"the replay's figure has no alt text: {first!r}"
+    stepper.locator(".noUi-handle, .ui-slider-handle").first.focus()
+    page.keyboard.press("ArrowLeft")
+    wait_for(lambda: (image.get_attribute("alt") or "").startswith("Step 8 of 9"), 60,
+             "the replay to step back to step 8 (its alt text to say so)")
+    assert "the ringed dot fires now: post-accumulate hook on x" in image.get_attribute("alt")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    stepper.screenshot(path=str(SCREENSHOTS / "02_replay.png"))
 
 
 def test_saliency_explorer_reacts_to_the_keyboard(grad_cam: Opened) -> None:

@@ -2,10 +2,13 @@
 
 Translations live in ``translations/<lang>/``: one standard PO file per notebook (one entry per markdown cell:
 ``msgctxt`` is the cell id, ``msgid`` the English cell, a ``source-sha256`` comment its hash) and one per guide
-(one entry per paragraph, list or table). Code cells are never translated: the built notebook's code is the English
+(one entry per paragraph, list or table). Code cells are not translated: the built notebook's code is the English
 code, except that ``setup_notebook(`` gets ``lang="zh"`` so that ``check()``, ``hint()`` and ``doctor()`` answer in
-Chinese. Generated regions (``<!-- cloud: ... -->``, ``<!-- X:start -->``, ...) are not translated either: the
-English region is copied at build time (links pointed at the Chinese notebooks).
+Chinese, and that each figure's alt text -- the literal ``alt="..."`` of a code cell, found by
+``course_utils.figures.alt_literals`` -- is an entry of its own (``msgctxt`` the cell id and ``/alt1``, ``/alt2``,
+...), written into the built code as a string literal of the translation. Generated regions (``<!-- cloud: ... -->``,
+``<!-- X:start -->``, ...) are not translated either: the English region is copied at build time (links pointed at
+the Chinese notebooks).
 
 When an English cell changes, ``update`` keeps the old translation marked fuzzy with the old English beside it
 (an obsolete ``#~`` entry) and the build uses the English text until a translator fixes the entry; ``stale`` (and the tests)
@@ -143,7 +146,41 @@ def notebook_units(path: Path) -> list[Unit]:
         if cell["cell_type"] == "markdown":
             text, _regions = without_regions("".join(cell["source"]))
             units.append(Unit(cell["id"], text, f"{path.relative_to(ROOT)} cell {cell['id']}"))
+        elif cell["cell_type"] == "code":
+            for number, literal in enumerate(alt_literals("".join(cell["source"])), start=1):
+                units.append(Unit(f"{cell['id']}/alt{number}", literal.text,
+                                  f"{path.relative_to(ROOT)} cell {cell['id']} (alt text {number})"))
     return units
+
+
+def alt_literals(source: str) -> list:
+    """The ``alt="..."`` literals of a code cell (``course_utils.figures.alt_literals``)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from course_utils.figures import alt_literals as find
+
+    return find(source)
+
+
+def translated_alts(source: str, cell_id: str, lang: str, catalog: Catalog) -> str:
+    """``source`` with each ``alt="..."`` literal replaced by a literal of its translation (the English one while it
+    has none): one line, or, where the English literal spanned lines, pieces of about 50 characters on lines of
+    their own, joined by Python's implicit concatenation."""
+    pieces, last = [], 0
+    for number, literal in enumerate(alt_literals(source), start=1):
+        text = translation(lang, catalog, Unit(f"{cell_id}/alt{number}", literal.text, ""))
+        if text == literal.text:
+            continue
+        original = source[literal.start:literal.end]
+        if "\n" in original:
+            indent = " " * (literal.start - (source.rfind("\n", 0, literal.start) + 1))
+            chunks = [text[i:i + 50] for i in range(0, len(text), 50)]
+            replacement = ("\n" + indent).join(json.dumps(chunk, ensure_ascii=False) for chunk in chunks)
+        else:
+            replacement = json.dumps(text, ensure_ascii=False)
+        pieces += [source[last:literal.start], replacement]
+        last = literal.end
+    return "".join(pieces) + source[last:]
 
 
 def guide_blocks(text: str) -> list[tuple[int, str, bool]]:
@@ -384,7 +421,7 @@ def built_notebook(lang: str, english_path: Path, anchors: dict[str, dict[str, s
                                     f"notebooks/{lang}/{english_path.name}",
                                     anchors if anchors is not None else anchor_map(lang))
         elif cell["cell_type"] == "code":
-            source = localized_code(source, lang)
+            source = localized_code(translated_alts(source, cell["id"], lang, catalog), lang)
             before = previous.get(cell["id"])
             if before is not None and "".join(before["source"]) == source:  # keep what `make refresh` stored
                 cell["outputs"], cell["execution_count"] = before["outputs"], before["execution_count"]

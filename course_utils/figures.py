@@ -1,0 +1,181 @@
+"""Figures with alt text: every figure the course draws is shown by :func:`show_figure`, with a description of what it
+shows and what to read from it, written where the figure is made.
+
+**Where the alt text is written.** In the cell (or function) that draws the figure, as the literal keyword argument
+``alt="..."`` of :func:`show_figure` or of a widget (:mod:`course_utils.widgets`). It may hold ``str.format`` fields
+for numbers the cell computes (``alt="... {peak_mb:.2f} MB ..."``, the values passed as keyword arguments); it must
+not be an f-string, so that the text can be translated: :func:`alt_literals` finds these literals in a cell's source,
+``tools/i18n/editions.py`` puts them into ``translations/<lang>/NN_x.po`` next to the cell's markdown (the key is the
+cell id and ``/alt1``, ``/alt2``, ...), and writes the translation into the Chinese notebook's code, so its outputs
+carry Chinese alt text. A number in the alt text is compared by nbval like any printed number: print bounds and
+rounded values that hold on any CPU.
+
+**What a figure's output holds.** One ``display_data`` output, the same in a live kernel and in the stored notebook:
+
+- ``image/png`` -- the figure;
+- ``metadata["image/png"]["alt"]`` -- the alt text, where ``IPython.display.Image(..., alt=...)`` puts it (IPython's
+  convention, and the ``alt`` metadata that jupyter/enhancement-proposals#120 proposes for every front end);
+- ``text/html`` -- ``<img src="data:image/png;base64,..." alt="...">``: the one representation that every consumer
+  below reads alt text from today;
+- ``text/plain`` -- the alt text itself: what a text-only reader gets, and what nbval compares on every run.
+
+**How each consumer reads it** (checked in the installed versions: JupyterLab 4.6, nbconvert 7.17, IPython 9):
+
+- *JupyterLab* (and Notebook 7, which is built on it) prefers ``text/html`` to ``image/png`` and keeps the ``<img>``'s
+  ``alt``, also in an untrusted notebook (its sanitizer allows ``alt`` and ``data:`` images). Its own image renderer
+  (``renderImage`` in ``@jupyterlab/rendermime``) ignores the ``alt`` metadata: without the HTML, a screen reader
+  would hear nothing there.
+- *nbconvert's HTML exporters* prefer ``text/html`` too (``make html``, the slides); the ``classic`` template also
+  reads the metadata (``output | get_metadata('alt', 'image/png')``), the ``lab`` template does not.
+- *A Sphinx site with myst-nb*: ``text/html`` comes before ``image/png`` in myst-nb's render priority for the HTML
+  builders, so the ``<img alt>`` reaches the page as it is. A builder that prefers ``image/png`` (LaTeX, or an
+  ``nb_mime_priority_overrides`` that demotes ``text/html``) takes the alt text from the metadata: myst-nb's image
+  options are cell-level only (``cell.metadata.mystnb.image.alt``), so such a site copies
+  :func:`alt_of` of each output into the image node (a ``myst_nb.mime_renderers`` plugin, or that cell metadata).
+- *nbval* compares ``text/plain`` and ``text/html`` (the ``data:`` image itself is masked by
+  ``tests/nbval_sanitize.cfg``, since pixels may differ between CPUs); ``tests/test_figure_alt.py`` fails on any
+  image output, in any notebook of either language, without alt text in all three places.
+
+**Widgets** (:mod:`course_utils.widgets`) show the same bundle for their first state, with the live controls' view
+added (``application/vnd.jupyter.widget-view+json``): a front end with ipywidgets shows the controls, anything else
+(and ``make refresh``, which drops the view) shows the figure. Each redraw is again :func:`figure_output`.
+
+Usage::
+
+    fig, ax = plt.subplots()
+    ax.bar(names, sizes)
+    show_figure(fig, alt="Bars of the bytes each layer keeps for backward: {top} keeps the most.", top=names[0])
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import html
+import io
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["AltLiteral", "alt_literals", "alt_of", "check_alt", "figure_output", "png_bytes", "show_figure"]
+
+ALT_KEYWORD = "alt"
+"""The keyword argument that carries a figure's alt text, in :func:`show_figure` and in every widget."""
+
+_FILE_NAME = re.compile(r"^\S+\.(?:png|jpe?g|svg|gif|pdf)$", re.IGNORECASE)
+_CJK = re.compile(r"[\u3400-\u9fff]")
+MIN_WORDS, MIN_CJK = 8, 15
+
+
+def check_alt(text: str) -> str:
+    """``text`` stripped, if it can serve as alt text; else ``ValueError`` saying what alt text should be.
+
+    Usage: ``check_alt("Bars of the bytes each layer keeps: the first ReLU keeps the most.")``
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"alt text must be a string, got {type(text).__name__}.")
+    text = " ".join(text.split())
+    long_enough = len(text.split()) >= MIN_WORDS or len(_CJK.findall(text)) >= MIN_CJK
+    if not text or _FILE_NAME.match(text) or text.startswith("<Figure") or not long_enough:
+        raise ValueError(
+            f"alt text {text!r} says too little: write what the figure shows and what to read from it, in a sentence "
+            f"or two (at least {MIN_WORDS} words), e.g. 'Bars of the bytes each layer keeps for backward: the first "
+            "ReLU keeps the most.'")
+    return text
+
+
+def png_bytes(figure: Any) -> bytes:
+    """The figure as PNG, as the notebook's inline backend draws it (tight bounding box, ``savefig.dpi``)."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def figure_output(figure: Any, alt: str, **values: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(data, metadata)`` of the figure's display output with its alt text (``alt`` formatted with ``values``).
+
+    Usage: ``data, metadata = figure_output(fig, alt="... {n} ...", n=3)``
+    """
+    text = check_alt(alt.format(**values) if values else alt)
+    encoded = base64.b64encode(png_bytes(figure)).decode("ascii")
+    data = {
+        "image/png": encoded,
+        "text/html": f'<img src="data:image/png;base64,{encoded}" alt="{html.escape(text, quote=True)}"/>',
+        "text/plain": text,
+    }
+    return data, {"image/png": {ALT_KEYWORD: text}}
+
+
+def show_figure(figure: Any, *, alt: str, **values: Any) -> None:
+    """Display ``figure`` with its alt text, then close it (so the inline backend does not show it a second time).
+
+    ``alt`` says what the figure shows and what to read from it; ``values`` fill its ``{fields}``.
+    Usage: ``show_figure(fig, alt="Peak memory per number of segments: lowest at {best} segments.", best=4)``
+    """
+    from IPython.display import display
+
+    try:
+        data, metadata = figure_output(figure, alt, **values)
+    finally:
+        _close(figure)
+    display(data, metadata=metadata, raw=True)
+
+
+def _close(figure: Any) -> None:
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+
+
+def alt_of(output: dict[str, Any]) -> str | None:
+    """The alt text of a stored notebook output (its ``image/png`` metadata), or None.
+
+    Usage: ``[alt_of(o) for o in cell["outputs"]]``
+    """
+    metadata = output.get("metadata") or {}
+    value = (metadata.get("image/png") or {}).get(ALT_KEYWORD) or metadata.get(ALT_KEYWORD)
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class AltLiteral:
+    """An ``alt="..."`` string literal in a cell's source: its text and where it is (character offsets)."""
+
+    text: str
+    start: int
+    end: int
+
+
+def alt_literals(source: str) -> list[AltLiteral]:
+    """Every ``alt=`` keyword argument's string literal in ``source``, in order; an f-string or another expression
+    as ``alt=`` raises ``ValueError`` (it could not be translated).
+
+    Usage: ``[a.text for a in alt_literals(cell_source)]``
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    starts = [0]
+    for line in source.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, column: int) -> int:  # ast columns count UTF-8 bytes
+        text = source[starts[line - 1]:starts[line]] if line < len(starts) else ""
+        return starts[line - 1] + len(text.encode("utf-8")[:column].decode("utf-8"))
+
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        for keyword in node.keywords:
+            if keyword.arg != ALT_KEYWORD:
+                continue
+            value = keyword.value
+            if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+                raise ValueError(f"alt= must be a plain string literal (with {{fields}} for numbers), not "
+                                 f"{ast.unparse(value)[:60]!r}: the translation pipeline replaces the literal")
+            start = offset(value.lineno, value.col_offset)
+            end = offset(value.end_lineno or value.lineno, value.end_col_offset or 0)
+            found.append(AltLiteral(value.value, start, end))
+    return sorted(found, key=lambda literal: literal.start)

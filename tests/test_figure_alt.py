@@ -1,0 +1,267 @@
+"""Every figure the course draws carries alt text, in every notebook of both languages (course_utils/figures.py).
+
+- every image output of every stored notebook (English and Chinese) has its alt text in the three places the front
+  ends read it -- the ``image/png`` metadata, the ``<img alt>`` of its ``text/html``, its ``text/plain`` -- and the
+  alt text says something (not a file name, not ``<Figure size ...>``); the Chinese notebooks' is Chinese;
+- the cell that drew it wrote that text itself, as an ``alt="..."`` literal (which the translation pipeline carries
+  into translations/zh), and no notebook shows a figure any other way (``plt.show()``, a figure left for the inline
+  backend);
+- the check catches a figure without alt text, as ``plt.show()`` stores it;
+- the pieces: ``figure_output``/``show_figure``, ``alt_literals``, the Chinese build's replacement of the literals,
+  nbconvert's HTML, nbval's masking of the embedded image and the hygiene rules' view of it.
+"""
+
+from __future__ import annotations
+
+import ast
+import html
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import nbformat  # noqa: E402
+import pytest  # noqa: E402
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output  # noqa: E402
+
+from course_utils.figures import alt_literals, alt_of, check_alt, figure_output, show_figure  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted(
+    (ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/svg+xml")
+_IMG_ALT = re.compile(r'<img\b[^>]*\balt="([^"]*)"')
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def figure_problems(nb: Any, chinese: bool = False) -> list[str]:
+    """What is wrong with the figures of a notebook: each image output without alt text in all three places, alt
+    text that says too little, a drawing cell without its own ``alt=`` literal, a ``plt.show()``."""
+    problems = []
+    code_number = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        code_number += 1
+        source = "".join(cell["source"])
+        where = f"code cell {code_number}"
+        if re.search(r"\bplt\.show\(\)", source):
+            problems.append(f"{where}: plt.show() shows a figure without alt text; use show_figure(fig, alt=...)")
+        images = [o for o in cell.get("outputs", []) if any(t in o.get("data", {}) for t in IMAGE_TYPES)]
+        if images and not alt_literals(source):
+            problems.append(f"{where}: draws a figure but writes no alt=\"...\" text of its own")
+        for output in images:
+            alt = alt_of(output)
+            data = output["data"]
+            if not alt:
+                problems.append(f"{where}: a figure without alt text in its metadata (image/png.alt)")
+                continue
+            try:
+                check_alt(alt)
+            except ValueError as error:
+                problems.append(f"{where}: {error}")
+            in_html = _IMG_ALT.findall("".join(data.get("text/html", "")))
+            if [html.unescape(a) for a in in_html] != [alt]:
+                problems.append(f"{where}: its text/html has no <img alt> with the alt text (found {in_html})")
+            if "".join(data.get("text/plain", "")) != alt:
+                problems.append(f"{where}: its text/plain is not the alt text")
+            if chinese and not _CJK.search(alt):
+                problems.append(f"{where}: the Chinese notebook's alt text is not Chinese: {alt[:60]!r}")
+    return problems
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.relative_to(ROOT / "notebooks").as_posix() for p in NOTEBOOKS])
+def test_every_figure_of_every_notebook_has_alt_text(path: Path) -> None:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    assert figure_problems(nb, chinese=path.parent.name == "zh") == []
+
+
+def test_the_course_draws_a_figure_in_every_notebook_from_01() -> None:
+    for path in NOTEBOOKS:
+        if path.name.startswith("00_"):
+            continue
+        outputs = [o for c in json.loads(path.read_text(encoding="utf-8"))["cells"] for o in c.get("outputs", [])]
+        assert any(alt_of(o) for o in outputs), f"{path.name} draws no figure"
+
+
+def plt_show_notebook() -> Any:
+    """A figure as ``plt.show()`` stores it: a PNG and ``<Figure size ...>``, no alt text anywhere."""
+    nb = new_notebook()
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3])
+    data, _ = figure_output(fig, alt="A rising line through three points, from one to three, left to right.")
+    plt.close(fig)
+    nb.cells = [new_markdown_cell("# A lesson"), new_code_cell(
+        "fig, ax = plt.subplots()\nax.plot([1, 2, 3])\nplt.show()", execution_count=1,
+        outputs=[new_output("display_data", data={"image/png": data["image/png"],
+                                                  "text/plain": "<Figure size 640x480 with 1 Axes>"})])]
+    return nb
+
+
+def test_the_check_catches_a_figure_without_alt_text() -> None:
+    problems = figure_problems(plt_show_notebook())
+    assert any("plt.show()" in p for p in problems)
+    assert any("no alt=" in p for p in problems)
+    assert any("without alt text in its metadata" in p for p in problems)
+
+
+def test_the_check_catches_each_missing_place_and_a_poor_alt_text() -> None:
+    fig, ax = plt.subplots()
+    ax.bar(["a", "b"], [1, 2])
+    text = "Two bars, a and b, the second twice as tall as the first one."
+    data, metadata = figure_output(fig, alt=text)
+    plt.close(fig)
+    source = 'show_figure(fig, alt="Two bars, a and b, the second twice as tall as the first one.")'
+
+    def notebook(data: dict, metadata: dict) -> Any:
+        nb = new_notebook()
+        nb.cells = [new_code_cell(source, execution_count=1,
+                                  outputs=[new_output("display_data", data=data, metadata=metadata)])]
+        return nb
+
+    assert figure_problems(notebook(data, metadata)) == []
+    assert figure_problems(notebook(data, metadata), chinese=True)  # English alt text in a Chinese notebook
+    assert any("text/html" in p for p in figure_problems(notebook({**data, "text/html": "<img src='x'>"}, metadata)))
+    assert any("text/plain" in p for p in figure_problems(notebook({**data, "text/plain": "<Figure>"}, metadata)))
+    poor = {"image/png": {"alt": "figure.png"}}
+    assert any("says too little" in p for p in figure_problems(notebook({**data, "text/plain": "figure.png"}, poor)))
+
+
+# -- the pieces -------------------------------------------------------------------------------------------
+def test_figure_output_puts_the_alt_text_in_three_places_and_escapes_it() -> None:
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    data, metadata = figure_output(fig, alt='A line from "a" to <b>: {count} points & a slope of {slope:.1f}.',
+                                   count=2, slope=1.0)
+    plt.close(fig)
+    alt = 'A line from "a" to <b>: 2 points & a slope of 1.0.'
+    assert metadata == {"image/png": {"alt": alt}} and data["text/plain"] == alt
+    assert data["image/png"].startswith("iVBORw0KGgo")  # base64 of the PNG signature
+    assert f'alt="{html.escape(alt, quote=True)}"' in data["text/html"]
+    assert f'src="data:image/png;base64,{data["image/png"]}"' in data["text/html"]
+
+
+def test_show_figure_displays_one_output_and_closes_the_figure(monkeypatch: pytest.MonkeyPatch) -> None:
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *args, **kwargs: shown.append((args, kwargs)))
+    fig, ax = plt.subplots()
+    ax.plot([1, 2])
+    show_figure(fig, alt="A line rising from one to two, the only thing drawn in this figure.")
+    assert not plt.fignum_exists(fig.number)
+    (data,), kwargs = shown[0]
+    assert kwargs["raw"] and kwargs["metadata"]["image/png"]["alt"] == data["text/plain"]
+    fig, ax = plt.subplots()
+    with pytest.raises(ValueError, match="says too little"):
+        show_figure(fig, alt="plot.png")
+    assert not plt.fignum_exists(fig.number) and len(shown) == 1  # closed, and nothing shown
+
+
+@pytest.mark.parametrize("text", ["", "   ", "chart.png", "<Figure size 640x480 with 1 Axes>", "A plot.", 42])
+def test_check_alt_refuses_text_that_says_too_little(text: Any) -> None:
+    with pytest.raises(ValueError):
+        check_alt(text)
+
+
+def test_check_alt_accepts_chinese() -> None:
+    assert check_alt("三条横条：只保存梯度范数的钩子几乎不占内存，保存整个梯度的钩子和 retain_grad 一样多。")
+
+
+def test_alt_literals_finds_each_literal_where_it_is() -> None:
+    source = ('x = 1\nshow_figure(fig, alt="first {n} one, "\n                 "continued", n=x)\n'
+              'FigureExplorer(draw, controls={}, alt="中文的 second")\n')
+    found = alt_literals(source)
+    assert [a.text for a in found] == ["first {n} one, continued", "中文的 second"]
+    for literal in found:
+        assert ast.literal_eval("(" + source[literal.start:literal.end] + ")") == literal.text
+    with pytest.raises(ValueError, match="plain string literal"):
+        alt_literals('show_figure(fig, alt=f"{n} bars")')
+    with pytest.raises(ValueError, match="plain string literal"):
+        alt_literals("show_figure(fig, alt=text)")
+    assert alt_literals("not python (") == []
+
+
+def test_the_chinese_build_writes_the_translated_alt_text_into_the_code() -> None:
+    sys.path.insert(0, str(ROOT / "tools" / "i18n"))
+    import editions
+    from babel.messages.catalog import Catalog
+
+    source = ('show_figure(fig, alt="Two bars: {a} and {b}, "\n'
+              '                     "the second the taller one by far, as the text says.", a=1, b=2)\n')
+    catalog = Catalog(locale="zh")
+    english = alt_literals(source)[0].text
+    catalog.add(english, "两根柱子：{a} 和 {b}，第二根高得多，正如正文所说。这是一段足够长的中文说明文字，用来测试换行。",
+                context="c1/alt1")
+    built = editions.translated_alts(source, "c1", "zh", catalog)
+    assert alt_literals(built)[0].text.startswith("两根柱子：{a} 和 {b}")
+    assert ast.parse(built) and built.endswith(", a=1, b=2)\n")
+    assert editions.translated_alts(source, "c2", "zh", catalog) == source  # no translation: the English stays
+
+
+def test_the_chinese_alt_texts_keep_the_english_fields() -> None:
+    """A translated alt text with other {fields} than the English would fail at run time, or say other numbers."""
+    sys.path.insert(0, str(ROOT / "tools" / "i18n"))
+    import editions
+
+    fields = re.compile(r"\{([^{}:!]*)")
+    for english in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        catalog = editions.read_catalog(editions.po_path("zh", str(english.relative_to(ROOT))))
+        for unit in editions.notebook_units(english):
+            if unit.context and "/alt" in unit.context:
+                message = catalog.get(unit.english, context=unit.context)
+                if message is not None and message.string:
+                    assert sorted(fields.findall(message.string)) == sorted(fields.findall(unit.english)), unit.where
+
+
+def test_nbconvert_html_carries_the_alt_text() -> None:
+    from nbconvert import HTMLExporter
+
+    nb = new_notebook()
+    fig, ax = plt.subplots()
+    ax.plot([3, 2, 1])
+    alt = "A falling line through three points, from three down to one."
+    data, metadata = figure_output(fig, alt=alt)
+    plt.close(fig)
+    nb.cells = [new_code_cell("show_figure(...)", execution_count=1,
+                              outputs=[new_output("display_data", data=data, metadata=metadata)])]
+    for template in ("lab", "classic"):
+        page, _ = HTMLExporter(template_name=template).from_notebook_node(nb)
+        assert f'alt="{alt}"' in page, template
+
+
+def test_nbval_masks_the_embedded_image_and_compares_the_rest() -> None:
+    from nbval.plugin import get_sanitize_patterns
+
+    patterns = get_sanitize_patterns((ROOT / "tests" / "nbval_sanitize.cfg").read_text(encoding="utf-8"))
+    assert patterns, "tests/nbval_sanitize.cfg has no pattern nbval can read"
+    assert "--nbval-sanitize-with=tests/nbval_sanitize.cfg" in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
+    def sanitized(text: str) -> str:
+        for regex, replace in patterns:
+            text = re.sub(regex, replace, text)
+        return text
+
+    one = '<img src="data:image/png;base64,iVBORw0KGgoAAA+/=" alt="A line."/>'
+    other = '<img src="data:image/png;base64,iVBORw0KGgoBBB/+=" alt="A line."/>'
+    assert sanitized(one) == sanitized(other)
+    assert sanitized(one) != sanitized(other.replace("A line.", "Another line."))
+
+
+def test_hygiene_reads_no_path_or_address_in_an_embedded_image() -> None:
+    from notebook_hygiene import problems
+
+    nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    noisy = "iVBORw0KGgo+/usr/lib/x/0x7f3a2b1c4d60+/a/b/c"   # a path and an address, inside the image data only
+    nb.cells = [new_markdown_cell("# A lesson\n\nObjectives: learn.\n\nEstimated time: 10 min. Binder: binder/"),
+                new_code_cell("print(setup_notebook())", execution_count=1),
+                new_code_cell("assert_no_hooks(model)", execution_count=2, outputs=[new_output(
+                    "display_data", data={"text/html": f'<img src="data:image/png;base64,{noisy}" alt="x"/>',
+                                          "text/plain": "x"})])]
+    assert not [p for p in problems(nb) if p.startswith("unstable")]
+    nb.cells[2].outputs[0].data["text/plain"] = "saved to /home/alice/course/out.png"
+    assert [p for p in problems(nb) if p.startswith("unstable")]
