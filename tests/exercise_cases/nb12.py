@@ -10,6 +10,14 @@ from tests.exercise_cases import Cases
 
 
 # -- 12.1 ---------------------------------------------------------------------------------------------------------
+def _run_then_remove(model, tokens, handles):  # noqa: ANN001, ANN202 -- one forward, then every handle removed
+    try:
+        model(tokens)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def cache_with_registry(model, tokens):  # noqa: ANN001, ANN201 -- HookRegistry, a dict filled in any order
     found = {}
     with HookRegistry(model) as hooks:
@@ -26,11 +34,7 @@ def cache_keeping_the_graph(model, tokens):  # noqa: ANN001, ANN201 -- no detach
     handles = [model.blocks[0].register_forward_pre_hook(lambda module, args: streams.append(args[0]))]
     handles += [block.register_forward_hook(lambda module, args, output: streams.append(output))
                 for block in model.blocks]
-    try:
-        model(tokens)
-    finally:
-        for handle in handles:
-            handle.remove()
+    _run_then_remove(model, tokens, handles)
     return streams
 
 
@@ -38,11 +42,7 @@ def cache_without_embeddings(model, tokens):  # noqa: ANN001, ANN201
     streams = []
     handles = [block.register_forward_hook(lambda module, args, output: streams.append(output.detach()))
                for block in model.blocks]
-    try:
-        model(tokens)
-    finally:
-        for handle in handles:
-            handle.remove()
+    _run_then_remove(model, tokens, handles)
     return streams
 
 
@@ -50,11 +50,7 @@ def cache_block_inputs(model, tokens):  # noqa: ANN001, ANN201 -- args instead o
     streams = []
     handles = [block.register_forward_pre_hook(lambda module, args: streams.append(args[0].detach()))
                for block in model.blocks]
-    try:
-        model(tokens)
-    finally:
-        for handle in handles:
-            handle.remove()
+    _run_then_remove(model, tokens, handles)
     return streams
 
 
@@ -63,11 +59,7 @@ def cache_layer_norms(model, tokens):  # noqa: ANN001, ANN201 -- ln1 of each blo
     handles = [block.ln1.register_forward_hook(lambda module, args, output: streams.append(output.detach()))
                for block in model.blocks]
     handles.append(model.blocks[-1].register_forward_hook(lambda module, args, output: streams.append(output.detach())))
-    try:
-        model(tokens)
-    finally:
-        for handle in handles:
-            handle.remove()
+    _run_then_remove(model, tokens, handles)
     return streams
 
 
@@ -76,11 +68,7 @@ def cache_the_token_embedding(model, tokens):  # noqa: ANN001, ANN201 -- model.e
     handles = [model.embed.register_forward_hook(lambda module, args, output: streams.append(output.detach()))]
     handles += [block.register_forward_hook(lambda module, args, output: streams.append(output.detach()))
                 for block in model.blocks]
-    try:
-        model(tokens)
-    finally:
-        for handle in handles:
-            handle.remove()
+    _run_then_remove(model, tokens, handles)
     return streams
 
 
@@ -109,6 +97,45 @@ def cache_removed_outside_finally(model, tokens):  # noqa: ANN001, ANN201 -- los
     for handle in handles:
         handle.remove()
     return streams
+
+
+def cache_without_running_the_model(model, tokens):  # noqa: ANN001, ANN201 -- registers, removes, never runs
+    streams = []
+    handles = [block.register_forward_hook(lambda module, args, output: streams.append(output.detach()))
+               for block in model.blocks]
+    for handle in handles:
+        handle.remove()
+    return streams
+
+
+SHARED_STREAMS = []
+
+
+def cache_into_a_shared_list(model, tokens):  # noqa: ANN001, ANN201 -- the list outlives the call
+    handles = [model.blocks[0].register_forward_pre_hook(lambda module, args: SHARED_STREAMS.append(args[0].detach()))]
+    handles += [block.register_forward_hook(lambda module, args, output: SHARED_STREAMS.append(output.detach()))
+                for block in model.blocks]
+    _run_then_remove(model, tokens, handles)
+    return SHARED_STREAMS
+
+
+def cache_the_mlp_outputs(model, tokens):  # noqa: ANN001, ANN201 -- what the MLP adds, not the stream
+    streams = []
+    handles = [model.blocks[0].register_forward_pre_hook(lambda module, args: streams.append(args[0].detach()))]
+    handles += [block.mlp.register_forward_hook(lambda module, args, output: streams.append(output.detach()))
+                for block in model.blocks]
+    _run_then_remove(model, tokens, handles)
+    return streams
+
+
+def cache_by_a_late_bound_index(model, tokens):  # noqa: ANN001, ANN201 -- every hook writes the last index
+    found = {}
+    handles = [model.blocks[0].register_forward_pre_hook(lambda module, args: found.__setitem__(0, args[0].detach()))]
+    for index, block in enumerate(model.blocks):
+        handles.append(block.register_forward_hook(
+            lambda module, args, output: found.__setitem__(index + 1, output.detach())))
+    _run_then_remove(model, tokens, handles)
+    return [found[key] for key in sorted(found)]
 
 
 # -- 12.2 ---------------------------------------------------------------------------------------------------------
@@ -173,6 +200,67 @@ def ablate_without_returning(model, layer, head):  # noqa: ANN001, ANN201 -- cha
 
 def ablate_returning_nothing(model, layer, head):  # noqa: ANN001, ANN201 -- the handle is not returned
     ablate_with_a_mask(model, layer, head)
+
+
+def ablate_the_values(model, layer, head):  # noqa: ANN001, ANN201 -- zero the head's values: its output is zero
+    attention = model.blocks[layer].attn
+    width, values = attention.d_head, 2 * attention.n_heads * attention.d_head
+
+    def hook(module, args, output):  # noqa: ANN001, ANN202
+        made = output.clone()
+        made[..., values + head * width:values + (head + 1) * width] = 0
+        return made
+
+    return attention.in_proj.register_forward_hook(hook)
+
+
+def ablate_the_attentions_input(model, layer, head):  # noqa: ANN001, ANN201 -- a pre-hook on attn: what heads read
+    width = model.blocks[layer].attn.d_head
+
+    def pre_hook(module, args):  # noqa: ANN001, ANN202
+        x = args[0].clone()
+        x[..., head * width:(head + 1) * width] = 0
+        return (x,)
+
+    return model.blocks[layer].attn.register_forward_pre_hook(pre_hook)
+
+
+def ablate_with_the_notebooks_head_count(model, layer, head):  # noqa: ANN001, ANN201 -- in_features // 4
+    out_proj = model.blocks[layer].attn.out_proj
+    width = out_proj.in_features // 4
+
+    def pre_hook(module, args):  # noqa: ANN001, ANN202
+        heads = args[0].clone()
+        heads[..., head * width:(head + 1) * width] = 0   # past the end for head 5 of 8: an empty slice
+        return (heads,)
+
+    return out_proj.register_forward_pre_hook(pre_hook)
+
+
+def ablate_on_the_block(model, layer, head):  # noqa: ANN001, ANN201 -- the block's output, the residual stream
+    width = model.blocks[layer].attn.d_head
+
+    def hook(module, args, output):  # noqa: ANN001, ANN202
+        stream = output.clone()
+        stream[..., head * width:(head + 1) * width] = 0
+        return stream
+
+    return model.blocks[layer].register_forward_hook(hook)
+
+
+def ablate_the_previous_head(model, layer, head):  # noqa: ANN001, ANN201 -- heads counted from 1
+    width = model.blocks[layer].attn.d_head
+
+    def pre_hook(module, args):  # noqa: ANN001, ANN202
+        heads = args[0].clone()
+        heads[..., (head - 1) * width:head * width] = 0
+        return (heads,)
+
+    return model.blocks[layer].attn.out_proj.register_forward_pre_hook(pre_hook)
+
+
+def ablate_returning_a_list(model, layer, head):  # noqa: ANN001, ANN201 -- list.remove is not a handle's remove
+    return [ablate_with_a_mask(model, layer, head)]
 
 
 # -- 12.3 ---------------------------------------------------------------------------------------------------------
@@ -253,6 +341,66 @@ def patch_hook_left(model, clean, corrupted, layer, position):  # noqa: ANN001, 
         return model(corrupted)
 
 
+def _patch_with(model, clean, corrupted, layer, index, runs=None):  # noqa: ANN001, ANN202 -- output[index]
+    first, second = runs or (clean, corrupted)
+    kept = {}
+    with model.blocks[layer].register_forward_hook(lambda m, a, output: kept.__setitem__("x", output.detach())):
+        model(first)
+
+    def hook(module, args, output):  # noqa: ANN001, ANN202
+        patched = output.clone()
+        patched[index] = kept["x"][index]
+        return patched
+
+    with model.blocks[layer].register_forward_hook(hook):
+        return model(second)
+
+
+def patch_the_next_position(model, clean, corrupted, layer, position):  # noqa: ANN001, ANN201 -- off by one
+    return _patch_with(model, clean, corrupted, layer, (slice(None), position + 1))
+
+
+def patch_from_the_position_on(model, clean, corrupted, layer, position):  # noqa: ANN001, ANN201
+    return _patch_with(model, clean, corrupted, layer, (slice(None), slice(position, None)))
+
+
+def patch_the_first_sequence(model, clean, corrupted, layer, position):  # noqa: ANN001, ANN201
+    return _patch_with(model, clean, corrupted, layer, (0, position))
+
+
+def patch_the_clean_run(model, clean, corrupted, layer, position):  # noqa: ANN001, ANN201 -- the runs swapped
+    return _patch_with(model, clean, corrupted, layer, (slice(None), position), runs=(corrupted, clean))
+
+
+def patch_the_attention_output(model, clean, corrupted, layer, position):  # noqa: ANN001, ANN201 -- attn, not block
+    attention, kept = model.blocks[layer].attn, {}
+    with attention.register_forward_hook(lambda m, a, output: kept.__setitem__("x", output[0].detach())):
+        model(clean)
+
+    def hook(module, args, output):  # noqa: ANN001, ANN202
+        patched = output[0].clone()
+        patched[:, position] = kept["x"][:, position]
+        return patched, output[1]
+
+    with attention.register_forward_hook(hook):
+        return model(corrupted)
+
+
+def patch_before_the_next_module(model, clean, corrupted, layer, position):  # noqa: ANN001, ANN201 -- pre-hook after
+    after = model.blocks[layer + 1] if layer + 1 < len(model.blocks) else model.ln_final
+    kept = []
+    with after.register_forward_pre_hook(lambda m, args: kept.append(args[0].detach())), torch.no_grad():
+        model(clean)
+
+    def pre_hook(module, args):  # noqa: ANN001, ANN202
+        stream = args[0].clone()
+        stream[:, position, :] = kept[0][:, position, :]
+        return (stream,)
+
+    with after.register_forward_pre_hook(pre_hook), torch.no_grad():
+        return model(corrupted)
+
+
 # -- 12.4 ---------------------------------------------------------------------------------------------------------
 def steer_with_a_lambda(module, vector, scale):  # noqa: ANN001, ANN201 -- lambda, keeps vector*scale
     shift = vector * scale
@@ -282,6 +430,22 @@ def steer_the_last_position(module, vector, scale):  # noqa: ANN001, ANN201
         return steered
 
     return module.register_forward_hook(hook)
+
+
+def steer_in_place(module, vector, scale):  # noqa: ANN001, ANN201 -- changes the output in place, returns None
+    def hook(m, args, output):  # noqa: ANN001, ANN202
+        output.add_(vector, alpha=scale)
+
+    return module.register_forward_hook(hook)
+
+
+def steer_the_input(module, vector, scale):  # noqa: ANN001, ANN201 -- a pre-hook: what enters the block
+    return module.register_forward_pre_hook(lambda m, args: (args[0] + scale * vector,))
+
+
+def steer_with_a_unit_vector(module, vector, scale):  # noqa: ANN001, ANN201
+    unit = vector / vector.norm()
+    return module.register_forward_hook(lambda m, args, output: output + scale * unit)
 
 
 # -- 12.5 ---------------------------------------------------------------------------------------------------------
@@ -333,6 +497,47 @@ def steered_without_the_cache(model, prompt, new_tokens, layer, vector, start): 
         return generate(model, prompt, new_tokens, use_cache=False)
 
 
+def _steered_where(model, prompt, new_tokens, layer, vector, chosen):  # noqa: ANN001, ANN202
+    def hook(module, args, kwargs, output):  # noqa: ANN001, ANN202
+        steered = output.clone()
+        steered[:, chosen(kwargs["positions"])] += vector
+        return steered
+
+    with model.blocks[layer].register_forward_hook(hook, with_kwargs=True):
+        return generate(model, prompt, new_tokens, use_cache=True)
+
+
+def steered_after_start(model, prompt, new_tokens, layer, vector, start):  # noqa: ANN001, ANN201 -- > for >=
+    return _steered_where(model, prompt, new_tokens, layer, vector, lambda positions: positions > start)
+
+
+def steered_generated_only(model, prompt, new_tokens, layer, vector, start):  # noqa: ANN001, ANN201 -- start ignored
+    return _steered_where(model, prompt, new_tokens, layer, vector, lambda positions: positions >= prompt.shape[1])
+
+
+SEEN = [0]
+
+
+def steered_by_a_counter_kept_between_calls(model, prompt, new_tokens, layer, vector, start):  # noqa: ANN001, ANN201
+    def hook(module, args, output):  # noqa: ANN001, ANN202
+        where = torch.arange(SEEN[0], SEEN[0] + output.shape[1])
+        SEEN[0] += output.shape[1]                  # never reset: the next call starts where this one ended
+        return output + (where >= start)[:, None].to(output.dtype) * vector
+
+    with model.blocks[layer].register_forward_hook(hook):
+        return generate(model, prompt, new_tokens, use_cache=True)
+
+
+def steered_at_the_input(model, prompt, new_tokens, layer, vector, start):  # noqa: ANN001, ANN201 -- a pre-hook
+    def pre_hook(module, args, kwargs):  # noqa: ANN001, ANN202
+        stream = args[0].clone()
+        stream[:, kwargs["positions"] >= start] += vector
+        return (stream,), kwargs
+
+    with model.blocks[layer].register_forward_pre_hook(pre_hook, with_kwargs=True):
+        return generate(model, prompt, new_tokens, use_cache=True)
+
+
 CASES = {
     "12.1": Cases(
         right=[cache_with_registry],
@@ -345,10 +550,14 @@ CASES = {
             (cache_on_the_module_list, "ModuleList"),
             (cache_hooks_left, "left behind"),
             (cache_removed_outside_finally, "finally"),
+            (cache_without_running_the_model, "never ran"),
+            (cache_into_a_shared_list, "earlier call"),
+            (cache_the_mlp_outputs, "model.blocks[0].mlp adds"),
+            (cache_by_a_late_bound_index, "loop variable"),
         ],
     ),
     "12.2": Cases(
-        right=[ablate_with_a_mask],
+        right=[ablate_with_a_mask, ablate_the_values],
         wrong=[
             (ablate_the_attention_output, "attention module itself"),
             (ablate_after_out_proj, "forward pre-hook, whose args[0]"),
@@ -356,25 +565,37 @@ CASES = {
             (ablate_interleaved, "Wrong head slice"),
             (ablate_without_returning, "changed nothing"),
             (ablate_returning_nothing, "Return the handle"),
+            (ablate_the_attentions_input, "what all of its heads read"),
+            (ablate_with_the_notebooks_head_count, "slice you zero is empty"),
+            (ablate_on_the_block, "every feature mixes all the heads"),
+            (ablate_the_previous_head, "previous head"),
+            (ablate_returning_a_list, "(got list)"),
         ],
     ),
     "12.3": Cases(
-        right=[patch_in_one_batched_run],
+        right=[patch_in_one_batched_run, patch_before_the_next_module],
         wrong=[
             (patch_without_returning, "changed nothing"),
             (patch_every_position, "at every position"),
             (patch_with_a_setdefault_hook_left_on, "dict.setdefault"),
             (patch_the_input, "what enters block"),
             (patch_hook_left, "left behind"),
+            (patch_the_next_position, "next to position"),
+            (patch_from_the_position_on, "every position from"),
+            (patch_the_first_sequence, "first sequence"),
+            (patch_the_clean_run, "swapped the runs"),
+            (patch_the_attention_output, "block 1's attention"),
         ],
     ),
     "12.4": Cases(
-        right=[steer_with_a_lambda],
+        right=[steer_with_a_lambda, steer_in_place],
         wrong=[
             (steer_without_returning, "changed nothing"),
             (steer_scaling_the_vector_in_place, "changed the vector"),
             (steer_without_the_scale, "without its scale"),
             (steer_the_last_position, "last position"),
+            (steer_the_input, "what enters the module"),
+            (steer_with_a_unit_vector, "unit vector"),
         ],
     ),
     "12.5": Cases(
@@ -384,6 +605,10 @@ CASES = {
             (steered_everywhere, "every position"),
             (steered_hook_left_on, "after generation"),
             (steered_without_the_cache, "KV cache"),
+            (steered_after_start, "after start"),
+            (steered_generated_only, "generated positions"),
+            (steered_by_a_counter_kept_between_calls, "Called twice"),
+            (steered_at_the_input, "what enters block"),
         ],
     ),
 }
