@@ -129,6 +129,13 @@ class BorrowsTheCourseFunction(TorchFunctionMode):
         self.hooks, self.counter = HookRegistry(), [0]
 
 
+class ForgetsSuperExit(GuideByName):
+    """Overrides __exit__ without calling super().__exit__: the mode stays on the stack (the check takes it off)."""
+
+    def __exit__(self, *exc):  # noqa: ANN002, ANN204
+        return None
+
+
 def not_a_mode(model):  # noqa: ANN001, ANN201
     return model
 
@@ -157,8 +164,9 @@ CASES = {
             (GuideReturnsNothing, "return what"),
             (GuideFunctionalOnly, "Not the guided map"),
             (not_a_mode, "TorchFunctionMode"),
-            (GuideThroughTheCourseMode, "switched off"),
-            (BorrowsTheCourseFunction, "switched off"),
+            (GuideThroughTheCourseMode, "asks for your own"),
+            (BorrowsTheCourseFunction, "asks for your own"),
+            (ForgetsSuperExit, "super().__exit__"),
         ],
     ),
 }
