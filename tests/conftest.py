@@ -144,8 +144,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def course_editions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The learner, slides and html editions, built once per worker process by ``tools/build_editions.py`` into
     ``learner/``, ``slides/`` and ``html/`` (read them, do not change them: copy what you need to change)."""
-    sys.path.insert(0, str(TESTS.parent / "tools"))
-    import build_editions
+    from tools import build_editions
 
     out = tmp_path_factory.mktemp("editions")
     for builder in (build_editions.build_learner, build_editions.build_slides, build_editions.build_html):

@@ -16,10 +16,11 @@ Both use nbconvert's templates with one change (``tools/nbconvert_templates/``):
 KaTeX instead of MathJax from a CDN, and the slides do not import mermaid from a CDN. Nothing is fetched from the
 network when a page or deck is opened.
 
-The Chinese edition: ``--lang zh`` builds the same from ``notebooks/zh/`` into ``build/zh/`` (``make learner
+Each builder takes an :class:`Edition`: the language, and so where its notebooks are (``notebooks/``, or
+``notebooks/zh/`` for ``--lang zh``) and where it is written (``build/``, ``build/zh/``; ``make learner
 COURSE_LANG=zh``).
 
-Usage: ``python tools/build_editions.py learner|slides|html [--out build] [--lang zh]``  (``make learner``,
+Usage: ``python -m tools.build_editions learner|slides|html [--out build] [--lang zh]``  (``make learner``,
 ``make slides``, ``make html``)
 """
 
@@ -29,11 +30,16 @@ import argparse
 import html
 import re
 import shutil
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import nbformat
+
+from course_utils.machinery.course import read_opening
+from course_utils.machinery.layout import NOTEBOOK_GLOB
+from course_utils.machinery.learner_edition import learner_notebook
+from course_utils.machinery.messages import LANGUAGES
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -41,7 +47,6 @@ REVEAL = ROOT / "vendor" / "reveal.js"
 REQUIRE = ROOT / "vendor" / "requirejs"
 JQUERY = ROOT / "vendor" / "jquery"
 KATEX = ROOT / "vendor" / "katex"
-CHEATSHEET = NOTEBOOKS / "hooks_cheatsheet.md"
 PAGE_STYLE = (
     "body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;line-height:1.5}"
     "table{border-collapse:collapse;font-size:0.85em;margin:1em 0}th,td{border:1px solid #ccc;padding:0.3em 0.5em;"
@@ -49,27 +54,54 @@ PAGE_STYLE = (
 )
 TEMPLATES = Path(__file__).resolve().parent / "nbconvert_templates"
 OFFLINE_SCRIPTS = {"require_js_url": "requirejs/require.js", "jquery_url": "jquery/jquery.min.js"}
-sys.path.insert(0, str(ROOT))
-from course_utils.machinery.course import read_opening  # noqa: E402
-from course_utils.machinery.learner_edition import learner_notebook  # noqa: E402
-from course_utils.machinery.messages import LANGUAGES  # noqa: E402
 
 
-def course_notebooks() -> list[Path]:
-    found = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-    if not found:
-        raise SystemExit(f"No course notebooks in {NOTEBOOKS}.")
-    return found
+@dataclass(frozen=True)
+class Edition:
+    """One language's edition: where its notebooks and cheat-sheet are, and where its builds go.
+
+    Usage: ``build_html(Path("build"), Edition("zh"))`` writes ``build/zh/html/`` from ``notebooks/zh/``"""
+
+    lang: str = "en"
+
+    def __post_init__(self) -> None:
+        if self.lang not in LANGUAGES:
+            raise ValueError(f"lang={self.lang!r} is not a language of the course: use one of {', '.join(LANGUAGES)}.")
+
+    @property
+    def notebooks_dir(self) -> Path:
+        return NOTEBOOKS if self.lang == "en" else NOTEBOOKS / self.lang
+
+    @property
+    def cheatsheet(self) -> Path:
+        return self.notebooks_dir / "hooks_cheatsheet.md"
+
+    def notebooks(self) -> list[Path]:
+        """The edition's teaching notebooks, in order."""
+        found = sorted(self.notebooks_dir.glob(NOTEBOOK_GLOB))
+        if not found:
+            raise SystemExit(f"No course notebooks in {self.notebooks_dir}.")
+        return found
+
+    def folder(self, out: Path, name: str) -> Path:
+        """``out/name`` (``out/<lang>/name`` for a translation), emptied and made anew."""
+        target = (out if self.lang == "en" else out / self.lang) / name
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        return target
+
+
+def course_notebooks(lang: str = "en") -> list[Path]:
+    """The teaching notebooks of ``lang``'s edition, in order. Usage: ``course_notebooks()[0].name``"""
+    return Edition(lang).notebooks()
 
 
 # -- learner edition ------------------------------------------------------------------------------------------
-def build_learner(out: Path) -> list[Path]:
-    target = out / "learner"
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
+def build_learner(out: Path, edition: Edition = Edition()) -> list[Path]:
+    target = edition.folder(out, "learner")
     written = []
-    for path in course_notebooks():
+    for path in edition.notebooks():
         learner = learner_notebook(nbformat.read(path, as_version=4))
         nbformat.write(learner, target / path.name)
         written.append(target / path.name)
@@ -117,14 +149,23 @@ def simple_page(title: str, body: str) -> str:
     )
 
 
-def write_cheatsheet(target: Path, suffix: str, keep_anchors: bool) -> Path:
+def write_index(target: Path, title: str, intro: str, rows: list[str], cheatsheet_note: str) -> Path:
+    """The edition's ``index.html``: a title, a sentence, one list item per notebook, the cheat-sheet's link."""
+    index = target / "index.html"
+    index.write_text(simple_page(title, f"<h1>{html.escape(title)}</h1>{intro}<ol>" + "\n".join(rows) + "</ol>"
+                                 f'<p>Reference: <a href="hooks_cheatsheet.html">hook cheat-sheet</a> '
+                                 f"({cheatsheet_note}).</p>"), encoding="utf-8")
+    return index
+
+
+def write_cheatsheet(target: Path, suffix: str, keep_anchors: bool, edition: Edition = Edition()) -> Path:
     """``hooks_cheatsheet.md`` as ``hooks_cheatsheet.html``; links to ``NN_topic.ipynb#section`` become
     ``NN_topic<suffix>#section`` (the anchor dropped when ``keep_anchors`` is false: reveal.js decks)."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-    if not CHEATSHEET.exists():
-        raise SystemExit(f"The hook cheat-sheet is missing: {CHEATSHEET}.")
-    body = markdown2html_mistune(CHEATSHEET.read_text(encoding="utf-8"))
+    if not edition.cheatsheet.exists():
+        raise SystemExit(f"The hook cheat-sheet is missing: {edition.cheatsheet}.")
+    body = markdown2html_mistune(edition.cheatsheet.read_text(encoding="utf-8"))
 
     def relink(match: re.Match[str]) -> str:
         anchor = match.group(2) or ""
@@ -148,47 +189,36 @@ def with_slide_boundaries(notebook: nbformat.NotebookNode) -> nbformat.NotebookN
     return deck
 
 
-def build_slides(out: Path) -> list[Path]:
+def build_slides(out: Path, edition: Edition = Edition()) -> list[Path]:
     if not (REVEAL / "dist" / "reveal.js").exists():
         raise SystemExit(f"reveal.js is missing from {REVEAL}: it ships with the repository (vendor/).")
-    target = out / "slides"
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
+    target = edition.folder(out, "slides")
     shutil.copytree(REVEAL, target / "reveal.js")
     copy_scripts(target)
     exporter = slides_exporter()
     written = []
     rows = []
-    for path in course_notebooks():
+    for path in edition.notebooks():
         deck = with_slide_boundaries(nbformat.read(path, as_version=4))
         body, _ = exporter.from_notebook_node(deck, resources=page_resources(path))
         page = target / f"{path.stem}.slides.html"
         page.write_text(body, encoding="utf-8")
         written.append(page)
         rows.append(f'<li><a href="{page.name}">{html.escape(read_opening(path).title)}</a></li>')
-    written.append(write_cheatsheet(target, ".slides.html", keep_anchors=False))
-    index = target / "index.html"
-    index.write_text(simple_page(
-        "PyTorch Hooks, hands-on — slides",
-        "<h1>PyTorch Hooks, hands-on — slides</h1><ol>" + "\n".join(rows) + "</ol>"
-        '<p>Reference: <a href="hooks_cheatsheet.html">hook cheat-sheet</a> (every hook API on one page).</p>',
-    ), encoding="utf-8")
-    written.insert(0, index)
+    written.append(write_cheatsheet(target, ".slides.html", keep_anchors=False, edition=edition))
+    written.insert(0, write_index(target, "PyTorch Hooks, hands-on — slides", "", rows,
+                                  "every hook API on one page"))
     return written
 
 
 # -- static HTML --------------------------------------------------------------------------------------------
-def build_html(out: Path) -> list[Path]:
-    target = out / "html"
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
+def build_html(out: Path, edition: Edition = Edition()) -> list[Path]:
+    target = edition.folder(out, "html")
     copy_scripts(target)
     exporter = html_exporter()
     rows = []
     written = []
-    for path in course_notebooks():
+    for path in edition.notebooks():
         opening = read_opening(path)
         body, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4), resources=page_resources(path))
         page = target / f"{path.stem}.html"
@@ -198,17 +228,10 @@ def build_html(out: Path) -> list[Path]:
             f'<li><a href="{page.name}">{html.escape(opening.title)}</a> — {html.escape(opening.learn)} '
             f"<em>({opening.minutes} min)</em></li>"
         )
-    index = target / "index.html"
-    index.write_text(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>PyTorch Hooks, hands-on</title>"
-        "<style>body{font-family:sans-serif;max-width:50em;margin:2em auto;line-height:1.5}</style></head><body>"
-        "<h1>PyTorch Hooks, hands-on</h1><p>The executed course, readable without Jupyter. To run it, see the "
-        "repository's README (<code>make lab</code>).</p><ol>" + "\n".join(rows) + "</ol>"
-        '<p>Reference: <a href="hooks_cheatsheet.html">hook cheat-sheet</a> (every hook API on one page, with links '
-        "to the sections that show it).</p></body></html>\n",
-        encoding="utf-8",
-    )
-    return [index, *written, write_cheatsheet(target, ".html", keep_anchors=True)]
+    index = write_index(target, "PyTorch Hooks, hands-on", "<p>The executed course, readable without Jupyter. To run "
+                        "it, see the repository's README (<code>make lab</code>).</p>", rows,
+                        "every hook API on one page, with links to the sections that show it")
+    return [index, *written, write_cheatsheet(target, ".html", keep_anchors=True, edition=edition)]
 
 
 def main() -> None:
@@ -217,14 +240,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "build")
     parser.add_argument("--lang", choices=LANGUAGES, default="en", help="zh: the Chinese edition (notebooks/zh/)")
     args = parser.parse_args()
-    if args.lang != "en":  # the same builders, reading the translated notebooks and writing under build/<lang>/
-        global NOTEBOOKS, CHEATSHEET
-        NOTEBOOKS = NOTEBOOKS / args.lang
-        CHEATSHEET = NOTEBOOKS / "hooks_cheatsheet.md"
-        args.out = args.out / args.lang
+    edition = Edition(args.lang)  # the same builders, reading notebooks/<lang>/ and writing under build/<lang>/
     builder = {"learner": build_learner, "slides": build_slides, "html": build_html}[args.edition]
-    written = builder(args.out)
-    print(f"{args.edition}: wrote {len(written)} files under {args.out / args.edition}")
+    written = builder(args.out, edition)
+    print(f"{args.edition}: wrote {len(written)} files under {written[0].parent}")
 
 
 if __name__ == "__main__":

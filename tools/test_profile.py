@@ -13,7 +13,7 @@ the session (Linux: /proc/stat): on a machine with nothing else running, that is
 Usage::
 
     make test-profile            # make test with this plugin; the table is printed at the end
-    python tools/test_profile.py build/test-profile/profile.json   # the table again
+    python -m tools.test_profile build/test-profile/profile.json   # the table again
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def machine_cpu() -> tuple[float, float] | None:
     return busy / tick, (busy + idle + iowait) / tick
 
 
-# -- the plugin (pytest -p test_profile, with tools/ on sys.path) ----------------------------------------------------
+# -- the plugin (pytest -p tools.test_profile) --------------------------------------------------------------------
 _ROWS: list[dict[str, Any]] = []
 _START = time.time()
 _MACHINE_START = machine_cpu()

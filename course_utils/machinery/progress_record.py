@@ -37,14 +37,13 @@ try:  # POSIX; on Windows each line is still one append
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
+from course_utils.machinery.layout import MANIFEST, RECORD_NAME
 from course_utils.machinery.messages import _
 
 __all__ = ["ENV", "RECORD_NAME", "Attempt", "parse_line", "parse_lines", "read_record", "record", "record_path",
            "reset_record", "summarise"]
 
 ENV = "COURSE_PROGRESS"
-RECORD_NAME = ".course-progress.jsonl"
-_MANIFEST = ".course-manifest.json"  # course_utils.machinery.workspace.MANIFEST (not imported: no nbformat needed here)
 _ID = re.compile(r"\d\d\.\d{1,2}")
 _VERDICTS = ("pass", "fail")
 _MAX_LINE = 512  # a line of ours is ~90 bytes; anything longer is not ours
@@ -72,7 +71,7 @@ def record_path(cwd: Path | None = None) -> Path | None:
         return Path(setting).expanduser()
     here = Path.cwd() if cwd is None else Path(cwd)
     for folder in (here, *here.parents):
-        if (folder / _MANIFEST).is_file():
+        if (folder / MANIFEST).is_file():
             return folder / RECORD_NAME
     return here / RECORD_NAME
 
