@@ -44,8 +44,8 @@ import torch
 from course_utils._torch_internals import global_hook_dicts, print_options
 from course_utils.machinery.messages import N_, Text
 
-__all__ = ["Change", "OutputBudget", "SessionGuard", "TimeLimitExceeded", "Timer", "is_learner_file",
-           "is_learner_frame", "limited_output", "quiet_warnings", "time_limit"]
+__all__ = ["Change", "OutputBudget", "SessionGuard", "TimeLimitExceeded", "Timer", "is_learner_file", "limited_output",
+           "quiet_warnings", "time_limit"]
 
 COURSE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # course_utils/
 # The standard library, this environment's packages, and wherever torch and numpy themselves live (a user site or a
@@ -68,11 +68,6 @@ def is_learner_file(filename: str) -> bool:
     path = os.path.realpath(filename)
     return not (path.startswith(COURSE_DIR + os.sep) or path.startswith(_LIBRARY_DIRS)
                 or any(folder in path for folder in _PACKAGE_FOLDERS))
-
-
-def is_learner_frame(frame: types.FrameType) -> bool:
-    """True when ``frame`` runs the learner's code."""
-    return is_learner_file(frame.f_code.co_filename)
 
 
 # -- the time limit ----------------------------------------------------------------------------------------------
@@ -107,7 +102,7 @@ def time_limit(seconds: float) -> Iterator[Timer]:
     ended: list[bool] = []
 
     def on_alarm(signum: int, frame: types.FrameType | None) -> None:
-        if not ended and (not timer.fired or (frame is not None and is_learner_frame(frame))):
+        if not ended and (not timer.fired or (frame is not None and is_learner_file(frame.f_code.co_filename))):
             timer.fired = True
             raise TimeLimitExceeded(f"the check's time limit of {seconds:g} s passed")
 
@@ -259,9 +254,7 @@ class SessionGuard:
 
     def _random_states(self) -> list[Change]:
         python, numpy, torch_state = self._random
-        random.setstate(python)
-        np.random.set_state(numpy)
-        torch.random.set_rng_state(torch_state)
+        random.setstate(python), np.random.set_state(numpy), torch.random.set_rng_state(torch_state)
         return []
 
     def _grad_modes(self) -> list[Change]:
@@ -284,9 +277,7 @@ class SessionGuard:
         return [Change(Text(N_("changed the default device with torch.set_default_device (put back)")))]
 
     def _print_options(self) -> list[Change]:
-        numpy, torch_options = self._print
-        np.set_printoptions(**numpy)
-        torch.set_printoptions(**torch_options)
+        np.set_printoptions(**self._print[0]), torch.set_printoptions(**self._print[1])
         return []
 
     def _global_hooks(self) -> list[Change]:
