@@ -90,6 +90,23 @@ def test_an_endless_loop_in_a_hook_is_stopped_and_the_kernel_stays_usable(capsys
     assert checks._run(checks.exercise("01.1"), _spins)[0].status is Status.TIMED_OUT
 
 
+def test_the_time_limit_stops_the_learners_code_not_the_courses_own() -> None:
+    """Past the limit, the course's own code (a check's set-up, its clean-up) runs on; the learner's is stopped."""
+    from course_utils.machinery import guard
+
+    namespace: dict = {}
+    exec(compile("def course_work(seconds, then=None):\n    import time\n    end = time.monotonic() + seconds\n"
+                 "    while time.monotonic() < end: pass\n    return then() if then else None\n",
+                 guard.__file__, "exec"), namespace)  # code that counts as the course's
+    course_work = namespace["course_work"]
+    with guard.time_limit(0.2) as timer:
+        course_work(0.6)
+        assert not timer.fired
+        with pytest.raises(guard.TimeLimitExceeded):
+            course_work(0.1, then=_spins)  # the learner's loop, called by the course: stopped at once
+    assert timer.fired
+
+
 def test_the_time_limit_keeps_the_callers_own_alarm() -> None:
     import signal
 

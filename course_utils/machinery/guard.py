@@ -84,15 +84,28 @@ class Timer:
     fired: bool = False
 
 
-_AGAIN_S = 1.0  # an answer that swallowed the exception and runs on is interrupted again this often
+_AGAIN_S = 0.05  # after the limit: how often to look again for the learner's code on the stack
+_FORCE_AFTER_S = 60.0  # ... and raise wherever the check is this much later (a course check stuck on its own; not
+# sooner: a slow laptop's first torch.compile runs in the check's own code)
+
+
+def _learner_on_stack(frame: types.FrameType | None, owner: types.FrameType) -> bool:
+    """True when the learner's code runs in ``frame`` or a frame below it, up to ``owner`` (where the limit began:
+    the notebook cell that called check() is the learner's too, and does not count)."""
+    while frame is not None and frame is not owner:
+        if is_learner_file(frame.f_code.co_filename):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager
 def time_limit(seconds: float) -> Iterator[Timer]:
     """Stop the block with :class:`TimeLimitExceeded` once ``seconds`` have passed (main thread, POSIX).
 
-    The first alarm raises wherever the block is; later ones (every ``_AGAIN_S``, should the answer have caught the
-    first) only in the learner's own code, never half-way through the course's clean-up."""
+    It is raised while the learner's code is on the stack (their loop, or a library call it made), never half-way
+    through the course's own set-up or clean-up -- unless the check itself is stuck ``_FORCE_AFTER_S`` longer. An
+    answer that caught it and runs on gets it again (every ``_AGAIN_S``)."""
     timer = Timer(seconds)
     if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         timer.available = False
@@ -100,15 +113,17 @@ def time_limit(seconds: float) -> Iterator[Timer]:
         return
 
     ended: list[bool] = []
+    started = time.monotonic()
+    owner = sys._getframe(2)  # the frame of the `with` statement (past this generator and contextlib's __enter__)
 
     def on_alarm(signum: int, frame: types.FrameType | None) -> None:
-        if not ended and (not timer.fired or (frame is not None and is_learner_file(frame.f_code.co_filename))):
+        overdue = time.monotonic() - started > seconds + _FORCE_AFTER_S
+        if not ended and (_learner_on_stack(frame, owner) or overdue):
             timer.fired = True
             raise TimeLimitExceeded(f"the check's time limit of {seconds:g} s passed")
 
     previous_handler = signal.signal(signal.SIGALRM, on_alarm)
     previous_timer = signal.setitimer(signal.ITIMER_REAL, seconds, _AGAIN_S)
-    started = time.monotonic()
     try:
         yield timer
     finally:
