@@ -1,5 +1,5 @@
 """What ``check()``'s guard costs per call: a check of a validator that does nothing, and real checks against their
-validators called bare (same answer, same cases).
+validators called bare (same answer, same cases, timed in turn).
 
 Not a test: it prints a table of medians (ms) and ratios. Progress recording is off, printed lines are discarded.
 Usage: ``.venv/bin/python benchmarks/bench_check_overhead.py [--repeat 30]``
@@ -29,14 +29,20 @@ from tests.exercise_cases import all_cases  # noqa: E402
 
 def median_ms(run, repeat: int) -> float:  # noqa: ANN001
     """Median wall time of ``run()`` in ms (after one warm-up call), printed output discarded."""
-    timings = []
+    return paired_ms(run, run, repeat)[0]
+
+
+def paired_ms(first, second, repeat: int) -> tuple[float, float]:  # noqa: ANN001
+    """Medians of ``first()`` and ``second()`` in ms, timed in turn (so that a busy machine slows both alike)."""
+    timings: tuple[list[float], list[float]] = ([], [])
     with contextlib.redirect_stdout(io.StringIO()):
-        run()
+        first(), second()
         for _ in range(repeat):
-            start = time.perf_counter()
-            run()
-            timings.append(time.perf_counter() - start)
-    return 1000 * statistics.median(timings)
+            for run, times in ((first, timings[0]), (second, timings[1])):
+                start = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(timings[0]), 1000 * statistics.median(timings[1])
 
 
 _FIRST = """
@@ -81,8 +87,7 @@ def main() -> None:
     cases = all_cases()
     for exercise_id in ("01.1", "03.2", "05.1", "05.3", "07.2"):
         item, answer = checks.exercise(exercise_id), cases[exercise_id].right[0]
-        bare = median_ms(lambda: item.validate(answer), repeat)
-        full = median_ms(lambda: checks.check(exercise_id, answer), repeat)
+        bare, full = paired_ms(lambda: item.validate(answer), lambda: checks.check(exercise_id, answer), repeat)
         print(f"{exercise_id:10} {bare:18.2f} {full:11.2f} {full - bare:12.2f} {full / bare:6.2f}")
 
 
