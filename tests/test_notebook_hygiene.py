@@ -249,8 +249,6 @@ def test_each_rule_catches_a_notebook_that_breaks_it(rule: str, breaker: Callabl
 
 def _refresh_coalesce_streams():  # type: ignore[no-untyped-def]
     """tools.refresh_notebooks.coalesce_streams."""
-    import sys
-
     from tools.refresh_notebooks import coalesce_streams
 
     return coalesce_streams

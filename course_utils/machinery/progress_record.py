@@ -30,7 +30,6 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 try:  # POSIX; on Windows each line is still one append
     import fcntl
