@@ -62,6 +62,26 @@ def relu6_guide_keeps_one_handle(model):  # noqa: ANN001, ANN201 -- overwrites t
     return [handle]
 
 
+
+class _GuidedReLU6(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):  # noqa: ANN001, ANN205
+        ctx.save_for_backward(x)
+        return x.clamp(0, 6)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: ANN001, ANN205
+        (x,) = ctx.saved_tensors
+        return grad.clamp(min=0) * ((x > 0) & (x < 6))
+
+
+def relu6_guide_by_replacing_forward(model):  # noqa: ANN001, ANN201 -- the right gradient, but no hook at all
+    for module in model.modules():
+        if isinstance(module, nn.ReLU6):
+            module.forward = _GuidedReLU6.apply
+    return []
+
+
 # -- 05.3 ---------------------------------------------------------------------------------------------------------
 class GuideByName(TorchFunctionMode):
     """Matches the function by name and guides with torch.maximum."""
@@ -149,6 +169,7 @@ CASES = {
             (relu6_guide_children_only, "Not the guided map"),
             (relu6_guide_no_handles, "Return the list of handles"),
             (relu6_guide_keeps_one_handle, "return every handle"),
+            (relu6_guide_by_replacing_forward, "You replaced a ReLU6's forward"),
         ],
     ),
     "05.2": Cases(
