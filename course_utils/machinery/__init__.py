@@ -13,6 +13,7 @@
 - ``env_check``, ``pins`` -- ``doctor()`` checks the environment against the supported versions and says what to do
 - ``cloud``           -- where the course is published; the Colab/Kaggle links and install lines
 - ``messages``        -- ``_()``: the machinery's messages in the learner's language (gettext catalogue in ``locale/``)
+- ``layout``          -- the notebooks' file pattern and the workspace's file names, written once (imports nothing)
 
 Nothing is imported here: import the module you need (``from course_utils.machinery.checks import check``), or the
 names the notebooks use from ``course_utils``.
