@@ -150,7 +150,8 @@ def _free_names(tree: ast.Module) -> set[str]:
 def _problem(module_name: str, code: str) -> tuple[str | None, bool]:
     """(what is wrong with the usage ``code`` of ``module_name``, or None; whether it can run)."""
     if re.match(r"(python|make|sudo|\.venv/bin/python)\b", code):
-        return _shell_problem(code.replace(".venv/bin/python", "python")), False
+        lines = [line.split("#")[0].strip() for line in code.replace(".venv/bin/python", "python").splitlines()]
+        return next(filter(None, map(_shell_problem, filter(None, lines))), None), False
     if code.startswith("pip "):
         return None, False
     try:

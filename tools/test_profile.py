@@ -146,5 +146,16 @@ def report(profile: dict[str, Any], top: int = 25) -> str:
     return "\n".join(lines)
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Print the report of a profile written by ``make test-profile`` (the last one by default)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="The table of a make test-profile run, again.")
+    parser.add_argument("profile", nargs="?", type=Path, default=OUT / "profile.json")
+    args = parser.parse_args(argv)
+    print(report(json.loads(args.profile.read_text())))
+    return 0
+
+
 if __name__ == "__main__":
-    print(report(json.loads(Path(sys.argv[1] if len(sys.argv) > 1 else OUT / "profile.json").read_text())))
+    sys.exit(main())
