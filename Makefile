@@ -24,8 +24,10 @@ export PYTHONHASHSEED := 0
 export JUPYTER_PLATFORM_DIRS := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 CELL_TIMEOUT ?= 300
-# The English notebooks, then the Chinese edition made from them (notebooks/zh/, tools/i18n/editions.py)
-NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb)) $(sort $(wildcard notebooks/zh/[0-9][0-9]_*.ipynb))
+# The English notebooks, then the Chinese edition made from them (notebooks/zh/, tools/i18n/editions.py). The pattern
+# is course_utils/machinery/layout.py's NOTEBOOK_GLOB (tests/test_layout.py keeps the two the same).
+NOTEBOOK_GLOB := [0-9][0-9]_*.ipynb
+NOTEBOOKS := $(sort $(wildcard notebooks/$(NOTEBOOK_GLOB))) $(sort $(wildcard notebooks/zh/$(NOTEBOOK_GLOB)))
 # The edition make lab, learner and slides work on: COURSE_LANG=zh for the Chinese one (default English)
 COURSE_LANG ?=
 EDITION := $(or $(COURSE_LANG),en)
@@ -117,8 +119,7 @@ test: venv $(if $(HAVE_CHROMIUM),$(AXE))
 
 # make test, measured: each work unit's CPU (its whole process tree) and wall time, each worker's busy time, and the
 # least time the session's CPU needs on this machine's cores (tools/test_profile.py; build/test-profile/).
-test-profile: export PYTHONPATH := $(CURDIR)/tools$(if $(PYTHONPATH),:$(PYTHONPATH))
-test-profile: export PYTEST_ADDOPTS := -p test_profile $(PYTEST_ADDOPTS)
+test-profile: export PYTEST_ADDOPTS := -p tools.test_profile $(PYTEST_ADDOPTS)
 test-profile: test
 
 test-browser: venv $(AXE)
@@ -133,7 +134,7 @@ COMPAT_CACHE ?= $(HOME)/.cache/course-compat
 COMPAT_PYTHON ?=
 COMPAT_NOTEBOOK_TIMEOUT ?= 900
 test-compat: venv
-	$(PY) tools/compat/run.py --cache $(COMPAT_CACHE) --lock-python $(PY) $(if $(COMPAT_PYTHON),--python $(COMPAT_PYTHON)) \
+	$(PY) -m tools.compat.run --cache $(COMPAT_CACHE) --lock-python $(PY) $(if $(COMPAT_PYTHON),--python $(COMPAT_PYTHON)) \
 	    --cell-timeout $(CELL_TIMEOUT) --notebook-timeout $(COMPAT_NOTEBOOK_TIMEOUT)
 
 unit: venv
@@ -154,10 +155,10 @@ nbval-portable: venv
 refresh timings: export COURSE_PROGRESS := off
 
 refresh: venv
-	$(PY) tools/refresh_notebooks.py --timeout $(CELL_TIMEOUT) $(NB)
+	$(PY) -m tools.refresh_notebooks --timeout $(CELL_TIMEOUT) $(NB)
 
 learner slides: venv
-	$(PY) tools/build_editions.py $@ --lang $(EDITION)
+	$(PY) -m tools.build_editions $@ --lang $(EDITION)
 
 # The course's website, both languages, from the notebooks' stored outputs (myst-nb and the Sphinx book theme, offline;
 # tools/site/): build/site/index.html, the Chinese edition in build/site/zh/, the slides beside each. A second build
@@ -169,15 +170,15 @@ html: site
 
 # After editing an English notebook or guide: bring translations/zh/ in line (a changed cell keeps its old translation,
 # marked fuzzy), rebuild notebooks/zh/ and the Chinese guides, compile the message catalogue; then translate what
-# `tools/i18n/editions.py stale` lists and `make refresh NB="notebooks/zh/..."` the notebooks whose code changed.
+# `python -m tools.i18n.editions stale` lists and `make refresh NB="notebooks/zh/..."` the notebooks whose code changed.
 translations: venv
-	$(PY) tools/i18n/editions.py update
-	$(PY) tools/i18n/editions.py build
-	$(PY) tools/i18n/messages.py compile
-	@$(PY) tools/i18n/editions.py stale || echo "Translate the entries above (tools/i18n/editions.py export/import), then make translations again."
+	$(PY) -m tools.i18n.editions update
+	$(PY) -m tools.i18n.editions build
+	$(PY) -m tools.i18n.messages compile
+	@$(PY) -m tools.i18n.editions stale || echo "Translate the entries above (python -m tools.i18n.editions export/import), then make translations again."
 
 timings: venv
-	$(PY) tools/time_notebooks.py
+	$(PY) -m tools.time_notebooks
 
 bench: venv
 	$(PY) benchmarks/bench_saliency.py

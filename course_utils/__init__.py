@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from course_utils.machinery.checks import check, hint
     from course_utils.machinery.env_check import doctor
     from course_utils.machinery.notebook import print_warnings, setup_notebook
-    from course_utils.machinery.progress_record import progress
+    from course_utils.machinery.progress import progress
 
 # The names above, imported when first used (PEP 562): ``import course_utils.machinery.workspace`` -- what
 # ``make lab`` and the hub run for each learner -- then does not import torch (2-3 CPU-seconds) through this file.
@@ -42,7 +42,7 @@ _HOME = {
     "check": "course_utils.machinery.checks", "hint": "course_utils.machinery.checks",
     "doctor": "course_utils.machinery.env_check",
     "print_warnings": "course_utils.machinery.notebook", "setup_notebook": "course_utils.machinery.notebook",
-    "progress": "course_utils.machinery.progress_record",
+    "progress": "course_utils.machinery.progress",
 }
 
 

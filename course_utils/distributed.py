@@ -25,8 +25,8 @@ then kill) and the rendezvous port is closed before the call returns or raises.
 Usage::
 
     from course_utils.distributed import run_workers
-    from course_utils.comm_hooks import train_with_hook
-    results = run_workers(train_with_hook, world_size=2, args=("fp16",), timeout=60)   # [rank 0's, rank 1's]
+    from course_utils.comm_hooks import compare_comm_hooks
+    results = run_workers(compare_comm_hooks, world_size=2, args=(("fp16",), 3), timeout=60)   # [rank 0's, rank 1's]
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def run_workers(
     (with the rank and its traceback) when a worker raises or dies, :class:`WorkerTimeout` after ``timeout``
     seconds; an error in ``local`` is raised as it is. ``fn``, ``args`` and results travel with :mod:`pickle`.
 
-    Usage: ``run_workers(train_with_hook, world_size=2, args=("fp16",))``
+    Usage: ``run_workers(compare_comm_hooks, world_size=2, args=(("fp16",), 3))``
     """
     _check_function(fn)
     if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:

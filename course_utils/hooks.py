@@ -26,7 +26,8 @@ from typing import Any, Union
 
 import torch
 import torch.nn as nn
-import torch.nn.modules.module as module_globals
+
+from course_utils._torch_internals import global_hook_dicts
 
 __all__ = [
     "HookRegistry",
@@ -294,14 +295,6 @@ def _hook_dicts(obj: Any) -> dict[str, Mapping[Any, Any]]:
     return found
 
 
-def _global_hook_dicts() -> dict[str, Mapping[Any, Any]]:
-    return {
-        name: value
-        for name, value in vars(module_globals).items()
-        if name.startswith("_global_") and "hook" in name and isinstance(value, Mapping)
-    }
-
-
 def _tensor_report(tensor: torch.Tensor, prefix: str, report: dict[str, int]) -> None:
     for dict_name, hooks in _hook_dicts(tensor).items():
         if hooks:
@@ -374,4 +367,4 @@ def assert_no_hooks(*targets: nn.Module | torch.Tensor, include_global: bool = T
 
 
 def _global_only_report() -> dict[str, int]:
-    return {f"torch.nn.modules.module.{name}": len(d) for name, d in _global_hook_dicts().items() if d}
+    return {name: len(hooks) for name, hooks in global_hook_dicts(optimizers=False).items() if hooks}

@@ -35,8 +35,10 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-__all__ = ["SavedRecord", "SavedTensorLog", "checkpoint_memory", "saved_tensor_hooks_active", "storage_key",
-           "tensor_bytes"]
+from course_utils._torch_internals import storage_key
+from course_utils.hooks import HookRegistry
+
+__all__ = ["SavedRecord", "SavedTensorLog", "checkpoint_memory", "saved_tensor_hooks_active", "storage_key", "tensor_bytes"]
 
 OUTSIDE = "(outside any layer)"
 """The layer name given to tensors saved while no leaf module of the model was running."""
@@ -45,14 +47,6 @@ OUTSIDE = "(outside any layer)"
 def tensor_bytes(tensor: torch.Tensor) -> int:
     """Bytes of a tensor's elements: ``numel * element_size``. Usage: ``tensor_bytes(torch.ones(4))  # 16``"""
     return tensor.numel() * tensor.element_size()
-
-
-def storage_key(tensor: torch.Tensor) -> tuple[str, int]:
-    """Identifies the memory a tensor lives in (device and storage address): views of one storage share it.
-
-    Usage: ``storage_key(w.t()) == storage_key(w)``
-    """
-    return (str(tensor.device), tensor.untyped_storage().data_ptr())
 
 
 def saved_tensor_hooks_active() -> bool:
@@ -92,22 +86,21 @@ class SavedTensorLog:
         self.model = model
         self.records: list[SavedRecord] = []
         self._seen: dict[tuple[str, int], weakref.ref[torch.Tensor]] = {}
-        self._parameters: set[tuple[str, int]] = set()
+        self._parameters: set[tuple[str, int] | None] = set()
         self._stack: list[str] = []
-        self._handles: list[Any] = []
+        self._module_hooks = HookRegistry(model)
         self._hooks: torch.autograd.graph.saved_tensors_hooks | None = None
 
     # -- the hooks --------------------------------------------------------------------------------------
     def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
         key = storage_key(tensor)
         layer = self._stack[-1] if self._stack else OUTSIDE
-        earlier = self._seen.get(key)
+        earlier = self._seen.get(key) if key is not None else None  # None: no memory of its own (an empty tensor)
         duplicate = earlier is not None and earlier() is not None  # a freed storage's address can be reused
-        self.records.append(
-            SavedRecord(layer, tuple(tensor.shape), tensor.dtype, tensor_bytes(tensor), duplicate, key in self._parameters)
-        )
+        parameter = key is not None and key in self._parameters
+        self.records.append(SavedRecord(layer, tuple(tensor.shape), tensor.dtype, tensor_bytes(tensor), duplicate, parameter))
         kept = tensor.detach()
-        if not duplicate:
+        if key is not None and not duplicate:
             self._seen[key] = weakref.ref(kept)
         return kept
 
@@ -134,12 +127,12 @@ class SavedTensorLog:
                 self._parameters = {storage_key(p) for p in self.model.parameters()}
                 for name, module in self.model.named_modules():
                     if name and not list(module.children()):
-                        self._handles.append(module.register_forward_pre_hook(self._enter_layer(name)))
-                        self._handles.append(module.register_forward_hook(self._leave_layer, always_call=True))
+                        self._module_hooks.adopt(module.register_forward_pre_hook(self._enter_layer(name)))
+                        self._module_hooks.adopt(module.register_forward_hook(self._leave_layer, always_call=True))
             self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
             self._hooks.__enter__()
         except BaseException:
-            self._remove_module_hooks()
+            self._module_hooks.remove()
             raise
         return self
 
@@ -148,12 +141,8 @@ class SavedTensorLog:
             if self._hooks is not None:
                 self._hooks.__exit__(*exc_info)
         finally:
-            self._remove_module_hooks()
             self._stack.clear()
-
-    def _remove_module_hooks(self) -> None:
-        while self._handles:
-            self._handles.pop().remove()
+            self._module_hooks.remove()  # every hook, even when one removal fails (then that error is raised)
 
     # -- results ------------------------------------------------------------------------------------------
     def by_layer(self) -> dict[str, int]:

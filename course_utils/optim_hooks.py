@@ -17,17 +17,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.optim.optimizer as optimizer_globals
+
+from course_utils._torch_internals import global_hook_dicts
 
 __all__ = ["optimizer_hook_report", "assert_no_optimizer_hooks"]
 
 
 def _global_report() -> dict[str, int]:
-    return {
-        f"torch.optim.optimizer.{name}": len(value)
-        for name, value in vars(optimizer_globals).items()
-        if name.startswith("_global_") and "hook" in name and isinstance(value, Mapping) and value
-    }
+    return {name: len(hooks) for name, hooks in global_hook_dicts(modules=False).items() if hooks}
 
 
 def optimizer_hook_report(*optimizers: torch.optim.Optimizer, include_global: bool = True) -> dict[str, int]:

@@ -43,6 +43,7 @@ import torch.nn as nn
 # fails with a clear message if a torch upgrade moves or changes either.
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from course_utils._torch_internals import storage_key
 from course_utils.hooks import HookRegistry, LayerSpec, UnknownLayerError, resolve_layers
 
 __all__ = [
@@ -193,15 +194,6 @@ def _tensors_in(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
-    if tensor.numel() == 0 or tensor.is_meta:
-        return None
-    try:
-        return (str(tensor.device), tensor.untyped_storage().data_ptr())
-    except (RuntimeError, NotImplementedError):  # tensors without storage (e.g. sparse)
-        return None
-
-
 class ActivationRecorder:
     """Context manager that records layer outputs (optionally inputs and gradients) by dotted layer name.
 
@@ -299,13 +291,13 @@ class ActivationRecorder:
             stored = stored.clone()
         entry = _Entry(stored, stored._version)
         if stored.data_ptr() == tensor.data_ptr():  # still an alias of the model's tensor: watch for writes
-            key = _storage_key(stored)
+            key = storage_key(stored)
             if key is not None:
                 self._aliases.setdefault(key, []).append((entry, label))
         return entry
 
     def _before_write(self, tensor: torch.Tensor, op_name: str) -> None:
-        key = _storage_key(tensor)
+        key = storage_key(tensor)
         if key is None or key not in self._aliases:
             return
         for entry, _label in self._aliases.pop(key):

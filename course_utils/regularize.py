@@ -24,7 +24,7 @@ Usage::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import torch
@@ -47,6 +47,16 @@ def _check_block_size(block_size: Any) -> int:
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1 or block_size % 2 == 0:
         raise ValueError(f"block_size must be an odd positive int (1, 3, 5, ...), got {block_size!r}.")
     return block_size
+
+
+def _all_or_none(hooks: HookRegistry, register: Callable[[HookRegistry], None]) -> HookRegistry:
+    """``hooks`` after ``register(hooks)``; if that raises (a bad layer name, say), what it registered is removed."""
+    try:
+        register(hooks)
+    except BaseException:
+        hooks.remove()
+        raise
+    return hooks
 
 
 def _feature_map_hook(name: str, what: str, apply: Any) -> Any:
@@ -78,15 +88,13 @@ def drop_block(
     Usage: ``with drop_block(model, "layer3", p=0.1, block_size=3): train(model)``
     """
     p, block_size = _check_p(p), _check_block_size(block_size)
-    hooks = HookRegistry(model)
-    try:
+
+    def register(hooks: HookRegistry) -> None:
         for name, module in resolve_layers(model, layers):
             apply = lambda out: drop_block2d(out, p, block_size, inplace=False, training=True)  # noqa: E731
             hooks.forward(module, _feature_map_hook(name, "DropBlock", apply))
-    except BaseException:
-        hooks.remove()
-        raise
-    return hooks
+
+    return _all_or_none(HookRegistry(model), register)
 
 
 def dropout2d(model: nn.Module, layers: LayerSpec | Iterable[LayerSpec], p: float) -> HookRegistry:
@@ -95,14 +103,12 @@ def dropout2d(model: nn.Module, layers: LayerSpec | Iterable[LayerSpec], p: floa
     Usage: ``with dropout2d(model, ["conv2"], p=0.2): train(model)``
     """
     p = _check_p(p)
-    hooks = HookRegistry(model)
-    try:
+
+    def register(hooks: HookRegistry) -> None:
         for name, module in resolve_layers(model, layers):
             hooks.forward(module, _feature_map_hook(name, "Dropout2d", lambda out: F.dropout2d(out, p, training=True)))
-    except BaseException:
-        hooks.remove()
-        raise
-    return hooks
+
+    return _all_or_none(HookRegistry(model), register)
 
 
 def clip_grad_value_hooks(
@@ -135,17 +141,14 @@ def clip_grad_value_hooks(
     def clamp_contribution(grad: torch.Tensor) -> torch.Tensor:
         return grad.clamp(-limit, limit)
 
-    hooks = HookRegistry()
-    try:
+    def register(hooks: HookRegistry) -> None:
         for param in trainable:
             if mode == "post_accumulate":
                 hooks.post_accumulate(param, clamp_accumulated)
             else:
                 hooks.tensor(param, clamp_contribution)
-    except BaseException:
-        hooks.remove()
-        raise
-    return hooks
+
+    return _all_or_none(HookRegistry(), register)
 
 
 def expected_drop_fraction(p: float, block_size: int, height: int, width: int) -> float:

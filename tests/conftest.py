@@ -145,10 +145,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 @pytest.fixture(scope="session")
 def course_editions(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The learner and slides editions, built once per worker process by ``tools/build_editions.py`` into
+    """The learner and slides editions, built once per worker process by ``tools.build_editions`` into
     ``learner/`` and ``slides/`` (read them, do not change them: copy what you need to change)."""
-    sys.path.insert(0, str(TESTS.parent / "tools"))
-    import build_editions
+    from tools import build_editions
 
     out = tmp_path_factory.mktemp("editions")
     for builder in (build_editions.build_learner, build_editions.build_slides):

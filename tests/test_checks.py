@@ -12,7 +12,8 @@ import torch
 
 from course_utils.machinery import checks
 from course_utils.machinery.checks import all_exercises, check, exercise, hint, preserved_session
-from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, expect_choice, expect_tensor
+from course_utils.machinery.exercise_kit import (Exercise, Status, Verdict, expect_callable, expect_choice,
+                                                 expect_tensor)
 from tests.session_state import same_session, session_state
 
 
@@ -67,6 +68,18 @@ def test_exercise_definitions_are_validated() -> None:
         Exercise("01.2", "task", lambda a: Verdict(True), kind="quiz")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="tuple of strings"):
         Exercise("01.2", "task", lambda a: Verdict(True), hints="one")  # type: ignore[arg-type]
+
+
+def test_a_verdict_carries_its_status_and_is_translated_when_read() -> None:
+    from course_utils.machinery.messages import N_, Text, in_language
+
+    assert Verdict(True).status is Status.PASSED and Verdict(False, "no").status is Status.FAILED
+    stub = Verdict(False, Text(N_("your answer is still the stub")), status=Status.STUB)
+    assert stub.message == "your answer is still the stub" and not stub
+    with in_language("zh"):
+        assert stub.message == "你的答案还是占位代码"
+    with pytest.raises(ValueError, match="cannot have the status"):
+        Verdict(True, status=Status.TIMED_OUT)
 
 
 def test_catalogue_ids_are_well_formed_and_tasks_written() -> None:
@@ -141,8 +154,9 @@ def test_an_error_inside_a_check_is_reported_as_a_course_bug(scratch_exercise, c
     object.__setattr__(item, "validate", broken_validator)
     # the validator lives in this test file, which counts as "not the course": move it into the package's eyes
     broken_validator.__code__ = broken_validator.__code__.replace(co_filename=checks.__file__)
-    assert not check("99.1", lambda g: g)
+    verdict = check("99.1", lambda g: g)
     out = capsys.readouterr().out
+    assert not verdict and verdict.status is Status.COURSE_BUG
     assert "bug in the course's check" in out and "RuntimeError" in out and "course_utils/machinery/checks.py" in out
     assert "your code raised" not in out
 
@@ -167,8 +181,15 @@ def test_a_stub_left_in_place_is_named_as_such(scratch_exercise, capsys) -> None
     def answer():  # noqa: ANN202
         raise NotImplementedError("Exercise 99.1: your code goes here")
 
-    assert not check("99.1", answer)
-    assert "still the stub" in capsys.readouterr().out
+    verdict = check("99.1", answer)
+    out = capsys.readouterr().out
+    assert not verdict and verdict.status is Status.STUB and "still the stub" in out
+    assert "Think the check itself is wrong?" not in out  # a stub is no attempt: nothing to report, nothing recorded
+
+    def raises_its_own():  # noqa: ANN202 -- the learner's own NotImplementedError, any words: the same
+        raise NotImplementedError
+
+    assert check("99.1", raises_its_own).status is Status.STUB
 
 
 def test_a_validator_that_returns_no_verdict_is_a_course_bug(scratch_exercise, capsys) -> None:
@@ -187,6 +208,26 @@ def test_hints_come_one_by_one_then_point_to_the_solution(scratch_exercise, caps
     assert "complete notebook" in capsys.readouterr().out
     check("99.1", 1)
     assert capsys.readouterr().out.splitlines()[0].endswith('hint("99.1") says where the solution is.')
+
+
+def test_hint_without_an_id_gives_the_next_hint_of_the_exercise_last_worked_on(scratch_exercise, capsys) -> None:
+    scratch_exercise(lambda answer: Verdict(False, "no"))
+    hint()
+    assert capsys.readouterr().out.startswith('hint() needs an exercise id, e.g. hint("01.2")')
+    check("99.1", 1)
+    assert capsys.readouterr().out.splitlines()[0].endswith('Stuck? hint("99.1") gives a hint.')
+    hint()  # what the ✗ line's "Call hint() again" promises, from the first hint on
+    assert capsys.readouterr().out.startswith(
+        "Hint 1/2 for exercise 99.1 (the last one you worked on): nudge Call hint() again for the next one.")
+    hint()
+    assert capsys.readouterr().out.startswith("Hint 2/2 for exercise 99.1 (the last one you worked on): closer")
+    hint("01.1")
+    capsys.readouterr()
+    hint()
+    assert capsys.readouterr().out.startswith("Hint 2/")  # 01.1's next one: hint("01.1") was the last asked about
+    check("99.1", 1)
+    hint()
+    assert "No more hints for exercise 99.1." in capsys.readouterr().out
 
 
 def test_preserved_session_restores_even_when_the_block_raises() -> None:
@@ -210,22 +251,3 @@ def test_no_import_cycle_between_checks_and_the_exercises() -> None:
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         assert "course_utils.machinery.checks" not in imported, f"{path.name} imports course_utils.machinery.checks: an import cycle"
-
-
-def test_saved_tensor_hooks_an_answer_left_open_are_undone_and_the_callers_own_stay() -> None:
-    from torch.autograd.graph import saved_tensors_hooks
-
-    def top() -> object:
-        return torch._C._autograd._top_saved_tensors_default_hooks(False)
-
-    outer = (lambda t: t, lambda t: t)
-    with saved_tensors_hooks(*outer):
-        with preserved_session():
-            for _ in range(3):  # an answer that enters and never leaves (its forward raised, say)
-                saved_tensors_hooks(lambda t: t, lambda t: t).__enter__()
-            assert top()[0] is not outer[0]
-        assert top() is not None and top()[0] is outer[0] and top()[1] is outer[1]
-    assert top() is None
-    with preserved_session():
-        saved_tensors_hooks(lambda t: t, lambda t: t).__enter__()
-    assert top() is None

@@ -19,8 +19,7 @@ from course_utils.machinery import cloud, report_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-sys.path.insert(0, str(ROOT / "tools"))
-import cloud_badges  # noqa: E402
+from tools import cloud_badges
 
 REAL_FIND_SPEC = importlib.util.find_spec
 
@@ -30,7 +29,7 @@ def first_code(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def test_the_generated_parts_are_up_to_date() -> None:
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "cloud_badges.py"), "--check"],
+    result = subprocess.run([sys.executable, "-m", "tools.cloud_badges", "--check"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 

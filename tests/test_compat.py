@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from pathlib import Path
 from queue import Empty
@@ -16,9 +15,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools" / "compat"))
-import execute  # noqa: E402
-import run  # noqa: E402
+from tools.compat import execute, run
 
 
 def notebook(*cells: nbformat.NotebookNode) -> nbformat.NotebookNode:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import io
 import re
-import sys
 import textwrap
 import tokenize
 from pathlib import Path
@@ -18,9 +17,8 @@ from jupyter_client import AsyncKernelManager
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import build_editions  # noqa: E402
-from refresh_notebooks import CURRENT_ENV, CurrentEnvKernelSpecs  # noqa: E402
+from tools import build_editions
+from tools.refresh_notebooks import CURRENT_ENV, CurrentEnvKernelSpecs
 
 from course_utils.machinery.learner_edition import learner_notebook, restore_solutions, solution_blocks, stub_source  # noqa: E402
 from learner_run import learner_run_problems  # noqa: E402

@@ -5,18 +5,16 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import instructor_guide  # noqa: E402
+from tools import instructor_guide
 
 from course_utils.machinery.course import course_map  # noqa: E402
 
-FIX = "run `.venv/bin/python tools/instructor_guide.py` (or `make timings` to measure again)"
+FIX = "run `.venv/bin/python -m tools.instructor_guide` (or `make timings` to measure again)"
 
 
 def guide() -> str:

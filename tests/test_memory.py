@@ -82,3 +82,25 @@ def test_small_helpers() -> None:
     w = torch.zeros(3, 4)
     assert storage_key(w.t()) == storage_key(w) and tensor_bytes(w) == 48
     assert tensor_bytes(torch.zeros(2, dtype=torch.int64)) == 16
+
+
+def test_every_hook_goes_even_when_one_removal_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SavedTensorLog owns its module hooks through a HookRegistry: a removal that fails does not stop the others."""
+    from torch.utils.hooks import RemovableHandle
+
+    model, real_remove, calls = _mlp(), RemovableHandle.remove, []
+
+    def fails_once(handle: RemovableHandle) -> None:
+        calls.append(handle)
+        if len(calls) == 1:
+            raise RuntimeError("this removal fails")
+        real_remove(handle)
+
+    log = SavedTensorLog(model)
+    log.__enter__()
+    assert count_hooks(model) == 6  # a pre-hook and a hook on each of the 3 layers
+    monkeypatch.setattr(RemovableHandle, "remove", fails_once)
+    with pytest.raises(RuntimeError, match="this removal fails"):
+        log.__exit__(None, None, None)
+    assert len(calls) == 6 and count_hooks(model) == 1 and not saved_tensor_hooks_active()
+    assert storage_key(torch.empty(0)) is None  # no memory of its own to compare

@@ -21,7 +21,7 @@ from course_utils.machinery import messages
 from course_utils.machinery.env_check import detect_route
 from course_utils.machinery.learner_edition import stub_source
 from course_utils.machinery.messages import _, in_every_language, set_language
-from course_utils.machinery.sandbox import SessionGuard
+from course_utils.machinery.guard import SessionGuard
 from tools.i18n import messages as catalogue_tool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -226,19 +226,19 @@ def test_session_guard_changes_are_translated_and_flagged(chinese: None) -> None
 
     guard = SessionGuard()
     handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda module, args: None)
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(limit + 1)
+    torch.set_default_device("meta")
     try:
         changes = guard.restore()
     finally:
         handle.remove()
-        sys.setrecursionlimit(limit)
+        torch.set_default_device(None)
     by_text = {str(change): change.fatal for change in changes}
     assert by_text == {
         "留下了 1 个已注册的全局前向预钩子（torch.nn.modules.module._global_forward_pre_hooks；已替你移除）："
         "你注册的每个钩子，都要用它的句柄移除": True,
-        "改了递归深度上限（已恢复）": False,
+        _("changed the default device with torch.set_default_device (put back)"): False,
     }
+    assert has_chinese(next(text for text, fatal in by_text.items() if not fatal))
 
 
 def test_progress_speaks_chinese_with_its_columns_aligned(tmp_path: Path) -> None:
@@ -248,7 +248,7 @@ def test_progress_speaks_chinese_with_its_columns_aligned(tmp_path: Path) -> Non
     env_code = f"""
         import os
         os.environ["COURSE_PROGRESS"] = {str(record)!r}
-        from course_utils.machinery.progress_record import progress
+        from course_utils.machinery.progress import progress
         progress()
     """
     chinese, english = run_python(env_code, "zh").splitlines(), run_python(env_code, None).splitlines()

@@ -248,11 +248,8 @@ def test_each_rule_catches_a_notebook_that_breaks_it(rule: str, breaker: Callabl
 
 
 def _refresh_coalesce_streams():  # type: ignore[no-untyped-def]
-    """tools/refresh_notebooks.coalesce_streams (tools/ is not a package)."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from refresh_notebooks import coalesce_streams
+    """tools.refresh_notebooks.coalesce_streams."""
+    from tools.refresh_notebooks import coalesce_streams
 
     return coalesce_streams
 

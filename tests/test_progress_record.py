@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from course_utils.machinery import progress_record
-from course_utils.machinery.progress_record import RECORD_NAME, parse_line, progress, read_record, record, record_path
+from course_utils.machinery.progress import progress
+from course_utils.machinery.progress_record import RECORD_NAME, parse_line, read_record, record, record_path
 
 
 @pytest.fixture(autouse=True)
@@ -129,6 +130,20 @@ def test_progress_shows_done_tried_and_not_started_and_resets(in_tmp: Path, caps
     assert "Progress reset. The old record is kept as .course-progress." in out
     assert not (in_tmp / RECORD_NAME).exists() and len(list(in_tmp.glob(".course-progress.*.jsonl"))) == 1
     assert all(not row["done"] for row in progress().values())
+
+
+def test_progress_as_a_cells_last_line_prints_its_table_once(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A notebook shows a cell's last value through IPython's display formatter: for progress() it shows nothing
+    more (the table is printed), where a plain dict would be shown again."""
+    from IPython.core.formatters import DisplayFormatter
+
+    record("01.1", True)
+    summary = progress()
+    out = capsys.readouterr().out
+    assert out.count("01_tensor_hooks") == 1 and "'done'" not in out
+    assert DisplayFormatter().format(summary) == ({}, {})
+    assert DisplayFormatter().format(dict(summary))[0]["text/plain"].startswith("{'00'")
+    assert summary["01"]["done"] == ["01.1"]
 
 
 def test_a_course_update_of_the_workspace_leaves_the_record_alone(in_tmp: Path) -> None:

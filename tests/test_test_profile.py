@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import test_profile  # noqa: E402
+from tools import test_profile
 
 
 def test_a_tests_cpu_includes_the_child_process_it_waits_for(tmp_path: Path) -> None:
@@ -27,10 +26,10 @@ def test_a_tests_cpu_includes_the_child_process_it_waits_for(tmp_path: Path) -> 
         def test_idle():
             pass
     """))
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tools"), "COURSE_TEST_PROFILE": str(tmp_path / "out")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COURSE_TEST_PROFILE": str(tmp_path / "out")}  # tools, a package
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("PYTEST_ADDOPTS", None)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "test_profile",
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tools.test_profile",
                            "test_burn.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "where the time went" in done.stdout and "this much CPU needs at least" in done.stdout

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-from time_notebooks import NotebookFailed, time_notebook  # noqa: E402
+from tools.time_notebooks import NotebookFailed, time_notebook
 
 
 def write_notebook(path: Path, *cells: nbformat.NotebookNode) -> Path:

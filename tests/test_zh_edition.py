@@ -24,8 +24,7 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools" / "i18n"))
-import editions  # noqa: E402
+from tools.i18n import editions
 
 from course_utils.machinery.course import course_map  # noqa: E402
 from course_utils.machinery.learner_edition import learner_notebook  # noqa: E402
@@ -49,7 +48,7 @@ def cells(path: Path) -> list[dict]:
 def test_every_cell_and_paragraph_has_a_current_translation(source: str) -> None:
     problems = editions.stale(LANG, source)
     assert not problems, (f"{len(problems)} untranslated or outdated in {source} (translate them: "
-                          "tools/i18n/editions.py export --missing / import, then make translations):\n"
+                          "python -m tools.i18n.editions export --missing / import, then make translations):\n"
                           + "\n".join(problems))
 
 
@@ -243,8 +242,8 @@ def test_a_changed_english_cell_is_named_until_its_translation_is_updated(tmp_pa
 def test_make_learner_builds_the_chinese_edition(tmp_path: Path) -> None:
     import subprocess
 
-    subprocess.run([sys.executable, str(ROOT / "tools" / "build_editions.py"), "learner", "--lang", LANG,
-                    "--out", str(tmp_path)], check=True, capture_output=True, text=True)
+    subprocess.run([sys.executable, "-m", "tools.build_editions", "learner", "--lang", LANG,
+                    "--out", str(tmp_path)], cwd=ROOT, check=True, capture_output=True, text=True)
     built = sorted((tmp_path / LANG / "learner").glob("*.ipynb"))
     assert [p.name for p in built] == [p.name for p in ENGLISH]
     for path in built:
@@ -259,9 +258,8 @@ def test_a_chinese_learner_notebook_runs_with_chinese_stubs_and_checks(tmp_path:
     from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
 
-    sys.path.insert(0, str(ROOT / "tools"))
     from learner_run import learner_run_problems
-    from refresh_notebooks import CURRENT_ENV, CurrentEnvKernelSpecs
+    from tools.refresh_notebooks import CURRENT_ENV, CurrentEnvKernelSpecs
 
     prepare_workspace(tmp_path, quiet=True, lang=LANG)
     path = tmp_path / "01_tensor_hooks.ipynb"

@@ -15,10 +15,11 @@
 The readable pages of the executed course are the website's: ``make site`` (``python -m tools.site``, myst-nb and
 the Sphinx book theme), which puts these slides beside its pages and links them (``make html`` is the same).
 
-The Chinese edition: ``--lang zh`` builds the same from ``notebooks/zh/`` into ``build/zh/`` (``make learner
+Each builder takes an :class:`Edition`: the language, and so where its notebooks are (``notebooks/``, or
+``notebooks/zh/`` for ``--lang zh``) and where it is written (``build/``, ``build/zh/``; ``make learner
 COURSE_LANG=zh``).
 
-Usage: ``python tools/build_editions.py learner|slides [--out build] [--lang zh]``  (``make learner``,
+Usage: ``python -m tools.build_editions learner|slides [--out build] [--lang zh]``  (``make learner``,
 ``make slides``)
 """
 
@@ -28,11 +29,16 @@ import argparse
 import html
 import re
 import shutil
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import nbformat
+
+from course_utils.machinery.course import read_opening
+from course_utils.machinery.layout import NOTEBOOK_GLOB
+from course_utils.machinery.learner_edition import learner_notebook
+from course_utils.machinery.messages import LANGUAGES
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -40,7 +46,6 @@ REVEAL = ROOT / "vendor" / "reveal.js"
 REQUIRE = ROOT / "vendor" / "requirejs"
 JQUERY = ROOT / "vendor" / "jquery"
 KATEX = ROOT / "vendor" / "katex"
-CHEATSHEET = NOTEBOOKS / "hooks_cheatsheet.md"
 PAGE_STYLE = (
     "body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;line-height:1.5}"
     "table{border-collapse:collapse;font-size:0.85em;margin:1em 0}th,td{border:1px solid #ccc;padding:0.3em 0.5em;"
@@ -48,27 +53,54 @@ PAGE_STYLE = (
 )
 TEMPLATES = Path(__file__).resolve().parent / "nbconvert_templates"
 OFFLINE_SCRIPTS = {"require_js_url": "requirejs/require.js", "jquery_url": "jquery/jquery.min.js"}
-sys.path.insert(0, str(ROOT))
-from course_utils.machinery.course import read_opening  # noqa: E402
-from course_utils.machinery.learner_edition import learner_notebook  # noqa: E402
-from course_utils.machinery.messages import LANGUAGES  # noqa: E402
 
 
-def course_notebooks() -> list[Path]:
-    found = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-    if not found:
-        raise SystemExit(f"No course notebooks in {NOTEBOOKS}.")
-    return found
+@dataclass(frozen=True)
+class Edition:
+    """One language's edition: where its notebooks and cheat-sheet are, and where its builds go.
+
+    Usage: ``build_html(Path("build"), Edition("zh"))`` writes ``build/zh/html/`` from ``notebooks/zh/``"""
+
+    lang: str = "en"
+
+    def __post_init__(self) -> None:
+        if self.lang not in LANGUAGES:
+            raise ValueError(f"lang={self.lang!r} is not a language of the course: use one of {', '.join(LANGUAGES)}.")
+
+    @property
+    def notebooks_dir(self) -> Path:
+        return NOTEBOOKS if self.lang == "en" else NOTEBOOKS / self.lang
+
+    @property
+    def cheatsheet(self) -> Path:
+        return self.notebooks_dir / "hooks_cheatsheet.md"
+
+    def notebooks(self) -> list[Path]:
+        """The edition's teaching notebooks, in order."""
+        found = sorted(self.notebooks_dir.glob(NOTEBOOK_GLOB))
+        if not found:
+            raise SystemExit(f"No course notebooks in {self.notebooks_dir}.")
+        return found
+
+    def folder(self, out: Path, name: str) -> Path:
+        """``out/name`` (``out/<lang>/name`` for a translation), emptied and made anew."""
+        target = (out if self.lang == "en" else out / self.lang) / name
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        return target
+
+
+def course_notebooks(lang: str = "en") -> list[Path]:
+    """The teaching notebooks of ``lang``'s edition, in order. Usage: ``course_notebooks()[0].name``"""
+    return Edition(lang).notebooks()
 
 
 # -- learner edition ------------------------------------------------------------------------------------------
-def build_learner(out: Path) -> list[Path]:
-    target = out / "learner"
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
+def build_learner(out: Path, edition: Edition = Edition()) -> list[Path]:
+    target = edition.folder(out, "learner")
     written = []
-    for path in course_notebooks():
+    for path in edition.notebooks():
         learner = learner_notebook(nbformat.read(path, as_version=4))
         nbformat.write(learner, target / path.name)
         written.append(target / path.name)
@@ -105,14 +137,14 @@ def simple_page(title: str, body: str) -> str:
     )
 
 
-def write_cheatsheet(target: Path) -> Path:
+def write_cheatsheet(target: Path, edition: Edition = Edition()) -> Path:
     """``hooks_cheatsheet.md`` as ``hooks_cheatsheet.html`` beside the decks; links to ``NN_topic.ipynb#section``
     become ``NN_topic.slides.html`` (a deck has no section anchors)."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-    if not CHEATSHEET.exists():
-        raise SystemExit(f"The hook cheat-sheet is missing: {CHEATSHEET}.")
-    body = markdown2html_mistune(CHEATSHEET.read_text(encoding="utf-8"))
+    if not edition.cheatsheet.exists():
+        raise SystemExit(f"The hook cheat-sheet is missing: {edition.cheatsheet}.")
+    body = markdown2html_mistune(edition.cheatsheet.read_text(encoding="utf-8"))
 
     body = re.sub(r'href="(\d\d_\w+)\.ipynb(#[^"]*)?"', r'href="\1.slides.html"', body)
     page = target / "hooks_cheatsheet.html"
@@ -132,26 +164,23 @@ def with_slide_boundaries(notebook: nbformat.NotebookNode) -> nbformat.NotebookN
     return deck
 
 
-def build_slides(out: Path) -> list[Path]:
+def build_slides(out: Path, edition: Edition = Edition()) -> list[Path]:
     if not (REVEAL / "dist" / "reveal.js").exists():
         raise SystemExit(f"reveal.js is missing from {REVEAL}: it ships with the repository (vendor/).")
-    target = out / "slides"
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
+    target = edition.folder(out, "slides")
     shutil.copytree(REVEAL, target / "reveal.js")
     copy_scripts(target)
     exporter = slides_exporter()
     written = []
     rows = []
-    for path in course_notebooks():
+    for path in edition.notebooks():
         deck = with_slide_boundaries(nbformat.read(path, as_version=4))
         body, _ = exporter.from_notebook_node(deck, resources=page_resources(path))
         page = target / f"{path.stem}.slides.html"
         page.write_text(body, encoding="utf-8")
         written.append(page)
         rows.append(f'<li><a href="{page.name}">{html.escape(read_opening(path).title)}</a></li>')
-    written.append(write_cheatsheet(target))
+    written.append(write_cheatsheet(target, edition))
     index = target / "index.html"
     index.write_text(simple_page(
         "PyTorch Hooks, hands-on — slides",
@@ -168,14 +197,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "build")
     parser.add_argument("--lang", choices=LANGUAGES, default="en", help="zh: the Chinese edition (notebooks/zh/)")
     args = parser.parse_args()
-    if args.lang != "en":  # the same builders, reading the translated notebooks and writing under build/<lang>/
-        global NOTEBOOKS, CHEATSHEET
-        NOTEBOOKS = NOTEBOOKS / args.lang
-        CHEATSHEET = NOTEBOOKS / "hooks_cheatsheet.md"
-        args.out = args.out / args.lang
+    edition = Edition(args.lang)  # the same builders, reading notebooks/<lang>/ and writing under build/<lang>/
     builder = {"learner": build_learner, "slides": build_slides}[args.edition]
-    written = builder(args.out)
-    print(f"{args.edition}: wrote {len(written)} files under {args.out / args.edition}")
+    written = builder(args.out, edition)
+    print(f"{args.edition}: wrote {len(written)} files under {written[0].parent}")
 
 
 if __name__ == "__main__":

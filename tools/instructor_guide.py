@@ -6,7 +6,7 @@ from the course map (each notebook's opening cell, ``course_utils.machinery.cour
 that is in the course map but in no agenda block (notebooks 08 and later, say) lands in the optional advanced
 block by itself. ``tests/test_instructor_guide.py`` keeps the guide equal to what this prints.
 
-Usage: ``python tools/instructor_guide.py`` rewrites the tables between the ``<!-- timings:start ... -->`` /
+Usage: ``python -m tools.instructor_guide`` rewrites the tables between the ``<!-- timings:start ... -->`` /
 ``<!-- agendas:start ... -->`` markers of ``notebooks/instructor_guide.md``; ``--check`` only says whether they
 are current.
 """
@@ -16,17 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_utils.machinery.course import NOTEBOOKS_DIR, NotebookInfo, course_map
+
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "notebooks" / "instructor_guide.md"
 TIMINGS = Path(__file__).resolve().parent / "notebook_timings.json"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from course_utils.machinery.course import NOTEBOOKS_DIR, NotebookInfo, course_map  # noqa: E402
 
 
 # -- agenda data --------------------------------------------------------------------------------------------
@@ -249,7 +247,7 @@ def main() -> None:
     text = GUIDE.read_text(encoding="utf-8")
     new = updated_guide(text)
     if args.check:
-        raise SystemExit(0 if new == text else f"{GUIDE.relative_to(ROOT)} is stale: run python tools/instructor_guide.py")
+        raise SystemExit(0 if new == text else f"{GUIDE.relative_to(ROOT)} is stale: run python -m tools.instructor_guide")
     if new != text:
         GUIDE.write_text(new, encoding="utf-8")
     print(f"{GUIDE.relative_to(ROOT)}: timings and agendas {'updated' if new != text else 'already current'}")

@@ -4,7 +4,7 @@ Same kernel as ``pytest --nbval-current-env`` (this Python, through ipykernel), 
 notebook's folder), same environment variables (set by the Makefile). Cell timing metadata is not recorded,
 so re-running an unchanged notebook leaves the file unchanged.
 
-Usage: ``python tools/refresh_notebooks.py notebooks/01_tensor_hooks.ipynb`` (or ``make refresh NB=...``)
+Usage: ``python -m tools.refresh_notebooks notebooks/01_tensor_hooks.ipynb`` (or ``make refresh NB=...``)
 """
 
 from __future__ import annotations

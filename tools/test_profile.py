@@ -13,7 +13,7 @@ the session (Linux: /proc/stat): on a machine with nothing else running, that is
 Usage::
 
     make test-profile            # make test with this plugin; the table is printed at the end
-    python tools/test_profile.py build/test-profile/profile.json   # the table again
+    python -m tools.test_profile build/test-profile/profile.json   # the table again
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def machine_cpu() -> tuple[float, float] | None:
     return busy / tick, (busy + idle + iowait) / tick
 
 
-# -- the plugin (pytest -p test_profile, with tools/ on sys.path) ----------------------------------------------------
+# -- the plugin (pytest -p tools.test_profile) --------------------------------------------------------------------
 _ROWS: list[dict[str, Any]] = []
 _START = time.time()
 _MACHINE_START = machine_cpu()
@@ -146,5 +146,16 @@ def report(profile: dict[str, Any], top: int = 25) -> str:
     return "\n".join(lines)
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Print the report of a profile written by ``make test-profile`` (the last one by default)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="The table of a make test-profile run, again.")
+    parser.add_argument("profile", nargs="?", type=Path, default=OUT / "profile.json")
+    args = parser.parse_args(argv)
+    print(report(json.loads(args.profile.read_text())))
+    return 0
+
+
 if __name__ == "__main__":
-    print(report(json.loads(Path(sys.argv[1] if len(sys.argv) > 1 else OUT / "profile.json").read_text())))
+    sys.exit(main())

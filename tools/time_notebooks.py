@@ -1,8 +1,8 @@
 """Measure how long each course notebook takes to execute top to bottom (for the instructor guide's agendas).
 
-Usage: ``python tools/time_notebooks.py`` (or ``make timings``); prints one line per notebook and the total, stores
+Usage: ``python -m tools.time_notebooks`` (or ``make timings``); prints one line per notebook and the total, stores
 the whole seconds in ``tools/notebook_timings.json`` and regenerates the guide's tables from them
-(``tools/instructor_guide.py``). ``--no-write`` only prints.
+(``tools.instructor_guide``). ``--no-write`` only prints.
 
 A cell that raises stops the run with :class:`NotebookFailed` (naming the notebook, the cell and the error)
 instead of reporting the short time of a notebook that broke early; cells tagged ``raises-exception`` may raise,
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -22,11 +21,9 @@ from jupyter_client import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_editions import course_notebooks, read_opening  # noqa: E402
-from refresh_notebooks import CURRENT_ENV, CurrentEnvKernelSpecs  # noqa: E402
-
-import instructor_guide  # noqa: E402
+from tools import instructor_guide
+from tools.build_editions import course_notebooks, read_opening
+from tools.refresh_notebooks import CURRENT_ENV, CurrentEnvKernelSpecs
 
 
 class NotebookFailed(RuntimeError):

@@ -1,54 +1,56 @@
 """Exercise checking: ``check("06.1", answer)`` prints ✓ or a hint (never the solution); ``hint("06.1")``.
 
-``check`` runs the exercise's validator on cases the learner has not seen, inside a guard
-(:mod:`course_utils.machinery.sandbox`) that leaves the learner's session as it found it and survives whatever the answer does:
+``check`` runs the exercise's validator on cases the learner has not seen, inside the guard of
+:mod:`course_utils.machinery.guard`:
 
-- it stops an answer that runs past the exercise's time limit (an endless loop) with a ✗ that says so;
+- an answer still running after the exercise's time limit (an endless loop) is stopped with a ✗ that says so;
 - every exception the answer raises, ``SystemExit`` and ``KeyboardInterrupt`` included, becomes a ✗ naming the
-  learner's line; an error inside the course's validator is reported as a course bug, with what to send;
-- random states, grad/anomaly/determinism modes, default dtype and device, print options, warning filters, torch
-  function/dispatch modes and saved-tensor hooks left active are put back; global module/optimizer hooks left
-  registered, PyTorch functions replaced by the learner's and the like are taken out and named in the ✗ line;
-  settings that are only restored (np.seterr, the working directory, ...) are named in the ✓ line;
-- what the answer prints is shown up to a budget; the helpers an exercise asks the learner to write are switched
-  off, and so are the course's own ground truths (``only_inside_a_check``);
-- answers are compared as plain values: a ``str``/``int``/tensor subclass cannot redefine equality.
+  learner's line; a function whose parameters do not fit the call is the learner's ✗ too; an error inside the
+  course's validator is reported as a course bug, with what to send;
+- random states, grad modes, threads, default dtype and device and print options are put back; global module and
+  optimizer hooks left registered are removed and make the answer ✗, naming them;
+- what the answer prints is shown up to a budget.
+
+The verdict's :class:`~course_utils.machinery.exercise_kit.Status` is decided where it happens (the guard, the
+validator, the error's traceback), never read back from a message.
 
 Usage::
 
     from course_utils.machinery.checks import check, hint
     check("01.1", clamp_hook)   # ✓ Exercise 01.1: correct ...   or   ✗ Exercise 01.1: not yet. <hint>
-    hint("01.1")                # the next hint for 01.1
+    hint("01.1")                # the next hint for 01.1; hint() for the exercise you last worked on
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import difflib
-import re
+import functools
+import linecache
+import sys
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from course_utils.machinery.blocked_helpers import HelperBlocked, blocked
-from course_utils.machinery.exercise_kit import Exercise, ReferenceRefused, Verdict, plain
-from course_utils.machinery.learner_edition import STUB_MESSAGE
+from course_utils.machinery.exercise_kit import Exercise, Status, Verdict, plain
 from course_utils.machinery.exercises import catalogue
-from course_utils.machinery.messages import N_, _, in_every_language
-from course_utils.machinery.progress_record import record as record_attempt
-from course_utils.machinery.report_problem import problem_url
-from course_utils.machinery.sandbox import (
+from course_utils.machinery.guard import (
     COURSE_DIR,
+    Change,
+    OutputBudget,
     SessionGuard,
     TimeLimitExceeded,
     Timer,
     is_learner_file,
-    is_learner_value,
     limited_output,
     quiet_warnings,
     time_limit,
 )
+from course_utils.machinery.messages import N_, Text, _
+from course_utils.machinery.progress_record import record as record_attempt
+from course_utils.machinery.report_problem import problem_url
 
 __all__ = ["check", "exercise", "hint", "all_exercises", "preserved_session", "COURSE_BUG_REPORT", "STILL_THE_STUB"]
 
@@ -58,9 +60,11 @@ COURSE_BUG_REPORT = N_(
     "(the issue tracker of the repository you got the course from) with the exercise id and this message; "
     "meanwhile compare your code with the complete notebook."
 )
-# check()'s verdict on an exercise the learner has not written (shown as _(STILL_THE_STUB), in the learner's language)
+# check()'s verdict on an exercise the learner has not written (Status.STUB), shown in the learner's language
 STILL_THE_STUB = N_("your answer is still the stub")
 _hints_shown: dict[str, int] = {}
+_worked_on: list[str] = []  # the last exercise id given to check() or hint(), for hint() without an id
+_no_time_limit_said: list[bool] = []
 
 
 def all_exercises() -> dict[str, Exercise]:
@@ -85,12 +89,11 @@ def exercise(exercise_id: str) -> Exercise:
 
 @contextlib.contextmanager
 def preserved_session() -> Iterator[None]:
-    """Run a block without changing the caller's global state (random states, modes, threads, print options,
-    default dtype and device, torch modes and saved-tensor hooks left active, global hooks, ...).
+    """Run a block without changing the caller's random states, modes, defaults, print options or global hooks.
 
     Usage: ``with preserved_session(): validator(answer)``
     """
-    guard = SessionGuard(is_learner_value)
+    guard = SessionGuard()
     try:
         with quiet_warnings():
             yield
@@ -98,73 +101,95 @@ def preserved_session() -> Iterator[None]:
         guard.restore()
 
 
-def _is_course_or_library(filename: str) -> bool:
-    return not is_learner_file(filename)
+# -- whose error is it? -------------------------------------------------------------------------------------------
+def _written_by_learner(value: Any) -> bool:
+    """True for a function, method, partial or class defined in the learner's code."""
+    while isinstance(value, functools.partial):
+        value = value.func
+    value = getattr(value, "__func__", value)  # a bound method
+    if isinstance(value, type):
+        module = sys.modules.get(value.__module__)
+        return value.__module__ == "__main__" or is_learner_file(getattr(module, "__file__", None) or "")
+    code = getattr(value, "__code__", None)
+    return code is not None and is_learner_file(code.co_filename)
 
 
-def _time_verdict(timer: Timer) -> Verdict:
-    return Verdict(False, _("your code did not finish in {seconds} s -- an endless loop (a `while` whose "
-                            "condition never changes, a hook that calls itself)? The check stopped it; your session "
-                            "is usable.").format(seconds=f"{timer.seconds:g}"))
-
-
-# What Python says when a function is called with arguments its `def` line does not take.
-_SIGNATURE_MISMATCH = re.compile(r"(missing \d+ required (positional|keyword-only) argument|takes \d+ positional "
-                                 r"arguments? but \d+ (was|were) given|got an unexpected keyword argument|takes no "
-                                 r"arguments|takes from \d+ to \d+ positional arguments)")
+def _called_learner_code(error: BaseException) -> bool:
+    """True when ``error`` was raised by the call itself of a function or class the learner wrote (its parameters do
+    not fit the arguments): read from where the innermost frame stopped, the call expression it was evaluating."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    frame = tb.tb_frame
+    try:
+        line, end_line, column, end_column = list(frame.f_code.co_positions())[tb.tb_lasti // 2]
+        lines = [text.encode() for text in linecache.getlines(frame.f_code.co_filename)[line - 1:end_line]]
+        segment = (lines[0][column:end_column] if len(lines) == 1
+                   else lines[0][column:] + b"".join(lines[1:-1]) + lines[-1][:end_column])
+        call = ast.parse(segment.decode(), mode="eval").body
+        if not isinstance(call, ast.Call) or not all(isinstance(node, (ast.Name, ast.Attribute, ast.Load))
+                                                     for node in ast.walk(call.func)):
+            return False
+        callee = eval(compile(ast.Expression(call.func), "<call>", "eval"), frame.f_globals, dict(frame.f_locals))
+    except Exception:  # noqa: BLE001 -- no source, no positions, a name gone: not a call we can read
+        return False
+    return _written_by_learner(callee)
 
 
 def _explain_error(error: BaseException) -> Verdict:
     """Whose error is it? The learner's if it passed through the learner's code (their innermost line is shown),
-    or if PyTorch raised it while running their answer (e.g. a hook that returned the wrong thing); the course's
-    if it started in the course's own check."""
+    if PyTorch raised it while running their answer (e.g. a hook that returned the wrong thing), or if calling
+    their function failed; the course's if it started in the course's own check."""
     frames = traceback.extract_tb(error.__traceback__)
+    learner = [frame for frame in frames if is_learner_file(frame.filename)]
     summary = f"{type(error).__name__}: {error}"
-    if isinstance(error, HelperBlocked):
-        return Verdict(False, _("your code called (or switched back on) {name}: {why}").format(
-            name=error.name, why=_(error.why)))
-    if isinstance(error, ReferenceRefused):
-        return Verdict(False, _("your code called the course's reference: {error}").format(error=error))
     if isinstance(error, KeyboardInterrupt):
-        return Verdict(False, _("the check was interrupted (KeyboardInterrupt: your code raised it, or the kernel was "
-                                "interrupted) before it could judge your answer: run it again."))
+        return Verdict(False, Text(N_("the check was interrupted (KeyboardInterrupt: your code raised it, or the "
+                                      "kernel was interrupted) before it could judge your answer: run it again.")))
     if isinstance(error, SystemExit):
-        learner = [frame for frame in frames if not _is_course_or_library(frame.filename)]
-        where = (_(" (in {function}, line {line})").format(function=learner[-1].name, line=learner[-1].lineno)
+        where = (Text(N_(" (in {function}, line {line})"), function=learner[-1].name, line=learner[-1].lineno)
                  if learner else "")
-        return Verdict(False, _("your code called sys.exit() or raised SystemExit{where}: a hook or answer must "
-                                "return (or raise an ordinary exception), never end the interpreter.").format(
-                                    where=where))
-    if isinstance(error, NotImplementedError) and is_stub_error(error):
-        return Verdict(False, _("{stub}: replace `# YOUR CODE HERE` and the `raise` line below it with your "
-                                "code, then run the cell again.").format(stub=_(STILL_THE_STUB)))
-    learner = [frame for frame in frames if not _is_course_or_library(frame.filename)]
-    if isinstance(error, TypeError) and not learner and _SIGNATURE_MISMATCH.search(str(error)):
-        return Verdict(False, _("your function was called the way the exercise describes, and its parameters do "
-                                "not fit: {error}. Compare its `def` line with the task.").format(error=error))
+        return Verdict(False, Text(N_("your code called sys.exit() or raised SystemExit{where}: a hook or answer must "
+                                      "return (or raise an ordinary exception), never end the interpreter."),
+                                   where=where))
+    if isinstance(error, NotImplementedError) and frames and is_learner_file(frames[-1].filename):
+        return Verdict(False, Text(N_("{stub}: replace `# YOUR CODE HERE` and the `raise` line below it with your "
+                                      "code, then run the cell again."), stub=Text(STILL_THE_STUB)),
+                       status=Status.STUB)
+    if isinstance(error, TypeError) and not learner and _called_learner_code(error):
+        return Verdict(False, Text(N_("your function was called the way the exercise describes, and its parameters "
+                                      "do not fit: {error}. Compare its `def` line with the task."), error=error))
     if learner:
         frame = learner[-1]
-        line = f": `{frame.line.strip()}`" if frame.line else ""
-        return Verdict(False, _("your code raised {error} (in {function}, line {line}{code}).").format(
-            error=summary, function=frame.name, line=frame.lineno, code=line))
+        return Verdict(False, Text(N_("your code raised {error} (in {function}, line {line}{code})."), error=summary,
+                                   function=frame.name, line=frame.lineno,
+                                   code=f": `{frame.line.strip()}`" if frame.line else ""))
     innermost = Path(frames[-1].filename).resolve() if frames else None
     if innermost is not None and not str(innermost).startswith(str(_PACKAGE_DIR)):
-        return Verdict(False, _("PyTorch raised {error} while the check ran your code.").format(error=summary))
+        return Verdict(False, Text(N_("PyTorch raised {error} while the check ran your code."), error=summary))
     course = [frame for frame in frames if str(Path(frame.filename).resolve()).startswith(str(_PACKAGE_DIR))]
-    where = ""
+    where: Text | str = ""
     if course:
-        frame = course[-1]
-        relative = Path(frame.filename).resolve().relative_to(_PACKAGE_DIR.parent)
-        where = _(" (at {file}, line {line})").format(file=relative.as_posix(), line=frame.lineno)
-    return Verdict(False, _("the check failed with {error}{where}. {report}").format(
-        error=summary, where=where, report=_(COURSE_BUG_REPORT)))
+        relative = Path(course[-1].filename).resolve().relative_to(_PACKAGE_DIR.parent)
+        where = Text(N_(" (at {file}, line {line})"), file=relative.as_posix(), line=course[-1].lineno)
+    return Verdict(False, Text(N_("the check failed with {error}{where}. {report}"), error=summary, where=where,
+                               report=Text(COURSE_BUG_REPORT)), status=Status.COURSE_BUG)
 
 
+def _time_verdict(timer: Timer) -> Verdict:
+    return Verdict(False, Text(N_("your code did not finish in {seconds} s -- an endless loop (a `while` whose "
+                                  "condition never changes, a hook that calls itself)? The check stopped it; your "
+                                  "session is usable."), seconds=f"{timer.seconds:g}"), status=Status.TIMED_OUT)
+
+
+# -- check() ------------------------------------------------------------------------------------------------------
 def check(exercise_id: str, answer: Any) -> Verdict:
     """Check ``answer`` for an exercise, print ✓ or a hint, and return the verdict (truthy when it passed).
 
     The validator runs the answer on its own cases, within the exercise's time limit; the learner's random states
-    and settings are untouched, and whatever else the answer changed is put back and named.
+    and settings are untouched, and a global hook the answer left registered is removed and named.
 
     Usage: ``check("01.1", clamp_hook)``
     """
@@ -174,9 +199,10 @@ def check(exercise_id: str, answer: Any) -> Verdict:
         message = error.args[0] if error.args else str(error)
         print(f"✗ {message}")
         return Verdict(False, message)
-    verdict = _check_and_say(item, answer)
-    # not written yet (Run All past an exercise): no attempt, nothing to report
-    if _(STILL_THE_STUB) in verdict.message:
+    _worked_on[:] = [item.id]
+    verdict, changes, budget = _run(item, answer)
+    verdict = _say(item, verdict, changes, budget)
+    if verdict.status is Status.STUB:  # not written yet (Run All past an exercise): no attempt, nothing to report
         return verdict
     if not verdict.ok:
         print(_("Think the check itself is wrong? {url}").format(url=problem_url(exercise=item.id)))
@@ -186,29 +212,58 @@ def check(exercise_id: str, answer: Any) -> Verdict:
     return verdict
 
 
-def _check_and_say(item: Exercise, answer: Any) -> Verdict:
-    """Run the check of ``item`` on ``answer`` and print its ✓ or ✗ line."""
-    verdict, changes, budget = _run(item, answer)
-    if verdict.ok and not [phrase for phrase, fatal in changes if fatal]:
-        notes = "".join(_(" Note: your code {change}.").format(change=phrase) for phrase, _fatal in changes)
+def _run(item: Exercise, answer: Any) -> tuple[Verdict, list[Change], OutputBudget | None]:
+    """Run the validator in the guard; return its verdict, what the answer changed, and the output budget."""
+    guard = SessionGuard()
+    budget, timer = None, Timer(item.time_limit_s)
+    verdict: Any = None
+    try:  # only the answer and its validator run under the time limit, not the clean-up around them
+        with quiet_warnings(), limited_output() as budget, time_limit(item.time_limit_s) as timer:
+            if not timer.available and not _no_time_limit_said:
+                _no_time_limit_said.append(True)
+                print(_("(Here check() cannot stop an endless loop: if a check runs on and on, interrupt the kernel; "
+                        "your session stays usable.)"))
+            try:
+                verdict = item.validate(_as_plain(answer))
+            except TimeLimitExceeded:
+                raise
+            except BaseException as error:  # noqa: BLE001 -- every kind is reported, never hidden
+                verdict = _explain_error(error)
+    except TimeLimitExceeded:
+        pass  # timer.fired: the verdict says so below
+    except BaseException as error:  # noqa: BLE001 -- the guard itself failed: report, never hide
+        verdict = _explain_error(error)
+    finally:
+        changes = guard.restore()
+    if timer.fired:  # also when the answer caught the exception, or it came as the check ended
+        verdict = _time_verdict(timer)
+    elif not isinstance(verdict, Verdict):
+        verdict = Verdict(False, Text(N_("the check returned {type}, not a Verdict. {report}"),
+                                      type=type(verdict).__name__, report=Text(COURSE_BUG_REPORT)),
+                          status=Status.COURSE_BUG)
+    return verdict, changes, budget
+
+
+def _say(item: Exercise, verdict: Verdict, changes: list[Change], budget: OutputBudget | None) -> Verdict:
+    """Print the ✓ or ✗ line of ``verdict``; return the verdict as it stands with what the answer left behind."""
+    fatal = [change for change in changes if change.fatal]
+    notes = [change for change in changes if not change.fatal]
+    output = budget.note() if budget is not None else None
+    tail = f" {output}" if output else ""
+    if verdict.ok and not fatal:
         praise = verdict.message or _(item.praise)
-        print(_("✓ Exercise {id}: correct. {praise}").format(id=item.id, praise=praise).rstrip() + notes
-              + _spaced(budget))
+        print(_("✓ Exercise {id}: correct. {praise}").format(id=item.id, praise=praise).rstrip()
+              + "".join(_(" Note: your code {change}.").format(change=change) for change in notes) + tail)
         return verdict
     if verdict.ok:
-        verdict = Verdict(False, _("the answer gives the right result, but your code {changes}.").format(
-            changes=_("; and ").join(phrase for phrase, fatal in changes if fatal)))
-        changes = [(phrase, fatal) for phrase, fatal in changes if not fatal]
-    extra = "".join(_(" Also, your code {change}.").format(change=phrase)
-                    for phrase, _fatal in changes if phrase not in verdict.message)
-    print(_("✗ Exercise {id}: not yet. {message}").format(id=item.id, message=verdict.message).rstrip() + extra
-          + _spaced(budget) + _hint_offer(item))
-    return Verdict(False, verdict.message + extra)
-
-
-def _spaced(budget: Any) -> str:
-    note = budget.note() if budget is not None else ""
-    return f" {note}" if note else ""
+        verdict = Verdict(False, Text(N_("the answer gives the right result, but your code {changes}."),
+                                      changes=_("; and ").join(map(str, fatal))))
+        fatal = []
+    message = verdict.message
+    also = "".join(_(" Also, your code {change}.").format(change=change) for change in fatal + notes)
+    print(_("✗ Exercise {id}: not yet. {message}").format(id=item.id, message=message).rstrip() + also + tail
+          + _hint_offer(item))
+    return Verdict(False, message + also, status=verdict.status)
 
 
 def _hint_offer(item: Exercise) -> str:
@@ -221,44 +276,6 @@ def _hint_offer(item: Exercise) -> str:
     return _(' hint("{id}") says where the solution is.').format(id=item.id)
 
 
-def is_stub_error(error: BaseException) -> bool:
-    """True for the ``NotImplementedError`` of a learner-edition stub, whatever language the stub was written in."""
-    return any(phrase in str(error) for phrase in in_every_language(STUB_MESSAGE))
-
-
-def _run(item: Exercise, answer: Any) -> tuple[Verdict, list[tuple[str, bool]], Any]:
-    """Run the validator in the guard; return (verdict, [(what the answer changed, makes it wrong)], output)."""
-    guard = SessionGuard(is_learner_value)
-    budget = None
-    verdict: Any = None
-    try:
-        patched = guard.patched_before()
-        if patched:
-            verdict = Verdict(False, _("{name} holds a function defined in your notebook, so PyTorch cannot be "
-                                       "trusted to check your answer: restart the kernel and run your cells again, "
-                                       "without replacing PyTorch's own functions.").format(name=patched[0]))
-        else:
-            with limited_output() as budget, time_limit(item.time_limit_s) as timer, quiet_warnings():
-                try:
-                    with blocked(item.blocked):  # helpers that would do the exercise for the learner are off
-                        verdict = item.validate(_as_plain(answer))
-                except BaseException as error:  # noqa: BLE001 -- every kind is reported, never hidden
-                    verdict = _explain_error(error)
-                if timer.fired:
-                    verdict = _time_verdict(timer)
-    except TimeLimitExceeded:  # raised past the validator (a check stuck in its own clean-up): still a verdict
-        verdict = _time_verdict(Timer(item.time_limit_s))
-    except BaseException as error:  # noqa: BLE001 -- the guard itself failed: report, never hide
-        verdict = _explain_error(error)
-    finally:
-        changes = guard.restore()
-    if not isinstance(verdict, Verdict):
-        verdict = Verdict(False, _("the check returned {type}, not a Verdict. {report}").format(
-            type=type(verdict).__name__, report=_(COURSE_BUG_REPORT)))
-    # what the answer left behind that makes it wrong (the rest is only put back, and named in the ✓ line)
-    return verdict, [(str(change), change.fatal) for change in changes], budget
-
-
 def _as_plain(answer: Any) -> Any:
     """The answer with str, number, list, tuple, dict and tensor values made plain (functions unchanged)."""
     try:
@@ -267,30 +284,35 @@ def _as_plain(answer: Any) -> Any:
         return answer  # the validator names the type it expected
 
 
-def hint(exercise_id: str) -> None:
+# -- hint() -------------------------------------------------------------------------------------------------------
+def hint(exercise_id: str | None = None) -> None:
     """Print the next hint for an exercise (a nudge first, then closer ones); the last call says where the
-    solution is.
+    solution is. Without an id: the exercise last given to ``check()`` or ``hint()``.
 
-    Usage: ``hint("06.1")``
+    Usage: ``hint("06.1")``, then ``hint()`` for the next one
     """
+    if exercise_id is None and not _worked_on:
+        print(_('hint() needs an exercise id, e.g. hint("01.2"): no exercise has been checked in this session yet.'))
+        return
     try:
-        item = exercise(exercise_id)
+        item = exercise(_worked_on[0] if exercise_id is None else exercise_id)
     except (KeyError, TypeError) as error:
         print(error.args[0] if error.args else error)
         return
+    _worked_on[:] = [item.id]
     shown = _hints_shown.get(item.id, 0)
     if shown < len(item.hints):
         _hints_shown[item.id] = shown + 1
         more = _(" Call hint() again for the next one.") if shown + 1 < len(item.hints) else ""
+        label = item.id if exercise_id is not None else _("{id} (the last one you worked on)").format(id=item.id)
         print(_("Hint {number}/{total} for exercise {id}: {hint}{more}").format(
-            number=shown + 1, total=len(item.hints), id=item.id, hint=_(item.hints[shown]), more=more))
+            number=shown + 1, total=len(item.hints), id=label, hint=_(item.hints[shown]), more=more))
         return
     print(_("No more hints for exercise {id}. The solution is in the complete notebook: in your workspace open "
             "complete/ (or notebooks/ in the course repository) and find 'Exercise {id}'.").format(id=item.id))
 
 
 def _reset_hints() -> None:
-    """Forget which hints were shown (tests)."""
+    """Forget which hints were shown and which exercise was worked on last (tests)."""
     _hints_shown.clear()
-
-
+    _worked_on.clear()

@@ -21,18 +21,19 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from course_utils.machinery.layout import NOTEBOOK_GLOB
+
 __all__ = ["NOTEBOOKS_DIR", "NotebookInfo", "course_map", "course_map_markdown", "notebooks_folder"]
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 """The checkout's notebooks/ (absent where course_utils was installed without its checkout)."""
-_NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 
 
 def notebooks_folder(lang: str = "en") -> Path:
     """The folder of the course notebooks in ``lang`` (``"en"``: ``notebooks/``; ``"zh"``: ``notebooks/zh/``): the
     checkout's, else the installed package's copy.
 
-    Usage: ``sorted(notebooks_folder().glob("[0-9][0-9]_*.ipynb"))``
+    Usage: ``sorted(notebooks_folder().glob(NOTEBOOK_GLOB))``
     """
     from course_utils.machinery.messages import LANGUAGES
 
@@ -40,10 +41,10 @@ def notebooks_folder(lang: str = "en") -> Path:
         raise ValueError(f"lang={lang!r} is not a language of the course: use one of {', '.join(LANGUAGES)}.")
     below = () if lang == "en" else (lang,)
     checkout = NOTEBOOKS_DIR.joinpath(*below)
-    if any(checkout.glob(_NOTEBOOK_GLOB)):
+    if any(checkout.glob(NOTEBOOK_GLOB)):
         return checkout
     packaged = resources.files("course_utils").joinpath("notebooks", *below)
-    if isinstance(packaged, Path) and any(packaged.glob(_NOTEBOOK_GLOB)):
+    if isinstance(packaged, Path) and any(packaged.glob(NOTEBOOK_GLOB)):
         return packaged
     raise FileNotFoundError(
         "No course notebooks (NN_topic.ipynb): course_utils is neither in the course checkout nor installed with its "
@@ -91,16 +92,19 @@ def read_opening(path: Path) -> NotebookInfo:
 def course_map(notebooks_dir: Path | None = None) -> list[NotebookInfo]:
     """Every ``NN_topic.ipynb`` in teaching order, with its title, summary and estimated minutes."""
     folder = notebooks_folder() if notebooks_dir is None else Path(notebooks_dir)
-    paths = sorted(folder.glob(_NOTEBOOK_GLOB))
+    paths = sorted(folder.glob(NOTEBOOK_GLOB))
     if not paths:
         raise FileNotFoundError(f"No course notebooks (NN_topic.ipynb) in {folder.name}/.")
     return [read_opening(path) for path in paths]
 
 
-def course_map_markdown(notebooks_dir: Path | None = None) -> str:
-    """The course map as a markdown table (the README carries the same table)."""
+def course_map_markdown(notebooks_dir: Path | None = None, lang: str = "en") -> str:
+    """The course map as a markdown table (the README carries the same table), its headers in ``lang``."""
+    from course_utils.machinery.messages import N_, _, in_language
+
     rows = course_map(notebooks_dir)
-    lines = ["| notebook | what you learn | minutes |", "|---|---|---|"]
-    lines += [f"| `{row.file}` | {row.learn} | {row.minutes} |" for row in rows]
-    lines.append(f"| **total** | | **{sum(row.minutes for row in rows)}** |")
+    with in_language(lang):
+        lines = [_(N_("| notebook | what you learn | minutes |")), "|---|---|---|"]
+        lines += [f"| `{row.file}` | {row.learn} | {row.minutes} |" for row in rows]
+        lines.append(_(N_("| **total** | | **{minutes}** |")).format(minutes=sum(row.minutes for row in rows)))
     return "\n".join(lines)

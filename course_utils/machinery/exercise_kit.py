@@ -1,8 +1,9 @@
 """What an exercise is, and validators to build its check from: ``Exercise``, ``Verdict``, ``expect_*``.
 
 An exercise module (``course_utils/machinery/exercises/nbNN.py``) exports ``EXERCISES``, a tuple of :class:`Exercise`;
-``course_utils.machinery.exercises.catalogue()`` collects them and ``course_utils.machinery.checks.check`` runs them. This module
-imports neither, so there is no import cycle and nothing is registered at import time.
+``course_utils.machinery.exercises.catalogue()`` collects them and ``course_utils.machinery.checks.check`` runs them.
+This module imports neither (nor anything of the course but its messages): there is no import cycle and nothing is
+registered at import time.
 
 Usage::
 
@@ -17,32 +18,33 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
+import enum
+import os
 import re
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import torch
 
-from course_utils.machinery.messages import _
-from course_utils.machinery.sandbox import is_learner_frame
+from course_utils.machinery.messages import Text, _
 
 __all__ = [
     "Exercise",
     "ExerciseKind",
-    "ReferenceRefused",
+    "Status",
     "Verdict",
     "as_whole_number",
     "plain",
     "plain_tensor",
-    "only_inside_a_check",
     "expect_callable",
     "expect_choice",
     "expect_live_order",
     "expect_live_value",
     "expect_tensor",
+    "hooks_while_running",
 ]
 
 ExerciseKind = Literal["write", "predict", "choice"]
@@ -50,12 +52,43 @@ _KINDS = ("write", "predict", "choice")
 _ID = re.compile(r"\d\d\.\d+")
 
 
-@dataclass(frozen=True)
+class Status(enum.Enum):
+    """What a check decided, where it decided it."""
+
+    PASSED = "passed"
+    FAILED = "failed"  # the answer is wrong (the message says how)
+    STUB = "still the stub"  # the learner has not written the answer yet: nothing to record
+    COURSE_BUG = "course bug"  # the check itself failed
+    TIMED_OUT = "timed out"  # the answer ran past the exercise's time limit
+
+
+@dataclass(frozen=True, init=False)
 class Verdict:
-    """The outcome of a validator: passed or not, and what to tell the learner."""
+    """The outcome of a validator: passed or not, and what to tell the learner.
+
+    ``Verdict(ok, message="", status=None)``: ``status`` defaults to ``Status.PASSED`` or ``Status.FAILED``;
+    ``message`` is text in the learner's language or a :class:`~course_utils.machinery.messages.Text`, translated when
+    it is read (``verdict.message``) or printed.
+
+    Usage: ``Verdict(False, _("Expected a tensor."))``, ``Verdict(False, Text(N_("...")), status=Status.TIMED_OUT)``
+    """
 
     ok: bool
-    message: str = ""
+    status: Status
+    text: str | Text
+
+    def __init__(self, ok: bool, message: str | Text = "", status: Status | None = None) -> None:
+        status = status or (Status.PASSED if ok else Status.FAILED)
+        if bool(ok) != (status is Status.PASSED):
+            raise ValueError(f"A verdict with ok={ok!r} cannot have the status {status}.")
+        object.__setattr__(self, "ok", bool(ok))
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "text", message)
+
+    @property
+    def message(self) -> str:
+        """What to tell the learner, in their language now."""
+        return str(self.text)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -77,8 +110,6 @@ class Exercise:
       ``"predict"`` (predict, then the validator runs the case live) or ``"choice"``;
     - ``stretch``: the notebook's harder, optional exercise;
     - ``praise``: what the ✓ line adds;
-    - ``blocked``: dotted names of course helpers that would do the exercise for the learner
-      (``"course_utils.saliency.grad_cam"``): ``check()`` switches them off while the answer runs;
     - ``time_limit_s``: how long ``check()`` lets the answer run before it stops it (an endless loop).
     """
 
@@ -89,7 +120,6 @@ class Exercise:
     kind: ExerciseKind = "write"
     stretch: bool = False
     praise: str = ""
-    blocked: tuple[str, ...] = ()
     time_limit_s: float = 60.0
 
     def __post_init__(self) -> None:
@@ -108,48 +138,65 @@ class Exercise:
         return self.id.split(".")[0]
 
 
-# -- the course's own answers: for check() only ----------------------------------------------------------------
-class ReferenceRefused(RuntimeError):
-    """The learner's code called a function that computes an exercise's ground truth."""
+# -- what the answer hooked ---------------------------------------------------------------------------------
+_COURSE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # course_utils/
 
 
-def only_inside_a_check(exercise_id: str) -> None:
-    """Refuse to go on when learner code called the caller (a function that computes the ground truth of
-    ``exercise_id``): directly, from a notebook cell, or from inside an answer that check() is running. The course
-    calls it from the check itself (and from its own processes), where no learner frame lies in between.
+@dataclass
+class HooksSeen:
+    """The hooks a module carried when it first ran (see :func:`hooks_while_running`)."""
 
-    Usage: first line of a ground-truth function, ``only_inside_a_check("02.2")``."""
-    frame = sys._getframe(2)  # whoever called the ground-truth function
-    name = sys._getframe(1).f_code.co_name
-    while frame is not None:
-        if frame.f_globals.get("__name__") == "course_utils.machinery.checks":
-            return  # reached check() with no learner frame in between: the check itself asked
-        if is_learner_frame(frame):
-            raise ReferenceRefused(
-                _("{name} computes the course's own answer to exercise {id}, so only check() may run it: "
-                  "write (or predict) the answer yourself.").format(name=name, id=exercise_id))
-        frame = frame.f_back
+    kinds: dict[str, int] = field(default_factory=dict)  # hook dictionary name ("_forward_hooks") -> how many
+    from_the_course: list[str] = field(default_factory=list)  # "_forward_hooks: record_output (recorder.py)"
+
+
+@contextlib.contextmanager
+def hooks_while_running(module: torch.nn.Module) -> Iterator[HooksSeen]:
+    """What hooks ``module`` carries when it first runs inside the block -- the learner's, registered by the answer
+    the block calls -- and which of them the course itself wrote (an answer that called a finished helper of the
+    course, where the exercise asks for the hooks). The probe (a forward pre-hook) is gone after the block.
+
+    Usage: ``with hooks_while_running(model[2]) as seen: answer(model, "2", x)`` then ``seen.kinds``"""
+    seen = HooksSeen()
+
+    def probe(observed: torch.nn.Module, args: Any) -> None:
+        if seen.kinds:
+            return
+        for name, hooks in vars(observed).items():
+            if "hook" not in name or not isinstance(hooks, dict) or name.endswith(("_with_kwargs", "_always_called")):
+                continue
+            functions = [hook for hook in hooks.values() if hook is not probe]
+            if functions:
+                seen.kinds[name] = len(functions)
+            for hook in functions:
+                code = getattr(getattr(hook, "__func__", hook), "__code__", None)
+                if code is not None and os.path.realpath(code.co_filename).startswith(_COURSE_DIR + os.sep):
+                    seen.from_the_course.append(f"{name}: {code.co_name} ({os.path.basename(code.co_filename)})")
+
+    handle = module.register_forward_pre_hook(probe, prepend=True)
+    try:
+        yield seen
+    finally:
+        handle.remove()
 
 
 # -- answers as plain Python and torch values -----------------------------------------------------------------
 def plain_tensor(value: torch.Tensor) -> torch.Tensor:
-    """A plain ``torch.Tensor`` holding ``value``'s numbers: a subclass (one whose ``__torch_function__`` could
-    answer ``allclose`` with True) loses its behaviour; a plain tensor or Parameter comes back as it is. Raises
-    ``TypeError`` when no plain tensor can be made (a wrapper subclass that keeps its type)."""
+    """A plain ``torch.Tensor`` holding ``value``'s numbers (a copy, detached), so that a tensor subclass from some
+    library is compared by its numbers; a plain tensor or Parameter comes back as it is. Raises ``TypeError`` when no
+    plain tensor can be made (a wrapper subclass without numbers of its own)."""
     if type(value) in (torch.Tensor, torch.nn.Parameter):
         return value
-    with torch._C.DisableTorchFunctionSubclass():
-        copy = value.detach().clone()
-    if type(copy) is not torch.Tensor:
+    try:
+        return value.as_subclass(torch.Tensor).detach().clone()
+    except (RuntimeError, TypeError) as error:
         raise TypeError(_("a {type} (a torch.Tensor subclass) cannot be compared: pass a plain tensor").format(
-            type=type(value).__name__))
-    return copy
+            type=type(value).__name__)) from error
 
 
 def plain(value: Any, _depth: int = 0) -> Any:
-    """``value`` with every str, number, list, tuple, dict and tensor replaced by its plain type (a ``str``
-    subclass whose ``__eq__`` always says True becomes a ``str``; numpy scalars become Python numbers); anything else
-    (functions, classes, modules) is returned unchanged.
+    """``value`` with every str, number, list, tuple, dict and tensor replaced by its plain type (numpy scalars become
+    Python numbers, a ``str`` subclass a ``str``); anything else (functions, classes, modules) is returned unchanged.
 
     Usage: ``answer = plain(answer)`` before comparing it with the truth."""
     if _depth > 20:

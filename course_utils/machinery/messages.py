@@ -20,8 +20,11 @@ import gettext
 import importlib.resources
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["LANGUAGES", "DOMAIN", "_", "N_", "language", "set_language", "in_language", "catalogue", "in_every_language"]
+__all__ = ["LANGUAGES", "DOMAIN", "_", "N_", "Text", "language", "set_language", "in_language", "catalogue",
+           "in_every_language"]
 
 LANGUAGES: tuple[str, ...] = ("en", "zh")
 DOMAIN = "course"
@@ -108,6 +111,28 @@ def _(message: str) -> str:
 def N_(message: str) -> str:
     """Mark ``message`` for translation without translating it now (strings defined at import time)."""
     return message
+
+
+@dataclass(frozen=True, init=False)
+class Text:
+    """A message translated only when it is shown: ``str(text)`` is ``_(msgid).format(**fields)`` in the language of
+    that moment (a field that is itself a :class:`Text` is translated too).
+
+    Usage: ``Text(N_("{count} hook(s) are still on the model."), count=2)``
+    """
+
+    msgid: str
+    fields: tuple[tuple[str, Any], ...]
+
+    def __init__(self, msgid: str, **fields: Any) -> None:
+        object.__setattr__(self, "msgid", msgid)
+        object.__setattr__(self, "fields", tuple(fields.items()))
+
+    def __str__(self) -> str:
+        if not self.fields:
+            return _(self.msgid)
+        return _(self.msgid).format(**{name: str(value) if isinstance(value, Text) else value
+                                       for name, value in self.fields})
 
 
 def in_every_language(message: str) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""The learner's progress record: one line per ``check()``, kept in their own workspace; ``progress()`` sums it up.
+"""The learner's progress record, stored: one line per ``check()``, kept in their own workspace (``progress()``, in
+:mod:`course_utils.machinery.progress`, sums it up).
 
 Each ``check()`` appends one JSON line -- never the learner's code -- to ``.course-progress.jsonl``::
 
@@ -14,9 +15,8 @@ has ``fcntl``; each line is one append). Course updates never touch the file (th
 
 Usage::
 
-    from course_utils import progress
-    progress()              # per notebook: exercises done, tried, not started
-    progress(reset=True)    # start afresh (the old record is kept beside it, renamed)
+    note = record("06.1", passed=True)      # what check() does; None, or why nothing was recorded
+    attempts, unreadable = read_record()
 """
 
 from __future__ import annotations
@@ -27,24 +27,22 @@ import json
 import os
 import re
 import stat
-import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 try:  # POSIX; on Windows each line is still one append
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
+from course_utils.machinery.layout import MANIFEST, RECORD_NAME
 from course_utils.machinery.messages import _
 
-__all__ = ["ENV", "RECORD_NAME", "Attempt", "progress", "read_record", "record", "record_path", "summarise"]
+__all__ = ["ENV", "RECORD_NAME", "Attempt", "parse_line", "parse_lines", "read_record", "record", "record_path",
+           "reset_record", "summarise"]
 
 ENV = "COURSE_PROGRESS"
-RECORD_NAME = ".course-progress.jsonl"
-_MANIFEST = ".course-manifest.json"  # course_utils.machinery.workspace.MANIFEST (not imported: no nbformat needed here)
 _ID = re.compile(r"\d\d\.\d{1,2}")
 _VERDICTS = ("pass", "fail")
 _MAX_LINE = 512  # a line of ours is ~90 bytes; anything longer is not ours
@@ -72,7 +70,7 @@ def record_path(cwd: Path | None = None) -> Path | None:
         return Path(setting).expanduser()
     here = Path.cwd() if cwd is None else Path(cwd)
     for folder in (here, *here.parents):
-        if (folder / _MANIFEST).is_file():
+        if (folder / MANIFEST).is_file():
             return folder / RECORD_NAME
     return here / RECORD_NAME
 
@@ -171,7 +169,7 @@ def record(exercise_id: str, passed: bool, *, path: Path | None = None) -> str |
 def summarise(attempts: Iterable[Attempt], exercise_ids: Iterable[str]) -> dict[str, dict[str, list[str]]]:
     """Per notebook number: which exercises are ``done`` (passed once), ``tried`` (never passed) or ``not started``.
 
-    Usage: ``summarise(read_record()[0], all_exercises())["06"]["done"]``
+    Usage: ``summarise(read_record()[0], catalogue())["06"]["done"]``
     """
     passed = {a.exercise for a in attempts if a.verdict == "pass"}
     tried = {a.exercise for a in attempts} - passed
@@ -183,67 +181,15 @@ def summarise(attempts: Iterable[Attempt], exercise_ids: Iterable[str]) -> dict[
     return table
 
 
-def _width(text: str) -> int:
-    """Columns ``text`` takes in a monospaced font (a Chinese character takes two)."""
-    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+def reset_record(path: Path) -> Path | None:
+    """Start a fresh record at ``path``: the old one is renamed ``.course-progress.<time>.jsonl`` beside it; returns
+    that name, or None when there was no record.
 
-
-def _left(text: str, width: int) -> str:
-    return text + " " * max(0, width - _width(text))
-
-
-def _right(text: str, width: int) -> str:
-    return " " * max(0, width - _width(text)) + text
-
-
-def _table(summary: Mapping[str, Mapping[str, list[str]]], titles: Mapping[str, str]) -> str:
-    header = (_left(_("notebook"), 32), _right(_("done"), 5), _right(_("tried"), 6), _right(_("not started"), 12),
-              _("still open"))
-    lines = [" ".join(header[:4]) + "   " + header[4]]
-    for number, row in summary.items():
-        title = titles.get(number, number)[:32]
-        still_open = ", ".join(row["tried"] + row["not started"]) or "-"
-        lines.append(f"{title:32} {len(row['done']):>5} {len(row['tried']):>6} {len(row['not started']):>12}   {still_open}")
-    done = sum(len(row["done"]) for row in summary.values())
-    total = sum(len(ids) for row in summary.values() for ids in row.values())
-    lines.append(_left(_("all"), 32) + f" {done:>5} " + _("of {total} exercises done").format(total=total))
-    return "\n".join(lines)
-
-
-def _titles() -> dict[str, str]:
-    try:
-        from course_utils.machinery.course import course_map
-
-        return {row.file[:2]: row.file.removesuffix(".ipynb") for row in course_map()}
-    except (OSError, ValueError):
-        return {}
-
-
-def progress(reset: bool = False) -> dict[str, dict[str, list[str]]]:
-    """Print, per notebook, the exercises done, tried and not started; return the same as a dict.
-
-    ``reset=True`` starts a fresh record; the old one is kept beside it as ``.course-progress.<time>.jsonl``.
-
-    Usage: ``from course_utils import progress; progress()``
+    Usage: ``kept = reset_record(record_path())``
     """
-    from course_utils.machinery.checks import all_exercises
-
-    path = record_path()
-    if path is None:
-        print(_("Progress is not recorded: {setting} is set.").format(setting=f"{ENV}=off"))
-        return {}
-    if reset:
-        if path.exists():
-            stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-            kept = path.with_name(f"{path.stem}.{stamp}{path.suffix}")
-            path.rename(kept)
-            print(_("Progress reset. The old record is kept as {name}.").format(name=kept.name))
-        else:
-            print(_("Progress reset: there was no record yet."))
-    attempts, unreadable = read_record(path)
-    summary = summarise(attempts, all_exercises())
-    print(_table(summary, _titles()))
-    if unreadable:
-        print(_("({count} line(s) of {name} could not be read and were skipped.)").format(count=unreadable,
-                                                                                      name=path.name))
-    return summary
+    if not path.exists():
+        return None
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    kept = path.with_name(f"{path.stem}.{stamp}{path.suffix}")
+    path.rename(kept)
+    return kept

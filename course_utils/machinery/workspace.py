@@ -29,13 +29,12 @@ from pathlib import Path
 import nbformat
 
 from course_utils.machinery.course import notebooks_folder
+from course_utils.machinery.layout import COMPLETE, MANIFEST, NOTEBOOK_GLOB
 from course_utils.machinery.learner_edition import learner_notebook
 from course_utils.machinery.messages import LANGUAGES, _, language
 
 __all__ = ["MANIFEST", "prepare_workspace", "main"]
 
-MANIFEST = ".course-manifest.json"
-COMPLETE = "complete"
 _EXTRA_FILES = ("hooks_cheatsheet.md",)
 
 
@@ -113,7 +112,7 @@ def prepare_workspace(dest: Path, *, notebooks_dir: Path | None = None, quiet: b
     Usage: ``prepare_workspace(Path("workspace"))``
     """
     source = notebooks_folder(lang) if notebooks_dir is None else Path(notebooks_dir)
-    notebooks = sorted(source.glob("[0-9][0-9]_*.ipynb"))
+    notebooks = sorted(source.glob(NOTEBOOK_GLOB))
     if not notebooks:
         raise FileNotFoundError(_("No course notebooks (NN_topic.ipynb) in {folder}: is this the course "
                                   "repository?").format(folder=source))

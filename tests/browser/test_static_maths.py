@@ -1,6 +1,6 @@
 """Formulas render offline in the slides (``make slides``; the website's pages: tests/browser/test_site.py).
 
-Each deck is built by ``tools/build_editions.py`` into a temporary folder (once per run, shared with
+Each deck is built by ``tools.build_editions`` into a temporary folder (once per run, shared with
 tests/test_editions.py) and opened from ``file://`` in Debian's Chromium (Playwright, never ``playwright install``).
 It must typeset its formulas with the vendored KaTeX (``.katex`` elements), leave no ``$...$`` or TeX command as raw
 text outside code, show no KaTeX parse error, raise no script error, and request nothing but local files: no CDN.
@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +22,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
-import build_editions  # noqa: E402
+from tools import build_editions
 
 from labserver import CHROMIUM  # noqa: E402  (the headless shell when installed, else Debian's chromium)
 

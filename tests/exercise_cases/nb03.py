@@ -228,7 +228,7 @@ CASES = {
             (extract_swallowing, "propagate"),
             (extract_not_detached, "detached"),
             (extract_hooks_left, "still on the model"),
-            (extract_with_the_course_recorder, "switched off"),
+            (extract_with_the_course_recorder, "course's own"),
         ],
     ),
     "03.3": Cases(

@@ -62,6 +62,26 @@ def relu6_guide_keeps_one_handle(model):  # noqa: ANN001, ANN201 -- overwrites t
     return [handle]
 
 
+
+class _GuidedReLU6(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):  # noqa: ANN001, ANN205
+        ctx.save_for_backward(x)
+        return x.clamp(0, 6)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: ANN001, ANN205
+        (x,) = ctx.saved_tensors
+        return grad.clamp(min=0) * ((x > 0) & (x < 6))
+
+
+def relu6_guide_by_replacing_forward(model):  # noqa: ANN001, ANN201 -- the right gradient, but no hook at all
+    for module in model.modules():
+        if isinstance(module, nn.ReLU6):
+            module.forward = _GuidedReLU6.apply
+    return []
+
+
 # -- 05.3 ---------------------------------------------------------------------------------------------------------
 class GuideByName(TorchFunctionMode):
     """Matches the function by name and guides with torch.maximum."""
@@ -129,6 +149,13 @@ class BorrowsTheCourseFunction(TorchFunctionMode):
         self.hooks, self.counter = HookRegistry(), [0]
 
 
+class ForgetsSuperExit(GuideByName):
+    """Overrides __exit__ without calling super().__exit__: the mode stays on the stack (the check takes it off)."""
+
+    def __exit__(self, *exc):  # noqa: ANN002, ANN204
+        return None
+
+
 def not_a_mode(model):  # noqa: ANN001, ANN201
     return model
 
@@ -142,6 +169,7 @@ CASES = {
             (relu6_guide_children_only, "Not the guided map"),
             (relu6_guide_no_handles, "Return the list of handles"),
             (relu6_guide_keeps_one_handle, "return every handle"),
+            (relu6_guide_by_replacing_forward, "You replaced a ReLU6's forward"),
         ],
     ),
     "05.2": Cases(
@@ -157,8 +185,9 @@ CASES = {
             (GuideReturnsNothing, "return what"),
             (GuideFunctionalOnly, "Not the guided map"),
             (not_a_mode, "TorchFunctionMode"),
-            (GuideThroughTheCourseMode, "switched off"),
-            (BorrowsTheCourseFunction, "switched off"),
+            (GuideThroughTheCourseMode, "asks for your own"),
+            (BorrowsTheCourseFunction, "asks for your own"),
+            (ForgetsSuperExit, "super().__exit__"),
         ],
     ),
 }

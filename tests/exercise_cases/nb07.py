@@ -202,7 +202,7 @@ CASES = {
     "07.1": Cases(
         right=[dropout_with_module, dropout_with_kwargs],
         wrong=[
-            (lambda model, name, p: dropout2d(model, name, p), "switched off"),  # the course's finished plug-in
+            (lambda model, name, p: dropout2d(model, name, p), "forward pre-hook"),  # the course's plug-in: on the output
             (dropout_on_output, "forward pre-hook"),
             (dropout_before_previous_layer, "on layer '2' only"),
             (dropout_in_place, "change nothing in place"),

@@ -21,7 +21,7 @@ be stopped with its kernel and none inherits another's client state. Nothing can
   slice's timeout re-checks the socket, so a missed wake-up costs at most one slice; each is counted and noted in
   the log.
 
-Usage: ``python tools/compat/execute.py --folder /tmp/x --learner-run tests/learner_run.py --report /tmp/x/r.json``
+Usage (what ``tools.compat.run`` runs, by path, in the compat environment): ``python tools/compat/execute.py --folder /tmp/x --learner-run tests/learner_run.py --report /tmp/x/r.json``
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ from typing import Any
 
 import nbformat
 from nbclient import NotebookClient
+
+from course_utils.machinery.layout import COMPLETE, NOTEBOOK_GLOB  # the installed course's (imports nothing)
 
 CELL_TIMEOUT = 300  # seconds one cell may run (nbclient's timeout)
 NOTEBOOK_TIMEOUT = 900  # seconds one notebook may take, kernel start to shutdown, whatever it waits on
@@ -247,7 +249,7 @@ def main() -> int:
     subprocess.run([sys.executable, "-m", "course_utils.machinery.workspace", str(workspace)], check=True,
                    cwd=args.folder, timeout=600)
     jobs = []
-    for teaching in sorted((workspace / "complete").glob("[0-9][0-9]_*.ipynb")):
+    for teaching in sorted((workspace / COMPLETE).glob(NOTEBOOK_GLOB)):
         if args.notebooks and teaching.name[:2] not in args.notebooks:
             continue
         name = teaching.stem

@@ -14,9 +14,9 @@
    ``--cell-timeout`` or a notebook past ``--notebook-timeout`` fails, naming the notebook and the cell: a hang
    never stops the run (tools/compat/execute.py).
 4. On success, ``tools/compat/verified.json`` records the torch version and date each notebook last passed on;
-   ``tools/cloud_badges.py`` writes them into the notebooks' openings and the README.
+   ``python -m tools.cloud_badges`` writes them into the notebooks' openings and the README.
 
-Usage: ``python tools/compat/run.py`` (what ``make test-compat`` runs); ``--notebooks 04 10`` for some;
+Usage: ``python -m tools.compat.run`` (what ``make test-compat`` runs); ``--notebooks 04 10`` for some;
 ``--cache DIR`` (default ``~/.cache/course-compat``, or $COURSE_COMPAT_CACHE); ``--python PATH`` (a Python 3.13);
 ``--cell-timeout 300 --notebook-timeout 900`` (seconds).
 """
@@ -230,7 +230,7 @@ def record_verified(run: str, report: dict[str, list[str]], torch_version: str) 
         if report.get(f"{name} (teaching)") == [] and report.get(f"{name} (learner)") == []:
             data.setdefault(name, {})[run] = {"torch": torch_version, "date": today}
     VERIFIED.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    log(f"recorded in {VERIFIED.relative_to(ROOT)}; `python tools/cloud_badges.py` shows it in the notebooks and README")
+    log(f"recorded in {VERIFIED.relative_to(ROOT)}; `python -m tools.cloud_badges` shows it in the notebooks and README")
 
 
 if __name__ == "__main__":

@@ -16,11 +16,11 @@ name every such cell.
 
 Usage::
 
-    python tools/i18n/editions.py update     # after editing English: bring the PO files in line (never loses a translation)
-    python tools/i18n/editions.py build      # write notebooks/zh/*.ipynb, notebooks/zh/*.md, README.zh.md, the site's landing page
-    python tools/i18n/editions.py stale      # what is untranslated or out of date (exit 1 if anything)
-    python tools/i18n/editions.py export notebooks/03_forward_hooks.ipynb > 03.txt   # the entries as plain text
-    python tools/i18n/editions.py import notebooks/03_forward_hooks.ipynb 03.zh.txt  # translations back in
+    python -m tools.i18n.editions update     # after editing English: bring the PO files in line (never loses a translation)
+    python -m tools.i18n.editions build      # write notebooks/zh/*.ipynb, notebooks/zh/*.md, README.zh.md, the site's landing page
+    python -m tools.i18n.editions stale      # what is untranslated or out of date (exit 1 if anything)
+    python -m tools.i18n.editions export notebooks/03_forward_hooks.ipynb > 03.txt   # the entries as plain text
+    python -m tools.i18n.editions import notebooks/03_forward_hooks.ipynb 03.zh.txt  # translations back in
 
 The plain-text form is one ``@@ KEY`` line (the cell id, or the paragraph's number in a guide) before each entry.
 """
@@ -39,10 +39,14 @@ from pathlib import Path
 from babel.messages.catalog import Catalog, Message
 from babel.messages.pofile import read_po, write_po
 
+from course_utils.machinery.course import course_map_markdown
+from course_utils.machinery.layout import NOTEBOOK_GLOB
+from course_utils.machinery.messages import LANGUAGES
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 TRANSLATIONS = ROOT / "translations"
-LANGUAGES = ("zh",)
+TRANSLATED = tuple(lang for lang in LANGUAGES if lang != "en")  # the editions made from the English one
 PO_WIDTH = 100
 
 # English guides and where their translation goes (relative to the repository root).
@@ -95,8 +99,7 @@ def with_regions(text: str, regions: dict[str, str], lang: str, notebook: str | 
         if match[1] == "course-map":
             return translated_course_map(region, lang)
         if match[1] == "cloud" and notebook is not None:  # the translated notebook's own links, in its language
-            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools/
-            import cloud_badges
+            from tools import cloud_badges
 
             return cloud_badges.links_block(notebook, cloud_badges.verified(), lang)
         return region  # data (the verified and timings tables): as in English
@@ -106,13 +109,8 @@ def with_regions(text: str, regions: dict[str, str], lang: str, notebook: str | 
 
 def translated_course_map(region: str, lang: str) -> str:
     """The README's course-map region made from the translated notebooks' openings (titles, summaries, minutes)."""
-    sys.path.insert(0, str(ROOT))
-    from course_utils.machinery.course import course_map_markdown
-
     start, end = region.split("\n", 1)[0], region.rsplit("\n", 1)[-1]
-    table = course_map_markdown(NOTEBOOKS / lang)
-    table = table.replace("| notebook | what you learn | minutes |", "| 笔记本 | 你将学到 | 分钟 |", 1)
-    table = table.replace("| **total** |", "| **合计** |", 1)
+    table = course_map_markdown(NOTEBOOKS / lang, lang=lang)
     table = re.sub(r"\| `(\d\d_\w+\.ipynb)` \|", rf"| [`\1`](notebooks/{lang}/\1) |", table)
     return f"{start}\n{table}\n{end}"
 
@@ -124,7 +122,7 @@ def localized_code(source: str, lang: str) -> str:
 
 
 def english_notebooks() -> list[Path]:
-    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    return sorted(NOTEBOOKS.glob(NOTEBOOK_GLOB))
 
 
 def po_path(lang: str, source: str) -> Path:
@@ -155,8 +153,6 @@ def notebook_units(path: Path) -> list[Unit]:
 
 def alt_literals(source: str) -> list:
     """The ``alt="..."`` literals of a code cell (``course_utils.figures.alt_literals``)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from course_utils.figures import alt_literals as find
 
     return find(source)
@@ -521,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=("update", "build", "stale", "export", "import"))
     parser.add_argument("source", nargs="?", help="export/import: the English notebook or guide")
     parser.add_argument("text", nargs="?", type=Path, help="import: the file of @@ KEY entries")
-    parser.add_argument("--lang", default="zh", choices=LANGUAGES)
+    parser.add_argument("--lang", default="zh", choices=TRANSLATED)
     parser.add_argument("--missing", action="store_true", help="export: only entries without a current translation")
     args = parser.parse_args(argv)
     if args.command in ("export", "import"):

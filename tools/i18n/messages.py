@@ -1,16 +1,18 @@
-"""The message catalogue of check(), hint(), doctor() and the other course machinery: extract, compile, verify.
+"""The message catalogue of check(), hint(), doctor(), the other course machinery and the tools' generated text
+(the notebooks' cloud links, the README's course map): extract, compile, verify.
 
 The translations are written in ``course_utils/machinery/locale/<lang>/*.po`` (one file per area, e.g.
-``machinery.po``, ``nb03.po``: standard gettext PO files, editable with any PO editor); ``compile`` merges them into
-the one catalogue the course reads, ``locale/<lang>/LC_MESSAGES/course.mo`` (committed, so that an installed course
-needs no Babel). Messages are found in the code by Babel's extractor: every ``_("...")`` and ``N_("...")``.
+``machinery.po``, ``nb03.po``, ``tools.po``: standard gettext PO files, editable with any PO editor); ``compile``
+merges them into the one catalogue the course reads, ``locale/<lang>/LC_MESSAGES/course.mo`` (committed, so that an
+installed course needs no Babel). Messages are found in the code (``course_utils/`` and ``tools/``, the hub aside) by
+Babel's extractor: every ``_("...")`` and ``N_("...")``.
 
 Usage::
 
-    python tools/i18n/messages.py missing            # messages in the code without a Chinese translation
-    python tools/i18n/messages.py add nb03.py course_utils/machinery/exercises/nb03.py   # append them, empty, to a part
-    python tools/i18n/messages.py compile            # write course.mo from the parts
-    python tools/i18n/messages.py verify             # what the tests check: complete, no stray entries, course.mo fresh
+    python -m tools.i18n.messages missing            # messages in the code without a Chinese translation
+    python -m tools.i18n.messages add nb03.py course_utils/machinery/exercises/nb03.py   # append them, empty, to a part
+    python -m tools.i18n.messages compile            # write course.mo from the parts
+    python -m tools.i18n.messages verify             # what the tests check: complete, no stray entries, course.mo fresh
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ from babel.messages.extract import extract_from_file
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po, write_po
 
+from course_utils.machinery.messages import LANGUAGES
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "course_utils"
+TOOLS = ROOT / "tools"
 LOCALE = PACKAGE / "machinery" / "locale"
-TRANSLATED = ("zh",)
+TRANSLATED = tuple(lang for lang in LANGUAGES if lang != "en")
 KEYWORDS = {"_": None, "N_": None}
 _FIXED_DATE = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -38,7 +43,8 @@ _FIXED_DATE = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 def source_messages(files: Iterable[Path] | None = None) -> dict[str, list[str]]:
     """Every message marked in the code: msgid -> ["path:line", ...]."""
     found: dict[str, list[str]] = {}
-    for path in sorted(files if files is not None else PACKAGE.rglob("*.py")):
+    code = [*PACKAGE.rglob("*.py"), *(path for path in TOOLS.rglob("*.py") if "hub" not in path.relative_to(TOOLS).parts)]
+    for path in sorted(files if files is not None else code):
         if path.name == "messages.py" and path.parent.name == "machinery":
             continue  # the docstring's examples
         for lineno, message, _comments, _context in extract_from_file("python", str(path), keywords=KEYWORDS):
@@ -106,7 +112,7 @@ def problems(lang: str) -> list[str]:
             out.append(f"{lang} translation of {message.id[:70]!r} is no longer in the code: delete it")
     if not mo_path(lang).exists() or mo_path(lang).read_bytes() != compiled(lang):
         out.append(f"{mo_path(lang).relative_to(ROOT)} is not compiled from the .po files: "
-                   "run python tools/i18n/messages.py compile")
+                   "run python -m tools.i18n.messages compile")
     return out
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.machinery.exercise_kit import Exercise, Verdict, as_whole_number, expect_callable, only_inside_a_check
+from course_utils.machinery.exercise_kit import Exercise, Verdict, as_whole_number, expect_callable
 from course_utils.machinery.messages import N_, _
 
 
@@ -107,7 +107,6 @@ _EXERCISE_00_1 = Exercise(
 # -- 00.2 predict: a hook registered twice, one handle overwritten -----------------------------------------
 def _live_double_registration() -> int:
     """The exercise's code, run live with plain PyTorch calls: how many times the hook runs."""
-    only_inside_a_check("00.2")
     calls: list[tuple[int, ...]] = []
 
     def announce(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:

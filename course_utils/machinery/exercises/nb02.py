@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from course_utils.machinery.exercise_kit import Exercise, Verdict, _as_float_tensor, expect_callable, only_inside_a_check, plain
+from course_utils.machinery.exercise_kit import Exercise, Verdict, _as_float_tensor, expect_callable, plain
 from course_utils.machinery.messages import N_, _
 from course_utils.hooks import count_hooks
 
@@ -61,7 +61,6 @@ _EXERCISE_02_1 = Exercise(
 # -- 02.2 predict: a leaf hook and a post-accumulate hook over two backward passes ------------------------
 def _live_leaf_run() -> list[float]:
     """The exercise's case, run live with plain PyTorch calls."""
-    only_inside_a_check("02.2")
     d = torch.tensor(1.0, requires_grad=True)
     seen = []
 

@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.machinery.messages import _, N_
-from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, plain
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, plain, hooks_while_running
 from course_utils.hooks import count_hooks
 
 
@@ -134,7 +134,8 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
         norm1 = convs[1](conv0)
         conv3 = convs[3](F.relu(norm1))
     truth = {"0": conv0, "1": norm1, "3": conv3}
-    got = extract(convs, x, ["0", "1", "3"])
+    with hooks_while_running(convs[0]) as seen:
+        got = extract(convs, x, ["0", "1", "3"])
     if count_hooks(convs):
         return Verdict(False, _("{count} hook(s) are still on the model: remove every hook before returning.").format(
             count=count_hooks(convs)))
@@ -176,6 +177,9 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
     if count_hooks(failing):
         return Verdict(False, _("When the forward raised, your hook stayed on the model: remove hooks in a `finally` "
                                 "block (or with a `with` statement)."))
+    if seen.from_the_course:
+        return Verdict(False, _("The right outputs, but the hook on layer '0' is the course's own ({hook}), not yours: "
+                                "write extract with your own forward hooks.").format(hook=seen.from_the_course[0]))
     return Verdict(True)
 
 
@@ -193,7 +197,6 @@ _EXERCISE_03_2 = Exercise(
     ),
     kind="write",
     praise=N_("A copy taken the moment the layer returns cannot be overwritten; `finally` cleans up whatever happens."),
-    blocked=("course_utils.recorder.ActivationRecorder",),
 )
 
 

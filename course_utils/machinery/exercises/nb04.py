@@ -13,14 +13,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.machinery.messages import _, N_
-from course_utils.machinery.exercise_kit import Exercise, Verdict, as_whole_number, expect_callable, only_inside_a_check, plain
+from course_utils.machinery.exercise_kit import Exercise, Verdict, as_whole_number, expect_callable, plain
 from course_utils.hooks import count_hooks
 
 
 # -- 04.1 (predict): the deprecated hook on a Linear without bias ---------------------------------------------
 def _deprecated_shapes() -> tuple[tuple[int, ...], ...]:
     """A live run: the shapes in the deprecated hook's grad_input for nn.Linear(5, 2, bias=False), batch 3."""
-    only_inside_a_check("04.1")
     layer = nn.Linear(5, 2, bias=False)
     shapes: list[tuple[tuple[int, ...], ...]] = []
     with warnings.catch_warnings():

@@ -212,7 +212,7 @@ class _FunctionalNet(nn.Module):
 
 def _reuses_the_course_mode(mode_class: type) -> bool:
     """True when the class is, or borrows the __torch_function__ of, the mode inside guided_backprop(...,
-    functional=True). (Exercise.blocked cannot switch that class off: its __init__ calls super(), a closure.)"""
+    functional=True): the exercise asks for the learner's own."""
     from course_utils.saliency import _GuideFunctionalRelus
 
     return issubclass(mode_class, _GuideFunctionalRelus) or any(
@@ -225,7 +225,7 @@ def _functional_test(mode_class: Any) -> Verdict:
         return Verdict(False, _("Define a class that subclasses torch.overrides.TorchFunctionMode."))
     if _reuses_the_course_mode(mode_class):
         return Verdict(False, _("Your class reuses course_utils.saliency's own mode (the one guided_backprop(..., "
-                                "functional=True) runs), which is switched off for this exercise: subclass "
+                                "functional=True) runs), where this exercise asks for your own: subclass "
                                 "TorchFunctionMode and write __torch_function__ yourself."))
     model = _seeded(_FunctionalNet(), 53)
     x = torch.randn(3, 3, 5, 5, generator=torch.Generator().manual_seed(54))
@@ -235,9 +235,10 @@ def _functional_test(mode_class: Any) -> Verdict:
     inputs = x.clone().requires_grad_(True)
     depth = torch._C._len_torch_function_stack()
     try:
-        with mode_class():
+        with mode_class() as mode:
             logits = model(inputs)
         if torch._C._len_torch_function_stack() != depth:
+            TorchFunctionMode.__exit__(mode, None, None, None)  # take it off for the learner
             return Verdict(False, _("Your mode is still active after the with block: if your class overrides "
                                     "__exit__, call super().__exit__(...) in it (that is what takes the mode off)."))
     except TypeError as error:
@@ -277,8 +278,6 @@ _EXERCISE_05_3 = Exercise(
     kind="write",
     stretch=True,
     praise=N_("A function mode sees the calls module hooks cannot: this is how guided_backprop(..., functional=True) works."),
-    blocked=("course_utils.saliency._GuideFunctionalRelus.__torch_function__", "course_utils.saliency._guide",
-             "course_utils.saliency.guided_backprop"),
 )
 
 EXERCISES = (_EXERCISE_05_1, _EXERCISE_05_2, _EXERCISE_05_3)

@@ -18,18 +18,11 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, only_inside_a_check, plain_tensor
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, hooks_while_running, plain_tensor
 from course_utils.machinery.messages import _, N_
 from course_utils.hooks import hook_report
 
 _TARGETS = [6, 0, 3]
-# What would do these exercises for the learner: check() switches them off while an answer runs.
-_FINISHED_HELPERS = (
-    "course_utils.saliency.grad_cam",
-    "course_utils.saliency.element_wise_cam",
-    "course_utils.saliency.layer_activation_and_gradient",
-    "course_utils.recorder.ActivationRecorder",
-)
 
 
 def _cam_net(inplace: bool, stride: int = 1) -> nn.Sequential:
@@ -58,7 +51,6 @@ def _split_truth(model: nn.Sequential, index: int, x: torch.Tensor, targets: lis
 
     ``targets[i]`` is sample i's class; ``every_column``: the mistake ``logits[:, targets].sum()``, every target's
     score summed for every sample."""
-    only_inside_a_check("06.1")
     with torch.no_grad():
         activation = model[: index + 1](x)
     leaf = activation.clone().requires_grad_(True)
@@ -146,7 +138,8 @@ def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
         model, x = _cam_net(inplace=False), _batch()
         x_before = x.clone()
         activation, gradient = _split_truth(model, index, x, _TARGETS)
-        raw = channel_weights(model, layer, x, list(_TARGETS))
+        with hooks_while_running(model[index]) as seen:
+            raw = channel_weights(model, layer, x, list(_TARGETS))
         if isinstance(raw, torch.Tensor) and tuple(raw.shape) == (3, model[index].in_channels):
             return Verdict(False, _("Shape {shape} has the channels of the layer's input: grad_input is the "
                                     "gradient at the input, grad_output[0] the one at the layer's output.").format(
@@ -160,6 +153,10 @@ def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
             return untidy
         expected = gradient.mean(dim=(2, 3))
         if torch.allclose(result, expected, atol=1e-5):
+            if "_backward_hooks" not in seen.kinds:
+                return Verdict(False, _("The right weights, but while the model ran, layer {layer} carried no full "
+                                        "backward hook: catch the gradient with register_full_backward_hook on that "
+                                        "layer, as the exercise asks.").format(layer=repr(layer)))
             continue
         if torch.allclose(result, gradient.sum(dim=(2, 3)), atol=1e-5):
             return Verdict(False, _("That is the spatial sum: Grad-CAM's weight is the spatial mean of the gradient."))
@@ -196,13 +193,11 @@ _EXERCISE_06_1 = Exercise(
     kind="write",
     praise=N_("grad_output[0] is the gradient at the layer's output -- the same tensor a tensor hook on the output "
               "sees."),
-    blocked=_FINISHED_HELPERS,
 )
 
 
 # -- 06.2: Grad-CAM from one forward hook and one tensor hook ---------------------------------------------------------
 def _cam(activation: torch.Tensor, gradient: torch.Tensor) -> torch.Tensor:
-    only_inside_a_check("06.2")
     return (gradient.mean(dim=(2, 3), keepdim=True) * activation).sum(dim=1).clamp(min=0)
 
 
@@ -243,7 +238,8 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
         activation, gradient = _split_truth(model, index, x, _TARGETS)
         shape = (3,) + tuple(activation.shape[-2:])
         try:
-            raw = grad_cam_two_hooks(model, layer, x, list(_TARGETS))
+            with hooks_while_running(model[index]) as seen:
+                raw = grad_cam_two_hooks(model, layer, x, list(_TARGETS))
         except RuntimeError as error:
             return _full_backward_hook_mistake(error, layer)
         input_shape = (3,) + tuple(x.shape[-2:])
@@ -265,6 +261,10 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
             return untidy
         expected = _cam(activation, gradient)
         if torch.allclose(result, expected, atol=1e-5):
+            if seen.from_the_course:
+                return Verdict(False, _("The right maps, but the hook on layer {layer} is the course's own ({hook}), "
+                                        "not yours: write the forward hook and the tensor hook yourself.").format(
+                                            layer=repr(layer), hook=seen.from_the_course[0]))
             continue
         return _what_went_wrong(result, expected, model, layer, index, x, activation, gradient)
     return Verdict(True)
@@ -326,7 +326,6 @@ _EXERCISE_06_2 = Exercise(
     ),
     kind="write",
     praise=N_("Two hooks, one copy, one handle removed: the whole of Grad-CAM's plumbing."),
-    blocked=_FINISHED_HELPERS,
 )
 
 
@@ -352,7 +351,6 @@ class _SharedBlockNet(nn.Module):
 
     def truth(self, x: torch.Tensor, targets: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """(activation, gradient) of each call of ``block``, computed without hooks."""
-        only_inside_a_check("06.3")
         with torch.no_grad():
             h = torch.relu(self.stem(x))
         first = self.block(h)
@@ -415,7 +413,6 @@ _EXERCISE_06_3 = Exercise(
     kind="write",
     stretch=True,
     praise=N_("A forward hook per call and a tensor hook per output: shared modules need no special case."),
-    blocked=_FINISHED_HELPERS,
 )
 
 EXERCISES = (_EXERCISE_06_1, _EXERCISE_06_2, _EXERCISE_06_3)

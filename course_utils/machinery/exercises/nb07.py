@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, only_inside_a_check
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable
 from course_utils.machinery.messages import _, N_
 from course_utils.hooks import count_hooks, hook_report
 
@@ -25,7 +25,6 @@ def _conv_model() -> nn.Sequential:
 
 def _by_hand(model: nn.Sequential, x: torch.Tensor, p: float | None, where: str = "input") -> torch.Tensor:
     """The model's forward written out with F.conv2d; with p given, F.dropout2d on layer '2''s input (or output)."""
-    only_inside_a_check("07.1")
     first, second = model[0], model[2]
     hidden = F.relu(F.conv2d(x, first.weight, first.bias, padding=1))
     if p is not None and where == "input":
@@ -159,7 +158,6 @@ class _Explodes(nn.Module):
 def _dead_masks(layers: list[nn.Module], x: torch.Tensor, *, of_inputs: bool = False) -> dict[str, torch.Tensor]:
     """Run the layers one by one (no hooks); per ReLU, True for each unit that is zero for every sample of x (of
     the ReLU's input instead of its output with ``of_inputs``: a typical mistake, for the message)."""
-    only_inside_a_check("07.3")
     found = {}
     with torch.no_grad():
         for index, layer in enumerate(layers):
@@ -291,7 +289,6 @@ EXERCISES = (
         kind="write",
         praise=N_("A plug-in regulariser in front of a layer: the model's code never changed, and the handle takes it "
                   "away again."),
-        blocked=("course_utils.regularize.dropout2d", "course_utils.regularize.drop_block"),
     ),
     Exercise(
         "07.2",

@@ -1,0 +1,68 @@
+"""What the course reads of PyTorch's own state, in one place: the process-wide hook dictionaries, the print
+options, and the key of the memory a tensor lives in.
+
+PyTorch has no public API for the first two, so they are read through private names. Each is listed in
+:data:`PRIVATE_NAMES` with the test that pins it (``tests/test_torch_internals.py``): a PyTorch release that moves one
+fails that test, not a learner's check. Nothing else in ``course_utils`` (outside the exercise modules) may touch a
+private torch name (the same test reads the sources).
+
+Used by ``course_utils.hooks`` and ``course_utils.optim_hooks`` (what is still registered),
+``course_utils.machinery.guard`` (what ``check()`` puts back), ``course_utils.memory`` and ``course_utils.recorder``
+(storage keys).
+
+Usage::
+
+    from course_utils._torch_internals import global_hook_dicts, storage_key
+    {name: len(hooks) for name, hooks in global_hook_dicts().items() if hooks}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.modules.module as _module_globals
+import torch.optim.optimizer as _optimizer_globals
+
+__all__ = ["PRIVATE_NAMES", "global_hook_dicts", "print_options", "storage_key"]
+
+# Each private torch name the course reads, and the test that fails if a PyTorch release moves it.
+PRIVATE_NAMES: dict[str, str] = {
+    "torch.nn.modules.module._global_*hooks": "tests/test_torch_internals.py::test_every_global_module_hook_is_seen",
+    "torch.optim.optimizer._global_*hooks": "tests/test_torch_internals.py::test_every_global_optimizer_hook_is_seen",
+    "torch._tensor_str.PRINT_OPTS": "tests/test_torch_internals.py::test_print_options_are_read_as_set",
+}
+
+_PRINT_OPTIONS = ("precision", "threshold", "edgeitems", "linewidth", "sci_mode")
+
+
+def global_hook_dicts(*, modules: bool = True, optimizers: bool = True) -> dict[str, dict[Any, Any]]:
+    """The process-wide hook dictionaries by dotted name (``"torch.nn.modules.module._global_forward_hooks"``):
+    every module-level dict of ``torch.nn.modules.module`` and ``torch.optim.optimizer`` whose name starts with
+    ``_global_`` and mentions hooks (found by name, so kinds a later torch adds are seen too). The dicts themselves:
+    deleting a key unregisters that hook."""
+    found: dict[str, dict[Any, Any]] = {}
+    for wanted, module in ((modules, _module_globals), (optimizers, _optimizer_globals)):
+        if wanted:
+            found.update({f"{module.__name__}.{name}": value for name, value in vars(module).items()
+                          if name.startswith("_global_") and "hook" in name and isinstance(value, dict)})
+    return found
+
+
+def print_options() -> dict[str, Any]:
+    """torch's print options, as ``torch.set_printoptions(**print_options())`` takes them back."""
+    return {name: getattr(torch._tensor_str.PRINT_OPTS, name) for name in _PRINT_OPTIONS}
+
+
+def storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
+    """Identifies the memory a tensor lives in (device and storage address): views of one storage share it. None for
+    a tensor with no memory of its own to compare (empty, on the meta device, sparse).
+
+    Usage: ``storage_key(w.t()) == storage_key(w)``
+    """
+    if tensor.numel() == 0 or tensor.is_meta:
+        return None
+    try:
+        return (str(tensor.device), tensor.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):  # tensors without storage (e.g. sparse)
+        return None

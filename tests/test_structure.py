@@ -1,0 +1,107 @@
+"""How the code hangs together: no import cycle in course_utils and tools, the file names written once
+(course_utils/machinery/layout.py, mirrored by the Makefile), the tools a package that edits no sys.path."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from course_utils.machinery import layout
+
+ROOT = Path(__file__).resolve().parent.parent
+_HUB = ROOT / "tools" / "hub"  # JupyterHub's files, run by path: not part of the tools package
+
+
+def _modules() -> dict[str, Path]:
+    """course_utils' and tools' modules by dotted name (tools/hub aside)."""
+    found = {}
+    for path in [*(ROOT / "course_utils").rglob("*.py"), *(ROOT / "tools").rglob("*.py")]:
+        if _HUB in path.parents:
+            continue
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``path`` imports anywhere (in a function too), ``TYPE_CHECKING`` blocks aside."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+               for statement in block.body for node in ast.walk(statement)}
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        found |= {target for target in targets if target in known and target != name}
+    return found
+
+
+def test_no_import_cycle() -> None:
+    modules = _modules()
+    graph = {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+    cycles = []
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            cycles.append(" -> ".join(trail[trail.index(name):] + [name]))
+            return
+        if name in done:
+            return
+        for imported in sorted(graph[name]):
+            visit(imported, trail + [name])
+        done.add(name)
+
+    done: set[str] = set()
+    for name in sorted(graph):
+        visit(name, [])
+    assert graph["course_utils.machinery.progress_record"].isdisjoint({"course_utils.machinery.checks"})
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def _string_constants(path: Path) -> list[tuple[int, str]]:
+    """The string literals of ``path``'s code (docstrings aside)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_the_file_names_are_written_once() -> None:
+    names = (layout.NOTEBOOK_GLOB, layout.MANIFEST, layout.RECORD_NAME)
+    copies = [f"{path.relative_to(ROOT)}:{line}: {text!r}" for path in _modules().values() if path.name != "layout.py"
+              for line, text in _string_constants(path) if any(name in text for name in names)]
+    assert not copies, "use course_utils.machinery.layout instead of a copy:\n" + "\n".join(copies)
+
+
+def test_the_makefile_mirrors_the_notebook_pattern() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^NOTEBOOK_GLOB := (.+)$", makefile, re.MULTILINE)[1] == layout.NOTEBOOK_GLOB
+    notebooks = re.search(r"^NOTEBOOKS := (.+)$", makefile, re.MULTILINE)[1]
+    assert notebooks == "$(sort $(wildcard notebooks/$(NOTEBOOK_GLOB))) $(sort $(wildcard notebooks/zh/$(NOTEBOOK_GLOB)))"
+
+
+def test_the_tools_are_a_package_that_edits_no_sys_path() -> None:
+    tools = [path for name, path in _modules().items() if name.startswith("tools")]
+    assert (ROOT / "tools" / "__init__.py") in tools and (ROOT / "tools" / "i18n" / "__init__.py") in tools
+    edits = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in tools
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
+             and node.value.id == "sys"]
+    assert not edits, f"tools run with python -m tools.X from the repository root, no sys.path edits: {edits}"
+    make_lines = [line.strip() for line in (ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
+                  if line.startswith("\t") and re.search(r"\$\(PY\) tools/(?!hub/)", line)]
+    assert not make_lines, f"the Makefile runs the tools as modules: {make_lines}"
