@@ -17,7 +17,6 @@ import ast
 import html
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -187,8 +186,7 @@ def test_alt_literals_finds_each_literal_where_it_is() -> None:
 
 
 def test_the_chinese_build_writes_the_translated_alt_text_into_the_code() -> None:
-    sys.path.insert(0, str(ROOT / "tools" / "i18n"))
-    import editions
+    from tools.i18n import editions
     from babel.messages.catalog import Catalog
 
     source = ('show_figure(fig, alt="Two bars: {a} and {b}, "\n'
@@ -205,8 +203,7 @@ def test_the_chinese_build_writes_the_translated_alt_text_into_the_code() -> Non
 
 def test_the_chinese_alt_texts_keep_the_english_fields() -> None:
     """A translated alt text with other {fields} than the English would fail at run time, or say other numbers."""
-    sys.path.insert(0, str(ROOT / "tools" / "i18n"))
-    import editions
+    from tools.i18n import editions
 
     fields = re.compile(r"\{([^{}:!]*)")
     for english in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):

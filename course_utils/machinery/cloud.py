@@ -15,7 +15,7 @@ __all__ = ["BRANCH", "REPOSITORY", "binder_url", "colab_url", "install_lines", "
            "site_url"]
 
 REPOSITORY = "pytorch-hooks-course/pytorch-hooks-hands-on"
-"""GitHub owner/name the course is published under: change it here, then run ``python tools/cloud_badges.py``."""
+"""GitHub owner/name the course is published under: change it here, then run ``python -m tools.cloud_badges``."""
 BRANCH = "main"
 """The branch the cloud links open and the install cell installs."""
 
