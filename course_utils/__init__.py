@@ -14,6 +14,8 @@
 - ``figures``    -- ``show_figure``: every figure the course draws, with its alt text (the one mechanism, documented
   there); ``widgets`` -- ``FigureExplorer``, a figure redrawn from controls; ``charts`` -- what the explorers draw
 - ``models``     -- the articles' fixed-weight MLP (``seed_mlp``) and ``LeNet``
+- ``transformer``, ``attention_view`` -- notebook 12's two-layer language model and its task; its attention
+  patterns, drawn (``draw_pattern``) and explored (``attention_explorer``, a ``widgets.FigureExplorer``)
 
 **The course's machinery** (``course_utils.machinery``: checks, exercises, editions, workspace, set-up, doctor,
 progress record, ...): see its own docstring.

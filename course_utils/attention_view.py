@@ -1,46 +1,34 @@
-"""Pictures of a transformer's attention (notebook 12): a figure shown with its alt text, and a layer/head explorer.
+"""Pictures of a transformer's attention (notebook 12): one head's pattern, and an explorer over layer, head and
+sequence. Figures are shown with their alt text by :func:`course_utils.figures.show_figure`, the explorer is a
+:class:`course_utils.widgets.FigureExplorer`: this module only draws.
 
-- :func:`show_figure` -- the one place where notebook 12 hands a matplotlib figure to Jupyter: a PNG whose alt text
-  travels with it (``metadata["image/png"]["alt"]``, and as the ``text/plain`` a text-only view shows);
 - :func:`draw_pattern` -- one head's attention pattern (queries down, keys across) on a matplotlib axis;
-- :class:`AttentionExplorer` -- choose a layer, a head and a sequence; ``widget()`` redraws with ipywidgets and,
-  where widgets do not render (a static page, a viewer without a kernel), the figure it stored first stays visible.
+- :func:`pattern_figure` -- that pattern for a chosen layer, head and sequence of the cached patterns, with a colour
+  bar, and the numbers its alt text names;
+- :func:`attention_explorer` -- a ``FigureExplorer`` of :func:`pattern_figure` with one control each for the layer,
+  the head and the sequence.
 
 Usage::
 
-    show_figure(fig, "Layer x head grid of the loss increase when each head is zeroed ...")
-    AttentionExplorer(patterns, tokens).show()
+    draw_pattern(ax, patterns[1][0, head], "layer 1: induction", repeat_start=20)
+    attention_explorer(patterns, lengths, alt="Layer {layer}, head {head}, sequence {sequence}: ... {start} ...")
 """
 
 from __future__ import annotations
 
-import base64
-import io
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-__all__ = ["show_figure", "draw_pattern", "AttentionExplorer"]
+from course_utils.widgets import FigureExplorer
 
-
-def show_figure(fig: Any, alt: str) -> None:
-    """Display ``fig`` as a PNG with ``alt`` as its alt text, then close it (so the inline backend does not show it
-    a second time). Usage: ``show_figure(fig, "what the figure shows")``"""
-    import matplotlib.pyplot as plt
-    from IPython.display import display
-
-    if not alt.strip():
-        raise ValueError("Give the figure an alt text that says what it shows.")
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", bbox_inches="tight")
-    plt.close(fig)
-    png = base64.b64encode(buffer.getvalue()).decode("ascii")
-    display({"image/png": png, "text/plain": f"[figure] {alt}"}, metadata={"image/png": {"alt": alt}}, raw=True)
+__all__ = ["attention_explorer", "draw_pattern", "pattern_figure"]
 
 
 def draw_pattern(ax: Any, pattern: torch.Tensor, title: str, repeat_start: int | None = None) -> Any:
-    """One head's pattern ``(queries, keys)`` as an image on ``ax``; a dashed line marks where the repeat starts."""
+    """One head's pattern ``(queries, keys)`` as an image on ``ax``; a dashed line marks where the repeat starts.
+    Returns the image (for a colour bar). Usage: ``draw_pattern(ax, patterns[0][0, 3], "layer 0, head 3", 20)``"""
     image = ax.imshow(pattern.detach().numpy(), cmap="viridis", vmin=0, vmax=1)
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("key position (attended to)", fontsize=8)
@@ -51,75 +39,41 @@ def draw_pattern(ax: Any, pattern: torch.Tensor, title: str, repeat_start: int |
     return image
 
 
-class AttentionExplorer:
-    """Explore cached attention patterns: ``patterns[layer]`` is ``(batch, heads, queries, keys)``.
+def pattern_figure(patterns: Mapping[int, torch.Tensor], lengths: torch.Tensor, layer: int, head: int,
+                   sequence: int) -> tuple[Any, dict[str, int]]:
+    """The pattern of ``head`` in ``layer`` on ``sequence`` (``patterns[layer]`` is ``(batch, heads, queries,
+    keys)``, ``lengths[sequence]`` the length of its repeat), and the alt text's numbers: ``size`` (positions),
+    ``repeat`` (repeated tokens) and ``start`` (the repeat's first position).
 
-    ``select(layer=, head=, sequence=)`` changes the choice (checked); ``figure()`` draws it; ``show()`` displays
-    the current figure with its alt text and, below it, the ipywidgets controls that redraw it.
+    Usage: ``fig, values = pattern_figure(patterns, lengths, layer=1, head=0, sequence=3)``
     """
+    from matplotlib.figure import Figure
 
-    def __init__(self, patterns: Mapping[int, torch.Tensor], lengths: torch.Tensor) -> None:
-        if not patterns:
-            raise ValueError("Give the cached patterns: {layer: tensor (batch, heads, queries, keys)}.")
-        self.patterns = dict(patterns)
-        self.lengths = lengths
-        first = next(iter(self.patterns.values()))
-        self.heads, self.batch, self.length = first.shape[1], first.shape[0], first.shape[-1]
-        self.state = {"layer": min(self.patterns), "head": 0, "sequence": 0}
+    size = patterns[layer].shape[-1]
+    repeat = int(lengths[sequence])
+    fig = Figure(figsize=(3.8, 3.6), layout="constrained")
+    ax = fig.subplots()
+    image = draw_pattern(ax, patterns[layer][sequence, head], f"layer {layer}, head {head}, sequence {sequence}",
+                         repeat_start=size - repeat)
+    fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
+    return fig, {"size": size, "repeat": repeat, "start": size - repeat}
 
-    def select(self, **changes: int) -> dict[str, int]:
-        """Change layer, head or sequence; an index out of range is refused with the valid range."""
-        limits = {"layer": sorted(self.patterns), "head": range(self.heads), "sequence": range(self.batch)}
-        for name, value in changes.items():
-            if name not in limits:
-                raise ValueError(f"Choose layer, head or sequence, not {name!r}.")
-            if value not in limits[name]:
-                raise ValueError(f"{name} must be one of {list(limits[name])}, got {value!r}.")
-            self.state[name] = value
-        return dict(self.state)
 
-    def alt_text(self) -> str:
-        s = self.state
-        start = self.length - int(self.lengths[s["sequence"]])
-        return (f"Attention pattern of layer {s['layer']}, head {s['head']}, on sequence {s['sequence']}: a "
-                f"{self.length} by {self.length} grid, query positions down, key positions across, brighter where "
-                f"the head attends more; dashed lines mark where the repeat starts, at position {start}.")
+def attention_explorer(patterns: Mapping[int, torch.Tensor], lengths: torch.Tensor, *, alt: str,
+                       value: Mapping[str, int] | None = None) -> FigureExplorer:
+    """A :class:`~course_utils.widgets.FigureExplorer` of :func:`pattern_figure`: controls for ``layer`` (the keys of
+    ``patterns``), ``head`` and ``sequence`` (every one cached). ``alt`` may name ``{layer}``, ``{head}``,
+    ``{sequence}``, ``{size}``, ``{repeat}`` and ``{start}``; ``value`` is the first choice.
 
-    def figure(self) -> Any:
-        import matplotlib.pyplot as plt
-
-        s = self.state
-        fig, ax = plt.subplots(figsize=(3.8, 3.6), layout="constrained")
-        image = draw_pattern(ax, self.patterns[s["layer"]][s["sequence"], s["head"]],
-                             f"layer {s['layer']}, head {s['head']}, sequence {s['sequence']}",
-                             repeat_start=self.length - int(self.lengths[s["sequence"]]))
-        fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
-        return fig
-
-    def show(self) -> None:
-        """The current figure (it stays where widgets do not render), then dropdowns that redraw it."""
-        from IPython.display import display
-
-        show_figure(self.figure(), self.alt_text())
-        try:
-            import ipywidgets as widgets
-        except ImportError:
-            return
-        controls = {
-            "layer": widgets.Dropdown(options=sorted(self.patterns), value=self.state["layer"], description="layer"),
-            "head": widgets.Dropdown(options=list(range(self.heads)), value=self.state["head"], description="head"),
-            "sequence": widgets.IntSlider(value=self.state["sequence"], min=0, max=self.batch - 1,
-                                          description="sequence"),
-        }
-        output = widgets.Output()
-
-        def redraw(change: dict[str, Any]) -> None:
-            name = next(key for key, control in controls.items() if control is change["owner"])
-            self.select(**{name: change["new"]})
-            with output:
-                output.clear_output(wait=True)
-                show_figure(self.figure(), self.alt_text())
-
-        for control in controls.values():
-            control.observe(redraw, names="value")
-        display(widgets.VBox([widgets.HBox(list(controls.values())), output]))
+    Usage: ``attention_explorer(patterns, lengths, alt="...", value={"layer": 1, "head": 0, "sequence": 3})``
+    """
+    if not patterns:
+        raise ValueError("Give the cached patterns: {layer: tensor (batch, heads, queries, keys)}.")
+    batch, heads = next(iter(patterns.values())).shape[:2]
+    if len(lengths) != batch:
+        raise ValueError(f"Give one repeat length per sequence: the patterns hold {batch} sequences, lengths has "
+                         f"{len(lengths)}.")
+    cached = dict(patterns)
+    return FigureExplorer(
+        lambda layer, head, sequence: pattern_figure(cached, lengths, layer, head, sequence), alt=alt,
+        controls={"layer": sorted(cached), "head": list(range(heads)), "sequence": list(range(batch))}, value=value)

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils.attention_view import AttentionExplorer, show_figure
 from course_utils.hooks import assert_no_hooks
 from course_utils.transformer import (SEQ_LEN, VOCAB, WEIGHTS, KVCache, generate, induction_accuracy, induction_loss,
                                       induction_transformer, predictable, repeated_sequences)
@@ -111,17 +110,6 @@ def test_nnsight_gives_the_same_cache_ablation_and_patch_as_raw_hooks(model: tor
     assert (ablated - ours_ablated).abs().max() < 1e-5 and (ablated - ours_clean).abs().max() > 0.01
     assert (patched - ours_patched).abs().max() < 1e-5
     assert_no_hooks(model, wrapped)  # nnsight replaces forward in each module's __dict__; it registers no hook
-
-
-def test_the_explorer_refuses_a_choice_out_of_range_and_a_figure_needs_alt_text(model: torch.nn.Module) -> None:
-    patterns = {0: torch.full((2, 4, SEQ_LEN, SEQ_LEN), 1 / SEQ_LEN), 1: torch.full((2, 4, SEQ_LEN, SEQ_LEN), 0.0)}
-    explorer = AttentionExplorer(patterns, torch.tensor([5, 6]))
-    assert explorer.select(layer=1, head=3, sequence=1) == {"layer": 1, "head": 3, "sequence": 1}
-    assert "position 18" in explorer.alt_text()
-    with pytest.raises(ValueError, match=r"head must be one of \[0, 1, 2, 3\]"):
-        explorer.select(head=4)
-    with pytest.raises(ValueError, match="alt text"):
-        show_figure(None, " ")
 
 
 def test_the_training_script_prints_its_curve_and_writes_loadable_weights(tmp_path: Path,

@@ -31,13 +31,6 @@ LANGS = {"en": "", "zh": "zh/"}
 GUIDE_PAGES = ("index", "hooks_cheatsheet", "instructor_guide")
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
-# Figures whose stored output carries no alt text yet, per notebook (the same in both languages). Issue 35 stores alt
-# text where each figure is made, which reaches the outputs' metadata; when it is merged, these lines go (the test
-# below fails until they do, so this list cannot hide a figure that gained or lost its alt text).
-AWAITING_ALT_TEXT = {
-    "01_tensor_hooks": 1, "02_hook_lifecycle": 1, "03_forward_hooks": 2, "04_backward_hooks": 1,
-    "05_guided_backprop": 3, "06_grad_cam": 2, "07_hooks_in_training": 3, "08_saved_tensor_hooks": 2,
-}
 
 
 def page(site: Path, lang: str, name: str) -> str:
@@ -52,12 +45,14 @@ def main_part(text: str) -> str:
 
 
 def figures(text: str) -> list[tuple[str, str | None]]:
-    """(src, alt) of each image of a page's article that a notebook output made (myst-nb writes them to _images/)."""
+    """(src, alt) of each image of a page's article that a notebook output made: an ``image/png`` output myst-nb
+    writes to _images/, or the ``<img src="data:...">`` of a ``text/html`` output, which myst-nb prefers and copies
+    as it is (every figure ``course_utils.figures.show_figure`` shows)."""
     found = []
     for tag in re.findall(r"<img\b[^>]*>", main_part(text)):
         src = re.search(r'src="([^"]+)"', tag)
         alt = re.search(r'alt="([^"]*)"', tag)
-        if src and "_images/" in src[1]:
+        if src and ("_images/" in src[1] or src[1].startswith("data:image/")):
             found.append((src[1], html.unescape(alt[1]) if alt else None))
     return found
 
@@ -128,21 +123,24 @@ def test_each_notebook_page_launches_its_own_notebook_and_carries_its_report_and
 
 
 def test_every_site_figure_has_alt_text_that_describes_it(site: Path) -> None:
-    lacking: dict[str, dict[str, int]] = {}
-    for lang in LANGS:
+    """Each page shows every figure of its stored notebook, each with the alt text its output carries."""
+    from course_utils.figures import alt_of
+
+    problems = []
+    for lang, folder in (("en", ROOT / "notebooks"), ("zh", ROOT / "notebooks" / "zh")):
         for path in NOTEBOOKS:
-            missing = [src for src, alt in figures(page(site, lang, path.stem)) if not is_description(alt, src)]
-            if missing:
-                lacking.setdefault(path.stem, {})[lang] = len(missing)
-    unexpected = {name: counts for name, counts in lacking.items()
-                  if set(counts.values()) != {AWAITING_ALT_TEXT.get(name, 0)} or set(counts) != set(LANGS)}
-    assert not unexpected, (
-        "figures without alt text (notebook: figures per language): "
-        + ", ".join(f"{name}: {counts}" for name, counts in unexpected.items())
-        + ". Give each figure alt text where it is made (its output's metadata); AWAITING_ALT_TEXT lists the figures"
-        " waiting for issue 35's alt text and must shrink, never grow.")
-    done = sorted(set(AWAITING_ALT_TEXT) - set(lacking))
-    assert not done, f"these notebooks' figures all have alt text now: remove them from AWAITING_ALT_TEXT: {done}"
+            stored = [alt_of(output) for cell in nbformat.read(folder / path.name, as_version=4).cells
+                      for output in cell.get("outputs", []) if "image/png" in output.get("data", {})]
+            shown = figures(page(site, lang, path.stem))
+            if len(shown) != len(stored):
+                problems.append(f"{lang}/{path.stem}: {len(shown)} figures on the page, {len(stored)} in the notebook")
+            for number, ((src, alt), carried) in enumerate(zip(shown, stored), start=1):
+                if alt != carried:
+                    problems.append(f"{lang}/{path.stem}, figure {number}: alt {alt!r}, its output carries {carried!r}")
+                elif not is_description(alt, src):
+                    problems.append(f"{lang}/{path.stem}, figure {number}: alt text that says nothing ({alt!r})")
+    assert not problems, ("; ".join(problems) + ". Give each figure alt text where it is made: "
+                          "show_figure(fig, alt=...) (course_utils/figures.py).")
 
 
 def test_search_indexes_find_the_course_words_in_both_languages(site: Path) -> None:
@@ -200,7 +198,12 @@ def fixture_notebook() -> nbformat.NotebookNode:
         new_code_cell("show()", execution_count=2, outputs=[image()],
                       metadata={"mystnb": {"image": {"alt": "Third: myst-nb's cell metadata"}}}),
         new_code_cell("show()", execution_count=3, outputs=[image()], metadata={"alt": "Fourth: nbconvert's cell alt"}),
-        new_code_cell("show()", execution_count=4, outputs=[image()]),
+        new_code_cell("show_figure()", execution_count=4, outputs=[new_output(
+            "display_data", data={"image/png": PNG, "text/plain": "Fifth: show_figure's <img alt>",
+                                  "text/html": f'<img src="data:image/png;base64,{PNG}" alt="Fifth: show_figure&#x27;s '
+                                               '&lt;img alt&gt;"/>'},
+            metadata={"image/png": {"alt": "Fifth: show_figure's <img alt>"}})]),
+        new_code_cell("show()", execution_count=5, outputs=[image()]),
         new_markdown_cell("See [the first section](#1-·-Two-figures), not [a section that is gone](#2-·-Gone)."),
     ]
     return nb
@@ -216,9 +219,9 @@ def test_the_site_renders_the_alt_text_an_output_carries_and_fails_on_a_broken_s
     assert result.returncode != 0, "a link to a section that is gone must fail the build"
     assert len(warnings) == 1 and "01_fixture.ipynb" in warnings[0] and "2-·-Gone" in warnings[0], warnings
     found = [alt for _src, alt in figures((edition.html / "01_fixture.html").read_text(encoding="utf-8"))]
-    assert found[:4] == ["A bar chart: output metadata", "Second: the output's own alt", "Third: myst-nb's cell metadata",
-                         "Fourth: nbconvert's cell alt"], found
-    assert not is_description(found[4], "_images/x.png"), "a figure without alt text must be found by the test above"
+    assert found[:5] == ["A bar chart: output metadata", "Second: the output's own alt", "Third: myst-nb's cell metadata",
+                         "Fourth: nbconvert's cell alt", "Fifth: show_figure's <img alt>"], found
+    assert not is_description(found[5], "_images/x.png"), "a figure without alt text must be found by the test above"
 
 
 def test_make_site_puts_the_slides_beside_the_pages_of_each_language(tmp_path: Path) -> None:

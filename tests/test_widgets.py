@@ -1,8 +1,8 @@
 """The course's widgets, driven from Python as a learner drives them with the mouse: each control changes the
 choice, and the figure shown -- with its alt text -- follows (no browser; tests/browser/test_jupyterlab.py drives one
 in JupyterLab). Covers the generic FigureExplorer and every explorer a notebook builds: 02's replay of the hook
-order, 03's layer chooser, 06's saliency explorer, 08's checkpointing depth, 11's hook-pattern chooser; and the same
-driving on ipywidgets 7 (Colab's), when an ipywidgets 7 is at hand."""
+order, 03's layer chooser, 06's saliency explorer, 08's checkpointing depth, 11's hook-pattern chooser, 12's attention
+explorer; and the same driving on ipywidgets 7 (Colab's), when an ipywidgets 7 is at hand."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
+from course_utils.attention_view import attention_explorer  # noqa: E402
 from course_utils.charts import checkpoint_bars, feature_histograms, graphs_per_call as graphs_chart  # noqa: E402
 from course_utils.hooks import UnknownLayerError, assert_no_hooks  # noqa: E402
 from course_utils.memory import checkpoint_memory  # noqa: E402
@@ -212,6 +213,35 @@ def test_notebook_11_pattern_chooser_counts_the_graphs_of_each_pattern() -> None
     assert alt_shown(output).endswith("'no hook': 1, 1, 1.")
     with pytest.raises(ValueError, match="Unknown pattern"):
         graphs_per_call("a hook in a hat")
+
+
+def test_notebook_12_attention_explorer_shows_the_chosen_head_and_where_the_repeat_starts() -> None:
+    heads, size = 4, 24
+    patterns = {layer: torch.zeros(2, heads, size, size) for layer in (0, 1)}
+    patterns[1][1, 3] = torch.eye(size)                             # one head of one sequence: all on the diagonal
+    explorer = attention_explorer(patterns, torch.tensor([5, 6]), value={"layer": 1, "head": 3, "sequence": 1},
+                                  alt="Layer {layer}, head {head}, sequence {sequence}: a {size} by {size} grid; the "
+                                      "last {repeat} tokens repeat from position {start}.")
+    assert isinstance(explorer, FigureExplorer)
+    box = explorer.widget()
+    layer, head, sequence = box.children[0].children
+    output = box.children[1]
+    assert [type(c).__name__ for c in (layer, head, sequence)] == ["SelectionSlider"] * 3
+    assert alt_shown(output) == ("Layer 1, head 3, sequence 1: a 24 by 24 grid; the last 6 tokens repeat from "
+                                 "position 18.")
+    diagonal = shown(output)["data"]["image/png"]
+    sequence.value = 0
+    assert alt_shown(output).endswith("the last 5 tokens repeat from position 19.")
+    assert shown(output)["data"]["image/png"] != diagonal             # another sequence: another picture
+    head.value = 0
+    assert explorer.state == {"layer": 1, "head": 0, "sequence": 0}
+    with pytest.raises(ValueError, match=r"choose one of \[0, 1, 2, 3\]"):
+        explorer.select(head=4)
+    with pytest.raises(ValueError, match="one repeat length per sequence"):
+        attention_explorer(patterns, torch.tensor([5]), alt=explorer.alt)
+    with pytest.raises(ValueError, match="cached patterns"):
+        attention_explorer({}, torch.tensor([5]), alt=explorer.alt)
+    plt.close("all")
 
 
 # -- SaliencyExplorer: its selection logic and caching, tested without a browser -------------------------------

@@ -6,9 +6,11 @@
 - on each notebook page, launch buttons for Colab, Kaggle and Binder, in the theme's header, with the URLs
   ``course_utils.machinery.cloud`` makes (the same as the notebook's own "Open in" line);
 - maths typeset in the browser by the vendored KaTeX (``vendor/katex``): nothing is fetched;
-- a figure's alt text from wherever its stored output carries it: myst-nb reads the cell's
-  ``mystnb: image: alt`` metadata itself; this adds the output's own metadata (``{"image/png": {"alt": ...}}``,
-  what ``IPython.display.Image(..., alt=...)`` stores and nbconvert reads) and the cell's ``alt`` (nbconvert's);
+- a figure's alt text from wherever its stored output carries it: the course's figures carry it in their
+  ``text/html``'s ``<img alt>`` (``course_utils.figures``), which myst-nb prefers and copies as it is; for an output
+  with only an image, myst-nb reads the cell's ``mystnb: image: alt`` metadata itself, and this adds the output's own
+  metadata (``{"image/png": {"alt": ...}}``, what ``IPython.display.Image(..., alt=...)`` stores and nbconvert reads)
+  and the cell's ``alt`` (nbconvert's);
 - Chinese search: Sphinx's splitter (jieba) with the course's glossary as its user dictionary, so that 前向钩子 or
   梯度裁剪 are words of the index and not only their pieces.
 
