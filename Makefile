@@ -25,7 +25,7 @@ export JUPYTER_PLATFORM_DIRS := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 CELL_TIMEOUT ?= 300
 # The English notebooks, then the Chinese edition made from them (notebooks/zh/, tools/i18n/editions.py). The pattern
-# is course_utils/machinery/layout.py's NOTEBOOK_GLOB (tests/test_layout.py keeps the two the same).
+# is course_utils/machinery/layout.py's NOTEBOOK_GLOB (tests/test_structure.py keeps the two the same).
 NOTEBOOK_GLOB := [0-9][0-9]_*.ipynb
 NOTEBOOKS := $(sort $(wildcard notebooks/$(NOTEBOOK_GLOB))) $(sort $(wildcard notebooks/zh/$(NOTEBOOK_GLOB)))
 # The edition make lab, learner and slides work on: COURSE_LANG=zh for the Chinese one (default English)

@@ -32,9 +32,10 @@ EXAMPLES = {
     "text", "attempts", "fp16_compress_hook", "captum_grad_cam", "grad_cam", "guided_backprop", "DistributedDataParallel",
     "STUB_MESSAGE", "output", "timer", "seen", "Version", "SpecifierSet", "torch", "nn", "os", "Path", "hooks",
     "log", "map_random", "map_trained", "timeline", "categories", "photo", "photos", "layers", "kc", "missed", "job",
-    "notebook",
+    "notebook", "patterns", "lengths", "head", "features", "truth", "names", "sizes", "cell", "cell_source",
+    "draw_peaks",
 }
-NOT_RUN = {"run_workers", "prepare_workspace", "doctor", "time_notebook", "build_learner", "build_slides", "build_html"}
+NOT_RUN = {"run_workers", "prepare_workspace", "doctor", "time_notebook", "build_learner", "build_slides"}
 
 
 def _modules() -> dict[str, Path]:
@@ -113,7 +114,8 @@ def _shell_problem(line: str) -> str | None:
     if words[:2] == ["python", "-m"]:
         if importlib.util.find_spec(words[2]) is None:
             return f"no module {words[2]}"
-        if words[2].startswith("tools.") and "main" not in DEFINED.get(words[2], ()):
+        runs = {*DEFINED.get(words[2], ()), *DEFINED.get(f"{words[2]}.__main__", ())}  # a package runs its __main__
+        if words[2].startswith("tools.") and "main" not in runs:
             return f"{words[2]} has no main()"
         return None
     script = next((word for word in words if word.endswith(".py")), None)

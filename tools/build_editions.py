@@ -59,7 +59,7 @@ OFFLINE_SCRIPTS = {"require_js_url": "requirejs/require.js", "jquery_url": "jque
 class Edition:
     """One language's edition: where its notebooks and cheat-sheet are, and where its builds go.
 
-    Usage: ``build_html(Path("build"), Edition("zh"))`` writes ``build/zh/html/`` from ``notebooks/zh/``"""
+    Usage: ``build_slides(Path("build"), Edition("zh"))`` writes ``build/zh/slides/`` from ``notebooks/zh/``"""
 
     lang: str = "en"
 

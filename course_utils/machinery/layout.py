@@ -1,7 +1,7 @@
 """The course's file names, written once: the teaching notebooks' pattern and the files a learner's workspace holds.
 
 Imports nothing, so anything may read it (the tools, the hub, a compat run's fresh environment). The Makefile cannot
-import it: its ``NOTEBOOK_GLOB`` mirrors this one, and tests/test_layout.py fails when the two differ.
+import it: its ``NOTEBOOK_GLOB`` mirrors this one, and tests/test_structure.py fails when the two differ.
 
 Usage: ``sorted(Path("notebooks").glob(NOTEBOOK_GLOB))``
 """

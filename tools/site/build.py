@@ -19,10 +19,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_utils.machinery.layout import NOTEBOOK_GLOB
+from course_utils.machinery.messages import LANGUAGES
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 NOTEBOOKS = ROOT / "notebooks"
-LANGUAGES = ("en", "zh")
+
 SPHINX_LANGUAGE = {"en": "en", "zh": "zh_CN"}
 GUIDES = ("hooks_cheatsheet.md", "instructor_guide.md")
 
@@ -70,7 +73,7 @@ def _copy_if_changed(source: Path, target: Path) -> None:
 
 def stage(edition: Edition) -> list[Path]:
     """Copy what the pages are made from into ``edition.src``; every ``NN_*.ipynb`` found is a page."""
-    notebooks = sorted(edition.notebooks.glob("[0-9][0-9]_*.ipynb"))
+    notebooks = sorted(edition.notebooks.glob(NOTEBOOK_GLOB))
     if not notebooks:
         raise SystemExit(f"No course notebooks (NN_topic.ipynb) in {edition.notebooks}.")
     if not edition.landing.exists():
@@ -105,7 +108,7 @@ def slides_are_current(edition: Edition) -> bool:
     index = edition.pages / "slides" / "index.html"
     if not index.exists():
         return False
-    sources = [*edition.notebooks.glob("[0-9][0-9]_*.ipynb"), edition.notebooks / "hooks_cheatsheet.md",
+    sources = [*edition.notebooks.glob(NOTEBOOK_GLOB), edition.notebooks / "hooks_cheatsheet.md",
                ROOT / "tools" / "build_editions.py", *(ROOT / "tools" / "nbconvert_templates").rglob("*"),
                *(ROOT / "vendor").rglob("*")]
     built = index.stat().st_mtime
