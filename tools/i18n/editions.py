@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import hashlib
 import json
 import re
@@ -137,14 +138,15 @@ class Unit:
     where: str  # for messages: "notebooks/03_x.ipynb cell c012" or "README.md line 40"
 
 
-def notebook_units(path: Path) -> list[Unit]:
+def notebook_units(path: Path, alt_text: bool = True) -> list[Unit]:
+    """The translatable units of a notebook: each markdown cell, and each ``alt="..."`` of a code cell (``alt_text``)."""
     cells = json.loads(path.read_text())["cells"]
     units = []
     for cell in cells:
         if cell["cell_type"] == "markdown":
             text, _regions = without_regions("".join(cell["source"]))
             units.append(Unit(cell["id"], text, f"{path.relative_to(ROOT)} cell {cell['id']}"))
-        elif cell["cell_type"] == "code":
+        elif cell["cell_type"] == "code" and alt_text:
             for number, literal in enumerate(alt_literals("".join(cell["source"])), start=1):
                 units.append(Unit(f"{cell['id']}/alt{number}", literal.text,
                                   f"{path.relative_to(ROOT)} cell {cell['id']} (alt text {number})"))
@@ -342,12 +344,19 @@ def anchor(heading: str) -> str:
 
 
 def anchor_map(lang: str) -> dict[str, dict[str, str]]:
-    """notebook name -> {English anchor: translated anchor}, from the translated headings of each cell."""
+    """notebook name -> {English anchor: translated anchor}, from the translated headings of each cell (computed once
+    while no notebook or PO file changes: every cell of a build asks for it)."""
+    files = [f for path in english_notebooks() for f in (path, po_path(lang, str(path.relative_to(ROOT))))]
+    return _anchor_map(lang, tuple((f, f.stat().st_mtime_ns if f.exists() else 0) for f in files))
+
+
+@functools.lru_cache(maxsize=4)
+def _anchor_map(lang: str, _files: tuple[tuple[Path, int], ...]) -> dict[str, dict[str, str]]:
     mapping: dict[str, dict[str, str]] = {}
     for path in english_notebooks():
         catalog = read_catalog(po_path(lang, str(path.relative_to(ROOT))))
         pairs: dict[str, str] = {}
-        for unit in notebook_units(path):
+        for unit in notebook_units(path, alt_text=False):
             english, translated = headings(unit.english), headings(translation(lang, catalog, unit))
             if [level for level, _ in english] == [level for level, _ in translated]:
                 pairs.update({anchor(e): anchor(t) for (_, e), (_, t) in zip(english, translated)})
