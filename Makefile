@@ -182,7 +182,8 @@ sync: venv
 # modules (tools/check_change.py; --dry-run lists them). make test still runs everything.
 BASE ?=
 check: venv
-	$(PY) -m tools.check_change $(if $(BASE),--base $(BASE)) --workers $(WORKERS) --cell-timeout $(CELL_TIMEOUT)
+	$(PY) -m tools.check_change $(if $(BASE),--base $(BASE)) $(if $(filter command line,$(origin WORKERS)),--workers $(WORKERS)) \
+	    --cell-timeout $(CELL_TIMEOUT)
 
 # After editing an English notebook or guide (make sync does this and more): bring translations/zh/ in line (a changed cell keeps its old translation,
 # marked fuzzy), rebuild notebooks/zh/ and the Chinese guides, compile the message catalogue; then translate what

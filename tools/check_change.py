@@ -321,7 +321,7 @@ def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001 -- pyt
         items[:] = kept
 
 
-def pytest_args(the_plan: Plan, workers: int, cell_timeout: int) -> list[str]:
+def command_args(the_plan: Plan, workers: int, cell_timeout: int) -> list[str]:
     args = [*the_plan.test_files(), *the_plan.notebook_paths()]
     if the_plan.nbval:
         args += ["--nbval", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout}"]
@@ -347,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", help="a branch or commit: check everything that differs from where HEAD left it")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and the pytest command; run nothing")
-    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (1: one process)")
+    parser.add_argument("--workers", type=int, help="pytest-xdist workers (default: one process for a change to one "
+                        "notebook or a few test files, where starting workers costs more than it saves; else 2)")
     parser.add_argument("--cell-timeout", type=int, default=300)
     args = parser.parse_args(argv)
     changed = changed_files(args.base)
@@ -357,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         print("nothing to run" + ("" if changed else f": no change since {args.base or 'the last commit'}"
                                   " (make check BASE=main checks a branch)"))
         return 0
-    command = [sys.executable, "-m", "pytest", *pytest_args(the_plan, args.workers, args.cell_timeout)]
+    workers = args.workers or (1 if len(the_plan.nbval) <= 1 and len(the_plan.test_files()) <= 10 else 2)
+    command = [sys.executable, "-m", "pytest", *command_args(the_plan, workers, args.cell_timeout)]
     print("  " + " ".join(command[1:]), flush=True)
     if args.dry_run:
         return 0
