@@ -42,8 +42,9 @@ def test_an_exercise_check_runs_its_notebook_and_its_cases_only_their_tests(grap
     checks = plan(["course_utils/machinery/exercises/nb06.py"], graph)
     assert checks.nbval == {"06_grad_cam"} and {"06.", "06_grad_cam"} <= checks.keys
     assert check_change.MESSAGES_TEST in checks.whole
+    assert "tests/test_exercises.py" in checks.test_files(), "the exercise tests of 06 run, not only one node"
     cases = plan(["tests/exercise_cases/nb06.py"], graph)
-    assert cases.nbval == set() and cases.keys == {"06."}
+    assert cases.nbval == set() and cases.keys == {"06."} and "tests/test_exercises.py" in cases.test_files()
     messages = plan(["course_utils/machinery/locale/zh/nb06.po"], graph)
     assert messages.nbval == {"06_grad_cam"} and check_change.MESSAGES_TEST in messages.whole
 

@@ -62,3 +62,16 @@ def test_every_command_tool_test_file_and_test_it_names_exists() -> None:
         if test:
             assert re.search(rf"^def {test}\(", (ROOT / name).read_text(encoding="utf-8"), re.MULTILINE), (
                 f"CONTRIBUTING.md names {name}::{test}, which does not exist")
+
+
+def test_the_website_links_it_on_the_repository() -> None:
+    """The guide's relative link works on GitHub; on the website (which has no CONTRIBUTING.md page) it points to the
+    repository's copy, and links to pages of the site stay as they are."""
+    from tools.site.build import repository_links
+
+    for guide in (ROOT / "notebooks" / "instructor_guide.md", ROOT / "notebooks" / "zh" / "instructor_guide.md"):
+        staged = repository_links(guide.read_text(encoding="utf-8"), guide)
+        assert "CONTRIBUTING.md)" in staged and "](../CONTRIBUTING.md)" not in staged
+        assert re.search(r"\]\(https://github\.com/[\w.-]+/[\w.-]+/blob/\w+/CONTRIBUTING\.md\)", staged), guide.name
+    zh = ROOT / "notebooks" / "zh" / "instructor_guide.md"
+    assert "](../instructor_guide.md)" in repository_links(zh.read_text(encoding="utf-8"), zh)  # the twin: a page

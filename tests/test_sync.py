@@ -77,6 +77,7 @@ def test_it_names_the_code_cells_whose_outputs_may_be_stale() -> None:
         _code("b", "print('x', end='')"),  # code changed, outputs as committed: not refreshed
         _code("c", "print('y')", out="y\n"),  # code and outputs changed: refreshed
         _code("d", "print(1)", count=None),  # never run
+        _code("e", "print(2)"),  # new, and it ran
     )
     assert sync.cells_to_refresh(current, committed) == ["b", "d"]
     assert sync.cells_to_refresh(current, None) == ["d"], "a new notebook: only the cells never run"

@@ -224,9 +224,7 @@ class Plan:
 
     def test_files(self) -> list[str]:
         """The test files to collect: the whole ones and, when there are keys, the per-notebook ones."""
-        files = set(self.whole)
-        if self.keys:
-            files |= {name for name in PER_NOTEBOOK if not any(w.split("::")[0] == name for w in self.whole)}
+        files = set(self.whole) | (set(PER_NOTEBOOK) if self.keys else set())
         whole_files = {w for w in files if "::" not in w}
         return sorted(w for w in files if "::" not in w or w.split("::")[0] not in whole_files)
 

@@ -28,6 +28,7 @@ import argparse
 import hashlib
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -191,8 +192,9 @@ def _code(cell: dict) -> str:
 
 def cells_to_refresh(current: str, committed: str | None) -> list[str]:
     """The ids of the code cells of a notebook (its JSON text) whose stored outputs may no longer be what the code
-    prints: never run, or code changed since ``committed`` (the last commit's version; None: a new notebook) while
-    the outputs did not. The generated install block does not count (it prints nothing)."""
+    prints: never run, or code changed since ``committed`` (the last commit's version, or the staged one of a new
+    notebook; None: a new notebook git does not know yet) while
+    the outputs did not. A new cell that ran, and the generated install block (it prints nothing), do not count."""
     cells = _code_cells(current)
     before = _code_cells(committed) if committed is not None else {}
     stale = []
@@ -201,9 +203,7 @@ def cells_to_refresh(current: str, committed: str | None) -> list[str]:
             stale.append(cell_id)
             continue
         old = before.get(cell_id)
-        if committed is None:
-            continue
-        if old is None or (_code(old) != _code(cell) and old.get("outputs") == cell.get("outputs")):
+        if old is not None and _code(old) != _code(cell) and old.get("outputs") == cell.get("outputs"):
             stale.append(cell_id)
     return stale
 
@@ -218,11 +218,16 @@ def notebooks_to_refresh() -> dict[str, list[str]]:
         name = line[3:].split(" -> ")[-1].strip('"')
         if not re.fullmatch(r"notebooks/(?:zh/)?\d\d_\w+\.ipynb", name) or not (ROOT / name).is_file():
             continue
-        committed = _git("show", f"HEAD:{name}")
+        # the last commit's version; a new notebook: the one git add staged, if any
+        committed = _git("show", f"HEAD:{name}") or _git("show", f":{name}")
         cells = cells_to_refresh((ROOT / name).read_text(encoding="utf-8"), committed)
         if cells:
             found[name] = cells
-    return found
+    for name in [n for n in found if not n.startswith("notebooks/zh/")]:  # the Chinese twin runs the same code
+        twin = name.replace("notebooks/", f"notebooks/{LANG}/", 1)
+        if (ROOT / twin).is_file():
+            found[twin] = found[name] + [cell for cell in found.get(twin, []) if cell not in found[name]]
+    return dict(sorted(found.items(), key=lambda item: (item[0].replace(f"/{LANG}/", "/"), item[0])))
 
 
 def untracked_files() -> list[str]:
@@ -266,7 +271,13 @@ def todo() -> Todo:
     return found
 
 
-def report(changed: dict[str, list[str]], needs: Todo, seconds: float, lag: bool) -> str:
+def interpreter() -> str:
+    """This Python as a command to paste here: ``.venv/bin/python`` from the checkout (else its full path)."""
+    relative = os.path.relpath(sys.executable)
+    return sys.executable if relative.startswith("..") else relative
+
+
+def report(changed: dict[str, list[str]], needs: Todo, seconds: float, lag: bool, python: str = "python") -> str:
     lines = [f"make sync: {len(changed)} generators in {seconds:.1f} s"]
     touched = [(name, files) for name, files in changed.items() if files]
     if touched:
@@ -290,13 +301,13 @@ def report(changed: dict[str, list[str]], needs: Todo, seconds: float, lag: bool
             if len(stale) > 5:
                 lines.append(f"    ... and {len(stale) - 5} more in {source}")
             short = Path(source).stem[:2] if source.endswith(".ipynb") else Path(source).stem
-            lines.append(f"    python -m tools.i18n.editions export --missing {source} > {short}.txt   "
+            lines.append(f"    {python} -m tools.i18n.editions export --missing {source} > {short}.txt   "
                          f"# write the Chinese in {short}.txt, then:")
-            lines.append(f"    python -m tools.i18n.editions import {source} {short}.txt && make sync")
+            lines.append(f"    {python} -m tools.i18n.editions import {source} {short}.txt && make sync")
     if needs.messages:
         lines.append("  translate the messages of check(), hint() and the tools (course_utils/machinery/locale/zh/):")
         for code_file, ids in needs.messages.items():
-            lines.append(f"    python -m tools.i18n.messages add {message_part(code_file)} {code_file}   "
+            lines.append(f"    {python} -m tools.i18n.messages add {message_part(code_file)} {code_file}   "
                          f"# {len(ids)} message(s); write their msgstr, then make sync")
     if needs.stray_messages:
         lines.append("  delete the translations of messages the code no longer has:")
@@ -323,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     changed = run_generators(learner=not args.no_learner)
     needs = todo()
-    print(report(changed, needs, time.perf_counter() - start, editions.translations_may_lag()))
+    print(report(changed, needs, time.perf_counter() - start, editions.translations_may_lag(), interpreter()))
     return 0
 
 
