@@ -115,12 +115,17 @@ def problems(lang: str) -> list[str]:
         if message.id and message.id not in found:
             out.append(f"{lang} translation of {message.id[:70]!r} is no longer in the code: delete it")
     stray = sorted(p.name for p in (LOCALE / lang).iterdir() if p.name != "LC_MESSAGES" and p.suffix != ".po")
-    out += [f"{LOCALE.relative_to(ROOT) / lang / name}: not a .po part, so never compiled: rename or delete it"
+    out += [f"{_shown(LOCALE / lang / name)}: not a .po part, so never compiled: rename or delete it"
             for name in stray]
     if not mo_path(lang).exists() or mo_path(lang).read_bytes() != compiled(lang):
-        out.append(f"{mo_path(lang).relative_to(ROOT)} is not compiled from the .po files: "
+        out.append(f"{_shown(mo_path(lang))} is not compiled from the .po files: "
                    "run python -m tools.i18n.messages compile")
     return out
+
+
+def _shown(path: Path) -> Path:
+    """``path`` relative to the repository when it is inside it (as messages show paths)."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
 def add(lang: str, part_name: str, files: list[Path]) -> int:
@@ -128,7 +133,7 @@ def add(lang: str, part_name: str, files: list[Path]) -> int:
 
     ``part_name`` is a file name ending in ``.po`` (``nb03.po``): anything else is refused with a ``ValueError``."""
     if Path(part_name).name != part_name or not part_name.endswith(".po") or part_name == ".po":
-        raise ValueError(f"the part is a PO file's name in {LOCALE.relative_to(ROOT) / lang}, such as nb03.po or "
+        raise ValueError(f"the part is a PO file's name in {_shown(LOCALE / lang)}, such as nb03.po or "
                          f"tools.po; got {part_name!r}")
     missing_files = [str(path) for path in files if not path.is_file()]
     if missing_files:
@@ -168,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             added = add(args.lang, args.part, [p.resolve() for p in args.files])
         except ValueError as error:
             parser.error(str(error))
-        print(f"{added} messages added to {(LOCALE / args.lang / args.part).relative_to(ROOT)}: write their "
+        print(f"{added} messages added to {_shown(LOCALE / args.lang / args.part)}: write their "
               "translations there, then python -m tools.i18n.messages compile (or make sync)")
         return 0
     if args.command == "compile":
