@@ -135,3 +135,13 @@ def test_make_check_exists_and_make_test_still_runs_everything() -> None:
     assert re.search(r"^check: venv\n\t\$\(PY\) -m tools\.check_change ", makefile, re.MULTILINE)
     recipe = re.search(r"^test: .*?\n((?:\t.*\n|\s+\\.*\n)+)", makefile, re.MULTILINE)[1]
     assert "tests $(NOTEBOOKS)" in recipe and "check_change" not in recipe
+
+
+def test_every_test_the_rules_name_exists() -> None:
+    named = [*check_change.PER_NOTEBOOK, *check_change.WITH_ANY_NOTEBOOK, check_change.MESSAGES_TEST,
+             *(test for _pattern, tests, _keys in check_change.FILE_RULES for test in tests)]
+    for test in named:
+        file, _, name = test.partition("::")
+        assert (ROOT / file).is_file(), f"tools/check_change.py names {file}, which does not exist"
+        if name:
+            assert re.search(rf"^def {name}\(", (ROOT / file).read_text(encoding="utf-8"), re.MULTILINE), test
