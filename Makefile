@@ -35,7 +35,7 @@ NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: translations help venv lab lab-complete test test-profile test-browser test-compat unit nbval nbval-portable refresh bench learner slides site html timings clean hub hub-remove-learner
+.PHONY: sync check translations help venv lab lab-complete test test-profile test-browser test-compat unit nbval nbval-portable refresh bench learner slides site html timings clean hub hub-remove-learner
 
 help:
 	@echo "make lab      create .venv if needed, prepare your workspace/ (exercises), open JupyterLab on it (127.0.0.1)"
@@ -49,6 +49,9 @@ help:
 	@echo "make refresh  re-execute notebooks in place with CI's settings (NB=notebooks/01_x.ipynb for one)"
 	@echo "make learner  learner edition (solutions replaced by stubs) in build/learner"
 	@echo "              COURSE_LANG=zh with make lab, learner, slides: the Chinese edition (notebooks/zh/, build/zh/)"
+	@echo "make sync    after any change: run every generator (course map, cloud links, agendas, Chinese edition, messages,"
+	@echo "             learner editions); prints what changed and what still needs you (translate, refresh, git add)"
+	@echo "make check   the tests of what you changed since the last commit (BASE=main: since main), in minutes, not the course's"
 	@echo "make translations  after editing English: update translations/zh/, rebuild notebooks/zh/, list what to translate"
 	@echo "make slides   reveal.js slides per notebook in build/slides (offline)"
 	@echo "make site     the course's website in build/site: every page in English and (zh/) Chinese, search, slides (make html: the same)"
@@ -168,7 +171,21 @@ site: venv
 
 html: site
 
-# After editing an English notebook or guide: bring translations/zh/ in line (a changed cell keeps its old translation,
+# Every generator of the course, in order (tools/sync.py, CONTRIBUTING.md "How the course is built"): solution cells'
+# metadata, cloud links and the verified table, the README's course map, the guide's timings and agendas, translations/zh/,
+# the Chinese edition, the message catalogue, the learner editions. Then: what changed, and what still needs a person.
+sync: venv
+	$(PY) -m tools.sync
+
+# The tests of what changed since the last commit (BASE=main: since the branch left main), read from git: nbval of the
+# changed notebooks in both languages, their exercise checks, hygiene and translations, the tests of the changed
+# modules (tools/check_change.py; --dry-run lists them). make test still runs everything.
+BASE ?=
+check: venv
+	$(PY) -m tools.check_change $(if $(BASE),--base $(BASE)) $(if $(filter command line,$(origin WORKERS)),--workers $(WORKERS)) \
+	    --cell-timeout $(CELL_TIMEOUT)
+
+# After editing an English notebook or guide (make sync does this and more): bring translations/zh/ in line (a changed cell keeps its old translation,
 # marked fuzzy), rebuild notebooks/zh/ and the Chinese guides, compile the message catalogue; then translate what
 # `python -m tools.i18n.editions stale` lists and `make refresh NB="notebooks/zh/..."` the notebooks whose code changed.
 translations: venv

@@ -1,6 +1,7 @@
 """Hygiene rules every course notebook obeys; ``problems(nb)`` lists the rules a notebook breaks.
 
-Each problem starts with the rule's name (a key of RULES), so tests can prove that each rule fires.
+Each problem starts with the rule's name (a key of RULES), so tests can prove that each rule fires; ``report`` says
+them with the section of CONTRIBUTING.md that explains each rule.
 """
 
 from __future__ import annotations
@@ -33,6 +34,20 @@ RULES = {
     "hint": "a notebook with exercises (a check(\"NN.k\", ...) call) imports check and hint from course_utils in its "
             "setup cell, so hint(\"NN.k\") works exactly when a learner is stuck",
 }
+
+# Where an author reads the rules (CONTRIBUTING.md keeps one line per rule there: tests/test_contributing.py).
+GUIDE_SECTION = "CONTRIBUTING.md, section \"Notebook rules\" (#notebook-rules)"
+
+
+def report(name: str, found: list[str]) -> str:
+    """The failure message for a notebook that breaks rules: each problem, and where the rules are explained.
+
+    Usage: ``report("notebooks/01_x.ipynb", problems(nb))``
+    """
+    rules = sorted({problem.split(":", 1)[0] for problem in found})
+    return (f"{name} breaks the notebook rule(s) {', '.join(rules)}; each is explained in {GUIDE_SECTION}:\n"
+            + "\n".join(f"- {problem}" for problem in found))
+
 
 UNSTABLE_PATTERNS = {
     "memory address": re.compile(r"0x[0-9a-fA-F]{6,}"),

@@ -18,6 +18,10 @@ from tests.session_state import same_session, session_state
 ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = all_exercises()
 CASES = all_cases()
+# Where an author reads these rules (CONTRIBUTING.md, one line per rule).
+RULES = "CONTRIBUTING.md, section \"Exercise rules\" (#exercise-rules)"
+# A notebook without exercises says why in its notebook metadata (a short notebook an instructor adds, say).
+NO_EXERCISES = "no_exercises"
 
 
 def test_every_exercise_has_cases_and_no_cases_are_orphans() -> None:
@@ -32,7 +36,7 @@ def test_every_exercise_has_cases_and_no_cases_are_orphans() -> None:
         if len(cases.wrong) < 2:
             problems.append(f"{exercise_id}: needs >= 2 typical wrong answers")
     problems += [f"{orphan}: cases for an exercise that does not exist" for orphan in set(CASES) - set(CATALOGUE)]
-    assert not problems, "\n".join(problems)
+    assert not problems, f"rule 'cases' ({RULES}):\n" + "\n".join(problems)
 
 
 def _right_cases() -> list[tuple[str, int]]:
@@ -68,25 +72,55 @@ def test_check_rejects_a_typical_wrong_answer_with_a_useful_message(exercise_id:
     assert "bug in the course" not in out, out
 
 
-def test_the_course_is_hands_on() -> None:
-    """Issue 12: >= 3 exercises in every notebook 01+, one stretch each, >= 2/3 of all make the learner write hooks."""
-    per_notebook: dict[str, list] = {}
-    for item in CATALOGUE.values():
-        per_notebook.setdefault(item.notebook, []).append(item)
-    numbers = [info.file[:2] for info in course_map()]
+def hands_on_problems(exercises: dict[str, list], reasons: dict[str, str | None]) -> list[str]:
+    """What breaks the hands-on rule: per notebook number, its exercises and the reason it gives for having none."""
     problems = []
-    for number in numbers:
+    for number, reason in reasons.items():
+        items = exercises.get(number, [])
         if number == "00":
             continue
-        items = per_notebook.get(number, [])
+        if reason is not None:
+            if not (isinstance(reason, str) and reason.strip()):
+                problems.append(f"notebook {number}: its metadata {NO_EXERCISES!r} must say why, as a string")
+            elif items:
+                problems.append(f"notebook {number}: says {NO_EXERCISES!r} but has exercises {[i.id for i in items]}")
+            continue
         if len(items) < 3:
-            problems.append(f"notebook {number}: {len(items)} exercises (at least 3)")
+            problems.append(f"notebook {number}: {len(items)} exercises (at least 3, or {NO_EXERCISES!r} with the "
+                            "reason in the notebook's metadata)")
         stretches = [item.id for item in items if item.stretch]
         if len(stretches) != 1:
             problems.append(f"notebook {number}: stretch exercises {stretches} (exactly one)")
+    return problems
+
+
+def test_the_course_is_hands_on() -> None:
+    """Issue 12: >= 3 exercises in every notebook 01+, one stretch each, >= 2/3 of all make the learner write hooks;
+    a notebook with none says why in its metadata."""
+    per_notebook: dict[str, list] = {}
+    for item in CATALOGUE.values():
+        per_notebook.setdefault(item.notebook, []).append(item)
+    reasons = {path.name[:2]: json.loads(path.read_text(encoding="utf-8"))["metadata"].get(NO_EXERCISES)
+               for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
+    problems = hands_on_problems(per_notebook, reasons)
     kinds = Counter(item.kind for item in CATALOGUE.values())
-    assert 3 * kinds["write"] >= 2 * len(CATALOGUE), f"only {kinds['write']} of {len(CATALOGUE)} write hooks: {kinds}"
-    assert not problems, "\n".join(problems)
+    assert 3 * kinds["write"] >= 2 * len(CATALOGUE), (
+        f"rule 'hands-on' ({RULES}): only {kinds['write']} of {len(CATALOGUE)} write hooks: {kinds}")
+    assert not problems, f"rule 'hands-on' ({RULES}):\n" + "\n".join(problems)
+
+
+def test_the_hands_on_rule_names_what_is_missing_and_takes_a_reason() -> None:
+    class Item:
+        def __init__(self, exercise_id: str, stretch: bool = False) -> None:
+            self.id, self.stretch = exercise_id, stretch
+
+    full = [Item("13.1"), Item("13.2"), Item("13.3", stretch=True)]
+    assert hands_on_problems({"13": full}, {"13": None}) == []
+    assert hands_on_problems({}, {"13": "a four-cell case study: read it, then do 12.5"}) == []
+    assert "at least 3" in hands_on_problems({"13": full[:1]}, {"13": None})[0]
+    assert "exactly one" in hands_on_problems({"13": full[:2] + [Item("13.4")]}, {"13": None})[0]
+    assert "must say why" in hands_on_problems({}, {"13": ""})[0]
+    assert "but has exercises" in hands_on_problems({"13": full}, {"13": "none"})[0]
 
 
 def test_every_exercise_has_hints_that_come_one_by_one(capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,10 +153,13 @@ def test_every_exercise_is_posed_and_checked_in_its_own_notebook() -> None:
         assert cells is not None, f"{exercise_id}: no notebook {item.notebook}_*.ipynb"
         text = ["".join(cell["source"]) for cell in cells]
         heading = f"**Exercise {exercise_id}" + (" (stretch)**" if item.stretch else "**")
-        assert any(heading in t for t in text), f"{exercise_id}: no markdown heading {heading!r}"
+        where = f"rule 'posed and checked' ({RULES})"
+        assert any(heading in t for t in text), f"{exercise_id}: no markdown heading {heading!r}; {where}"
         checked = [c for c, t in zip(cells, text) if f'check("{exercise_id}"' in t]
-        assert len(checked) == 1, f"{exercise_id} is checked in {len(checked)} cells (exactly one, its solution cell)"
-        assert "solution" in checked[0]["metadata"].get("tags", []), f"{exercise_id}: the check cell is not a solution cell"
+        assert len(checked) == 1, (f"{exercise_id} is checked in {len(checked)} cells (exactly one, its solution "
+                                   f"cell); {where}")
+        assert "solution" in checked[0]["metadata"].get("tags", []), (
+            f"{exercise_id}: the check cell is not a solution cell (### BEGIN SOLUTION markers, then make sync); {where}")
 
 
 def test_course_map_errors_are_clear(tmp_path: Path) -> None:

@@ -104,3 +104,18 @@ def test_a_missing_section_or_notebook_is_a_clear_error(tmp_path: Path) -> None:
                                       instructor_guide.NOTEBOOKS_DIR)
     with pytest.raises(ValueError, match="not in the course map"):
         instructor_guide.agenda_table([instructor_guide.Block(notebook="77")], notebooks, instructor_guide.NOTEBOOKS_DIR)
+
+
+def test_the_chinese_guide_gets_the_tables_generated_in_chinese_and_never_translates_them() -> None:
+    """A changed number or a new notebook needs no new translation: the tables are generated in Chinese from the
+    catalogue (tools/i18n/messages.py) when the Chinese guide is built, and are no entries of its PO file."""
+    from tools.i18n import editions
+
+    clock = re.compile(r"^\| (\d+:\d\d) \|", re.MULTILINE)
+    for name in instructor_guide.GENERATED:
+        english, chinese = instructor_guide.GENERATED[name](), instructor_guide.GENERATED[name](lang="zh")
+        assert clock.findall(chinese) == clock.findall(english) and "分钟" in chinese and " min" not in chinese, name
+        built = editions.built_guide("zh", "notebooks/instructor_guide.md")
+        assert chinese in built, f"the Chinese guide's {name} are not the generated Chinese ones"
+    units = "\n".join(unit.english for unit in editions.guide_units("notebooks/instructor_guide.md"))
+    assert "| 0:00 |" not in units and "| `00_start_here` |" not in units

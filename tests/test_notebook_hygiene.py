@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from notebook_hygiene import RULES, problems
+from notebook_hygiene import GUIDE_SECTION, RULES, problems, report
 
 _FOLDER = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(_FOLDER.glob("[0-9][0-9]_*.ipynb")) + sorted((_FOLDER / "zh").glob("[0-9][0-9]_*.ipynb"))
@@ -19,7 +19,17 @@ NOTEBOOKS = sorted(_FOLDER.glob("[0-9][0-9]_*.ipynb")) + sorted((_FOLDER / "zh")
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.relative_to(_FOLDER).as_posix() for p in NOTEBOOKS])
 def test_course_notebook_is_clean(path: Path) -> None:
-    assert problems(nbformat.read(path, as_version=4)) == []
+    found = problems(nbformat.read(path, as_version=4))
+    assert not found, report(path.relative_to(_FOLDER.parent).as_posix(), found)
+
+
+def test_a_broken_rule_is_named_with_the_guide_section_that_explains_it() -> None:
+    nb = clean_notebook()
+    break_last_cell(nb)
+    break_kernelspec(nb)
+    message = report("notebooks/99_x.ipynb", problems(nb))
+    assert message.startswith("notebooks/99_x.ipynb breaks the notebook rule(s) kernelspec, no-hooks-left;")
+    assert GUIDE_SECTION in message and "#notebook-rules" in GUIDE_SECTION
 
 
 def test_the_course_has_notebooks() -> None:

@@ -12,11 +12,14 @@ Strict nbval runs on notebooks/zh/ like on the English notebooks (``make test``)
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import re
 import shutil
 import sys
+import warnings
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -44,12 +47,47 @@ def cells(path: Path) -> list[dict]:
     return json.loads(path.read_text(encoding="utf-8"))["cells"]
 
 
+def require_translated(source: str, problems: list[str], may_lag: bool) -> None:
+    """Fail naming each untranslated or outdated cell; where the fork lets the translation lag, warn with the list."""
+    if not problems:
+        return
+    what = f"{len(problems)} untranslated or outdated in {source}"
+    if may_lag:
+        warnings.warn(editions.UntranslatedWarning(
+            f"{what}; they show the English with a 'not yet translated' note (translations/settings.toml: "
+            f"{editions.LAG_SETTING} = true):\n" + "\n".join(problems)), stacklevel=2)
+        return
+    pytest.fail(f"{what} (translate them: python -m tools.i18n.editions export --missing {source} > x.txt, write the "
+                "Chinese, python -m tools.i18n.editions import " + source + " x.txt, then make sync; CONTRIBUTING.md, "
+                "\"Update a translation\"):\n" + "\n".join(problems), pytrace=False)
+
+
 @pytest.mark.parametrize("source", SOURCES)
 def test_every_cell_and_paragraph_has_a_current_translation(source: str) -> None:
-    problems = editions.stale(LANG, source)
-    assert not problems, (f"{len(problems)} untranslated or outdated in {source} (translate them: "
-                          "python -m tools.i18n.editions export --missing / import, then make translations):\n"
-                          + "\n".join(problems))
+    require_translated(source, editions.stale(LANG, source), editions.translations_may_lag())
+
+
+def test_the_setting_is_one_line_and_strict_unless_it_says_otherwise(tmp_path: Path) -> None:
+    # The course commits `false` (its make test and CI strict); a fork changes this one line to `true`.
+    lines = [line for line in editions.SETTINGS.read_text(encoding="utf-8").splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    assert lines == [f"{editions.LAG_SETTING} = {str(editions.translations_may_lag()).lower()}"]
+    fork = tmp_path / "settings.toml"
+    fork.write_text(editions.SETTINGS.read_text(encoding="utf-8").replace("= false", "= true"), encoding="utf-8")
+    assert editions.translations_may_lag(fork) is True
+    fork.write_text(f"{editions.LAG_SETTING} = \"yes\"\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="true or false"):
+        editions.translations_may_lag(fork)
+    assert editions.translations_may_lag(tmp_path / "absent.toml") is False
+
+
+def test_a_fork_that_lets_the_translation_lag_gets_warnings_with_the_list() -> None:
+    problems = ["notebooks/01_x.ipynb cell c003: the English changed since it was translated"]
+    with pytest.warns(editions.UntranslatedWarning, match="c003") as caught:
+        require_translated("notebooks/01_x.ipynb", problems, may_lag=True)
+    assert "not yet translated" in str(caught[0].message)
+    with pytest.raises(pytest.fail.Exception, match="c003"):
+        require_translated("notebooks/01_x.ipynb", problems, may_lag=False)
 
 
 @pytest.mark.parametrize("english", ENGLISH, ids=[p.name for p in ENGLISH])
@@ -126,6 +164,9 @@ def test_the_course_map_reads_the_chinese_openings() -> None:
     assert [row.file for row in chinese] == [row.file for row in english]
     assert [row.minutes for row in chinese] == [row.minutes for row in english]
     untranslated = [row.file for row in chinese if not _CJK.search(row.title + row.learn)]
+    if untranslated and editions.translations_may_lag():
+        warnings.warn(editions.UntranslatedWarning(f"the opening cells of {untranslated} are not in Chinese yet"))
+        return
     assert not untranslated, f"the opening cells of {untranslated} are not in Chinese"
 
 
@@ -226,12 +267,27 @@ def test_a_changed_english_cell_is_named_until_its_translation_is_updated(tmp_pa
     assert message.fuzzy and message.string == f"译文 {cell['id']}"
     assert editions.previous_english(catalog, cell["id"]) == old_english, "the English it was translated from is kept"
     built = {c["id"]: "".join(c["source"]) for c in editions.built_notebook(LANG, english)["cells"]}
-    assert built[cell["id"]].startswith(old_english), "an outdated translation must never be shown"
+    assert f"译文 {cell['id']}" not in built[cell["id"]], "an outdated translation must never be shown"
+    assert old_english.split("\n", 1)[0] in built[cell["id"]] and "One more English sentence." in built[cell["id"]]
+    assert editions.lag_note(LANG) in built[cell["id"]], "the English shows under a visible 'not yet translated' note"
     assert built[keys[0]].startswith("译文") and "<!-- cloud:" in built[keys[0]], "the cloud block is put back"
     assert "fuzzy" in (editions.po_path(LANG, source)).read_text()
 
     editions.update(LANG, source)  # a second update keeps the same old English
     assert editions.previous_english(editions.read_catalog(editions.po_path(LANG, source)), cell["id"]) == old_english
+
+    # The translator's export: the English now and before on @| lines, then the old translation to edit; the
+    # documented order of the arguments works (export --missing SOURCE), and giving it back unchanged changes nothing.
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert editions.main(["export", "--missing", str(english)]) == 0
+    exported = out.getvalue()
+    assert exported.startswith(f"@@ {cell['id']}\n") and exported.count("@@ ") == 1, exported
+    assert "@|   One more English sentence." in exported and "@| The English before:" in exported
+    assert exported.rstrip().endswith(f"译文 {cell['id']}"), "the old translation is there to start from"
+    unchanged: list[str] = []
+    assert editions.import_text(LANG, source, exported, unchanged) == 0 and unchanged == [cell["id"]]
+    assert len(editions.stale(LANG, source)) == 1, "an old translation imported unchanged stays out of date"
     editions.import_text(LANG, source, f"@@ {cell['id']}\n新的译文\n")
     assert editions.stale(LANG, source) == []
     assert editions.previous_english(editions.read_catalog(editions.po_path(LANG, source)), cell["id"]) is None

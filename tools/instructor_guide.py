@@ -6,9 +6,13 @@ from the course map (each notebook's opening cell, ``course_utils.machinery.cour
 that is in the course map but in no agenda block (notebooks 08 and later, say) lands in the optional advanced
 block by itself. ``tests/test_instructor_guide.py`` keeps the guide equal to what this prints.
 
+The words of the tables are messages (``N_``/``_``, in the catalogue of ``tools/i18n/messages.py``): the Chinese
+guide gets the same tables generated in Chinese (``lang="zh"``) when ``tools.i18n.editions`` builds it, so a changed
+number or an added notebook needs no new translation.
+
 Usage: ``python -m tools.instructor_guide`` rewrites the tables between the ``<!-- timings:start ... -->`` /
-``<!-- agendas:start ... -->`` markers of ``notebooks/instructor_guide.md``; ``--check`` only says whether they
-are current.
+``<!-- agendas:start ... -->`` markers of ``notebooks/instructor_guide.md`` (``make sync`` runs it); ``--check``
+only says whether they are current.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_utils.machinery.course import NOTEBOOKS_DIR, NotebookInfo, course_map
+from course_utils.machinery.messages import N_, _, in_language
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "notebooks" / "instructor_guide.md"
@@ -44,33 +49,33 @@ class Block:
 
 
 HALF_DAY = (
-    Block("together: how self-checks and the then-vs-now boxes work", notebook="00"),
+    Block(N_("together: how self-checks and the then-vs-now boxes work"), notebook="00"),
     Block(notebook="01"),
     Block(notebook="02", sections=(1, 2, 3), minutes=20),
-    Block("break", 15),
+    Block(N_("break"), 15),
     Block(notebook="03"),
     Block(notebook="04", sections=(1, 2, 5), minutes=30),
-    Block("break", 10),
-    Block("as a guided demo", notebook="06", sections=(1, 2, 5), minutes=35),
-    Block("questions", 15, self_study=True),
+    Block(N_("break"), 10),
+    Block(N_("as a guided demo"), notebook="06", sections=(1, 2, 5), minutes=35),
+    Block(N_("questions"), 15, self_study=True),
 )
 FULL_DAY = (
     Block(notebook="00"),
     Block(notebook="01"),
     Block(notebook="02"),
-    Block("break", 15),
+    Block(N_("break"), 15),
     Block(notebook="03"),
     Block(notebook="04"),
-    Block("lunch", 60),
+    Block(N_("lunch"), 60),
     Block(notebook="05"),
-    Block("break", 10),
-    Block("including the explorer widget", notebook="06"),
+    Block(N_("break"), 10),
+    Block(N_("including the explorer widget"), notebook="06"),
     Block(notebook="07"),
-    Block("open questions, wrap-up", 20),
+    Block(N_("open questions, wrap-up"), 20),
 )
 AGENDAS = (
-    ("Half day", "the hook system, then one application.", HALF_DAY),
-    ("Full day", "notebooks 00–07, in order.", FULL_DAY),
+    (N_("Half day"), N_("the hook system, then one application."), HALF_DAY),
+    (N_("Full day"), N_("notebooks 00–07, in order."), FULL_DAY),
 )
 ADVANCED_BREAK_EVERY = 2  # a 10-minute break after every second advanced notebook
 
@@ -85,9 +90,11 @@ def _by_number(notebooks: Sequence[NotebookInfo]) -> dict[str, NotebookInfo]:
 
 
 def duration(minutes: int) -> str:
-    """``210`` -> ``"3 h 30 min"``; ``45`` -> ``"45 min"``."""
+    """``210`` -> ``"3 h 30 min"``; ``45`` -> ``"45 min"`` (in the language of the messages now)."""
     hours, rest = divmod(minutes, 60)
-    return f"{hours} h {rest} min" if hours and rest else f"{hours} h" if hours else f"{rest} min"
+    if hours and rest:
+        return _("{hours} h {minutes} min").format(hours=hours, minutes=rest)
+    return _("{hours} h").format(hours=hours) if hours else _("{minutes} min").format(minutes=rest)
 
 
 def clock(minutes: int) -> str:
@@ -107,7 +114,17 @@ def _ranges(numbers: Sequence[int]) -> str:
 
 
 def _and(words: Sequence[str]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    """``["a", "b", "c"]`` -> ``"a, b and c"`` (in the language of the messages now)."""
+    if len(words) == 1:
+        return words[0]
+    listed = words[0]
+    for word in words[1:-1]:
+        listed = _("{a}, {b}").format(a=listed, b=word)
+    return _("{a} and {b}").format(a=listed, b=words[-1])
+
+
+def _sections(numbers: Sequence[int]) -> str:
+    return (_("sections {numbers}") if len(numbers) > 1 else _("section {numbers}")).format(numbers=_ranges(numbers))
 
 
 def notebook_sections(path: Path) -> list[int]:
@@ -118,32 +135,36 @@ def notebook_sections(path: Path) -> list[int]:
     return [int(n) for n in re.findall(r"^##\s+(\d+)\s+·", text, re.MULTILINE)]
 
 
+def _with_minutes(text: str, minutes: int) -> str:
+    return _("{text} ({minutes} min)").format(text=text, minutes=minutes)
+
+
 def _block_row(block: Block, notebooks: dict[str, NotebookInfo], left_out: list[str], folder: Path) -> tuple[str, int]:
     if block.notebook is None:
-        text = block.text
-        if block.self_study:
-            text += f"; point to {_and(left_out)} for self-study" if left_out else ""
+        text = _(block.text)
+        if block.self_study and left_out:
+            text = _("{text}; point to {notebooks} for self-study").format(text=text, notebooks=_and(left_out))
         if block.minutes is None:
             raise ValueError(f"Agenda block {block.text!r} needs minutes.")
-        return f"{text} ({block.minutes} min)", block.minutes
+        return _with_minutes(text, block.minutes), block.minutes
     if block.notebook not in notebooks:
         raise ValueError(f"An agenda names notebook {block.notebook}, which is not in the course map.")
     info = notebooks[block.notebook]
-    parts = [f"`{_stem(info)}`"]
+    row = f"`{_stem(info)}`"
     if block.text:
-        parts.append(block.text)
+        row = _("{row}, {part}").format(row=row, part=_(block.text))
     if block.sections:
         available = notebook_sections(folder / info.file)
         missing = sorted(set(block.sections) - set(available))
         if missing:
             raise ValueError(f"{info.file} has no section(s) {missing}; its sections are {available}.")
         rest = [n for n in available if n not in block.sections]
-        covered = f"section{'s' if len(block.sections) > 1 else ''} {_ranges(block.sections)}"
+        covered = _sections(block.sections)
         if rest:
-            covered += f"; section{'s' if len(rest) > 1 else ''} {_ranges(rest)} as homework"
-        parts.append(covered)
+            covered = _("{covered}; {rest} as homework").format(covered=covered, rest=_sections(rest))
+        row = _("{row}, {part}").format(row=row, part=covered)
     minutes = info.minutes if block.minutes is None else block.minutes
-    return f"{', '.join(parts)} ({minutes} min)", minutes
+    return _with_minutes(row, minutes), minutes
 
 
 def agenda_table(blocks: Sequence[Block], notebooks: Sequence[NotebookInfo], folder: Path) -> tuple[list[str], int]:
@@ -151,7 +172,7 @@ def agenda_table(blocks: Sequence[Block], notebooks: Sequence[NotebookInfo], fol
     by_number = _by_number(notebooks)
     named = {b.notebook for b in blocks}
     left_out = [f"`{_stem(info)}`" for number, info in by_number.items() if number not in named]
-    lines = ["| time | block |", "|---|---|"]
+    lines = [_("| time | block |"), "|---|---|"]
     start = 0
     for block in blocks:
         text, minutes = _block_row(block, by_number, left_out, folder)
@@ -168,30 +189,32 @@ def advanced_blocks(notebooks: Sequence[NotebookInfo]) -> list[Block]:
     for index, info in enumerate(extra, start=1):
         blocks.append(Block(notebook=info.file[:2]))
         if index % ADVANCED_BREAK_EVERY == 0 and index < len(extra):
-            blocks.append(Block("break", 10))
+            blocks.append(Block(N_("break"), 10))
     return blocks
 
 
-def agendas_markdown(notebooks_dir: Path | None = None) -> str:
+def _agenda_title(name: str, total: int, purpose: str, breaks: bool) -> str:
+    title = _("**{name} ({duration} with breaks)** — {purpose}") if breaks else _("**{name} ({duration})** — {purpose}")
+    return title.format(name=name, duration=duration(total), purpose=purpose)
+
+
+def agendas_markdown(notebooks_dir: Path | None = None, lang: str = "en") -> str:
     """The guide's agendas: half day, full day, and (when the course has notebooks beyond the full day) the
-    optional advanced block."""
+    optional advanced block; ``lang="zh"``: in Chinese, from the Chinese notebooks' sections."""
     folder = NOTEBOOKS_DIR if notebooks_dir is None else Path(notebooks_dir)
     notebooks = course_map(folder)
     out: list[str] = []
-    for name, purpose, blocks in AGENDAS:
-        rows, total = agenda_table(blocks, notebooks, folder)
-        out += [f"**{name} ({duration(total)} with breaks)** — {purpose}", "", *rows, ""]
-    extra = advanced_blocks(notebooks)
-    if extra:
-        rows, total = agenda_table(extra, notebooks, folder)
-        breaks = " with breaks" if any(block.notebook is None for block in extra) else ""
-        out += [
-            f"**Optional advanced block ({duration(total)}{breaks})** — after the full day, or as a second "
-            "half day; times from its own start.",
-            "",
-            *rows,
-            "",
-        ]
+    with in_language(lang):
+        for name, purpose, blocks in AGENDAS:
+            rows, total = agenda_table(blocks, notebooks, folder)
+            out += [_agenda_title(_(name), total, _(purpose), breaks=True), "", *rows, ""]
+        extra = advanced_blocks(notebooks)
+        if extra:
+            rows, total = agenda_table(extra, notebooks, folder)
+            breaks = any(block.notebook is None for block in extra)
+            out += [_agenda_title(_("Optional advanced block"), total,
+                                  _("after the full day, or as a second half day; times from its own start."), breaks),
+                    "", *rows, ""]
     return "\n".join(out).rstrip()
 
 
@@ -202,18 +225,23 @@ def read_timings(path: Path = TIMINGS) -> dict[str, int]:
     return {name: int(seconds) for name, seconds in json.loads(path.read_text(encoding="utf-8"))["seconds"].items()}
 
 
-def timings_markdown(notebooks_dir: Path | None = None, timings: dict[str, int] | None = None) -> str:
+def timings_markdown(notebooks_dir: Path | None = None, timings: dict[str, int] | None = None, lang: str = "en") -> str:
     """Run time (measured) and estimate (opening cell) per notebook; the totals are sums of the shown values."""
     notebooks = course_map(notebooks_dir)
     seconds = read_timings() if timings is None else timings
-    lines = ["| notebook | runs in | estimate |", "|---|---|---|"]
-    for info in notebooks:
-        measured = seconds.get(_stem(info))
-        lines.append(f"| `{_stem(info)}` | {'not measured' if measured is None else f'{measured} s'} | {info.minutes} min |")
-    measured_total = sum(seconds[_stem(i)] for i in notebooks if _stem(i) in seconds)
-    unmeasured = sum(_stem(i) not in seconds for i in notebooks)
-    run_total = f"**{measured_total} s**" + (f" + {unmeasured} not measured (`make timings`)" if unmeasured else "")
-    lines.append(f"| **total** | {run_total} | **{sum(i.minutes for i in notebooks)} min** |")
+    with in_language(lang):
+        lines = [_("| notebook | runs in | estimate |"), "|---|---|---|"]
+        for info in notebooks:
+            measured = seconds.get(_stem(info))
+            run = _("not measured") if measured is None else _("{seconds} s").format(seconds=measured)
+            lines.append(f"| `{_stem(info)}` | {run} | {_('{minutes} min').format(minutes=info.minutes)} |")
+        measured_total = sum(seconds[_stem(i)] for i in notebooks if _stem(i) in seconds)
+        unmeasured = sum(_stem(i) not in seconds for i in notebooks)
+        run_total = f"**{_('{seconds} s').format(seconds=measured_total)}**"
+        if unmeasured:
+            run_total += _(" + {count} not measured (`make timings`)").format(count=unmeasured)
+        total_minutes = _("{minutes} min").format(minutes=sum(i.minutes for i in notebooks))
+        lines.append(_("| **total** | {run} | **{minutes}** |").format(run=run_total, minutes=total_minutes))
     return "\n".join(lines)
 
 
@@ -240,14 +268,14 @@ def updated_guide(text: str) -> str:
     return text
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report whether the guide is current")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     text = GUIDE.read_text(encoding="utf-8")
     new = updated_guide(text)
     if args.check:
-        raise SystemExit(0 if new == text else f"{GUIDE.relative_to(ROOT)} is stale: run python -m tools.instructor_guide")
+        raise SystemExit(0 if new == text else f"{GUIDE.relative_to(ROOT)} is stale: run make sync")
     if new != text:
         GUIDE.write_text(new, encoding="utf-8")
     print(f"{GUIDE.relative_to(ROOT)}: timings and agendas {'updated' if new != text else 'already current'}")

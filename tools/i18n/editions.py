@@ -10,19 +10,29 @@ Chinese, and that each figure's alt text -- the literal ``alt="..."`` of a code 
 ``<!-- X:start -->``, ...) are not translated either: the English region is copied at build time (links pointed at
 the Chinese notebooks).
 
+The tables generated from data (the README's course map and verified table, the instructor guide's timings and
+agendas) are generated again in the translation's language, their words from the message catalogue
+(``tools/i18n/messages.py``): a changed number or a new notebook needs no new translation.
+
 When an English cell changes, ``update`` keeps the old translation marked fuzzy with the old English beside it
-(an obsolete ``#~`` entry) and the build uses the English text until a translator fixes the entry; ``stale`` (and the tests)
-name every such cell.
+(an obsolete ``#~`` entry) and the build shows the English text under a "not yet translated" note until a translator
+fixes the entry; ``stale`` (and the tests) name every such cell. Whether that fails ``make test`` is one setting,
+``translations_may_lag`` in ``translations/settings.toml``: ``false`` (the course's own) fails, ``true`` (a fork
+that ships English first) warns with the list.
 
 Usage::
 
     python -m tools.i18n.editions update     # after editing English: bring the PO files in line (never loses a translation)
     python -m tools.i18n.editions build      # write notebooks/zh/*.ipynb, notebooks/zh/*.md, README.zh.md, the site's landing page
-    python -m tools.i18n.editions stale      # what is untranslated or out of date (exit 1 if anything)
+    python -m tools.i18n.editions stale      # what is untranslated or out of date (exit 1 if anything, unless it may lag)
     python -m tools.i18n.editions export notebooks/03_forward_hooks.ipynb > 03.txt   # the entries as plain text
-    python -m tools.i18n.editions import notebooks/03_forward_hooks.ipynb 03.zh.txt  # translations back in
+    python -m tools.i18n.editions export --missing notebooks/03_forward_hooks.ipynb > 03.txt   # only those to do
+    python -m tools.i18n.editions import notebooks/03_forward_hooks.ipynb 03.txt  # translations back in
 
-The plain-text form is one ``@@ KEY`` line (the cell id, or the paragraph's number in a guide) before each entry.
+``make sync`` runs ``update`` and ``build``. The plain-text form is one ``@@ KEY`` line (the cell id, or the
+paragraph's number in a guide) before each entry, then the text to translate. An entry whose English changed since it
+was translated shows, on ``@|`` lines, the English now and the English before, then the old translation to edit;
+``import`` ignores the ``@|`` lines and keeps an old translation imported unchanged out of date.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ import hashlib
 import json
 import re
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +53,7 @@ from babel.messages.pofile import read_po, write_po
 
 from course_utils.machinery.course import course_map_markdown
 from course_utils.machinery.layout import NOTEBOOK_GLOB
-from course_utils.machinery.messages import LANGUAGES
+from course_utils.machinery.messages import LANGUAGES, N_, _, in_language
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -67,16 +78,51 @@ _PLACEHOLDER = re.compile(r"<!-- generated: ([\w-]+) -->")
 _SWITCH = "**中文版：**"
 _SWITCH_BACK = "\x00switch\x00"
 _SETUP_CALL = re.compile(r"\bsetup_notebook\((\s*\)?)")
+# Guides whose code blocks are translated too (their comments, and the Chinese README's quickstart, which opens the
+# Chinese workspace first); the other guides' code is the English code.
+FENCES_TRANSLATED = ("README.md",)
+
+SETTINGS = TRANSLATIONS / "settings.toml"
+LAG_SETTING = "translations_may_lag"
+# Shown above the English of a cell or paragraph whose translation is missing or out of date (always: with the
+# setting false, make test fails until it is translated; with it true, the edition ships that way).
+NOT_YET_TRANSLATED = N_("**Not yet translated:** this part is new or changed in English, and its translation has not "
+                        "caught up yet; the English follows.")
+
+
+class UntranslatedWarning(UserWarning):
+    """Cells or paragraphs without a current translation, where ``translations_may_lag = true`` allows them."""
+
+
+def translations_may_lag(settings: Path | None = None) -> bool:
+    """The fork's choice in ``translations/settings.toml`` (absent: ``False``, the course's own strict rule).
+
+    Usage: ``translations_may_lag()``
+    """
+    path = SETTINGS if settings is None else settings
+    if not path.is_file():
+        return False
+    value = tomllib.loads(path.read_text(encoding="utf-8")).get(LAG_SETTING, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"{path}: {LAG_SETTING} must be true or false, not {value!r}")
+    return value
+
+
+def lag_note(lang: str) -> str:
+    """The visible note above an English text in a translated edition (a Markdown quote, in ``lang``)."""
+    with in_language(lang):
+        return "> " + _(NOT_YET_TRANSLATED)
 
 
 def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-# Generated regions whose content is data (links, versions, timings) or is generated again for the translation (the
-# README's course map, from the translated notebooks' openings): not translated. Other regions (the guide's agendas,
-# the capacity benchmark's notes) are prose and are translated like the text around them.
-COPIED_REGIONS = ("cloud", "verified", "timings", "course-map")
+# Generated regions: made again for the translation, in its language (the README's course map from the translated
+# notebooks' openings; the links, the verified table, the guide's timings and agendas with the catalogue's words), so
+# they are never translated by hand. Other regions (the capacity benchmark's notes) are prose and are translated like
+# the text around them.
+COPIED_REGIONS = ("cloud", "verified", "timings", "agendas", "course-map")
 
 
 def without_regions(text: str) -> tuple[str, dict[str, str]]:
@@ -99,11 +145,18 @@ def with_regions(text: str, regions: dict[str, str], lang: str, notebook: str | 
             raise ValueError(f"the translation has a placeholder {match[0]!r} that the English text lacks")
         if match[1] == "course-map":
             return translated_course_map(region, lang)
-        if match[1] == "cloud" and notebook is not None:  # the translated notebook's own links, in its language
+        if match[1] in ("cloud", "verified"):
             from tools import cloud_badges
 
-            return cloud_badges.links_block(notebook, cloud_badges.verified(), lang)
-        return region  # data (the verified and timings tables): as in English
+            if notebook is not None:  # the translated notebook's own links, in its language
+                return cloud_badges.links_block(notebook, cloud_badges.verified(), lang)
+            return cloud_badges.readme_table(english_notebooks(), cloud_badges.verified(), lang)
+        if match[1] in ("timings", "agendas"):
+            from tools import instructor_guide
+
+            start, end = region.split("\n", 1)[0], region.rsplit("\n", 1)[-1]
+            return f"{start}\n{instructor_guide.GENERATED[match[1]](lang=lang)}\n{end}"
+        return region
 
     return _PLACEHOLDER.sub(put_back, text)
 
@@ -181,8 +234,9 @@ def translated_alts(source: str, cell_id: str, lang: str, catalog: Catalog) -> s
     return "".join(pieces) + source[last:]
 
 
-def guide_blocks(text: str) -> list[tuple[int, str, bool]]:
-    """(line, block, translate?) for each block of a Markdown file: paragraphs, lists, tables, fences, regions."""
+def guide_blocks(text: str, fences: bool = False) -> list[tuple[int, str, bool]]:
+    """(line, block, translate?) for each block of a Markdown file: paragraphs, lists, tables, fences (translated
+    when ``fences``), regions."""
     text, _regions = without_regions(text)
     blocks: list[tuple[int, str, bool]] = []
     lines = text.split("\n")
@@ -198,7 +252,7 @@ def guide_blocks(text: str) -> list[tuple[int, str, bool]]:
             while i < len(lines) and not lines[i].lstrip().startswith("```"):
                 i += 1
             i += 1
-            blocks.append((start + 1, "\n".join(lines[start:i]), False))
+            blocks.append((start + 1, "\n".join(lines[start:i]), fences))
             continue
         while i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith("```"):
             i += 1
@@ -210,7 +264,8 @@ def guide_blocks(text: str) -> list[tuple[int, str, bool]]:
 
 def guide_units(source: str) -> list[Unit]:
     text = (ROOT / source).read_text()
-    return [Unit(None, block, f"{source} line {line}") for line, block, translate in guide_blocks(text) if translate]
+    return [Unit(None, block, f"{source} line {line}")
+            for line, block, translate in guide_blocks(text, source in FENCES_TRANSLATED) if translate]
 
 
 def all_sources() -> list[str]:
@@ -313,11 +368,28 @@ def stale(lang: str, source: str) -> list[str]:
     return problems
 
 
-def translation(lang: str, catalog: Catalog, unit: Unit) -> str:
+def is_translated(catalog: Catalog, unit: Unit) -> bool:
+    """Whether ``unit`` has a current translation in ``catalog`` (not missing, empty or fuzzy)."""
     message = catalog.get(unit.english, context=unit.context)
-    if message is None or not message.string or message.fuzzy:
+    return message is not None and bool(message.string) and not message.fuzzy
+
+
+def translation(lang: str, catalog: Catalog, unit: Unit) -> str:
+    if not is_translated(catalog, unit):
         return unit.english  # not translated (yet): the English, never an outdated translation
-    return message.string
+    return catalog.get(unit.english, context=unit.context).string
+
+
+def with_lag_note(text: str, lang: str) -> str:
+    """``text`` (English, for want of a current translation) with the "not yet translated" note: after its heading
+    when it starts with one, else above it."""
+    if not _PLACEHOLDER.sub("", text).strip():
+        return text
+    first, _newline, rest = text.partition("\n")
+    if _HEADING.match(first):
+        rest = rest.lstrip("\n")
+        return f"{first}\n\n{lag_note(lang)}" + (f"\n\n{rest}" if rest else "")
+    return f"{lag_note(lang)}\n\n{text}"
 
 
 # -- headings and the links to them ----------------------------------------------------------------------------
@@ -420,7 +492,8 @@ def built_notebook(lang: str, english_path: Path, anchors: dict[str, dict[str, s
         source = "".join(cell["source"])
         if cell["cell_type"] == "markdown":
             text, regions = without_regions(source)
-            translated = translation(lang, catalog, Unit(cell["id"], text, ""))
+            unit = Unit(cell["id"], text, "")
+            translated = translation(lang, catalog, unit) if is_translated(catalog, unit) else with_lag_note(text, lang)
             english_file = str(english_path.relative_to(ROOT))
             source = retarget_links(with_regions(translated, regions, lang, english_path.name), lang, english_file,
                                     f"notebooks/{lang}/{english_path.name}",
@@ -433,7 +506,7 @@ def built_notebook(lang: str, english_path: Path, anchors: dict[str, dict[str, s
         cell["source"] = source.splitlines(keepends=True)
     notebook["metadata"]["language_edition"] = {
         "lang": lang, "english": english_path.name,
-        "generated_by": "tools/i18n/editions.py build: edit the English notebook and translations/, not this file"}
+        "generated_by": "make sync (tools/i18n/editions.py): edit the English notebook and translations/, not this file"}
     return notebook
 
 
@@ -443,17 +516,21 @@ def built_guide(lang: str, source: str, anchors: dict[str, dict[str, str]] | Non
     catalog = read_catalog(po_path(lang, source))
     target = GUIDES[source].format(lang=lang)
     parts = []
-    for _line, block, translate in guide_blocks(text):
+    for _line, block, translate in guide_blocks(text, source in FENCES_TRANSLATED):
         if block.startswith(_SWITCH):
             block = _SWITCH_BACK
-        parts.append(translation(lang, catalog, Unit(None, block, "")) if translate else block)
+        unit = Unit(None, block, "")
+        if translate:
+            block = translation(lang, catalog, unit) if is_translated(catalog, unit) else with_lag_note(block, lang)
+        parts.append(block)
     out = with_regions("\n".join(parts), regions, lang)
     out = retarget_links(out, lang, source, target, anchors if anchors is not None else anchor_map(lang))
     import posixpath
 
     back = posixpath.relpath(source, posixpath.dirname(target) or ".")
     out = out.replace(_SWITCH_BACK, f"**English:** [{posixpath.basename(source)}]({back})")
-    header = f"<!-- {lang}: generated from {source} by tools/i18n/editions.py; edit translations/{lang}/, not this file -->\n"
+    header = (f"<!-- {lang}: generated from {source} by make sync (tools/i18n/editions.py); edit translations/{lang}/, "
+              "not this file -->\n")
     return header + out
 
 
@@ -490,15 +567,46 @@ def _keyed(lang: str, source: str) -> tuple[Catalog, dict[str, Message]]:
     return catalog, dict(zip(keys, messages))
 
 
+_NOTE = "@|"  # a line of context in the plain-text form: shown to the translator, ignored by import
+
+
+def _was(catalog: Catalog, message: Message) -> Message | None:
+    """The obsolete entry that keeps the English (and the translation) a fuzzy entry was translated from."""
+    if message.context is not None:
+        return old_english_entry(catalog, message.context)
+    return next((m for m in catalog.obsolete.values() if m.context is None and m.string == message.string), None)
+
+
+def _quoted(label: str, text: str) -> str:
+    return f"{_NOTE} {label}\n" + "".join(f"{_NOTE}   {line}\n" for line in text.split("\n"))
+
+
 def export_text(lang: str, source: str, *, only_missing: bool = False) -> str:
-    """The entries of ``source`` as ``@@ KEY`` + English text, for translating in a plain editor."""
-    _catalog, keyed = _keyed(lang, source)
-    return "".join(f"@@ {key}\n{m.id}\n\n" for key, m in keyed.items()
-                   if not only_missing or not m.string or m.fuzzy)
+    """The entries of ``source`` as ``@@ KEY`` + the text to translate, for translating in a plain editor.
+
+    An entry not translated yet gives its English. An entry whose English changed since it was translated gives,
+    on ``@|`` lines, the English now and the English before, then its old translation to bring up to date."""
+    catalog, keyed = _keyed(lang, source)
+    out = []
+    for key, message in keyed.items():
+        if only_missing and message.string and not message.fuzzy:
+            continue
+        if message.fuzzy and message.string:
+            was = _was(catalog, message)
+            context = _quoted("The English changed since it was translated. The English now:", message.id)
+            if was is not None:
+                context += _quoted("The English before:", was.id)
+            context += f"{_NOTE} Its old translation, to bring up to date (left as it is, it stays out of date):\n"
+            out.append(f"@@ {key}\n{context}{message.string}\n\n")
+        else:
+            out.append(f"@@ {key}\n{message.id}\n\n")
+    return "".join(out)
 
 
-def import_text(lang: str, source: str, text: str) -> int:
-    """Put the translations of ``text`` (``@@ KEY`` + translation) into ``source``'s PO file; returns how many."""
+def import_text(lang: str, source: str, text: str, unchanged: list[str] | None = None) -> int:
+    """Put the translations of ``text`` (``@@ KEY`` + translation; ``@|`` lines ignored) into ``source``'s PO file;
+    returns how many. An out-of-date entry given back with its old translation unchanged stays out of date (its
+    key goes to ``unchanged``)."""
     catalog, keyed = _keyed(lang, source)
     pieces = _KEY.split(text)
     if pieces[0].strip():
@@ -508,14 +616,18 @@ def import_text(lang: str, source: str, text: str) -> int:
         if key not in keyed:
             raise ValueError(f"{source} has no entry {key!r}: keys are {', '.join(keyed)}")
         message = keyed[key]
-        body = body.strip("\n")
+        body = "\n".join(line for line in body.split("\n") if not line.startswith(_NOTE)).strip("\n")
         english_regions = set(_PLACEHOLDER.findall(message.id))
         if set(_PLACEHOLDER.findall(body)) != english_regions:
             raise ValueError(f"entry {key}: keep the placeholders {sorted(english_regions)} exactly as in the English")
+        if message.fuzzy and body == message.string.strip("\n"):
+            if unchanged is not None:
+                unchanged.append(key)
+            continue
         message.string = body
         message.flags.discard("fuzzy")
-        for key in [k for k, m in catalog.obsolete.items() if message.context is not None and m.context == message.context]:
-            del catalog.obsolete[key]
+        for old in [k for k, m in catalog.obsolete.items() if message.context is not None and m.context == message.context]:
+            del catalog.obsolete[old]
         count += 1
     write_catalog(po_path(lang, source), catalog)
     return count
@@ -528,7 +640,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("text", nargs="?", type=Path, help="import: the file of @@ KEY entries")
     parser.add_argument("--lang", default="zh", choices=TRANSLATED)
     parser.add_argument("--missing", action="store_true", help="export: only entries without a current translation")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # export --missing SOURCE and --missing export SOURCE alike
     if args.command in ("export", "import"):
         if args.source is None or (args.command == "import" and args.text is None):
             parser.error(f"{args.command} needs the English source" + (" and the text file" if args.command == "import" else ""))
@@ -536,8 +648,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "export":
             sys.stdout.write(export_text(args.lang, source, only_missing=args.missing))
         else:
-            print(f"{import_text(args.lang, source, args.text.read_text())} entries imported into "
+            unchanged: list[str] = []
+            print(f"{import_text(args.lang, source, args.text.read_text(), unchanged)} entries imported into "
                   f"{po_path(args.lang, source).relative_to(ROOT)}")
+            if unchanged:
+                print(f"still out of date (the old translation came back unchanged): {', '.join(unchanged)}")
         return 0
     if args.command == "update":
         for source in all_sources():
@@ -551,6 +666,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     problems = [p for source in all_sources() for p in stale(args.lang, source)]
     print("\n".join(problems) if problems else f"{args.lang}: every cell and paragraph translated and current")
+    if problems and translations_may_lag():
+        print(f"{len(problems)} not translated yet: they show the English with a note "
+              f"({LAG_SETTING} = true in {SETTINGS.relative_to(ROOT)})")
+        return 0
     return 1 if problems else 0
 
 

@@ -10,9 +10,13 @@ Babel's extractor: every ``_("...")`` and ``N_("...")``.
 Usage::
 
     python -m tools.i18n.messages missing            # messages in the code without a Chinese translation
-    python -m tools.i18n.messages add nb03.py course_utils/machinery/exercises/nb03.py   # append them, empty, to a part
+    python -m tools.i18n.messages add nb03.po course_utils/machinery/exercises/nb03.py   # append them, empty, to a part
     python -m tools.i18n.messages compile            # write course.mo from the parts
     python -m tools.i18n.messages verify             # what the tests check: complete, no stray entries, course.mo fresh
+
+``add`` takes the part's file name (``nb03.po``, a new name makes a new part) and the code files whose messages it
+appends with an empty translation; write the Chinese in the part (any PO editor, or a text editor), then ``compile``
+(``make sync`` runs it and lists what is still missing).
 """
 
 from __future__ import annotations
@@ -110,14 +114,30 @@ def problems(lang: str) -> list[str]:
     for message in catalog:
         if message.id and message.id not in found:
             out.append(f"{lang} translation of {message.id[:70]!r} is no longer in the code: delete it")
+    stray = sorted(p.name for p in (LOCALE / lang).iterdir() if p.name != "LC_MESSAGES" and p.suffix != ".po")
+    out += [f"{_shown(LOCALE / lang / name)}: not a .po part, so never compiled: rename or delete it"
+            for name in stray]
     if not mo_path(lang).exists() or mo_path(lang).read_bytes() != compiled(lang):
-        out.append(f"{mo_path(lang).relative_to(ROOT)} is not compiled from the .po files: "
+        out.append(f"{_shown(mo_path(lang))} is not compiled from the .po files: "
                    "run python -m tools.i18n.messages compile")
     return out
 
 
+def _shown(path: Path) -> Path:
+    """``path`` relative to the repository when it is inside it (as messages show paths)."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def add(lang: str, part_name: str, files: list[Path]) -> int:
-    """Append the messages of ``files`` that no part translates yet to ``part_name`` (empty msgstr)."""
+    """Append the messages of ``files`` that no part translates yet to ``part_name`` (empty msgstr).
+
+    ``part_name`` is a file name ending in ``.po`` (``nb03.po``): anything else is refused with a ``ValueError``."""
+    if Path(part_name).name != part_name or not part_name.endswith(".po") or part_name == ".po":
+        raise ValueError(f"the part is a PO file's name in {_shown(LOCALE / lang)}, such as nb03.po or "
+                         f"tools.po; got {part_name!r}")
+    missing_files = [str(path) for path in files if not path.is_file()]
+    if missing_files:
+        raise ValueError(f"no such file: {', '.join(missing_files)} (give the code files whose messages to add)")
     path = LOCALE / lang / part_name
     catalog = read_part(path) if path.exists() else Catalog(locale=lang, domain="course", fuzzy=False)
     already, _problems = merged(lang)
@@ -149,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{where[0]}: {msgid!r}")
         return 0
     if args.command == "add":
-        print(f"{add(args.lang, args.part, [p.resolve() for p in args.files])} messages added to {args.part}")
+        try:
+            added = add(args.lang, args.part, [p.resolve() for p in args.files])
+        except ValueError as error:
+            parser.error(str(error))
+        print(f"{added} messages added to {_shown(LOCALE / args.lang / args.part)}: write their "
+              "translations there, then python -m tools.i18n.messages compile (or make sync)")
         return 0
     if args.command == "compile":
         _catalog, clashes = merged(args.lang)

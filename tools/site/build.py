@@ -13,12 +13,15 @@ Usage: ``build(ROOT / "build" / "site", ROOT / "build" / "site-cache")`` (``pyth
 from __future__ import annotations
 
 import filecmp
+import posixpath
+import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_utils.machinery import cloud
 from course_utils.machinery.layout import NOTEBOOK_GLOB
 from course_utils.machinery.messages import LANGUAGES
 
@@ -71,6 +74,26 @@ def _copy_if_changed(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
+_RELATIVE_LINK = re.compile(r"\]\((?![a-z][\w+.-]*:|#)([^()\s#]+)(#[^()\s]*)?\)")
+
+
+def repository_links(text: str, source: Path) -> str:
+    """``text`` (a guide at ``source`` in the checkout) with its links to files of the repository that are not pages
+    of the site (``../CONTRIBUTING.md``) pointed at the repository's copy, which the site can link.
+
+    Usage: ``repository_links(text, ROOT / "notebooks" / "instructor_guide.md")``
+    """
+    folder = posixpath.dirname(source.resolve().relative_to(ROOT).as_posix())
+
+    def relink(match: re.Match[str]) -> str:
+        target = posixpath.normpath(posixpath.join(folder, match[1]))
+        if target.startswith(("..", "notebooks/")) or not (ROOT / target).is_file():
+            return match[0]  # outside the repository, missing, or a page (or its twin) that the site has
+        return f"](https://github.com/{cloud.REPOSITORY}/blob/{cloud.BRANCH}/{target}{match[2] or ''})"
+
+    return _RELATIVE_LINK.sub(relink, text)
+
+
 def stage(edition: Edition) -> list[Path]:
     """Copy what the pages are made from into ``edition.src``; every ``NN_*.ipynb`` found is a page."""
     notebooks = sorted(edition.notebooks.glob(NOTEBOOK_GLOB))
@@ -89,6 +112,12 @@ def stage(edition: Edition) -> list[Path]:
     for name, source in wanted.items():
         if not source.exists():
             raise SystemExit(f"{source.relative_to(ROOT)} is missing: the site needs it.")
+        if name in GUIDES:  # a link to a file of the repository (CONTRIBUTING.md) goes to the repository's copy
+            text = repository_links(source.read_text(encoding="utf-8"), source)
+            target = edition.src / name
+            if not target.exists() or target.read_text(encoding="utf-8") != text:
+                target.write_text(text, encoding="utf-8")
+            continue
         _copy_if_changed(source, edition.src / name)
     return [edition.src / name for name in wanted]
 
