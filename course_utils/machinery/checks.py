@@ -48,6 +48,7 @@ from course_utils.machinery.guard import (
     quiet_warnings,
     time_limit,
 )
+from course_utils.machinery.hook_watch import HookMistake, watching_hooks
 from course_utils.machinery.messages import N_, Text, _
 from course_utils.machinery.progress_record import record as record_attempt
 from course_utils.machinery.report_problem import problem_url
@@ -223,12 +224,17 @@ def _run(item: Exercise, answer: Any) -> tuple[Verdict, list[Change], OutputBudg
                 _no_time_limit_said.append(True)
                 print(_("(Here check() cannot stop an endless loop: if a check runs on and on, interrupt the kernel; "
                         "your session stays usable.)"))
-            try:
-                verdict = item.validate(_as_plain(answer))
-            except TimeLimitExceeded:
-                raise
-            except BaseException as error:  # noqa: BLE001 -- every kind is reported, never hidden
-                verdict = _explain_error(error)
+            with watching_hooks(item.watch_hooks, item.observe_only) as watch:
+                try:
+                    verdict = item.validate(_as_plain(answer))
+                except TimeLimitExceeded:
+                    raise
+                except HookMistake as mistake:  # a hook returned what cannot replace what it replaces
+                    verdict = Verdict(False, mistake.message)
+                except BaseException as error:  # noqa: BLE001 -- every kind is reported, never hidden
+                    verdict = _explain_error(error)
+            if watch.mistakes and verdict.status in (Status.PASSED, Status.FAILED, Status.COURSE_BUG):
+                verdict = Verdict(False, watch.mistakes[0])  # the cause, whatever the validator made of it
     except TimeLimitExceeded:
         pass  # timer.fired: the verdict says so below
     except BaseException as error:  # noqa: BLE001 -- the guard itself failed: report, never hide

@@ -320,5 +320,6 @@ EXERCISES = (
         stretch=True,
         praise=N_("A monitor that remembers across batches and cleans up after itself, whatever happens inside the "
                   "with-block."),
+        observe_only=True,
     ),
 )
