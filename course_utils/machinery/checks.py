@@ -51,7 +51,7 @@ from course_utils.machinery.guard import (
 from course_utils.machinery.hook_watch import HookMistake, watching_hooks
 from course_utils.machinery.messages import N_, Text, _
 from course_utils.machinery.progress_record import record as record_attempt
-from course_utils.machinery.report_problem import problem_url
+from course_utils.machinery.report_problem import problem_link
 
 __all__ = ["check", "exercise", "hint", "all_exercises", "preserved_session", "COURSE_BUG_REPORT", "STILL_THE_STUB"]
 
@@ -206,7 +206,7 @@ def check(exercise_id: str, answer: Any) -> Verdict:
     if verdict.status is Status.STUB:  # not written yet (Run All past an exercise): no attempt, nothing to report
         return verdict
     if not verdict.ok:
-        print(_("Think the check itself is wrong? {url}").format(url=problem_url(exercise=item.id)))
+        _show(problem_link(item.id))
     note = record_attempt(item.id, verdict.ok)  # the learner's progress record; never breaks the check
     if note:
         print(note)
@@ -270,6 +270,18 @@ def _say(item: Exercise, verdict: Verdict, changes: list[Change], budget: Output
     print(_("✗ Exercise {id}: not yet. {message}").format(id=item.id, message=message).rstrip() + also + tail
           + _hint_offer(item))
     return Verdict(False, message + also, status=verdict.status)
+
+
+def _show(link: Any) -> None:
+    """Display ``link`` where a notebook renders HTML (a word that links, not a ~500-character address), print its
+    plain text everywhere else."""
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    if shell is not None and getattr(shell, "kernel", None) is not None:
+        from IPython.display import display
+
+        display(link)
+    else:
+        print(link)
 
 
 def _hint_offer(item: Exercise) -> str:

@@ -32,7 +32,7 @@ def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
     (z * upstream).sum().backward()
     expected = 1.5 * upstream.clamp(-1.0, 1.0)  # by hand: dz = upstream, clamped, times dz/dx = 1.5
     if torch.allclose(x.grad, 1.5 * upstream):
-        return Verdict(False, _("The gradient reached x unchanged: does your hook *return* the clamped tensor?"))
+        return Verdict(False, _("The gradient reached x unchanged: does your hook return the clamped tensor (not only compute it)?"))
     if torch.allclose(x.grad, expected):
         return Verdict(True)
     inside = upstream.abs() <= 1.0

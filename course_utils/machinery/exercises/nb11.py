@@ -193,7 +193,7 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
                     name=name))
             if not torch.allclose(got, truth, atol=1e-6):
                 if torch.allclose(got, truth.clamp(min=0), atol=1e-6):
-                    return Verdict(False, _("kept['{name}'] holds the values *after* the in-place ReLU that follows "
+                    return Verdict(False, _("kept['{name}'] holds the values as they are after the in-place ReLU that follows "
                                             "the layer: your tensor shares its memory with the output, which that "
                                             "ReLU overwrites.").format(
                                                 name=name))
@@ -513,7 +513,7 @@ def _layer_test(answer: Callable[..., Any]) -> Verdict:
         if got not in names:
             return Verdict(False, _("{got!r} is not a module name of the model (names from named_modules()).").format(
                 got=got))
-        return Verdict(False, _("Expected the *last* module, in the order the forward calls finish, whose output "
+        return Verdict(False, _("Expected the last module, in the order the forward calls finish, whose output "
                                 "is (N, C, h, w) with h * w > 1; got {got!r}.").format(got=got))
     return Verdict(True)
 
@@ -528,7 +528,7 @@ _EXERCISE_11_6 = Exercise(
         N_("Keep the name each time an output is 4-D with shape[-2] * shape[-1] > 1; the last name kept is the answer. "
            "Run under torch.no_grad() and remove the hooks in a `finally`."),
     ),
-    praise=N_("The right layer is the last one that still knows *where*: after global pooling, every map is flat."),
+    praise=N_("The right layer is the last one that still knows where: after global pooling, every map is flat."),
     observe_only=True,
 )
 
@@ -550,6 +550,14 @@ def _scale_test(answer: Callable[..., Any]) -> Verdict:
     if not isinstance(result, tuple) or len(result) != 2 or not callable(result[0]):
         return Verdict(False, _("Return a pair (set_scale, handle)."))
     set_scale, handle = result
+    try:
+        set_scale(1.0)
+        with torch.no_grad():  # once eagerly first: what the hook returns is judged there (check() watches it)
+            model(x)
+    except BaseException:
+        if callable(getattr(handle, "remove", None)):
+            handle.remove()
+        raise
     # Dynamo caches compiled code per code object (nn.Module's forward machinery, shared by every model) up to a
     # recompile limit, then runs eagerly without counting: start from nothing, or a retried wrong answer would pass.
     torch.compiler.reset()
