@@ -102,7 +102,8 @@ class ProblemLink:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        link = f'<a href="{html.escape(self.url)}" target="_blank" rel="noopener">{html.escape(_("report it"))}</a>'
+        label = html.escape(_("report it"))
+        link = f'<a href="{html.escape(self.url)}" target="_blank" rel="noopener">{label}</a>'
         return html.escape(_("Think the check itself is wrong? {url}")).replace("{url}", link) + html.escape(
             _(" (a prefilled issue; no code or paths are sent)"))
 
