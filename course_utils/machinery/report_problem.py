@@ -90,7 +90,7 @@ class ProblemLink:
     Colab, Kaggle: HTML) the link is a few words, behind which the prefilled issue's whole address hides; as plain
     text (a terminal, a script) it is :func:`short_problem_url`'s short address.
 
-    Usage: ``display(problem_link("06.1"))`` in a notebook, ``print(problem_link("06.1"))`` elsewhere"""
+    Usage: ``print(problem_link("06.1"))`` (in a notebook, ``IPython.display.display`` shows the link)"""
 
     def __init__(self, exercise: str) -> None:
         self.exercise = exercise
