@@ -126,12 +126,21 @@ def test_post_accumulate_grad_hook_return_values_raise_as_the_cheatsheet_says() 
     import torch
 
     row = _row("torch.Tensor.register_post_accumulate_grad_hook")
-    assert "a tensor raises `RuntimeError`, any other value `TypeError`" in row
-    for value, error in ((torch.zeros(2), RuntimeError), (0.0, TypeError), ("x", TypeError)):
+    assert "must be `None` (returning the tensor itself passes too); another tensor raises `RuntimeError`" in row
+    assert "*should return None* if it has the tensor's shape and dtype, *has changed the size (type) of value*" in row
+    assert "any other value `TypeError`" in row
+    for value, error, words in ((torch.zeros(2), RuntimeError, "should return None"),
+                                (torch.zeros(3), RuntimeError, "has changed the size"),
+                                (torch.zeros(2, dtype=torch.float64), RuntimeError, "has changed the type"),
+                                (0.0, TypeError, ""), ("x", TypeError, "")):
         leaf = torch.ones(2, requires_grad=True)
         with leaf.register_post_accumulate_grad_hook(lambda param, value=value: value):
-            with pytest.raises(error):
+            with pytest.raises(error, match=words):
                 (leaf * 2).sum().backward()
+    leaf = torch.ones(2, requires_grad=True)
+    with leaf.register_post_accumulate_grad_hook(lambda param: param):   # the very tensor: accepted
+        (leaf * 2).sum().backward()
+    assert torch.equal(leaf.grad, torch.full((2,), 2.0))
 
 
 def test_save_on_cpu_copies_only_with_pin_memory_as_the_cheatsheet_says() -> None:
@@ -176,12 +185,15 @@ def test_a_global_full_backward_hook_breaks_in_place_models_as_the_cheatsheet_sa
     import torch
     import torch.nn.modules.module as module_globals
 
-    assert "any model with an in-place layer" in _row("torch.nn.modules.module.register_module_full_backward_pre_hook")
+    assert "any model with an in-place op" in _row("torch.nn.modules.module.register_module_full_backward_pre_hook")
+    assert "under `no_grad` nothing is wrapped: no error" in _row("torch.nn.Module.register_full_backward_hook")
     model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(inplace=True), torch.nn.Linear(3, 1))
     handle = module_globals.register_module_full_backward_hook(lambda module, grad_input, grad_output: None)
     try:
         with pytest.raises(RuntimeError, match="BackwardHookFunction"):
             model(torch.randn(2, 3, requires_grad=True))
+        with torch.no_grad():
+            model(torch.randn(2, 3))   # nothing is wrapped without grad: the in-place ReLU is fine
     finally:
         handle.remove()
     model(torch.randn(2, 3, requires_grad=True)).sum().backward()  # without the global hook: fine

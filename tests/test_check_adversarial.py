@@ -244,6 +244,24 @@ def test_a_correct_extractor_that_leaves_a_global_hook_fails_and_the_hook_goes(c
     assert _global_hook_counts() == before
 
 
+def test_a_hook_registered_during_a_check_on_the_learners_own_model_runs_unwatched_afterwards(capsys) -> None:
+    """check() wraps the hooks an answer registers (hook_watch); one the answer leaves on the learner's own model is
+    theirs to remove, and after the check it behaves exactly as they wrote it -- nothing raised, nothing replaced."""
+    own = nn.Linear(3, 3)
+    returned = object()
+
+    def recorder(layer, shapes):  # noqa: ANN001, ANN202 -- also hooks the learner's own layer, returning a non-tensor
+        own.register_forward_hook(lambda module, args, output: returned)
+        return layer.register_forward_hook(lambda module, args, output: shapes.append(tuple(output.shape)))
+
+    ok, _out = _judged(capsys, "00.1", recorder)
+    assert ok
+    assert own(torch.ones(1, 3)) is returned   # the wrapper passes the learner's value through: not the check's business
+    own._forward_hooks.clear()
+    registrations = (torch.Tensor.register_hook, nn.Module.register_forward_hook, nn.Module.register_full_backward_hook)
+    assert all(function.__code__.co_filename.startswith(torch.__path__[0]) for function in registrations)  # put back
+
+
 def test_global_optimizer_hooks_left_behind_are_named_and_removed(capsys) -> None:
     from torch.optim.optimizer import register_optimizer_step_post_hook
 

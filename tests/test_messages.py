@@ -90,6 +90,27 @@ def test_no_message_is_marked_inside_an_f_string() -> None:
     assert not hidden, f"mark these messages outside the f-string: {hidden}"
 
 
+# Markdown emphasis: an asterisk that opens after a space, bracket or Chinese character and closes before one
+_EMPHASIS = re.compile(r"(?<![A-Za-z0-9_*)\]])\*(?=[^\s*])[^*\n]*?[^\s*]\*(?![A-Za-z0-9_*(\[])")
+
+
+def _emphasised(text: str) -> bool:
+    return bool(_EMPHASIS.search(re.sub(r"`[^`]*`", "", text)))
+
+
+def test_no_printed_message_uses_markdown_emphasis() -> None:
+    """check(), hint() and doctor() print plain text, where ``*word*`` shows its asterisks: in either language, a
+    message of course_utils emphasises nothing (the tools' messages are Markdown for the notebooks: exempt)."""
+    assert _emphasised("does your hook *return* it?") and _emphasised("钩子把*缩放后*的梯度")
+    assert not _emphasised("h * w > 1") and not _emphasised("features h*d_head to (h+1)*d_head")
+    printed = {msgid for msgid, where in catalogue_tool.source_messages().items()
+               if any(place.startswith("course_utils/") for place in where)}
+    found = [msgid for msgid in printed if _emphasised(msgid)]
+    found += [f"zh: {message.string}" for path in catalogue_tool.parts("zh") for message in catalogue_tool.read_part(path)
+              if message.id in printed and message.string and _emphasised(message.string)]
+    assert not found, "write these without *...*:\n" + "\n".join(found)
+
+
 # -- (b) the language switch ---------------------------------------------------------------------------------------
 WRONG_THEN_HINT = """
     from course_utils.machinery.checks import check, hint

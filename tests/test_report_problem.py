@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import platform
+import re
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -13,8 +14,8 @@ from course_utils import check
 from course_utils.machinery import report_problem as report_problem_module
 from course_utils.machinery.cloud import REPOSITORY
 from course_utils.machinery.exercises import catalogue
-from course_utils.machinery.report_problem import (ASK_FOR_VERSIONS, notebook_of, notebook_problem_url, problem_url,
-                                                   report_problem)
+from course_utils.machinery.report_problem import (ASK_FOR_VERSIONS, notebook_of, notebook_problem_url, problem_link,
+                                                   problem_url, report_problem)
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -93,5 +94,29 @@ def test_a_failed_check_offers_the_link_without_the_learners_code(capsys: pytest
     assert not check("01.1", hook)
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("✗ Exercise 01.1") and out[1].startswith("Think the check itself is wrong? https://")
-    body = fields(out[1].split("wrong? ")[1])["body"]
-    assert secret not in out[1] and "exercise: 01.1" in body and "notebook: 01_tensor_hooks.ipynb" in body
+    assert fields(out[1].split("wrong? ")[1]) == {"title": "Problem in exercise 01.1"}  # plain text: short
+    assert len(out[1]) < 150 and secret not in out[1]
+    html = problem_link("01.1")._repr_html_()   # in a notebook: a few words that link to the prefilled issue
+    href = re.search(r'<a href="([^"]+)"', html).group(1).replace("&amp;", "&")
+    body = fields(href)["body"]
+    assert secret not in html and "exercise: 01.1" in body and "notebook: 01_tensor_hooks.ipynb" in body
+    assert re.sub(r"<[^>]+>", "", html).startswith("Think the check itself is wrong? report it")
+
+
+def test_in_a_notebook_the_cross_line_is_followed_by_a_link_not_an_address(monkeypatch: pytest.MonkeyPatch,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """JupyterLab, Colab and Kaggle render the display's HTML (a link); a plain-text front end shows its short text."""
+    import IPython
+
+    shown = []
+
+    class Kernel:  # what get_ipython() returns inside a notebook: a shell with a kernel
+        kernel = object()
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Kernel())
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    assert not check("01.1", lambda grad: grad * 0)
+    out = capsys.readouterr().out
+    assert "Think the check" not in out and len(shown) == 1
+    bundle = {"text/html": shown[0]._repr_html_(), "text/plain": repr(shown[0])}
+    assert 'href="https://github.com/' in bundle["text/html"] and len(bundle["text/plain"]) < 150

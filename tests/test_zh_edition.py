@@ -90,6 +90,68 @@ def test_a_fork_that_lets_the_translation_lag_gets_warnings_with_the_list() -> N
         require_translated("notebooks/01_x.ipynb", problems, may_lag=False)
 
 
+GLOSSARY = ROOT / "translations" / LANG / "GLOSSARY.md"
+_ROW = re.compile(r"^\| (.+?) \| (.+?) \|$")
+_COMMA = re.compile(r"[\u4e00-\u9fff] ?,|, ?[\u4e00-\u9fff]")  # an ASCII comma next to a Chinese character
+
+
+@functools.cache
+def glossary_tables() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The rows of GLOSSARY.md's "Recurring labels" table and of its "Words a translation must not use" table."""
+    tables: dict[str, list[tuple[str, str]]] = {"labels": [], "avoid": []}
+    current = None
+    for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
+        if line.startswith("Recurring labels"):
+            current = "labels"
+        elif line.startswith("Words a translation must not use"):
+            current = "avoid"
+        elif current and (row := _ROW.match(line)) and not set(row.group(1)) <= set("-|") \
+                and row.group(1) not in ("English", "avoid"):
+            tables[current].append((row.group(1), row.group(2)))
+    assert tables["labels"] and tables["avoid"], f"{GLOSSARY.relative_to(ROOT)} lost one of its tables"
+    return tables["labels"], tables["avoid"]
+
+
+def glossary_problems(english: str, chinese: str) -> list[str]:
+    """What in ``chinese`` (the translation of ``english``) goes against the glossary."""
+    labels, avoid = glossary_tables()
+    problems = [f"{word!r} (write {instead})" for word, instead in avoid if word in chinese]
+    problems += [f"an ASCII comma in Chinese text: {match.group(0)!r}" for match in _COMMA.finditer(
+        re.sub(r"`[^`]*`|```.*?```", "", chinese, flags=re.S))]
+    problems += [f"{label!r} not translated as {translated!r}" for label, translated in labels
+                 if "..." not in label and not re.search(r"\d", label) and label in english
+                 and translated not in chinese]
+    return problems
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_translation_keeps_the_glossary(source: str) -> None:
+    """Issue 36: one term, one translation (the post-accumulate-grad hook, clamp, dead ReLU, the then-vs-now label, the
+    Binder sentence, ...), Chinese punctuation, in every notebook and guide of the Chinese edition."""
+    catalog = editions.read_catalog(editions.po_path(LANG, source))
+    problems = [f"{message.context or 'paragraph'}: {problem}" for message in catalog if message.id and message.string
+                for problem in glossary_problems(message.id, message.string)]
+    assert not problems, f"{source} (see {GLOSSARY.relative_to(ROOT)}):\n" + "\n".join(problems)
+
+
+def test_the_messages_keep_the_glossary() -> None:
+    """The same for check(), hint() and doctor(): their Chinese uses the glossary's terms and punctuation."""
+    from tools.i18n import messages as catalogue_tool
+
+    problems = [f"{path.name}: {message.id[:50]!r}: {problem}" for path in catalogue_tool.parts(LANG)
+                for message in catalogue_tool.read_part(path) if message.id and message.string
+                for problem in glossary_problems(message.id, message.string)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_glossary_check_finds_what_it_is_for() -> None:
+    assert glossary_problems("a post-accumulate-grad hook", "一个 post-accumulate 钩子")
+    assert glossary_problems("forward failed", "forward 失败了")
+    assert glossary_problems("dead ReLU units", "死掉的 ReLU 单元")
+    assert glossary_problems("(name, shape)", "(名称, 形状)")
+    assert not glossary_problems("`(x, y)`", "`(x, y)` 与 (bias, x, Wᵀ)")
+
+
 @pytest.mark.parametrize("english", ENGLISH, ids=[p.name for p in ENGLISH])
 def test_the_chinese_notebook_is_what_the_build_makes(english: Path) -> None:
     target = zh_path(english)

@@ -9,7 +9,10 @@
   course's validator is reported as a course bug, with what to send;
 - random states, grad modes, threads, default dtype and device and print options are put back; global module and
   optimizer hooks left registered are removed and make the answer ✗, naming them;
-- what the answer prints is shown up to a budget.
+- what the answer prints is shown up to a budget;
+- the hooks the answer registers are watched (:mod:`course_utils.machinery.hook_watch`): a gradient changed in place,
+  or a return value that cannot stand for the output (or gradient) it replaces, is the ✗, named;
+- under a ✗, a link reports a problem with the check: in a notebook a few linked words, in plain text a short address.
 
 The verdict's :class:`~course_utils.machinery.exercise_kit.Status` is decided where it happens (the guard, the
 validator, the error's traceback), never read back from a message.
@@ -48,9 +51,10 @@ from course_utils.machinery.guard import (
     quiet_warnings,
     time_limit,
 )
+from course_utils.machinery.hook_watch import HookMistake, watching_hooks
 from course_utils.machinery.messages import N_, Text, _
 from course_utils.machinery.progress_record import record as record_attempt
-from course_utils.machinery.report_problem import problem_url
+from course_utils.machinery.report_problem import problem_link
 
 __all__ = ["check", "exercise", "hint", "all_exercises", "preserved_session", "COURSE_BUG_REPORT", "STILL_THE_STUB"]
 
@@ -205,7 +209,7 @@ def check(exercise_id: str, answer: Any) -> Verdict:
     if verdict.status is Status.STUB:  # not written yet (Run All past an exercise): no attempt, nothing to report
         return verdict
     if not verdict.ok:
-        print(_("Think the check itself is wrong? {url}").format(url=problem_url(exercise=item.id)))
+        _show(problem_link(item.id))
     note = record_attempt(item.id, verdict.ok)  # the learner's progress record; never breaks the check
     if note:
         print(note)
@@ -223,12 +227,17 @@ def _run(item: Exercise, answer: Any) -> tuple[Verdict, list[Change], OutputBudg
                 _no_time_limit_said.append(True)
                 print(_("(Here check() cannot stop an endless loop: if a check runs on and on, interrupt the kernel; "
                         "your session stays usable.)"))
-            try:
-                verdict = item.validate(_as_plain(answer))
-            except TimeLimitExceeded:
-                raise
-            except BaseException as error:  # noqa: BLE001 -- every kind is reported, never hidden
-                verdict = _explain_error(error)
+            with watching_hooks(item.watch_hooks, item.observe_only) as watch:
+                try:
+                    verdict = item.validate(_as_plain(answer))
+                except TimeLimitExceeded:
+                    raise
+                except HookMistake as mistake:  # a hook returned what cannot replace what it replaces
+                    verdict = Verdict(False, mistake.message)
+                except BaseException as error:  # noqa: BLE001 -- every kind is reported, never hidden
+                    verdict = _explain_error(error)
+            if watch.mistakes and verdict.status in (Status.PASSED, Status.FAILED, Status.COURSE_BUG):
+                verdict = Verdict(False, watch.mistakes[0])  # the cause, whatever the validator made of it
     except TimeLimitExceeded:
         pass  # timer.fired: the verdict says so below
     except BaseException as error:  # noqa: BLE001 -- the guard itself failed: report, never hide
@@ -264,6 +273,18 @@ def _say(item: Exercise, verdict: Verdict, changes: list[Change], budget: Output
     print(_("✗ Exercise {id}: not yet. {message}").format(id=item.id, message=message).rstrip() + also + tail
           + _hint_offer(item))
     return Verdict(False, message + also, status=verdict.status)
+
+
+def _show(link: Any) -> None:
+    """Display ``link`` where a notebook renders HTML (a word that links, not a ~500-character address), print its
+    plain text everywhere else."""
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    if shell is not None and getattr(shell, "kernel", None) is not None:
+        from IPython.display import display
+
+        display(link)
+    else:
+        print(link)
 
 
 def _hint_offer(item: Exercise) -> str:

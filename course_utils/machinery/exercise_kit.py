@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import inspect
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -110,7 +111,12 @@ class Exercise:
       ``"predict"`` (predict, then the validator runs the case live) or ``"choice"``;
     - ``stretch``: the notebook's harder, optional exercise;
     - ``praise``: what the ✓ line adds;
-    - ``time_limit_s``: how long ``check()`` lets the answer run before it stops it (an endless loop).
+    - ``time_limit_s``: how long ``check()`` lets the answer run before it stops it (an endless loop);
+    - ``watch_hooks``: ``check()`` wraps the hooks the answer registers and fails it for a gradient changed in place
+      or a return value that cannot replace what it replaces (:mod:`course_utils.machinery.hook_watch`); off where
+      ``torch.compile`` traces the learner's hooks (a wrapper would be traced too);
+    - ``observe_only``: the exercise's module hooks only record, so any value a forward hook or pre-hook returns is
+      a ✗ (it replaced the layer's output or input).
     """
 
     id: str
@@ -121,6 +127,8 @@ class Exercise:
     stretch: bool = False
     praise: str = ""
     time_limit_s: float = 60.0
+    watch_hooks: bool = True
+    observe_only: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not _ID.fullmatch(self.id):
@@ -169,6 +177,7 @@ def hooks_while_running(module: torch.nn.Module) -> Iterator[HooksSeen]:
             if functions:
                 seen.kinds[name] = len(functions)
             for hook in functions:
+                hook = inspect.unwrap(hook)  # check() wraps the learner's hooks (hook_watch): look at theirs
                 code = getattr(getattr(hook, "__func__", hook), "__code__", None)
                 if code is not None and os.path.realpath(code.co_filename).startswith(_COURSE_DIR + os.sep):
                     seen.from_the_course.append(f"{name}: {code.co_name} ({os.path.basename(code.co_filename)})")

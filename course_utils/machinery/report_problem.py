@@ -14,6 +14,7 @@ Usage::
 
 from __future__ import annotations
 
+import html
 import importlib.metadata
 import platform
 import re
@@ -23,7 +24,8 @@ from course_utils.machinery import cloud
 from course_utils.machinery.course import notebooks_folder
 from course_utils.machinery.messages import _
 
-__all__ = ["notebook_of", "notebook_problem_url", "problem_url", "report_problem", "versions_line"]
+__all__ = ["ProblemLink", "notebook_of", "notebook_problem_url", "problem_link", "problem_url", "report_problem",
+           "short_problem_url", "versions_line"]
 
 _EXERCISE = re.compile(r"\d\d\.\d{1,2}")
 _NOTEBOOK = re.compile(r"\d\d_[a-z0-9_]+(?:\.ipynb)?")
@@ -73,6 +75,42 @@ def problem_url(exercise: str | None = None, notebook: str | None = None) -> str
     if exercise is not None and notebook is None:
         notebook = notebook_of(exercise)
     return _issue_url(exercise, notebook, versions_line())
+
+
+def short_problem_url(exercise: str) -> str:
+    """A short link to a new issue titled with the exercise (no body): what a plain-text ✗ line shows, where a link
+    cannot hide a long address behind a word. Usage: ``short_problem_url("06.1")``"""
+    if not _EXERCISE.fullmatch(str(exercise)):
+        raise ValueError(f"exercise looks like '06.1', got {exercise!r}")
+    return f"https://github.com/{cloud.REPOSITORY}/issues/new?" + urlencode({"title": f"Problem in exercise {exercise}"})
+
+
+class ProblemLink:
+    """The line under a ✗: "Think the check itself is wrong?" and a link to report it. In a notebook (JupyterLab,
+    Colab, Kaggle: HTML) the link is a few words, behind which the prefilled issue's whole address hides; as plain
+    text (a terminal, a script) it is :func:`short_problem_url`'s short address.
+
+    Usage: ``print(problem_link("06.1"))`` (in a notebook, ``IPython.display.display`` shows the link)"""
+
+    def __init__(self, exercise: str) -> None:
+        self.exercise = exercise
+        self.url = problem_url(exercise=exercise)
+
+    def __str__(self) -> str:
+        return _("Think the check itself is wrong? {url}").format(url=short_problem_url(self.exercise))
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        label = html.escape(_("report it"))
+        link = f'<a href="{html.escape(self.url)}" target="_blank" rel="noopener">{label}</a>'
+        return html.escape(_("Think the check itself is wrong? {url}")).replace("{url}", link) + html.escape(
+            _(" (a prefilled issue; no code or paths are sent)"))
+
+
+def problem_link(exercise: str) -> ProblemLink:
+    """The "Think the check itself is wrong?" line of exercise ``exercise`` (see :class:`ProblemLink`)."""
+    return ProblemLink(exercise)
 
 
 def notebook_problem_url(notebook: str) -> str:

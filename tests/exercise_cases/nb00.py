@@ -60,6 +60,19 @@ def recorder_on_parent_too(layer, shapes):  # noqa: ANN001, ANN201 -- two hooks,
     return layer.register_forward_hook(lambda m, a, out: shapes.append(tuple(out.shape)))
 
 
+
+def recorder_returning_a_string(layer, shapes):  # noqa: ANN001, ANN201 -- the lambda's value replaces the output
+    return layer.register_forward_hook(lambda m, a, out: shapes.append(tuple(out.shape)) or "recorded")
+
+
+def recorder_returning_the_shape(layer, shapes):  # noqa: ANN001, ANN201
+    def hook(m, a, out):  # noqa: ANN001, ANN202
+        shapes.append(tuple(out.shape))
+        return out.shape
+
+    return layer.register_forward_hook(hook)
+
+
 CASES = {
     "00.1": Cases(
         right=[recorder_as_object, recorder_keeping_size],
@@ -71,6 +84,8 @@ CASES = {
             (recorder_first_only, "one shape per forward"),
             (recorder_that_changes, "must return None"),
             (recorder_on_parent_too, "exactly one forward hook"),
+            (recorder_returning_a_string, "in place of the layer's output"),
+            (recorder_returning_the_shape, "torch.Size, not a tensor"),
         ],
     ),
     "00.2": Cases(

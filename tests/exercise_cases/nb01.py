@@ -103,11 +103,27 @@ def reverse_no_hook(x, lam):  # noqa: ANN001, ANN201
     return x.clone()
 
 
+
+def reverse_in_place(x, lam):  # noqa: ANN001, ANN201 -- flips the gradient it is handed, returns None
+    y = x.view_as(x)
+
+    def flip(grad):  # noqa: ANN001, ANN202
+        grad.mul_(-lam)
+
+    y.register_hook(flip)
+    return y
+
+
+def clamp_in_place_and_returned(grad):  # noqa: ANN001, ANN201 -- returns the tensor it changed in place
+    return grad.clamp_(-1, 1)
+
+
 CASES = {
     "01.1": Cases(
         right=[clamp_with_where, lambda grad: torch.clip(grad, min=-1, max=1)],
         wrong=[
             (clamp_in_place, "in place"),
+            (clamp_in_place_and_returned, "in place"),
             (clamp_forgets_return, "return"),
             (clamp_to_unit_positive, "-1"),
             (normalised, "inside [-1, 1] must pass unchanged"),
@@ -131,6 +147,7 @@ CASES = {
             (reverse_detached, "detached"),
             (reverse_returns_x, "x itself"),
             (reverse_no_hook, "arrives unchanged"),
+            (reverse_in_place, "in place"),
         ],
     ),
 }

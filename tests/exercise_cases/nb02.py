@@ -72,7 +72,10 @@ class Once:
 
 
 def once_never_removed(tensor, fn):  # noqa: ANN001, ANN201
-    return tensor.register_hook(lambda grad: fn(grad))
+    def hook(grad):  # noqa: ANN001, ANN202
+        fn(grad)
+
+    return tensor.register_hook(hook)
 
 
 def once_removed_too_early(tensor, fn):  # noqa: ANN001, ANN201
@@ -104,6 +107,18 @@ def once_with_flag(tensor, fn):  # noqa: ANN001, ANN201 -- fires once, but the h
     return tensor.register_hook(hook)
 
 
+
+def once_returns_fn_value(tensor, fn):  # noqa: ANN001, ANN201 -- removes itself, but passes fn's value on
+    box = []
+
+    def hook(grad):  # noqa: ANN001, ANN202
+        box[0].remove()
+        return fn(grad)
+
+    box.append(tensor.register_hook(hook))
+    return box[0]
+
+
 CASES = {
     "02.1": Cases(
         right=[measure_with_finally, measure_without_hook],
@@ -124,6 +139,7 @@ CASES = {
             (once_removed_too_early, "expected one hook"),
             (once_returns_fn_result, "must return None"),
             (once_with_flag, "still registered"),
+            (once_returns_fn_value, "whatever fn returns"),
         ],
     ),
 }

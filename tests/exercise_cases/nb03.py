@@ -208,6 +208,56 @@ class TracerNeverRemoves:
         return None
 
 
+
+def extract_by_attribute(model, x, names):  # noqa: ANN001, ANN201 -- getattr finds top-level layers only
+    found, handles = {}, []
+    try:
+        for name in names:
+            handles.append(getattr(model, name).register_forward_hook(
+                lambda m, a, out, name=name: found.__setitem__(name, out.detach().clone())))
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return found
+
+
+class TracerForgetsSelf:
+    """__enter__ registers everything and returns nothing: `as tracer` binds None."""
+
+    def __init__(self, model):  # noqa: ANN001
+        self.model, self.calls, self.handles = model, [], []
+
+    def __enter__(self):  # noqa: ANN204
+        for name, module in self.model.named_modules():
+            if not list(module.children()):
+                self.handles.append(module.register_forward_hook(
+                    lambda m, a, out, name=name: self.calls.append((name, None if out is None else tuple(out.shape))),
+                    always_call=True))
+
+    def __exit__(self, *exc):  # noqa: ANN002, ANN204
+        for handle in self.handles:
+            handle.remove()
+
+
+class TracerOfEveryModule:
+    """Hooks every module, the containers and the model itself too."""
+
+    def __init__(self, model):  # noqa: ANN001
+        self.model, self.calls, self.handles = model, [], []
+
+    def __enter__(self):  # noqa: ANN204
+        for name, module in self.model.named_modules():
+            self.handles.append(module.register_forward_hook(
+                lambda m, a, out, name=name: self.calls.append((name, None if out is None else tuple(out.shape))),
+                always_call=True))
+        return self
+
+    def __exit__(self, *exc):  # noqa: ANN002, ANN204
+        for handle in self.handles:
+            handle.remove()
+
+
 CASES = {
     "03.1": Cases(
         right=[standardise_with_layer_norm, standardise_with_var_mean],
@@ -229,6 +279,7 @@ CASES = {
             (extract_not_detached, "detached"),
             (extract_hooks_left, "still on the model"),
             (extract_with_the_course_recorder, "course's own"),
+            (extract_by_attribute, "dotted name"),
         ],
     ),
     "03.3": Cases(
@@ -238,6 +289,8 @@ CASES = {
             (TracerSwallowing, "swallow"),
             (TracerByName, "twice"),
             (TracerNeverRemoves, "hook(s) are still on the model"),
+            (TracerForgetsSelf, "__enter__ returns"),
+            (TracerOfEveryModule, "a module with children"),
         ],
     ),
 }

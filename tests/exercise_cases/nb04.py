@@ -129,6 +129,37 @@ def record_without_no_grad_guard(model, names, store):  # noqa: ANN001, ANN201
     return handles
 
 
+
+def clip_in_place(module, grad_input, grad_output):  # noqa: ANN001, ANN201 -- what the hint forbids, returns None
+    for g in grad_input:
+        if g is not None:
+            g.clamp_(-1, 1)
+
+
+def clip_bare_tensor(module, grad_input, grad_output):  # noqa: ANN001, ANN201 -- one tensor, not a tuple
+    return grad_input[0].clamp(-1, 1)
+
+
+def cap_in_place(module, grad_output):  # noqa: ANN001, ANN201 -- divides grad_output itself, returns None
+    g = grad_output[0]
+    norms = g.flatten(1).norm(dim=1).clamp(min=1.0)
+    g.div_(norms.reshape(-1, *([1] * (g.dim() - 1))))
+
+
+def record_returning_the_handle(model, names, store):  # noqa: ANN001, ANN201 -- the lambda returns a handle
+    handles = []
+    try:
+        for name in names:
+            handles.append(model.get_submodule(name).register_forward_hook(
+                lambda m, a, out, name=name: out.register_hook(lambda grad: store.__setitem__(name, grad))
+                if out.requires_grad else None))
+    except BaseException:
+        for handle in handles:
+            handle.remove()
+        raise
+    return handles
+
+
 CASES = {
     "04.1": Cases(
         right=[[[3, 5], [5, 2]], (torch.Size([3, 5]), torch.Size([5, 2]))],
@@ -146,6 +177,8 @@ CASES = {
             (clip_ignores_none, "None"),
             (clip_to_unit_interval, "clamped to [-1, 1]"),
             (clip_by_norm, "entry by entry"),
+            (clip_in_place, "in place"),
+            (clip_bare_tensor, "return a tuple"),
         ],
     ),
     "04.3": Cases(
@@ -156,6 +189,7 @@ CASES = {
             (cap_whole_batch, "max(1, its L2 norm)"),
             (cap_last_dim_only, "Conv2d"),
             (cap_forgets_return, "unchanged"),
+            (cap_in_place, "in place"),
         ],
     ),
     "04.4": Cases(
@@ -165,6 +199,7 @@ CASES = {
             (record_first_backward_only, "every backward"),
             (record_without_cleanup, "bad layer name"),
             (record_without_no_grad_guard, "no_grad"),
+            (record_returning_the_handle, "RemovableHandle, not a tensor"),
         ],
     ),
 }

@@ -160,9 +160,19 @@ def not_a_mode(model):  # noqa: ANN001, ANN201
     return model
 
 
+
+def relu6_guide_in_place(model):  # noqa: ANN001, ANN201 -- clamps grad_input in place and returns None
+    def guide(module, grad_input, grad_output):  # noqa: ANN001, ANN202
+        for grad in grad_input:
+            if grad is not None:
+                grad.clamp_(min=0)
+
+    return [m.register_full_backward_hook(guide) for m in model.modules() if isinstance(m, nn.ReLU6)]
+
+
 CASES = {
     "05.1": Cases(
-        right=[relu6_guide_with_tensor_hooks, relu6_guide_with_registry],
+        right=[relu6_guide_with_registry],
         wrong=[
             (relu6_guide_deconvnet, "forward mask is lost"),
             (relu6_guide_relu_only, "Nothing was guided"),
@@ -170,6 +180,8 @@ CASES = {
             (relu6_guide_no_handles, "Return the list of handles"),
             (relu6_guide_keeps_one_handle, "return every handle"),
             (relu6_guide_by_replacing_forward, "You replaced a ReLU6's forward"),
+            (relu6_guide_in_place, "in place"),
+            (relu6_guide_with_tensor_hooks, "full backward hook"),
         ],
     ),
     "05.2": Cases(

@@ -331,6 +331,22 @@ def per_call_reversed(model, module, x, targets):  # noqa: ANN001, ANN201
     return list(reversed(_per_call(model, module, x, targets, copy=True, pair_in_firing_order=False)))
 
 
+
+def cam_returning_the_handle(model, layer_name, x, targets):  # noqa: ANN001, ANN201 -- the hook returns a handle
+    kept = {}
+
+    def hook(module, args, output):  # noqa: ANN001, ANN202
+        kept["a"] = output.detach().clone()
+        return output.register_hook(lambda grad: kept.__setitem__("g", grad))
+
+    handle = model.get_submodule(layer_name).register_forward_hook(hook)
+    try:
+        _scores(model(x), targets).backward()
+    finally:
+        handle.remove()
+    return (kept["g"].mean(dim=(2, 3), keepdim=True) * kept["a"]).sum(dim=1).clamp(min=0)
+
+
 CASES = {
     "06.1": Cases(
         right=[weights_with_autograd_grad, weights_one_sample_at_a_time],
@@ -365,6 +381,7 @@ CASES = {
             (cam_spatial_sum, "not its sum"),
             (cam_channel_mean, "not their mean"),
             (cam_full_backward_hook, "full backward hook"),
+            (cam_returning_the_handle, "in place of the layer's output"),
         ],
     ),
     "06.3": Cases(

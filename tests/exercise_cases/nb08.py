@@ -196,9 +196,36 @@ def bytes_not_on_error(model, x):  # noqa: ANN001, ANN201 -- right numbers, but 
     return totals
 
 
+
+def bytes_with_a_returning_marker(model, x):  # noqa: ANN001, ANN201 -- the end marker returns the name it pops
+    running, totals, seen = [], {}, set()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+    def pack(tensor):  # noqa: ANN001, ANN202
+        address = tensor.untyped_storage().data_ptr()
+        if running and address not in params and address not in seen:
+            seen.add(address)
+            totals[running[-1]] = totals.get(running[-1], 0) + tensor.numel() * tensor.element_size()
+        return tensor
+
+    handles = []
+    try:
+        for name, module in model.named_modules():
+            if name and not list(module.children()):
+                handles.append(module.register_forward_pre_hook(lambda m, a, name=name: running.append(name)))
+                handles.append(module.register_forward_hook(lambda m, a, out: running.pop(), always_call=True))
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return totals
+
+
 CASES = {
     "08.1": Cases(right=[[1, 2], (1.0, 2.0), torch.tensor([1, 2])],
-                  wrong=[([2, 2], "Ask, for each operation"), ([1, 1], "Ask, for each operation"), ("1, 2", "Expected")]),
+                  wrong=[([2, 2], "Too many pack calls"), ([1, 1], "unpack count is too low"), ([0, 0], "Too few pack"),
+                         ([1, 3], "unpack count is too high"), ("1, 2", "Expected")]),
     "08.2": Cases(
         right=[HalfWithRecords],
         wrong=[
@@ -218,6 +245,7 @@ CASES = {
             (bytes_no_dedupe, "counted twice"),
             (bytes_leaves_hooks, "left hooks"),
             (bytes_not_on_error, "When the forward raises"),
+            (bytes_with_a_returning_marker, "returned a str, not a tensor"),
         ],
     ),
 }

@@ -88,13 +88,16 @@ def undo_by_hand(optimizer, max_change):  # noqa: ANN001, ANN201 -- copies opt.s
     return (optimizer.register_step_pre_hook(pre), optimizer.register_step_post_hook(post))
 
 
-def _undoer(*, state=True, deep=True, clone=True, finite=True, after=True):  # noqa: ANN001, ANN202
+def _undoer(*, state=True, deep=True, clone=True, finite=True, after=True, weights=True):  # noqa: ANN001, ANN202
     def attach(optimizer, max_change):  # noqa: ANN001, ANN202
         saved = {}
 
         def pre(opt, args, kwargs):  # noqa: ANN001, ANN202
             saved["state"] = copy.deepcopy(opt.state_dict()) if deep else opt.state_dict()
-            saved["weights"] = [p.detach().clone() if clone else p.detach() for p in _all_params(opt)]
+            if weights:
+                saved["weights"] = [p.detach().clone() if clone else p.detach() for p in _all_params(opt)]
+            else:  # keeps only what it needs to tell a bad step: the largest weight, a number
+                saved["weights"] = [float(p.detach().abs().max()) for p in _all_params(opt)]
             if not after and not all(torch.isfinite(p.grad).all() for p in _all_params(opt) if p.grad is not None):
                 for p in _all_params(opt):  # O5's guard: looks at the gradients only
                     p.grad = None
@@ -103,13 +106,17 @@ def _undoer(*, state=True, deep=True, clone=True, finite=True, after=True):  # n
             if not after:
                 return
             pairs = list(zip(_all_params(opt), saved["weights"]))
-            bad = any((p.detach() - w).abs().max() > max_change for p, w in pairs)
+            if weights:
+                bad = any((p.detach() - w).abs().max() > max_change for p, w in pairs)
+            else:
+                bad = any(abs(float(p.detach().abs().max()) - w) > max_change for p, w in pairs)
             if finite:
                 bad = bad or any(not torch.isfinite(p).all() for p, _ in pairs)
             if bad:
                 with torch.no_grad():
                     for p, w in pairs:
-                        p.copy_(w)
+                        if weights:
+                            p.copy_(w)
                 if state:
                     opt.load_state_dict(saved["state"])
 
@@ -130,6 +137,7 @@ CASES_09_2 = Cases(
         (_undoer(clone=False), "shares memory with a weight"),
         (_undoer(finite=False), "comparison with nan"),
         (_undoer(after=False), "was kept"),
+        (_undoer(weights=False), "no copy of some weights"),
         (undo_no_handles, "both handles"),
     ],
 )

@@ -144,6 +144,12 @@ def bf16_fresh_tensor(process_group, bucket):  # noqa: ANN001, ANN201 -- right v
         lambda fut: fut.value()[0].to(torch.float32))
 
 
+
+def activity_returning_running(module, running):  # noqa: ANN001, ANN201 -- add_ returns running: the new output
+    return module.register_forward_hook(
+        lambda m, args, output: running.add_(torch.stack([(output > 0).float().mean(), torch.ones(())])))
+
+
 CASES = {
     "10.1": Cases(
         right=[activity_stacked],
@@ -153,6 +159,7 @@ CASES = {
             (activity_of_input, "add up to"),
             (activity_at_least_zero, "add up to"),
             (activity_no_handle, "Return the handle"),
+            (activity_returning_running, "in place of the layer's output"),
         ],
     ),
     "10.2": Cases(

@@ -331,14 +331,89 @@ def step_no_clip(model, optimizer, scaler, batches, limit):  # noqa: ANN001, ANN
     scaler.update()
 
 
+
+def grad_output_restored_without_finally(model, layer_name, x):  # noqa: ANN001, ANN201 -- not when it raises
+    flags = {module: module.inplace for module in model.modules() if hasattr(module, "inplace")}
+    for module in flags:
+        module.inplace = False
+    caught = []
+    handle = model.get_submodule(layer_name).register_full_backward_hook(lambda m, gi, go: caught.append(go[0]))
+    model(x).sum().backward()
+    handle.remove()
+    for module, flag in flags.items():
+        module.inplace = flag
+    return caught[0]
+
+
+def norms_late_bound(model):  # noqa: ANN001, ANN201 -- every hook reads the loop's last name
+    norms, handles = {}, []
+    for name, module in model.named_modules():
+        if name and not list(module.children()):
+            norms[name] = []
+            handles.append(module.register_forward_hook(lambda m, a, o: norms[name].append(o.norm().item())))
+    return norms, handles
+
+
+def norms_setdefault_list(model):  # noqa: ANN001, ANN201 -- setdefault's list comes back as the output
+    norms, handles = {}, []
+    for name, module in model.named_modules():
+        if name and not list(module.children()):
+            handles.append(module.register_forward_hook(
+                lambda m, a, o, name=name: norms.setdefault(name, []).append(o.norm().item())
+                or norms[name]))
+    return norms, handles
+
+
+def layer_wider_and_taller(model, x):  # noqa: ANN001, ANN201 -- h > 1 and w > 1: misses a one-row map
+    found = []
+    hooks = [module.register_forward_hook(lambda m, a, o, name=name: found.append(name)
+                                          if o.dim() == 4 and o.shape[-2] > 1 and o.shape[-1] > 1 else None)
+             for name, module in model.named_modules() if name]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return found[-1]
+
+
+def step_without_update(model, optimizer, scaler, batches, limit):  # noqa: ANN001, ANN201
+    for inputs, targets in batches:
+        scaler.scale(F.mse_loss(model(inputs), targets) / len(batches)).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_value_(model.parameters(), limit)
+    scaler.step(optimizer)
+
+
+def step_clips_the_norm(model, optimizer, scaler, batches, limit):  # noqa: ANN001, ANN201
+    for inputs, targets in batches:
+        scaler.scale(F.mse_loss(model(inputs), targets) / len(batches)).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), limit)
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def step_undivided(model, optimizer, scaler, batches, limit):  # noqa: ANN001, ANN201 -- sums the losses
+    for inputs, targets in batches:
+        scaler.scale(F.mse_loss(model(inputs), targets)).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_value_(model.parameters(), limit)
+    scaler.step(optimizer)
+    scaler.update()
+
+
 CASES = {
     "11.1": Cases(
-        right=[grad_output_with_registry, grad_output_by_tensor_hook],
+        right=[grad_output_with_registry],
         wrong=[
             (grad_output_naive, "in-place error"),
             (grad_output_flags_left_off, "inplace` flags"),
             (grad_output_all_relus_in_place_after, "inplace` flags"),
             (grad_output_hook_left, "hooks are left"),
+            (grad_output_by_tensor_hook, "no full backward hook"),
+            (grad_output_restored_without_finally, "When the model raised"),
         ],
     ),
     "11.2": Cases(
@@ -372,8 +447,10 @@ CASES = {
     "11.5": Cases(
         right=[norms_with_registry],
         wrong=[
-            (norms_setdefault_returns, "returns anything but None"),
-            (norms_returns_detached, "no longer requires grad"),
+            (norms_setdefault_returns, "in place of the layer's output"),
+            (norms_returns_detached, "detached from the graph"),
+            (norms_late_bound, "loop variable"),
+            (norms_setdefault_list, "returned a list, not a tensor"),
             (norms_of_input, "output, per forward"),
             (norms_as_tensors, "Python floats"),
         ],
@@ -382,7 +459,8 @@ CASES = {
         right=[layer_with_recorder],
         wrong=[
             (layer_last_4d, "1x1"),
-            (layer_first_conv, "*last* module"),
+            (layer_first_conv, "last module"),
+            (layer_wider_and_taller, "not h > 1 and w > 1"),
         ],
     ),
     "11.7": Cases(
@@ -396,9 +474,12 @@ CASES = {
     "11.8": Cases(
         right=[step_with_unscale_then_clip],
         wrong=[
-            (step_hook_clips, "per micro-batch"),
-            (step_clips_before_unscale, "*scaled*"),
+            (step_hook_clips, "each micro-batch"),
+            (step_clips_before_unscale, "scaled gradients"),
             (step_no_clip, "without clipping"),
+            (step_without_update, "adjusts its scale"),
+            (step_clips_the_norm, "by value"),
+            (step_undivided, "divided by their number"),
         ],
     ),
 }

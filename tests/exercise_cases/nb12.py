@@ -538,6 +538,39 @@ def steered_at_the_input(model, prompt, new_tokens, layer, vector, start):  # no
         return generate(model, prompt, new_tokens, use_cache=True)
 
 
+
+def cache_returning_what_it_keeps(model, tokens):  # noqa: ANN001, ANN201 -- the hook returns the detached copy
+    streams = []
+
+    def keep(module, args, output):  # noqa: ANN001, ANN202
+        streams.append(output.detach())
+        return streams[-1]
+
+    handles = [model.blocks[0].register_forward_pre_hook(lambda module, args: streams.append(args[0].detach()))]
+    handles += [block.register_forward_hook(keep) for block in model.blocks]
+    try:
+        model(tokens)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return streams
+
+
+def ablate_new_args_as_a_list(model, layer, head):  # noqa: ANN001, ANN201 -- new args as a list, not a tuple
+    attention = model.blocks[layer].attn
+
+    def hook(module, args):  # noqa: ANN001, ANN202
+        heads = args[0].clone()
+        heads[..., head * attention.d_head:(head + 1) * attention.d_head] = 0
+        return [heads]
+
+    return attention.out_proj.register_forward_pre_hook(hook)
+
+
+def steer_returning_a_tuple(module, vector, scale):  # noqa: ANN001, ANN201 -- the output wrapped in a tuple
+    return module.register_forward_hook(lambda m, args, output: (output + scale * vector,))
+
+
 CASES = {
     "12.1": Cases(
         right=[cache_with_registry],
@@ -554,6 +587,7 @@ CASES = {
             (cache_into_a_shared_list, "earlier call"),
             (cache_the_mlp_outputs, "model.blocks[0].mlp adds"),
             (cache_by_a_late_bound_index, "loop variable"),
+            (cache_returning_what_it_keeps, "detached from the graph"),
         ],
     ),
     "12.2": Cases(
@@ -569,6 +603,7 @@ CASES = {
             (ablate_with_the_notebooks_head_count, "slice you zero is empty"),
             (ablate_on_the_block, "every feature mixes all the heads"),
             (ablate_the_previous_head, "previous head"),
+            (ablate_new_args_as_a_list, "returned a list, not a tensor"),
             (ablate_returning_a_list, "(got list)"),
         ],
     ),
@@ -591,6 +626,7 @@ CASES = {
         right=[steer_with_a_lambda, steer_in_place],
         wrong=[
             (steer_without_returning, "changed nothing"),
+            (steer_returning_a_tuple, "returned a tuple, not a tensor"),
             (steer_scaling_the_vector_in_place, "changed the vector"),
             (steer_without_the_scale, "without its scale"),
             (steer_the_last_position, "last position"),

@@ -102,6 +102,7 @@ _EXERCISE_00_1 = Exercise(
     kind="write",
     praise=N_("Your first hook: it ran on layers and batches you had not seen, changed nothing, and its handle "
               "removed it."),
+    observe_only=True,
 )
 
 # -- 00.2 predict: a hook registered twice, one handle overwritten -----------------------------------------

@@ -32,7 +32,7 @@ def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
     (z * upstream).sum().backward()
     expected = 1.5 * upstream.clamp(-1.0, 1.0)  # by hand: dz = upstream, clamped, times dz/dx = 1.5
     if torch.allclose(x.grad, 1.5 * upstream):
-        return Verdict(False, _("The gradient reached x unchanged: does your hook *return* the clamped tensor?"))
+        return Verdict(False, _("The gradient reached x unchanged: does your hook return the clamped tensor (not only compute it)?"))
     if torch.allclose(x.grad, expected):
         return Verdict(True)
     inside = upstream.abs() <= 1.0
@@ -132,7 +132,9 @@ _EXERCISE_01_2 = Exercise(
 # -- 01.3 (stretch) reverse_grad --------------------------------------------------------------------------
 def _reversal_test(reverse: Callable[[torch.Tensor, float], Any]) -> Verdict:
     generator = torch.Generator().manual_seed(3)
-    for lam, intermediate in ((0.5, False), (2.0, True)):
+    # x used directly and through the reversal; in the last case through `y + x`, whose backward hands the very same
+    # gradient tensor to both paths: a hook that changes it in place would flip the direct path's gradient too
+    for lam, intermediate, shared in ((0.5, False, False), (2.0, True, False), (1.5, True, True)):
         leaf = torch.randn(5, 3, generator=generator, requires_grad=True)
         x = leaf * 1.0 if intermediate else leaf
         a = torch.randn(5, 3, generator=generator)
@@ -151,8 +153,11 @@ def _reversal_test(reverse: Callable[[torch.Tensor, float], Any]) -> Verdict:
         if count_hooks(x):
             return Verdict(False, _("You put the hook on x itself: it would also flip the gradient of every other "
                                     "use of x. Hook the new tensor."))
-        # x is used twice: directly (weights a) and through the reversal (weights b)
-        ((x * a).sum() + (y * b).sum()).backward()
+        if shared:  # x is used twice, through one sum: ((x + y) * b), the same gradient b for both uses
+            a = b
+            ((x + y) * b).sum().backward()
+        else:  # x is used twice: directly (weights a) and through the reversal (weights b)
+            ((x * a).sum() + (y * b).sum()).backward()
         expected = a - lam * b  # by hand
         if torch.allclose(leaf.grad, a + lam * b):
             return Verdict(False, _("The gradient through your tensor is multiplied by lam: reverse its sign "

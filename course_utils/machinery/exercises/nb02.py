@@ -117,7 +117,13 @@ def _once_test(on_next_backward: Callable[[torch.Tensor, Callable[[torch.Tensor]
     z = torch.sin(x)
     loss = (z * a).sum()
     calls: list[torch.Tensor] = []
-    handle = on_next_backward(z, lambda grad: calls.append(grad.detach().clone()))
+
+    def fn(grad: torch.Tensor) -> torch.Tensor:
+        """The caller's fn returns something (a tensor, as many functions do): the hook must not pass it on."""
+        calls.append(grad.detach().clone())
+        return torch.full_like(grad, 7.0)
+
+    handle = on_next_backward(z, fn)
     if not callable(getattr(handle, "remove", None)):
         return Verdict(False, _("on_next_backward returned {type}: return the handle, so the caller "
                                 "can cancel the hook before it fires.").format(type=type(handle).__name__))
@@ -136,7 +142,8 @@ def _once_test(on_next_backward: Callable[[torch.Tensor, Callable[[torch.Tensor]
         return Verdict(False, _("fn did not receive the gradient that reached the tensor."))
     if not torch.allclose(x.grad, expected_x):
         handle.remove()
-        return Verdict(False, _("The gradient that reached x changed: the hook must return None."))
+        return Verdict(False, _("The gradient that reached x changed: the hook must return None, whatever fn "
+                                "returns (this fn returns a tensor)."))
     left = count_hooks(z)
     loss.backward()
     handle.remove()

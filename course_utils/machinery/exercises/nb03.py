@@ -4,6 +4,7 @@ the learner has not seen, against outputs computed by hand (no hook involved).""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -166,6 +167,28 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
         return Verdict(False, _("On a residual block (`out += x` after the layer) the stored output changed "
                                 "afterwards: keep a copy taken when the layer returns."))
 
+    nested = nn.Sequential(OrderedDict(stem=nn.Linear(3, 4), block=nn.Sequential(nn.Linear(4, 4),
+                                                                                  nn.ReLU(inplace=True))))
+    x = torch.randn(2, 3, generator=generator)
+    with torch.no_grad():
+        stem_out = nested.stem(x)
+        inner_out = nested.block[0](stem_out)
+    try:
+        got = extract(nested, x, ["block.0", "stem"])
+    except (AttributeError, KeyError, IndexError) as error:
+        return Verdict(False, _("With the dotted name 'block.0' (layer 0 inside the model's `block`) your function "
+                                "raised {error}: find a layer by its dotted name (model.get_submodule, or the names "
+                                "of model.named_modules()).").format(error=f"{type(error).__name__}: {error}"))
+    if count_hooks(nested):
+        return Verdict(False, _("{count} hook(s) are still on the model: remove every hook before returning.").format(
+            count=count_hooks(nested)))
+    if not isinstance(got, dict) or sorted(got) != ["block.0", "stem"]:
+        return Verdict(False, _("With the dotted names ['block.0', 'stem'] the result was not a dict with those two "
+                                "keys."))
+    if not (torch.equal(got["block.0"], inner_out) and torch.equal(got["stem"], stem_out)):
+        return Verdict(False, _("With the dotted name 'block.0' (layer 0 inside the model's `block`, followed by an "
+                                "in-place ReLU) the entries do not hold what those layers returned."))
+
     failing = nn.Sequential(nn.Linear(3, 3), _Boom())
     try:
         extract(failing, torch.ones(2, 3), ["0"])
@@ -197,6 +220,7 @@ _EXERCISE_03_2 = Exercise(
     ),
     kind="write",
     praise=N_("A copy taken the moment the layer returns cannot be overwritten; `finally` cleans up whatever happens."),
+    observe_only=True,
 )
 
 
@@ -238,6 +262,9 @@ def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
     expected = [("act", (2, 3)), ("mid", (2, 4)), ("act", (2, 4)), ("head.0", (2, 2)), ("head.1", (2, 2))]
     with tracer_class(model) as tracer:
         model(torch.ones(2, 3))
+    if tracer is None:
+        return Verdict(False, _("`with CallTracer(model) as tracer:` binds tracer to what __enter__ returns, and yours "
+                                "returned None: what must __enter__ return so that tracer.calls is your list?"))
     calls = _as_calls(getattr(tracer, "calls", None))
     if calls is None:
         found = getattr(tracer, "calls", None)
@@ -250,8 +277,18 @@ def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
     if [name for name, _shape in calls].count("act") == 1:
         return Verdict(False, _("A module called twice must appear twice: append one entry per call."))
     if calls != expected:
-        return Verdict(False, _("Expected one (dotted name, output shape) per leaf-module call in call order, e.g. "
-                                "{example} ...; got {got} ...").format(example=expected[:2], got=calls[:3]))
+        containers = {name or "''" for name, module in model.named_modules() if list(module.children())}
+        listed = [name or "''" for name, _shape in calls if (name or "''") in containers]
+        if listed:
+            return Verdict(False, _("Your list has an entry for {name}, a module with children: list only the calls "
+                                    "of leaf modules (those without children).").format(name=repr(listed[0])))
+        first = next(i for i in range(max(len(calls), len(expected)))
+                     if i >= len(calls) or i >= len(expected) or calls[i] != expected[i])
+        return Verdict(False, _("Expected one (dotted name, output shape) per leaf-module call, in call order ({count} "
+                                "calls here); your list differs from entry {index} on: expected {expected}, got "
+                                "{got}.").format(count=len(expected), index=first,
+                                                 expected=expected[first] if first < len(expected) else _("nothing"),
+                                                 got=calls[first] if first < len(calls) else _("nothing")))
     model(torch.ones(2, 3))
     if len(tracer.calls) != len(expected):
         return Verdict(False, _("After the with block the tracer still recorded calls: remove the hooks on exit."))
@@ -293,6 +330,7 @@ _EXERCISE_03_3 = Exercise(
     kind="write",
     stretch=True,
     praise=N_("always_call=True reports the failing layer; __exit__ cleans up and lets the error through."),
+    observe_only=True,
 )
 
 EXERCISES = (_EXERCISE_03_1, _EXERCISE_03_2, _EXERCISE_03_3)

@@ -131,6 +131,22 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
                                         error=type(error).__name__))
     finally:
         handle.remove()
+
+    # A Flatten in a residual: its grad_input is a view of grad_output, which the sum `flat + h` also hands to the
+    # skip path -- the very same tensor. Only the Flatten's path is clamped.
+    flatten = nn.Flatten(0, -1)
+    hidden = (torch.randn(4, 6, generator=generator) * 3.0).requires_grad_()
+    weights = torch.randn(24, generator=generator) * 4.0
+    expected = weights.clamp(-1.0, 1.0).view(4, 6) + weights.view(4, 6)
+    handle = flatten.register_full_backward_hook(hook)
+    try:
+        ((flatten(hidden) + hidden.flatten()) * weights).sum().backward()
+    finally:
+        handle.remove()
+    if not torch.allclose(hidden.grad, expected, atol=1e-5):
+        return Verdict(False, _("On a Flatten in a residual (`flatten(h) + h.flatten()`) the skip path's gradient "
+                                "changed too: only the gradient through the hooked module may be clamped. Does your "
+                                "hook change a tensor PyTorch handed it?"))
     return Verdict(True)
 
 
@@ -205,6 +221,22 @@ def _cap_test(hook: Callable[..., Any]) -> Verdict:
     if not torch.allclose(conv.weight.grad, expected, atol=1e-5):
         return Verdict(False, _("On a Conv2d (4-D gradient) each sample's norm is taken over all its other "
                                 "entries (channels and positions together)."))
+
+    # A residual `layer(x) + x`: the sum hands the very same gradient tensor to the layer and to the skip path. Only
+    # the layer's grad_output is capped; the skip path keeps the raw gradient.
+    layer = nn.Linear(4, 4)
+    inputs = torch.randn(3, 4, generator=generator).requires_grad_()
+    weights = torch.randn(3, 4, generator=generator) * 3.0
+    expected = torch.autograd.grad(layer(inputs), inputs, grad_outputs=_capped(weights))[0] + weights
+    handle = layer.register_full_backward_pre_hook(hook)
+    try:
+        ((layer(inputs) + inputs) * weights).sum().backward()
+    finally:
+        handle.remove()
+    if not torch.allclose(inputs.grad, expected, atol=1e-5):
+        return Verdict(False, _("In a residual block (`layer(x) + x`) the skip path's gradient changed too: only the "
+                                "hooked layer's grad_output may be rescaled. Does your hook change a tensor PyTorch "
+                                "handed it?"))
     return Verdict(True)
 
 
@@ -330,6 +362,7 @@ _EXERCISE_04_4 = Exercise(
     kind="write",
     stretch=True,
     praise=N_("A tensor hook registered from a forward hook: no wrapping, so in-place layers are fine."),
+    observe_only=True,
 )
 
 EXERCISES = (_EXERCISE_04_1, _EXERCISE_04_2, _EXERCISE_04_3, _EXERCISE_04_4)

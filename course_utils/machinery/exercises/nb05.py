@@ -129,6 +129,11 @@ def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
     if not all(hook_report(module) for module in relu6s):
         return Verdict(False, _("The gradient is guided, but not every nn.ReLU6 module has a hook: register one on "
                                 "each (register_full_backward_hook)."))
+    if not all(module._backward_hooks for module in relu6s):
+        return Verdict(False, _("The gradient is guided, but not by a full backward hook on every nn.ReLU6 "
+                                "({found}): the exercise asks for register_full_backward_hook, whose grad_input "
+                                "already carries the ReLU6's mask.").format(
+                                    found=", ".join(sorted({key for module in relu6s for key in hook_report(module)}))))
     for handle in handles:
         handle.remove()
     if not torch.allclose(_input_gradient(model, x, targets), plain, atol=1e-6):

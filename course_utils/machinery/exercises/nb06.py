@@ -193,6 +193,7 @@ _EXERCISE_06_1 = Exercise(
     kind="write",
     praise=N_("grad_output[0] is the gradient at the layer's output -- the same tensor a tensor hook on the output "
               "sees."),
+    observe_only=True,
 )
 
 
@@ -326,6 +327,7 @@ _EXERCISE_06_2 = Exercise(
     ),
     kind="write",
     praise=N_("Two hooks, one copy, one handle removed: the whole of Grad-CAM's plumbing."),
+    observe_only=True,
 )
 
 
@@ -413,6 +415,7 @@ _EXERCISE_06_3 = Exercise(
     kind="write",
     stretch=True,
     praise=N_("A forward hook per call and a tensor hook per output: shared modules need no special case."),
+    observe_only=True,
 )
 
 EXERCISES = (_EXERCISE_06_1, _EXERCISE_06_2, _EXERCISE_06_3)

@@ -203,7 +203,7 @@ def _wrong_fractions_message(layers: list[nn.Module], batches: list[torch.Tensor
                                                  "keep a record per unit, not per batch."),
         "dead as soon as one batch had it zero": _("you count a unit as dead when one batch had it zero for every "
                                                    "sample; it is dead only if every batch did."),
-        "the ReLU's input": _("count the units of the ReLU's *output*, not of its input (which still holds negative "
+        "the ReLU's input": _("count the units of the ReLU's output, not of its input (which still holds negative "
                               "values when the ReLU is not in-place)."),
     }
     shown = _("(expected {expected}, got {got})").format(expected=_rounded(truth), got=_rounded(got))
@@ -320,5 +320,6 @@ EXERCISES = (
         stretch=True,
         praise=N_("A monitor that remembers across batches and cleans up after itself, whatever happens inside the "
                   "with-block."),
+        observe_only=True,
     ),
 )

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, expect_live_value
+from course_utils.machinery.exercise_kit import Exercise, Verdict, _as_float_tensor, expect_callable
 from course_utils.machinery.messages import _, N_
 from course_utils.hooks import count_hooks
 
@@ -49,6 +49,31 @@ def _pack_unpack_calls() -> torch.Tensor:
     y.backward(retain_graph=True)
     y.backward()
     return torch.tensor([float(calls["pack"]), float(calls["unpack"])])
+
+
+def _predict_calls(answer: Any) -> Verdict:
+    value = _as_float_tensor(answer)
+    if isinstance(value, Verdict):
+        return value
+    if value.numel() != 2:
+        return Verdict(False, _("Answer with two numbers, [pack calls, unpack calls]; got {count}.").format(
+            count=value.numel()))
+    pack, unpack = value.reshape(2).tolist()
+    truth_pack, truth_unpack = _pack_unpack_calls().tolist()
+    if (pack, unpack) == (truth_pack, truth_unpack):
+        return Verdict(True)
+    if pack != truth_pack:
+        if pack > truth_pack:
+            return Verdict(False, _("Too many pack calls: which of the three operations keeps a tensor for its "
+                                    "backward? A multiplication by a Python number keeps only that number, and sum "
+                                    "needs only the input's shape."))
+        return Verdict(False, _("Too few pack calls: exp's derivative is exp itself, so its backward needs a tensor."))
+    if unpack < truth_unpack:
+        return Verdict(False, _("The pack count is right; the unpack count is too low: retain_graph=True keeps the "
+                                "saved tensors for a second backward, and every backward that needs one unpacks it "
+                                "again."))
+    return Verdict(False, _("The pack count is right; the unpack count is too high: each backward unpacks each saved "
+                            "tensor it uses once."))
 
 
 # -- 08.2 ------------------------------------------------------------------------------------------------
@@ -320,8 +345,7 @@ EXERCISES = (
     Exercise(
         "08.1",
         N_("Predict how many times pack and unpack are called for (a * 3).exp().sum() and two backward passes."),
-        expect_live_value(_pack_unpack_calls, N_("Ask, for each operation, whether its backward needs a tensor; then "
-                                                 "count how often backward reads each saved tensor.")),
+        _predict_calls,
         hints=(
             N_("A multiplication by a Python number keeps only that number for backward, and pack never sees it "
                "(S1b)."),
@@ -362,5 +386,6 @@ EXERCISES = (
         kind="write",
         stretch=True,
         praise=N_("Module hooks and saved-tensor hooks together: a memory profiler per layer in a few lines."),
+        observe_only=True,
     ),
 )

@@ -177,6 +177,68 @@ def _state_equal(a: torch.optim.Optimizer, b: torch.optim.Optimizer, params_a: l
 _MAX_CHANGE = 1.0  # a normal step of these models moves a weight by at most ~0.3
 
 
+def _reachable_tensors(value: Any, depth: int = 0, seen: set[int] | None = None) -> list[torch.Tensor]:
+    """The tensors a hook can reach: through its closure, the globals it names, the object of a bound method, and
+    the lists, dicts, tuples and attributes inside them (a few levels deep)."""
+    seen = set() if seen is None else seen
+    if depth > 5 or id(value) in seen or isinstance(value, (str, bytes, int, float, bool, type(None))):
+        return []
+    seen.add(id(value))
+    if isinstance(value, torch.Tensor):
+        return [value]
+    found: list[torch.Tensor] = []
+    items: list[Any] = []
+    if isinstance(value, dict):
+        items = list(value.values())
+    elif isinstance(value, (list, tuple, set)):
+        items = list(value)
+    elif callable(value) and hasattr(value, "__code__"):
+        items = [cell.cell_contents for cell in (value.__closure__ or ()) if _filled(cell)]
+        items += [value.__globals__[name] for name in value.__code__.co_names if name in value.__globals__
+                  and isinstance(value.__globals__[name], (dict, list, tuple, torch.Tensor))]
+    elif hasattr(value, "__func__"):  # a bound method: its object and its function
+        items = [value.__self__, value.__func__]
+    elif hasattr(value, "__dict__") and not isinstance(value, (torch.nn.Module, torch.optim.Optimizer, type)):
+        items = list(vars(value).values())
+    for item in items:
+        found += _reachable_tensors(item, depth + 1, seen)
+    return found
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _kept_a_bad_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], before: list[torch.Tensor],
+                     label: str) -> Verdict:
+    """09.2's ✗ for a bad step that was kept: what the learner's step hooks hold says why."""
+    moved = max(float((p.detach() - w).abs().max()) for p, w in zip(params, before))
+    hooks = [*optimizer._optimizer_step_pre_hooks.values(), *optimizer._optimizer_step_post_hooks.values()]
+    held = [t for hook in hooks for t in _reachable_tensors(hook)]
+    storages = {p.untyped_storage().data_ptr() for p in params}
+    if any(t.untyped_storage().data_ptr() in storages for t in held):
+        return Verdict(False, _("With {label}, a step that moved a weight by {moved:.3g} (max_change is "
+                                "{max_change:g}) was kept. Look at what your pre-hook keeps of the weights: a tensor "
+                                "that shares memory with a weight (detach() does) changes with it when step() updates "
+                                "it in place.").format(label=_(label), moved=moved, max_change=_MAX_CHANGE))
+    copies = all(any(t.shape == w.shape and t.dtype == w.dtype and torch.equal(t.detach(), w) for t in held)
+                 for w in before)  # what the weights were before this step
+    if not copies:
+        return Verdict(False, _("With {label}, a step that moved a weight by {moved:.3g} (max_change is "
+                                "{max_change:g}) was kept, and your hooks hold no copy of some weights: the weights "
+                                "must go back too, so the pre-hook has to keep a copy of each of them.").format(
+                                    label=_(label), moved=moved, max_change=_MAX_CHANGE))
+    return Verdict(False, _("With {label}, a step that moved a weight by {moved:.3g} (max_change is {max_change:g}) "
+                            "was kept, although your hooks hold copies of the weights: did your post-hook find this "
+                            "step bad (any single element's absolute change above max_change), and did it write the "
+                            "copies back into the weights?").format(label=_(label), moved=moved,
+                                                                      max_change=_MAX_CHANGE))
+
+
 def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdict:
     batches = [torch.randn(5, 4, generator=torch.Generator().manual_seed(i)) for i in range(5)]
     trainings = {  # optimizer, and the batches that make a bad step: a huge gradient, or one nan entry
@@ -216,12 +278,7 @@ def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdi
                                             "decides that a step was bad.").format(label=_(label)))
                 if not all(torch.equal(a, b) for a, b in zip(params, plain_model.parameters())):
                     if index in bad:
-                        moved = max(float((p.detach() - w).abs().max()) for p, w in zip(params, before))
-                        return Verdict(False, _("With {label}, a step that moved a weight by {moved:.3g} (max_change "
-                                                "is {max_change:g}) was kept. Look at what your pre-hook keeps of "
-                                                "the weights: a tensor that shares memory with a weight (detach() "
-                                                "does) changes with it when step() updates it in place.").format(
-                                                    label=_(label), moved=moved, max_change=_MAX_CHANGE))
+                        return _kept_a_bad_step(guarded, params, before, label)
                     return Verdict(False, _("With {label}, a normal step was undone or changed: undo only a step that "
                                             "moved a weight by more than max_change or left one not finite.").format(
                                                 label=_(label)))

@@ -78,6 +78,9 @@ def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     if not callable(getattr(handle, "remove", None)):
         return Verdict(False, _("Return the handle that register_forward_hook gave you, so the caller can remove it."))
     try:
+        with torch.no_grad():  # once eagerly first: what the hook returns is judged there (check() watches it)
+            model(batches[0])
+        running.zero_()
         with _quiet_fresh_dynamo():
             from torch._dynamo.utils import counters  # private: dynamo's own tally of graph breaks
 
@@ -465,6 +468,7 @@ EXERCISES = (
         ),
         kind="write",
         praise=N_("Tensors in, tensors out: one graph for every call, and you read the numbers after training."),
+        observe_only=True,
     ),
     Exercise(
         "10.2",

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, hooks_while_running
 from course_utils.machinery.messages import _, N_
 from course_utils.hooks import count_hooks
 
@@ -59,7 +59,8 @@ def _grad_output_test(answer: Callable[..., Any]) -> Verdict:
     flags = _inplace_flags(model)
     for name in ("0", "1", "2"):
         try:
-            got = answer(model, name, x)
+            with hooks_while_running(model[int(name)]) as seen:
+                got = answer(model, name, x)
         except RuntimeError as error:
             if "BackwardHookFunction" in str(error):
                 return Verdict(False, _("At layer '{name}' PyTorch still raised the in-place error of the "
@@ -88,6 +89,24 @@ def _grad_output_test(answer: Callable[..., Any]) -> Verdict:
             return Verdict(False, _("At layer '{name}' the gradient is not d model(x).sum() / d output: is it "
                                     "grad_output[0] of the layer you were asked about, from one backward?").format(
                                         name=name))
+        if "_backward_hooks" not in seen.kinds:
+            return Verdict(False, _("The right gradient at layer '{name}', but while the model ran that layer carried "
+                                    "no full backward hook ({found}): the exercise is the fix of a full backward hook "
+                                    "next to in-place ops -- register one with register_full_backward_hook.").format(
+                                        name=name, found=", ".join(seen.kinds) or _("no hook")))
+    failing = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(inplace=True), _Breaks())
+    flags = _inplace_flags(failing)
+    try:
+        answer(failing, "0", x.clone())
+    except ValueError:
+        pass
+    else:
+        return Verdict(False, _("When the model raises, your function must let the error through (not swallow it)."))
+    if _inplace_flags(failing) != flags:
+        return Verdict(False, _("When the model raised, the `inplace` flags stayed switched off: set them back in a "
+                                "`finally`, where the hook is removed too."))
+    if count_hooks(failing):
+        return Verdict(False, _("When the model raised, your hook stayed on the model: remove it in a `finally`."))
     return Verdict(True)
 
 
@@ -174,7 +193,7 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
                     name=name))
             if not torch.allclose(got, truth, atol=1e-6):
                 if torch.allclose(got, truth.clamp(min=0), atol=1e-6):
-                    return Verdict(False, _("kept['{name}'] holds the values *after* the in-place ReLU that follows "
+                    return Verdict(False, _("kept['{name}'] holds the values as they are after the in-place ReLU that follows "
                                             "the layer: your tensor shares its memory with the output, which that "
                                             "ReLU overwrites.").format(
                                                 name=name))
@@ -193,6 +212,7 @@ _EXERCISE_11_2 = Exercise(
         N_("`.detach()` cuts the first and copies nothing; `.clone()` copies. You need both."),
     ),
     praise=N_("detach() drops the graph, clone() drops the alias: memory stays flat and the record stays true."),
+    observe_only=True,
 )
 
 
@@ -243,6 +263,7 @@ _EXERCISE_11_3 = Exercise(
            "(...):`, since a handle is also a context manager."),
     ),
     praise=N_("One hook in, one hook out, whatever happens in between."),
+    observe_only=True,
 )
 
 
@@ -371,6 +392,13 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
     if not isinstance(norms, dict) or sorted(norms) != sorted(name for name, _module in leaves):
         return Verdict(False, _("`norms` needs one key per leaf module, by its name in named_modules(): "
                                 "{names}.").format(names=sorted(name for name, _module in leaves)))
+    counts = {name: len(value) if isinstance(value, list) else None for name, value in norms.items()}
+    filled = [name for name, count in counts.items() if count]
+    if len(filled) == 1 and counts[filled[0]] == len(leaves) * len(batches):  # a closure over the loop variable
+        return Verdict(False, _("After {count} forwards norms['{filled}'] holds all {total} numbers and the other "
+                                "lists none: every hook appends under the same name. Which value of the loop "
+                                "variable does a hook defined in the loop see when it runs?").format(
+                                    count=len(batches), filled=filled[0], total=len(leaves) * len(batches)))
     for name, module in leaves:
         values = []
         for batch in batches:
@@ -405,6 +433,7 @@ _EXERCISE_11_5 = Exercise(
         N_("Append in one statement and let the hook end without a `return`; keep a plain Python float (`.item()`)."),
     ),
     praise=N_("A logger that only looks: the outputs, and the gradients through them, are the model's own."),
+    observe_only=True,
 )
 
 
@@ -435,11 +464,29 @@ def _layer_models() -> list[tuple[nn.Module, torch.Tensor, str, str]]:
     torch.manual_seed(116)
     sequential = nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.Conv2d(3, 5, 3), nn.ReLU(), nn.AdaptiveMaxPool2d(1),
                                nn.Flatten(), nn.Linear(5, 2))
+    strip = nn.Sequential(nn.Conv2d(1, 3, (3, 1)), nn.ReLU(), nn.AdaptiveAvgPool2d((1, 4)), nn.Conv2d(3, 2, 1),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2, 2))  # maps 2x7, then 1x4, then 1x1
     generator = torch.Generator().manual_seed(16)
     return [
         (sequential, torch.randn(2, 1, 9, 7, generator=generator), "3", "4"),
         (_NamedNet(), torch.randn(1, 3, 6, 8, generator=generator), "blocks", "pool"),
+        (strip, torch.randn(2, 1, 4, 7, generator=generator), "3", "4"),
     ]
+
+
+def _map_shapes(model: nn.Module, x: torch.Tensor) -> dict[str, tuple[int, ...]]:
+    """The 4-D output shape of every named module, by the check's own hooks."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    handles = [module.register_forward_hook(
+        lambda m, args, out, name=name: shapes.__setitem__(name, tuple(out.shape)) if out.dim() == 4 else None)
+        for name, module in model.named_modules() if name]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return shapes
 
 
 def _layer_test(answer: Callable[..., Any]) -> Verdict:
@@ -456,10 +503,17 @@ def _layer_test(answer: Callable[..., Any]) -> Verdict:
             return Verdict(False, _("'{got}' has a 4-D output, but it is 1x1: after global pooling there is nothing "
                                     "left to localise. Require h * w > 1.").format(got=got))
         names = dict(model.named_modules())
+        shapes = _map_shapes(model, x)
+        flat = shapes[right]
+        if got in shapes and min(flat[-2:]) == 1 and min(shapes[got][-2:]) > 1:
+            return Verdict(False, _("{got!r} is not the last with a map: a later module's output is {shape}, and "
+                                    "h * w = {cells} > 1 -- a map one row (or one column) high still says where. "
+                                    "Require h * w > 1, not h > 1 and w > 1.").format(
+                                        got=got, shape=flat, cells=flat[-2] * flat[-1]))
         if got not in names:
             return Verdict(False, _("{got!r} is not a module name of the model (names from named_modules()).").format(
                 got=got))
-        return Verdict(False, _("Expected the *last* module, in the order the forward calls finish, whose output "
+        return Verdict(False, _("Expected the last module, in the order the forward calls finish, whose output "
                                 "is (N, C, h, w) with h * w > 1; got {got!r}.").format(got=got))
     return Verdict(True)
 
@@ -474,7 +528,8 @@ _EXERCISE_11_6 = Exercise(
         N_("Keep the name each time an output is 4-D with shape[-2] * shape[-1] > 1; the last name kept is the answer. "
            "Run under torch.no_grad() and remove the hooks in a `finally`."),
     ),
-    praise=N_("The right layer is the last one that still knows *where*: after global pooling, every map is flat."),
+    praise=N_("The right layer is the last one that still knows where: after global pooling, every map is flat."),
+    observe_only=True,
 )
 
 
@@ -495,6 +550,14 @@ def _scale_test(answer: Callable[..., Any]) -> Verdict:
     if not isinstance(result, tuple) or len(result) != 2 or not callable(result[0]):
         return Verdict(False, _("Return a pair (set_scale, handle)."))
     set_scale, handle = result
+    try:
+        set_scale(1.0)
+        with torch.no_grad():  # once eagerly first: what the hook returns is judged there (check() watches it)
+            model(x)
+    except BaseException:
+        if callable(getattr(handle, "remove", None)):
+            handle.remove()
+        raise
     # Dynamo caches compiled code per code object (nn.Module's forward machinery, shared by every model) up to a
     # recompile limit, then runs eagerly without counting: start from nothing, or a retried wrong answer would pass.
     torch.compiler.reset()
@@ -555,21 +618,37 @@ def _clip_batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(torch.randn(5, 4, generator=generator) * 2, torch.randn(5, 2, generator=generator) * 3) for _ in range(3)]
 
 
-def _reference_step(clip: str, limit: float) -> list[torch.Tensor]:
-    """Parameters after one SGD step on the accumulated gradient, clipped as ``clip`` says (no scaler: scaling by a
-    power of two and unscaling is exact, so the scaler's unscaled gradient is this one)."""
+_SCALE = 2.0 ** 10
+
+
+def _reference_step(clip: str, limit: float, *, divide: bool = True) -> list[torch.Tensor]:
+    """Parameters after one SGD step on the accumulated gradient, clipped as ``clip`` says: ``"once"`` (by value,
+    after the last backward, unscaled: the task), ``"none"``, ``"before unscale"`` (by value, on the scaled
+    gradient), ``"norm"`` (clip_grad_norm_ once, unscaled), ``"per micro-batch"`` / ``"per scaled micro-batch"``
+    (each backward's contribution clamped, as a gradient hook does, unscaled or scaled); ``divide=False``: each
+    micro-batch's loss not divided by their number. No scaler: scaling by a power of two and unscaling is exact, so
+    the scaler's unscaled gradient is this one."""
     model = _clip_model()
     batches = _clip_batches()
-    scale = 2.0 ** 10
-    for x, y in batches:
-        loss = F.mse_loss(model(x), y) / len(batches)
-        (loss * (scale if clip == "before unscale" else 1.0)).backward()
-    if clip == "once":
+    scaled = clip in ("before unscale", "per scaled micro-batch")
+    handles = []
+    if clip.startswith("per"):
+        handles = [param.register_hook(lambda grad: grad.clamp(-limit, limit))
+                   for param in model.parameters()]
+    try:
+        for x, y in batches:
+            loss = F.mse_loss(model(x), y) / (len(batches) if divide else 1)
+            (loss * (_SCALE if scaled else 1.0)).backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    if clip in ("once", "before unscale"):
         torch.nn.utils.clip_grad_value_(model.parameters(), limit)
-    elif clip == "before unscale":
-        torch.nn.utils.clip_grad_value_(model.parameters(), limit)
+    elif clip == "norm":
+        torch.nn.utils.clip_grad_norm_(model.parameters(), limit)
+    if scaled:
         for param in model.parameters():
-            param.grad.div_(scale)
+            param.grad.div_(_SCALE)
     with torch.no_grad():
         for param in model.parameters():
             param.sub_(0.1 * param.grad)
@@ -579,7 +658,8 @@ def _reference_step(clip: str, limit: float) -> list[torch.Tensor]:
 def _train_step_test(answer: Callable[..., Any]) -> Verdict:
     model = _clip_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10)
+    # growth_interval=1: a scaler.update() after a step without inf/nan doubles the scale at once
+    scaler = torch.amp.GradScaler("cpu", init_scale=_SCALE, growth_interval=1)
     limit = 0.05
     answer(model, optimizer, scaler, _clip_batches(), limit)
     if any(count_hooks(param) for param in model.parameters()) or count_hooks(model):
@@ -591,16 +671,30 @@ def _train_step_test(answer: Callable[..., Any]) -> Verdict:
         return all(torch.allclose(g, r, atol=1e-6) for g, r in zip(got, reference))
 
     if same(_reference_step("once", limit)):
+        if scaler.get_scale() == _SCALE:
+            return Verdict(False, _("The step is right, but the scaler's scale did not change after it: the step goes "
+                                    "through the scaler, which then adjusts its scale for the next step. Which scaler "
+                                    "call comes after scaler.step(optimizer)?"))
         return Verdict(True)
     if same(_reference_step("none", limit)):
         return Verdict(False, _("The step equals one without clipping: clip the accumulated, unscaled gradients "
                                 "before scaler.step."))
     if same(_reference_step("before unscale", limit)):
-        return Verdict(False, _("You clipped the *scaled* gradients: after unscaling they are 1/scale of the limit. "
+        return Verdict(False, _("You clipped the scaled gradients: after unscaling they are 1/scale of the limit. "
                                 "Call scaler.unscale_(optimizer) first, then clip."))
-    return Verdict(False, _("The step is not SGD on the sum of the micro-batch gradients, unscaled, clipped by value "
-                            "once after the last backward. Did you clip per micro-batch (a hook fires on every "
-                            "backward) or divide the loss differently?"))
+    if same(_reference_step("norm", limit)):
+        return Verdict(False, _("You clipped the gradients' norm: the task clips by value, every entry to ±limit "
+                                "(clip_grad_value_)."))
+    if same(_reference_step("once", limit, divide=False)):
+        return Verdict(False, _("The step's gradient is {count} times too large before clipping: it is the gradient "
+                                "of the mean of the micro-batches' losses, so each loss is divided by their number "
+                                "before its backward.").format(count=len(_clip_batches())))
+    if same(_reference_step("per micro-batch", limit)) or same(_reference_step("per scaled micro-batch", limit)):
+        return Verdict(False, _("You clipped each micro-batch's contribution (a gradient hook fires on every "
+                                "backward): clip once, the accumulated gradient, after the last backward and after "
+                                "unscale_. Register no hook."))
+    return Verdict(False, _("The step is not SGD on the mean of the micro-batch losses' gradients, unscaled, clipped "
+                            "by value once after the last backward."))
 
 
 _EXERCISE_11_8 = Exercise(

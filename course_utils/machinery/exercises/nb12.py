@@ -244,6 +244,7 @@ _EXERCISE_12_1 = Exercise(
     ),
     kind="write",
     praise=N_("One pre-hook and one hook per block: the residual stream, without the graph behind it."),
+    observe_only=True,
 )
 
 

@@ -1,0 +1,316 @@
+"""What the learner's hooks did while a check ran them: a gradient changed in place, or a return value that replaced
+a layer's output (or a gradient) with the wrong kind of thing.
+
+Inside :func:`watching_hooks`, every hook the learner's code registers -- a tensor hook, a module forward hook or
+pre-hook, a full backward hook or backward pre-hook -- is registered wrapped: the wrapper calls the learner's hook
+with the very arguments PyTorch gave it, hands back what it returned, and looks at both.
+
+- A gradient hook that changes its argument in place (``grad.clamp_(...)``, ``grad_input[0].mul_(...)``) is
+  recorded: PyTorch hands the same gradient tensor to other parts of the graph (a residual ``out + x``, a
+  ``Flatten`` or ``Identity`` layer, ``(x + y) ** 2``), where the change lands too -- or fails.
+- A return value that cannot stand for what it replaces -- a forward hook that returns a string, a shape or a
+  handle instead of the layer's output tensor; a full backward hook that returns a bare tensor instead of a tuple --
+  stops the check at once with :class:`HookMistake`, before PyTorch fails further on with a message about something
+  else (``relu_(): argument 'input' must be Tensor, not str``).
+- With ``observe_only`` (exercises whose hooks only record), any value a forward hook or pre-hook returns is one:
+  it replaced the layer's output (or input).
+
+``check()`` turns the first mistake into the ✗ line, whatever the validator decided. Hooks of the course's own
+code, and every hook once the block has ended, run unwrapped (a wrapper left on a learner's object passes through).
+
+Usage::
+
+    with watching_hooks() as watch:
+        validator(answer)           # may raise HookMistake
+    if watch.mistakes: ...          # Text messages, in the order they happened
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from course_utils.machinery.guard import is_learner_file
+from course_utils.machinery.messages import N_, Text
+
+__all__ = ["HookMistake", "HookWatch", "watching_hooks", "REPLACED_OUTPUT"]
+
+
+class HookMistake(BaseException):
+    """Raised by a wrapped hook whose return value PyTorch cannot use as what it replaces. A ``BaseException``:
+    neither the answer's nor the check's ``except Exception`` hides it; ``check()`` reports its ``message``."""
+
+    def __init__(self, message: Text) -> None:
+        super().__init__(str(message))
+        self.message = message
+
+
+@dataclass
+class HookWatch:
+    """What the learner's hooks did inside :func:`watching_hooks` (``mistakes``: one message per mistake)."""
+
+    observe_only: bool = False
+    active: bool = True
+    mistakes: list[Text] = field(default_factory=list)
+
+    def note(self, message: Text) -> None:
+        """Record a mistake (once)."""
+        if all(str(message) != str(seen) for seen in self.mistakes):
+            self.mistakes.append(message)
+
+    def fail(self, message: Text) -> HookMistake:
+        """Record a mistake and return the exception that stops the check there (also if the answer swallows it)."""
+        self.note(message)
+        return HookMistake(message)
+
+
+# The one ✗ for a hook whose return value replaced a layer's output (or input): every exercise gets it through check()
+REPLACED_OUTPUT = N_("your {kind} {hook} on a {module} returned {what}, and PyTorch used it in place of the layer's "
+                     "{replaced}: what a module hook returns replaces that (None leaves it alone). {why}")
+_WHY_VALUE = N_("What does the hook's last expression evaluate to? A lambda returns it -- a handle from "
+                "register_hook, a shape, what dict.setdefault stored -- so a hook that only records is a `def` with no "
+                "`return`.")
+_WHY_OBSERVE = N_("A hook that only records must return None.")
+_IN_PLACE = N_("your {kind} {hook} changed {argument} in place. PyTorch can hand that very gradient tensor to other "
+               "parts of the graph -- a residual `out + x`, a Flatten or Identity layer, `(x + y) ** 2` -- and the "
+               "change lands there too (or fails): compute a new tensor and return it{how}.")
+_KINDS = {
+    "tensor": N_("tensor hook"),
+    "forward": N_("forward hook"),
+    "forward_pre": N_("forward pre-hook"),
+    "backward": N_("full backward hook"),
+    "backward_pre": N_("backward pre-hook"),
+}
+
+
+def _hook_name(hook: Callable[..., Any]) -> str | Text:
+    name = getattr(hook, "__name__", None) or type(hook).__name__
+    return Text(N_("(a lambda)")) if name == "<lambda>" else f"`{name}`"
+
+
+def _learners(hook: Any) -> bool:
+    """True for a hook the learner wrote (a function, method, partial or callable object defined in their code)."""
+    while isinstance(hook, functools.partial):
+        hook = hook.func
+    target = getattr(hook, "__func__", hook)
+    code = getattr(target, "__code__", None)
+    if code is None and not isinstance(target, type):
+        code = getattr(getattr(type(target), "__call__", None), "__code__", None)
+    return code is not None and is_learner_file(code.co_filename)
+
+
+def _type_name(value: Any) -> str:
+    """``str``, ``torch.Size``, ``torch.utils.hooks.RemovableHandle``: a builtin by its name, the rest in full."""
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _what(value: Any) -> Text:
+    return Text(N_("a {type}, not a tensor"), type=_type_name(value))
+
+
+def _tensors(value: Any) -> list[torch.Tensor | None]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [item if isinstance(item, torch.Tensor) else None for item in value]
+    return []
+
+
+def _snapshot(tensors: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
+    copies: list[torch.Tensor | None] = []
+    for tensor in tensors:
+        try:
+            copies.append(None if tensor is None or tensor.is_sparse else tensor.detach().clone())
+        except RuntimeError:  # a tensor without plain storage: not compared
+            copies.append(None)
+    return copies
+
+
+def _changed(tensors: list[torch.Tensor | None], copies: list[torch.Tensor | None]) -> bool:
+    for tensor, copy in zip(tensors, copies):
+        if tensor is None or copy is None:
+            continue
+        now = tensor.detach()
+        if now.shape != copy.shape or now.dtype != copy.dtype:
+            return True
+        if not bool(((now == copy) | (now.isnan() & copy.isnan()) if now.is_floating_point() else now == copy).all()):
+            return True
+    return False
+
+
+def _different(original: Any, replacement: Any) -> Text | None:
+    """How ``replacement`` differs from the ``original`` output (or inputs) it replaced, in what a hook that only
+    records must not change: the values, the shape, the graph. None when it would pass for the original (a clone)."""
+    pairs = list(zip(original, replacement)) if isinstance(original, tuple) and isinstance(replacement, (tuple, list)) \
+        else [(original, replacement)]
+    if isinstance(original, tuple) and isinstance(replacement, (tuple, list)) and len(original) != len(replacement):
+        return Text(N_("{count} values in place of {expected}"), count=len(replacement), expected=len(original))
+    for before, after in pairs:
+        if not isinstance(before, torch.Tensor):
+            continue
+        if not isinstance(after, torch.Tensor):
+            return _what(after)
+        if after.shape != before.shape:
+            return Text(N_("a tensor of shape {shape} (the original has {expected})"), shape=tuple(after.shape),
+                        expected=tuple(before.shape))
+        if before.requires_grad and not after.requires_grad:
+            return Text(N_("a tensor detached from the graph (no gradient flows back through it)"))
+        if _changed([after], [before.detach()]):
+            return Text(N_("a tensor with other values"))
+    return None
+
+
+def _gradient_hook(watch: HookWatch, kind: str, hook: Callable[..., Any], how: str) -> Callable[..., Any]:
+    """A tensor hook (``hook(grad)``), full backward hook (``hook(module, grad_input, grad_output)``) or backward
+    pre-hook (``hook(module, grad_output)``), watched for in-place changes and for what it returns."""
+
+    @functools.wraps(hook)
+    def watched(*args: Any) -> Any:
+        if not watch.active:
+            return hook(*args)
+        arguments = [list(_tensors(arg)) for arg in (args if kind == "tensor" else args[1:])]
+        copies = [_snapshot(tensors) for tensors in arguments]
+        result = hook(*args)
+        names = {"tensor": ("grad",), "backward": ("grad_input", "grad_output"), "backward_pre": ("grad_output",)}[kind]
+        for name, tensors, before in zip(names, arguments, copies):
+            if _changed(tensors, before):
+                watch.note(Text(_IN_PLACE, kind=Text(_KINDS[kind]), hook=_hook_name(hook), argument=f"`{name}`",
+                                how=Text(how)))
+                break
+        if result is None:
+            return result
+        module = type(args[0]).__name__ if kind != "tensor" else ""
+        if kind == "tensor":
+            if not isinstance(result, torch.Tensor):
+                raise watch.fail(Text(N_("your tensor hook {hook} returned {what}: a tensor hook returns None (the "
+                                          "gradient passes on unchanged) or a new tensor shaped like `grad`, which "
+                                          "replaces it."), hook=_hook_name(hook), what=_what(result)))
+            return result
+        expected = len(args[1]) if isinstance(args[1], tuple) else 1
+        name = names[0]
+        if isinstance(result, torch.Tensor):
+            raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned a bare tensor: it replaces `{name}`, "
+                                      "which is a tuple, so return a tuple with one entry per entry of `{name}` "
+                                      "({count} here; None where an entry is None)."), kind=Text(_KINDS[kind]),
+                                   hook=_hook_name(hook), module=module, name=name, count=expected))
+        if not isinstance(result, (tuple, list)):
+            raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned {what}: it must return None or a "
+                                      "tuple that replaces `{name}`, one entry per entry ({count} here)."),
+                                   kind=Text(_KINDS[kind]), hook=_hook_name(hook), module=module, what=_what(result),
+                                   name=name, count=expected))
+        if len(result) != expected:
+            raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned {got} entries, and `{name}` has "
+                                      "{count}: return one entry per entry of `{name}` (None where an entry is "
+                                      "None)."), kind=Text(_KINDS[kind]), hook=_hook_name(hook), module=module,
+                                   got=len(result), name=name, count=expected))
+        return result
+
+    return watched
+
+
+def _forward_hook(watch: HookWatch, kind: str, hook: Callable[..., Any], with_kwargs: bool) -> Callable[..., Any]:
+    """A forward hook or forward pre-hook, watched for what it returns in place of the output (the input)."""
+
+    @functools.wraps(hook)
+    def watched(*args: Any) -> Any:
+        result = hook(*args)
+        if not watch.active or result is None:
+            return result
+        module = type(args[0]).__name__
+        if kind == "forward":
+            output = args[-1]
+            if result is output or output is None:
+                return result
+            if isinstance(output, torch.Tensor) and not isinstance(result, torch.Tensor) or \
+                    isinstance(output, tuple) and not isinstance(result, (tuple, list)):
+                raise watch.fail(Text(REPLACED_OUTPUT, kind=Text(_KINDS[kind]), hook=_hook_name(hook), module=module,
+                                       what=_what(result), replaced=Text(N_("output")), why=Text(_WHY_VALUE)))
+            different = _different(output, result) if watch.observe_only else None
+            if different is not None:
+                raise watch.fail(Text(REPLACED_OUTPUT, kind=Text(_KINDS[kind]), hook=_hook_name(hook), module=module,
+                                      what=different, replaced=Text(N_("output")), why=Text(_WHY_OBSERVE)))
+            return result
+        if with_kwargs:  # (args, kwargs) or None: PyTorch says clearly what it wants
+            return result
+        inputs = args[1]
+        if result is inputs:
+            return result
+        if not isinstance(result, (tuple, torch.Tensor)) or isinstance(result, torch.Size):
+            raise watch.fail(Text(REPLACED_OUTPUT, kind=Text(_KINDS[kind]), hook=_hook_name(hook), module=module,
+                                   what=_what(result), replaced=Text(N_("input")),
+                                   why=Text(N_("A pre-hook returns None, or the new positional inputs: a tuple (or one "
+                                               "tensor)."))))
+        different = _different(inputs, result if isinstance(result, tuple) else (result,)) \
+            if watch.observe_only else None
+        if different is not None:
+            raise watch.fail(Text(REPLACED_OUTPUT, kind=Text(_KINDS[kind]), hook=_hook_name(hook), module=module,
+                                  what=different, replaced=Text(N_("input")), why=Text(_WHY_OBSERVE)))
+        return result
+
+    return watched
+
+
+_HOW = {"tensor": N_(" (or return None to leave it as it is)"), "backward": N_(" in a new tuple"),
+        "backward_pre": N_(" in a new tuple")}
+
+
+@contextlib.contextmanager
+def watching_hooks(enabled: bool = True, observe_only: bool = False) -> Iterator[HookWatch]:
+    """Wrap every hook the learner's code registers inside the block (see the module's docstring); ``enabled=False``
+    watches nothing (an exercise whose hooks ``torch.compile`` traces: a wrapper would be traced too).
+
+    Usage: ``with watching_hooks(observe_only=True) as watch: validator(answer)``"""
+    watch = HookWatch(observe_only=observe_only)
+    if not enabled:
+        watch.active = False
+        yield watch
+        return
+    originals = {
+        (torch.Tensor, "register_hook"): vars(torch.Tensor)["register_hook"],
+        (nn.Module, "register_forward_hook"): vars(nn.Module)["register_forward_hook"],
+        (nn.Module, "register_forward_pre_hook"): vars(nn.Module)["register_forward_pre_hook"],
+        (nn.Module, "register_full_backward_hook"): vars(nn.Module)["register_full_backward_hook"],
+        (nn.Module, "register_full_backward_pre_hook"): vars(nn.Module)["register_full_backward_pre_hook"],
+    }
+
+    def tensor_hook(self: torch.Tensor, hook: Callable[..., Any]) -> Any:
+        if _learners(hook):
+            hook = _gradient_hook(watch, "tensor", hook, _HOW["tensor"])
+        return originals[(torch.Tensor, "register_hook")](self, hook)
+
+    def module_hook(method: str, kind: str) -> Callable[..., Any]:
+        original = originals[(nn.Module, method)]
+
+        @functools.wraps(original)
+        def register(self: nn.Module, hook: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+            if _learners(hook):
+                if kind in ("forward", "forward_pre"):
+                    hook = _forward_hook(watch, kind, hook, bool(kwargs.get("with_kwargs")))
+                else:
+                    hook = _gradient_hook(watch, kind, hook, _HOW[kind])
+            return original(self, hook, *args, **kwargs)
+
+        return register
+
+    patched = {
+        (torch.Tensor, "register_hook"): functools.wraps(originals[(torch.Tensor, "register_hook")])(tensor_hook),
+        (nn.Module, "register_forward_hook"): module_hook("register_forward_hook", "forward"),
+        (nn.Module, "register_forward_pre_hook"): module_hook("register_forward_pre_hook", "forward_pre"),
+        (nn.Module, "register_full_backward_hook"): module_hook("register_full_backward_hook", "backward"),
+        (nn.Module, "register_full_backward_pre_hook"): module_hook("register_full_backward_pre_hook", "backward_pre"),
+    }
+    try:
+        for (owner, name), function in patched.items():
+            setattr(owner, name, function)
+        yield watch
+    finally:
+        watch.active = False
+        for (owner, name), function in originals.items():
+            setattr(owner, name, function)
