@@ -137,13 +137,14 @@ def generators(learner: bool = True) -> list[Generator]:
             messages.mo_path(LANG).write_bytes(compiled)
 
     found = [
+        # first: the generated regions' Chinese (cloud links, tables, agendas) is read from the compiled catalogue
+        Generator("message catalogue", compile_messages),
         Generator("solution cells", lambda: [mark_solution_cells(path) for path in english_notebooks()]),
         Generator("cloud links", lambda: cloud_badges.main([])),
         Generator("course map", write_course_map),
         Generator("timings and agendas", lambda: instructor_guide.main([])),
         Generator("translations", lambda: [editions.update(LANG, source) for source in editions.all_sources()]),
         Generator("Chinese edition", lambda: editions.build(LANG)),
-        Generator("message catalogue", compile_messages),
     ]
     if learner:
         found.append(Generator("learner editions", learner_editions))
