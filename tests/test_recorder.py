@@ -279,7 +279,8 @@ def test_100_uses_leave_no_growth() -> None:
     for _ in range(100):
         use_once()
     gc.collect()
-    assert live_tensors() == baseline_tensors
+    # The count is process-wide: another test's garbage may be freed meanwhile, so only growth is a leak.
+    assert live_tensors() <= baseline_tensors
     assert len(gc.get_objects()) - baseline_objects < 50
     assert_no_hooks(model)
 
