@@ -13,12 +13,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from jupyter_client import AsyncKernelManager
-from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 from tools import build_editions
-from tools.refresh_notebooks import CURRENT_ENV, CurrentEnvKernelSpecs
+from tools.refresh_notebooks import execute_in_current_env
 
 from course_utils.machinery.learner_edition import learner_notebook, restore_solutions, solution_blocks, stub_source  # noqa: E402
 from learner_run import learner_run_problems  # noqa: E402
@@ -207,9 +205,7 @@ def test_learner_notebooks_run_to_the_end_with_only_the_stubs_failing(request: p
     editions = request.getfixturevalue("editions")
     path = editions / "learner" / name
     notebook = nbformat.read(path, as_version=4)
-    manager = AsyncKernelManager(kernel_name=CURRENT_ENV, kernel_spec_manager=CurrentEnvKernelSpecs())
-    NotebookClient(notebook, km=manager, kernel_name=CURRENT_ENV, timeout=300, allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()  # as in a workspace
+    execute_in_current_env(notebook, path.parent, timeout=300, allow_errors=True)  # as in a workspace
     problems = learner_run_problems(notebook, nbformat.read(ROOT / "notebooks" / name, as_version=4))
     assert not problems, f"{name}, learner edition:\n" + "\n".join(problems)
 

@@ -373,18 +373,13 @@ def test_make_learner_builds_the_chinese_edition(tmp_path: Path) -> None:
 def test_a_chinese_learner_notebook_runs_with_chinese_stubs_and_checks(tmp_path: Path) -> None:
     """The Chinese learner edition of 01, run in a kernel as a learner's workspace holds it: only the stubs fail, and
     check() reports them in Chinese (tests/learner_run.py knows both languages)."""
-    from jupyter_client.manager import AsyncKernelManager
-    from nbclient import NotebookClient
-
     from learner_run import learner_run_problems
-    from tools.refresh_notebooks import CURRENT_ENV, CurrentEnvKernelSpecs
+    from tools.refresh_notebooks import execute_in_current_env
 
     prepare_workspace(tmp_path, quiet=True, lang=LANG)
     path = tmp_path / "01_tensor_hooks.ipynb"
     notebook = nbformat.read(path, as_version=4)
-    manager = AsyncKernelManager(kernel_name=CURRENT_ENV, kernel_spec_manager=CurrentEnvKernelSpecs())
-    NotebookClient(notebook, km=manager, kernel_name=CURRENT_ENV, timeout=300, allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    execute_in_current_env(notebook, tmp_path, timeout=300, allow_errors=True)
     problems = learner_run_problems(notebook, nbformat.read(zh_path(ROOT / "notebooks" / path.name), as_version=4))
     assert not problems, "\n".join(problems)
     printed = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)

@@ -33,6 +33,19 @@ class CurrentEnvKernelSpecs(KernelSpecManager):
         return super().get_kernel_spec(kernel_name)
 
 
+def execute_in_current_env(notebook: nbformat.NotebookNode, cwd: Path, *, timeout: int, **client_options: object) -> None:
+    """Run ``notebook`` top to bottom in a fresh kernel of this Python, in ``cwd``, then shut that kernel down.
+
+    nbclient leaves a kernel running when it was given the kernel manager (it assumes the caller owns it): without
+    ``cleanup_kc=True`` every call would leave a kernel behind until this process ends.
+    Usage: ``execute_in_current_env(notebook, path.parent, timeout=300, allow_errors=True)`` (changes ``notebook``).
+    """
+    manager = AsyncKernelManager(kernel_name=CURRENT_ENV, kernel_spec_manager=CurrentEnvKernelSpecs())
+    client = NotebookClient(notebook, km=manager, kernel_name=CURRENT_ENV, timeout=timeout,
+                            resources={"metadata": {"path": str(cwd)}}, **client_options)
+    client.execute(cleanup_kc=True)
+
+
 def coalesce_streams(notebook: nbformat.NotebookNode) -> None:
     """Merge consecutive stdout (or stderr) chunks of each cell into one output and keep only the last state
     of each line rewritten with ``\\r`` (a finished progress bar), with nbconvert's CoalesceStreamsPreprocessor.
@@ -47,17 +60,8 @@ def coalesce_streams(notebook: nbformat.NotebookNode) -> None:
 def refresh(path: Path, timeout: int) -> None:
     notebook = nbformat.read(path, as_version=4)
     kernelspec = dict(notebook.metadata.get("kernelspec", {}))
-    kernel_manager = AsyncKernelManager(kernel_name=CURRENT_ENV, kernel_spec_manager=CurrentEnvKernelSpecs())
-    client = NotebookClient(
-        notebook,
-        km=kernel_manager,
-        timeout=timeout,
-        kernel_name=CURRENT_ENV,
-        resources={"metadata": {"path": str(path.parent)}},
-        record_timing=False,
-        allow_errors=False,  # only cells tagged raises-exception may raise
-    )
-    client.execute()
+    execute_in_current_env(notebook, path.parent, timeout=timeout, record_timing=False,
+                           allow_errors=False)  # only cells tagged raises-exception may raise
     # Widget state (model ids, captured figures) changes every run and is not needed to read the course:
     # drop it so that refreshing an unchanged notebook leaves it byte-identical.
     notebook.metadata.pop("widgets", None)

@@ -17,13 +17,11 @@ import time
 from pathlib import Path
 
 import nbformat
-from jupyter_client import AsyncKernelManager
-from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from tools import instructor_guide
 from tools.build_editions import course_notebooks, read_opening
-from tools.refresh_notebooks import CURRENT_ENV, CurrentEnvKernelSpecs
+from tools.refresh_notebooks import execute_in_current_env
 
 
 class NotebookFailed(RuntimeError):
@@ -38,18 +36,15 @@ def time_notebook(path: Path, *, timeout: int = 600) -> float:
     a cell not tagged ``raises-exception`` raises: a notebook that stopped early has no meaningful time.
     """
     notebook = nbformat.read(path, as_version=4)
-    manager = AsyncKernelManager(kernel_name=CURRENT_ENV, kernel_spec_manager=CurrentEnvKernelSpecs())
     running: list[int] = [-1]  # index of the cell being executed, for the error message
 
     def note_cell(cell: nbformat.NotebookNode, cell_index: int) -> None:
         running[0] = cell_index
 
-    client = NotebookClient(notebook, km=manager, kernel_name=CURRENT_ENV, timeout=timeout,
-                            allow_errors=False,  # nbclient still lets cells tagged raises-exception raise
-                            on_cell_execute=note_cell, resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     try:
-        client.execute()
+        execute_in_current_env(notebook, path.parent, timeout=timeout, on_cell_execute=note_cell,
+                               allow_errors=False)  # nbclient still lets cells tagged raises-exception raise
     except CellExecutionError as error:
         index = running[0]
         source_lines = notebook.cells[index].source.strip().splitlines() if index >= 0 else []
