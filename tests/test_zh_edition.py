@@ -140,6 +140,27 @@ def test_the_translation_keeps_the_glossary(source: str) -> None:
     assert not problems, f"{source} (see {GLOSSARY.relative_to(ROOT)}):\n" + "\n".join(problems)
 
 
+def _literal_stars(markdown: str, parser) -> int:  # noqa: ANN001 -- asterisks left as text once the Markdown is parsed
+    def texts(tokens):  # noqa: ANN001, ANN202
+        for token in tokens:
+            yield from texts(token.children) if token.children else [token.content] if token.type == "text" else []
+    return sum(text.count("*") for text in texts(parser.parse(markdown)))
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_chinese_emphasis_renders(source: str) -> None:
+    """CommonMark does not close **…** after full-width punctuation that a Chinese character follows (**平手。**每),
+    nor open *…* before one (是*“…”*): the asterisks are printed. Every translation renders as many as its English."""
+    markdown_it = pytest.importorskip("markdown_it")
+    parser = markdown_it.MarkdownIt("commonmark").enable("table")
+    catalog = editions.read_catalog(editions.po_path(LANG, source))
+    broken = [f"{message.context or 'paragraph'}: {message.string[:80]!r}" for message in catalog
+              if message.id and message.string and "/alt" not in (message.context or "")
+              and _literal_stars(message.string, parser) > _literal_stars(message.id, parser)]
+    assert not broken, f"{source}: asterisks that do not render (put the full-width punctuation outside **…**):\n" \
+        + "\n".join(broken)
+
+
 def test_the_messages_keep_the_glossary() -> None:
     """The same for check(), hint() and doctor(): their Chinese uses the glossary's terms and punctuation."""
     from tools.i18n import messages as catalogue_tool
