@@ -93,6 +93,9 @@ def test_a_fork_that_lets_the_translation_lag_gets_warnings_with_the_list() -> N
 GLOSSARY = ROOT / "translations" / LANG / "GLOSSARY.md"
 _ROW = re.compile(r"^\| (.+?) \| (.+?) \|$")
 _COMMA = re.compile(r"[\u4e00-\u9fff] ?,|, ?[\u4e00-\u9fff]")  # an ASCII comma next to a Chinese character
+# a space between two Chinese characters (or full-width punctuation), left where a term was replaced: "一个 梯度累加后钩子"
+_EMPHASIS = re.compile(r"(?<![A-Za-z0-9_*])\*[^*\s][^*]*\*(?![A-Za-z0-9_*])")  # *...*, not (x*w)**2
+_SPACE = re.compile(r"[\u4e00-\u9fff，。：；、（）“”] +[\u4e00-\u9fff，。：；、（）“”]")
 
 
 @functools.cache
@@ -116,8 +119,9 @@ def glossary_problems(english: str, chinese: str) -> list[str]:
     """What in ``chinese`` (the translation of ``english``) goes against the glossary."""
     labels, avoid = glossary_tables()
     problems = [f"{word!r} (write {instead})" for word, instead in avoid if word in chinese]
-    problems += [f"an ASCII comma in Chinese text: {match.group(0)!r}" for match in _COMMA.finditer(
-        re.sub(r"`[^`]*`|```.*?```", "", chinese, flags=re.S))]
+    prose = re.sub(r"```.*?```|`[^`]*`", "x", chinese, flags=re.S)  # code: a placeholder, not a gap
+    problems += [f"an ASCII comma in Chinese text: {match.group(0)!r}" for match in _COMMA.finditer(prose)]
+    problems += [f"a space between Chinese characters: {match.group(0)!r}" for match in _SPACE.finditer(prose)]
     problems += [f"{label!r} not translated as {translated!r}" for label, translated in labels
                  if "..." not in label and not re.search(r"\d", label) and label in english
                  and translated not in chinese]
@@ -131,7 +135,30 @@ def test_the_translation_keeps_the_glossary(source: str) -> None:
     catalog = editions.read_catalog(editions.po_path(LANG, source))
     problems = [f"{message.context or 'paragraph'}: {problem}" for message in catalog if message.id and message.string
                 for problem in glossary_problems(message.id, message.string)]
+    problems += [f"{message.context}: alt text is plain text, no Markdown emphasis (*...*)" for message in catalog
+                 if message.context and "/alt" in message.context and _EMPHASIS.search(message.string or "")]
     assert not problems, f"{source} (see {GLOSSARY.relative_to(ROOT)}):\n" + "\n".join(problems)
+
+
+def _literal_stars(markdown: str, parser) -> int:  # noqa: ANN001 -- asterisks left as text once the Markdown is parsed
+    def texts(tokens):  # noqa: ANN001, ANN202
+        for token in tokens:
+            yield from texts(token.children) if token.children else [token.content] if token.type == "text" else []
+    return sum(text.count("*") for text in texts(parser.parse(markdown)))
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_chinese_emphasis_renders(source: str) -> None:
+    """CommonMark does not close **…** after full-width punctuation that a Chinese character follows (**平手。**每),
+    nor open *…* before one (是*“…”*): the asterisks are printed. Every translation renders as many as its English."""
+    markdown_it = pytest.importorskip("markdown_it")
+    parser = markdown_it.MarkdownIt("commonmark").enable("table")
+    catalog = editions.read_catalog(editions.po_path(LANG, source))
+    broken = [f"{message.context or 'paragraph'}: {message.string[:80]!r}" for message in catalog
+              if message.id and message.string and "/alt" not in (message.context or "")
+              and _literal_stars(message.string, parser) > _literal_stars(message.id, parser)]
+    assert not broken, f"{source}: asterisks that do not render (put the full-width punctuation outside **…**):\n" \
+        + "\n".join(broken)
 
 
 def test_the_messages_keep_the_glossary() -> None:
@@ -149,6 +176,8 @@ def test_the_glossary_check_finds_what_it_is_for() -> None:
     assert glossary_problems("forward failed", "forward 失败了")
     assert glossary_problems("dead ReLU units", "死掉的 ReLU 单元")
     assert glossary_problems("(name, shape)", "(名称, 形状)")
+    assert glossary_problems("another post-accumulate-grad hook", "另一个 梯度累加后钩子")
+    assert not glossary_problems("the hook on `x`", "`x` 上的钩子，`fc1.weight` 的梯度累加后钩子，`y` 的 `z` 钩子")
     assert not glossary_problems("`(x, y)`", "`(x, y)` 与 (bias, x, Wᵀ)")
 
 
