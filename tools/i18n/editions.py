@@ -503,6 +503,8 @@ def built_notebook(lang: str, english_path: Path, anchors: dict[str, dict[str, s
             before = previous.get(cell["id"])
             if before is not None and "".join(before["source"]) == source:  # keep what `make refresh` stored
                 cell["outputs"], cell["execution_count"] = before["outputs"], before["execution_count"]
+            else:  # the English outputs stand in until a run: marked never run, so make sync lists it for refresh
+                cell["execution_count"] = None
         cell["source"] = source.splitlines(keepends=True)
     notebook["metadata"]["language_edition"] = {
         "lang": lang, "english": english_path.name,
