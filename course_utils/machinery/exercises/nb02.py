@@ -189,4 +189,55 @@ _EXERCISE_02_3 = Exercise(
     praise=N_("A one-shot hook: it cleans up after itself, and the caller can still cancel it before it fires."),
 )
 
-EXERCISES = (_EXERCISE_02_1, _EXERCISE_02_2, _EXERCISE_02_3)
+
+# -- 02.4 a gradient clamp you can take back ----------------------------------------------------------------
+def _clamp_test(clamp_grad: Callable[[torch.Tensor, float], Any]) -> Verdict:
+    generator = torch.Generator().manual_seed(24)
+    for limit in (0.0, -1.5):
+        leaf = torch.randn(3, generator=generator, requires_grad=True)
+        try:
+            clamp_grad(leaf, limit)
+        except ValueError:
+            pass
+        else:
+            return Verdict(False, _("clamp_grad(tensor, {limit}) should raise a ValueError: the limit must be "
+                                    "positive.").format(limit=limit))
+        if count_hooks(leaf):
+            return Verdict(False, _("With a limit that is not positive, check the limit before registering the "
+                                    "hook: a hook was left on the tensor."))
+    leaf = torch.randn(4, 2, generator=generator, requires_grad=True)
+    weights = torch.randn(4, 2, generator=generator) * 5
+    limit = 0.75
+    handle = clamp_grad(leaf, limit)
+    if not hasattr(handle, "remove"):
+        return Verdict(False, _("clamp_grad should return the handle that register_hook gave you."))
+    (leaf * weights).sum().backward()
+    expected = weights.clamp(-limit, limit)
+    if leaf.grad is None or not torch.allclose(leaf.grad, expected):
+        handle.remove()
+        return Verdict(False, _("The gradient that reached the tensor was not clamped into [-limit, limit]: look "
+                                "at what your hook returns (a hook that returns None changes nothing)."))
+    handle.remove()
+    if count_hooks(leaf):
+        return Verdict(False, _("After handle.remove() a hook is still on the tensor: return the handle of the "
+                                "hook that clamps."))
+    leaf.grad = None
+    (leaf * weights).sum().backward()
+    if not torch.allclose(leaf.grad, weights):
+        return Verdict(False, _("After handle.remove() the gradient is still clamped."))
+    return Verdict(True)
+
+
+_EXERCISE_02_4 = Exercise(
+    "02.4",
+    N_("Write clamp_grad(tensor, limit): a hook that clamps the gradient into [-limit, limit]; return its handle."),
+    expect_callable(_clamp_test, N_("a function clamp_grad(tensor, limit)")),
+    hints=(
+        N_("A tensor hook that returns a tensor replaces the gradient with it."),
+        N_("Check the limit first; then return tensor.register_hook(...) with a hook that calls grad.clamp."),
+    ),
+    kind="write",
+    praise=N_("A clamp you can take back: the handle is how a caller undoes what a hook does."),
+)
+
+EXERCISES = (_EXERCISE_02_1, _EXERCISE_02_2, _EXERCISE_02_3, _EXERCISE_02_4)
