@@ -119,32 +119,6 @@ def once_returns_fn_value(tensor, fn):  # noqa: ANN001, ANN201 -- removes itself
     return box[0]
 
 
-def clamp_with_torch_clamp(tensor, limit):  # noqa: ANN001, ANN201 -- written differently: min/max
-    if not limit > 0:
-        raise ValueError("limit")
-
-    def hook(grad):  # noqa: ANN001, ANN202
-        return torch.minimum(torch.maximum(grad, torch.full_like(grad, -limit)), torch.full_like(grad, limit))
-
-    return tensor.register_hook(hook)
-
-
-def clamp_in_place_none(tensor, limit):  # noqa: ANN001, ANN201 -- returns None from the hook: nothing changes
-    if limit <= 0:
-        raise ValueError("limit")
-    return tensor.register_hook(lambda grad: None)
-
-
-def clamp_no_check(tensor, limit):  # noqa: ANN001, ANN201 -- forgets the unhappy path
-    return tensor.register_hook(lambda grad: grad.clamp(-abs(limit), abs(limit)))
-
-
-def clamp_no_handle(tensor, limit):  # noqa: ANN001, ANN201 -- does not return the handle
-    if limit <= 0:
-        raise ValueError("limit")
-    tensor.register_hook(lambda grad: grad.clamp(-limit, limit))
-
-
 CASES = {
     "02.1": Cases(
         right=[measure_with_finally, measure_without_hook],
@@ -166,14 +140,6 @@ CASES = {
             (once_returns_fn_result, "must return None"),
             (once_with_flag, "still registered"),
             (once_returns_fn_value, "whatever fn returns"),
-        ],
-    ),
-    "02.4": Cases(
-        right=[clamp_with_torch_clamp],
-        wrong=[
-            (clamp_in_place_none, "was not clamped"),
-            (clamp_no_check, "should raise a ValueError"),
-            (clamp_no_handle, "return the handle"),
         ],
     ),
 }
