@@ -38,6 +38,14 @@ def test_a_changed_notebook_runs_itself_in_both_languages_and_its_share_of_the_t
         assert "tests/test_website.py" not in files and "tests/test_hooks.py" not in files
 
 
+def test_a_changed_course_map_runs_the_notebook_that_shows_it(graph) -> None:  # noqa: ANN001
+    added = plan(["notebooks/13_mine.ipynb", "README.md", "course_utils/machinery/exercises/nb13.py"], graph,
+                 course_map=True)
+    assert check_change.COURSE_MAP_NOTEBOOK in added.nbval, "00_start_here prints the course map: its output changed"
+    assert "12_transformer_hooks" not in added.nbval, "a new exercise module does not run the whole course"
+    assert check_change.COURSE_MAP_NOTEBOOK not in plan(["README.md"], graph).nbval, "prose of the README only"
+
+
 def test_an_exercise_check_runs_its_notebook_and_its_cases_only_their_tests(graph) -> None:  # noqa: ANN001
     checks = plan(["course_utils/machinery/exercises/nb06.py"], graph)
     assert checks.nbval == {"06_grad_cam"} and {"06.", "06_grad_cam"} <= checks.keys

@@ -5,6 +5,7 @@ from local files. (The readable pages are the website's: tests/test_website.py.)
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 import io
 import re
 import textwrap
@@ -122,16 +123,27 @@ def test_learner_edition_reveals_no_line_string_or_number_of_a_solution(path: Pa
             assert cell.source == original.source, f"cell {index}: changed although it holds no solution"
             continue
         given = _task_cells(teaching.cells, index)
-        elsewhere = "\n".join(_without_generated(c.source) for position, c in enumerate(learner.cells)
-                              if position not in given | {index})
+        others = {position: _without_generated(c.source) for position, c in enumerate(learner.cells)
+                  if position not in given | {index}}
+        elsewhere = "\n".join(others.values())
         shown = _numbers_in(elsewhere) - _numbers_in(cell.source)
         lines = original.source.splitlines()
+
+        def seen(found: Callable[[str], bool]) -> str:
+            return "visible in cell " + ", ".join(str(position) for position, text in others.items() if found(text))
+
         for block in blocks:
             solution_lines, strings, numbers = _material(block.body(lines))
-            leaks += [f"cell {index}: line {line!r}" for line in solution_lines if line in elsewhere]
-            leaks += [f"cell {index}: string {value!r}" for value in strings if value.lower() in elsewhere.lower()]
-            leaks += [f"cell {index}: number {value:g}" for value in numbers if value in shown]
-    assert not leaks, f"{path.name}: the learner edition reveals solutions:\n" + "\n".join(leaks)
+            leaks += [f"cell {index}: line {line!r}, {seen(lambda t, v=line: v in t)}"
+                      for line in solution_lines if line in elsewhere]
+            leaks += [f"cell {index}: string {value!r}, {seen(lambda t, v=value: v.lower() in t.lower())}"
+                      for value in strings if value.lower() in elsewhere.lower()]
+            leaks += [f"cell {index}: number {value:g}, {seen(lambda t, v=value: v in _numbers_in(t))}"
+                      for value in numbers if value in shown]
+    assert not leaks, (f"{path.name}: rule 'no leak' (CONTRIBUTING.md, section \"Exercise rules\" (#exercise-rules)): "
+                       "the learner edition shows what a solution writes (cells counted from 0; a cell's own "
+                       "statement does not count): reword the other cell, or write the solution differently\n"
+                       + "\n".join(leaks))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -35,7 +35,9 @@ def test_every_exercise_has_cases_and_no_cases_are_orphans() -> None:
             problems.append(f"{exercise_id}: needs >= 1 correct answer written differently from the solution")
         if len(cases.wrong) < 2:
             problems.append(f"{exercise_id}: needs >= 2 typical wrong answers")
-    problems += [f"{orphan}: cases for an exercise that does not exist" for orphan in set(CASES) - set(CATALOGUE)]
+    problems += [f"{orphan}: cases for an exercise that does not exist (define it in the EXERCISES of "
+                 f"course_utils/machinery/exercises/nb{orphan[:2]}.py)"
+                 for orphan in sorted(set(CASES) - set(CATALOGUE))]
     assert not problems, f"rule 'cases' ({RULES}):\n" + "\n".join(problems)
 
 
@@ -87,10 +89,12 @@ def hands_on_problems(exercises: dict[str, list], reasons: dict[str, str | None]
             continue
         if len(items) < 3:
             problems.append(f"notebook {number}: {len(items)} exercises (at least 3, or {NO_EXERCISES!r} with the "
-                            "reason in the notebook's metadata)")
+                            "reason in the notebook's metadata; they are counted from the EXERCISES of "
+                            f"course_utils/machinery/exercises/nb{number}.py)")
         stretches = [item.id for item in items if item.stretch]
         if len(stretches) != 1:
-            problems.append(f"notebook {number}: stretch exercises {stretches} (exactly one)")
+            problems.append(f"notebook {number}: stretch exercises {stretches} (exactly one, marked stretch=True in "
+                            "its Exercise(...) and \"(stretch)\" in its statement)")
     return problems
 
 

@@ -280,6 +280,20 @@ def test_refresh_merges_stream_chunks() -> None:
     ]
 
 
+def test_refresh_names_a_solution_cell_whose_stored_output_is_not_a_pass() -> None:
+    from tools.refresh_notebooks import failed_checks
+
+    def solution(cell_id: str, printed: str) -> nbformat.NotebookNode:
+        cell = new_code_cell('check("13.1", f)', id=cell_id, metadata={"tags": ["solution"]}, execution_count=1)
+        cell.outputs = [new_output("stream", name="stdout", text=printed)]
+        return cell
+
+    nb = clean_notebook()
+    nb.cells += [solution("ok", "✓ Exercise 13.1: correct.\n"),
+                 solution("missing", "✗ There is no exercise '13.1'. Did you mean '12.1'?\n")]
+    assert failed_checks(nb) == ["cell missing: printed \"✗ There is no exercise '13.1'. Did you mean '12.1'?\""]
+
+
 def test_refresh_keeps_only_the_finished_progress_bar() -> None:
     # A text progress bar redraws its line with \r at moments that depend on timing (notebook 07's tqdm bar):
     # refresh stores only the last state of the line, so re-running gives the same file.

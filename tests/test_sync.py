@@ -83,6 +83,23 @@ def test_it_names_the_code_cells_whose_outputs_may_be_stale() -> None:
     assert sync.cells_to_refresh(current, None) == ["d"], "a new notebook: only the cells never run"
 
 
+def test_it_names_the_start_notebook_when_its_course_map_is_old(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    def start(shown: str) -> nbformat.NotebookNode:
+        cell = new_code_cell("Markdown(course_map_markdown())", id="map", execution_count=1)
+        cell.outputs = [new_output("execute_result", {"text/markdown": shown}, execution_count=1)]
+        return new_notebook(cells=[new_code_cell("print(1)", id="one"), cell])
+
+    (tmp_path / "notebooks" / "zh").mkdir(parents=True)
+    monkeypatch.setattr(sync, "ROOT", tmp_path)
+    monkeypatch.setattr(sync, "NOTEBOOKS", tmp_path / "notebooks")
+    for name in ("notebooks/00_start_here.ipynb", "notebooks/zh/00_start_here.ipynb"):
+        nbformat.write(start(sync.course_map_markdown()), tmp_path / name)
+    assert sync.stale_course_maps() == {}
+    nbformat.write(start("| notebook | ... before a notebook was added |"), tmp_path / "notebooks/00_start_here.ipynb")
+    assert sync.stale_course_maps() == {"notebooks/00_start_here.ipynb": ["map"],
+                                        "notebooks/zh/00_start_here.ipynb": ["map"]}
+
+
 def test_the_report_says_what_needs_a_person_with_the_commands() -> None:
     needs = sync.Todo(
         translations={"notebooks/02_hook_lifecycle.ipynb": ["notebooks/02_hook_lifecycle.ipynb cell c028: not translated yet"]},
@@ -99,6 +116,21 @@ def test_the_report_says_what_needs_a_person_with_the_commands() -> None:
     assert "git add notebooks/13_new.ipynb" in text
     quiet = sync.report({"cloud links": []}, sync.Todo(), 1.0, lag=False)
     assert "nothing needs a person" in quiet and "changed: nothing" in quiet
+
+
+def test_it_says_where_an_exercise_a_notebook_checks_must_be_defined() -> None:
+    checked = {"02_hook_lifecycle.ipynb": ["02.1", "02.4"], "03_forward_hooks.ipynb": ["03.1"],
+               "15_new.ipynb": ["15.1", "15.2"]}
+    found = sync.undefined_exercises(checked, ["02.1", "03.1"], ["nb02", "nb03"])
+    assert len(found) == 2, found  # 03 is complete
+    assert found[0].startswith("02_hook_lifecycle.ipynb: check() of 02.4,")
+    assert "add them to the EXERCISES of course_utils/machinery/exercises/nb02.py" in found[0]
+    assert found[1].startswith("15_new.ipynb: check() of 15.1, 15.2,")
+    assert "write course_utils/machinery/exercises/nb15.py" in found[1] and "tests/exercise_cases/nb15.py" in found[1]
+    assert sync.exercises_to_define() == [], "every exercise the course's notebooks check is defined"
+    text = sync.report({}, sync.Todo(exercises=found[1:]), 1.0, lag=False)
+    assert "define the exercises the notebooks check" in text
+    assert "write course_utils/machinery/exercises/nb15.py" in text
 
 
 def test_the_readme_course_map_is_written_between_its_markers() -> None:

@@ -12,6 +12,8 @@ The change is every file that differs from the last commit (staged, not staged, 
   exercise tests.
 - **a Python module** of ``course_utils``, ``tools`` or ``tests``: every test file that imports it, directly or
   through other modules, and nbval of the notebooks whose code imports it so.
+- **the course map** (a notebook added or removed, an opening changed: the README's table differs): nbval of
+  00_start_here, which shows the map too.
 - **a guide, the README, the Makefile, a translation file, a catalogue of messages, the lock**: the tests that read
   them (:data:`FILE_RULES`).
 
@@ -49,6 +51,9 @@ WITH_ANY_NOTEBOOK = ("tests/test_readme.py", "tests/test_instructor_guide.py")
 # Fixtures that build the whole course (every slide deck, the website): a narrow check leaves their tests to make test.
 HEAVY_FIXTURES = frozenset({"course_editions", "course_site"})
 MESSAGES_TEST = "tests/test_messages.py::test_every_message_has_a_chinese_entry_and_course_mo_is_compiled"
+# The notebook that shows the course map: a new notebook or a changed opening changes its stored output.
+COURSE_MAP_NOTEBOOK = "00_start_here"
+_COURSE_MAP = re.compile(r"<!-- course-map:start.*?<!-- course-map:end -->", re.DOTALL)
 
 # Files that are not notebooks or Python modules: (pattern, tests run whole, keys for the per-notebook files).
 FILE_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
@@ -115,6 +120,15 @@ def changed_files(base: str | None = None) -> list[str]:
     names = set(_git("diff", "--name-only", "--no-renames", since).splitlines())
     names |= set(_git("ls-files", "--others", "--exclude-standard").splitlines())
     return sorted(name for name in names if name)
+
+
+def course_map_changed(base: str | None = None) -> bool:
+    """Whether the README's course map (the table 00_start_here shows too) differs from the last commit's."""
+    since = _git("merge-base", base, "HEAD").strip() if base else "HEAD"
+    before = subprocess.run(["git", "show", f"{since}:README.md"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60).stdout
+    now = (ROOT / "README.md").read_text(encoding="utf-8") if (ROOT / "README.md").is_file() else ""
+    return [m[0] for m in _COURSE_MAP.finditer(before)] != [m[0] for m in _COURSE_MAP.finditer(now)]
 
 
 # -- which module imports which ------------------------------------------------------------------------------------
@@ -237,9 +251,12 @@ def _stem_of(number: str) -> str | None:
     return found[0].stem if found else None
 
 
-def plan(changed: Iterable[str], graph: ImportGraph | None = None) -> Plan:
-    """What to run for the changed files (paths relative to the repository's root)."""
+def plan(changed: Iterable[str], graph: ImportGraph | None = None, course_map: bool = False) -> Plan:
+    """What to run for the changed files (paths relative to the repository's root); ``course_map``: the change
+    changed the course map (a notebook added or removed, an opening changed), so 00_start_here's output too."""
     result = Plan()
+    if course_map:
+        result.nbval.add(COURSE_MAP_NOTEBOOK)
     modules = []
     for name in changed:
         if match := (_NOTEBOOK.fullmatch(name) or _TRANSLATION.fullmatch(name)):
@@ -350,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cell-timeout", type=int, default=300)
     args = parser.parse_args(argv)
     changed = changed_files(args.base)
-    the_plan = plan(changed)
+    the_plan = plan(changed, course_map="README.md" in changed and course_map_changed(args.base))
     print(describe(changed, the_plan))
     if not the_plan:
         print("nothing to run" + ("" if changed else f": no change since {args.base or 'the last commit'}"

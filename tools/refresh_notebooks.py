@@ -57,6 +57,20 @@ def coalesce_streams(notebook: nbformat.NotebookNode) -> None:
     CoalesceStreamsPreprocessor().preprocess(notebook, {})
 
 
+def failed_checks(notebook: nbformat.NotebookNode) -> list[str]:
+    """The solution cells whose stored output is not check()'s ✓: one line each, with what the cell printed.
+
+    Usage: ``failed_checks(nbformat.read("notebooks/02_hook_lifecycle.ipynb", as_version=4))``"""
+    found = []
+    for cell in notebook.cells:
+        if cell.cell_type != "code" or "solution" not in cell.metadata.get("tags", []):
+            continue
+        text = "".join(output.get("text", "") for output in cell.get("outputs", []) if output.get("name") == "stdout")
+        if not text.lstrip().startswith("✓"):
+            found.append(f"cell {cell.get('id')}: printed {text.strip()[:160]!r}")
+    return found
+
+
 def refresh(path: Path, timeout: int) -> None:
     notebook = nbformat.read(path, as_version=4)
     kernelspec = dict(notebook.metadata.get("kernelspec", {}))
@@ -80,11 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (as nbval's --nbval-cell-timeout)")
     args = parser.parse_args(argv)
     os.environ.pop("COURSE_LANG", None)  # English notebooks store English; the Chinese ones call setup_notebook(lang="zh")
+    failed: list[str] = []
     for path in args.notebooks:
         if path.suffix != ".ipynb" or not path.is_file():
             parser.error(f"not a notebook file: {path}")
         print(f"refreshing {path}", flush=True)
         refresh(path, args.timeout)
+        failed += [f"  {path} {line}" for line in failed_checks(nbformat.read(path, as_version=4))]
+    if failed:
+        print("stored, but a solution cell's output must be its ✓ (CONTRIBUTING.md, \"Exercise rules\"): fix the "
+              "solution or its check (make sync lists an exercise no module defines), then make refresh again:\n"
+              + "\n".join(failed), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -2,22 +2,24 @@
 
 The generators, in the order they run, and what each one owns (nobody edits these by hand):
 
-1. ``solution cells``: a code cell of an English notebook with ``### BEGIN SOLUTION`` / ``### END SOLUTION`` gets
+1. ``message catalogue`` (``tools.i18n.messages compile``): course.mo from course_utils/machinery/locale/zh/*.po
+   (first: the Chinese of the generated tables below is read from it).
+2. ``solution cells``: a code cell of an English notebook with ``### BEGIN SOLUTION`` / ``### END SOLUTION`` gets
    the ``solution`` tag and nbgrader's cell metadata (``grade_id`` ``exercise-NN-k`` from its ``check("NN.k", ...)``).
-2. ``cloud links`` (``tools.cloud_badges``): each English notebook's "Open in" / "Report a problem" / "Last verified"
+3. ``cloud links`` (``tools.cloud_badges``): each English notebook's "Open in" / "Report a problem" / "Last verified"
    block and its guarded install; README.md's verified table.
-3. ``course map``: README.md's course-map table, from the notebooks' opening cells.
-4. ``timings and agendas`` (``tools.instructor_guide``): the two tables of notebooks/instructor_guide.md.
-5. ``translations`` (``tools.i18n.editions update``): translations/zh/*.po follow the English; a changed text keeps
+4. ``course map``: README.md's course-map table, from the notebooks' opening cells.
+5. ``timings and agendas`` (``tools.instructor_guide``): the two tables of notebooks/instructor_guide.md.
+6. ``translations`` (``tools.i18n.editions update``): translations/zh/*.po follow the English; a changed text keeps
    its old translation, marked out of date.
-6. ``Chinese edition`` (``tools.i18n.editions build``): notebooks/zh/*.ipynb, notebooks/zh/*.md, README.zh.md,
+7. ``Chinese edition`` (``tools.i18n.editions build``): notebooks/zh/*.ipynb, notebooks/zh/*.md, README.zh.md,
    tools/site/landing.zh.md.
-7. ``message catalogue`` (``tools.i18n.messages compile``): course.mo from course_utils/machinery/locale/zh/*.po.
 8. ``learner editions`` (``tools.build_editions learner``): build/learner and build/zh/learner (not committed).
 
-It changes sources only, never a stored output. Then it prints what still needs a person: text to translate,
-messages to translate, notebooks whose code changed since the last commit (``make refresh``), and files git does
-not track yet (``git add``). Running it twice changes nothing the second time.
+It changes sources only, never a stored output. Then it prints what still needs a person: exercises a notebook
+checks that no exercise module defines, text to translate, messages to translate, notebooks whose code changed
+since the last commit or that show an old course map (``make refresh``), and files git does not track yet
+(``git add``). Running it twice changes nothing the second time.
 
 Usage: ``python -m tools.sync`` (``make sync``; ``--no-learner`` skips the learner editions)
 """
@@ -231,6 +233,24 @@ def notebooks_to_refresh() -> dict[str, list[str]]:
     return dict(sorted(found.items(), key=lambda item: (item[0].replace(f"/{LANG}/", "/"), item[0])))
 
 
+def stale_course_maps() -> dict[str, list[str]]:
+    """The notebooks (both languages) whose stored output shows the course map as it was: a new notebook, or a
+    changed opening, changes what ``course_map_markdown()`` prints in 00_start_here."""
+    found, now = {}, course_map_markdown()
+    for path in english_notebooks():
+        cells = [cell for cell in nbformat.read(path, as_version=4).cells
+                 if cell.cell_type == "code" and "course_map_markdown(" in cell.source]
+        stale = [cell.id for cell in cells if not any(
+            "".join(output.get("data", {}).get("text/markdown", "")) == now for output in cell.get("outputs", []))]
+        if stale:
+            name = str(path.relative_to(ROOT))
+            found[name] = stale
+            twin = name.replace("notebooks/", f"notebooks/{LANG}/", 1)
+            if (ROOT / twin).is_file():
+                found[twin] = stale
+    return found
+
+
 def untracked_files() -> list[str]:
     listed = _git("ls-files", "--others", "--exclude-standard")
     return sorted(line for line in (listed or "").splitlines() if line)
@@ -244,6 +264,39 @@ def message_part(code_file: str) -> str:
     return "tools.po" if code_file.startswith("tools/") else "machinery.po"
 
 
+def undefined_exercises(checked: dict[str, list[str]], defined: Iterable[str],
+                        module_files: Iterable[str]) -> list[str]:
+    """What to do about each notebook whose ``check("NN.k", ...)`` names an exercise no module defines.
+
+    ``checked``: notebook file name -> the exercise ids its cells check; ``defined``: the catalogue's ids;
+    ``module_files``: the ``nbNN`` exercise modules that exist."""
+    defined, module_files = set(defined), set(module_files)
+    found = []
+    for name, ids in sorted(checked.items()):
+        missing = sorted(set(ids) - defined)
+        if not missing:
+            continue
+        module = f"nb{name[:2]}"
+        where = f"course_utils/machinery/exercises/{module}.py"
+        what = (f"add them to the EXERCISES of {where}" if module in module_files else
+                f"write {where} with its EXERCISES, and tests/exercise_cases/{module}.py with their cases")
+        found.append(f"{name}: check() of {', '.join(missing)}, which no exercise module defines: {what} "
+                     "(CONTRIBUTING.md, \"Add or change an exercise\")")
+    return found
+
+
+def exercises_to_define() -> list[str]:
+    """:func:`undefined_exercises` for the course's English notebooks."""
+    from course_utils.machinery.exercises import MODULES, catalogue
+
+    checked = {}
+    for path in english_notebooks():
+        cells = nbformat.read(path, as_version=4).cells
+        checked[path.name] = [f"{m[1]}.{m[2]}" for cell in cells if cell.cell_type == "code"
+                              for m in _CHECK_ID.finditer(cell.source)]
+    return undefined_exercises(checked, catalogue(), MODULES)
+
+
 @dataclass
 class Todo:
     translations: dict[str, list[str]] = field(default_factory=dict)  # English source -> what is stale
@@ -251,9 +304,11 @@ class Todo:
     stray_messages: list[str] = field(default_factory=list)
     refresh: dict[str, list[str]] = field(default_factory=dict)
     untracked: list[str] = field(default_factory=list)
+    exercises: list[str] = field(default_factory=list)  # what to do where a check() names no defined exercise
 
     def __bool__(self) -> bool:
-        return bool(self.translations or self.messages or self.stray_messages or self.refresh or self.untracked)
+        return bool(self.translations or self.messages or self.stray_messages or self.refresh or self.untracked
+                    or self.exercises)
 
 
 def todo() -> Todo:
@@ -268,7 +323,11 @@ def todo() -> Todo:
         found.messages.setdefault(where[0].rsplit(":", 1)[0], []).append(msgid)
     found.stray_messages = [p for p in messages.problems(LANG) if "no longer in the code" in p]
     found.refresh = notebooks_to_refresh()
+    for name, cells in stale_course_maps().items():  # 00_start_here: its code is as it was, the map it shows is not
+        listed = found.refresh.setdefault(name, [])
+        listed += [cell for cell in cells if cell not in listed]
     found.untracked = untracked_files()
+    found.exercises = exercises_to_define()
     return found
 
 
@@ -292,6 +351,10 @@ def report(changed: dict[str, list[str]], needs: Todo, seconds: float, lag: bool
         lines.append("nothing needs a person. Next: make check")
         return "\n".join(lines)
     lines.append("still needs a person:")
+    if needs.exercises:
+        lines.append("  define the exercises the notebooks check (until then check() prints 'There is no exercise' "
+                     "and make refresh stores that ✗):")
+        lines += [f"    {problem}" for problem in needs.exercises]
     if needs.translations:
         count = sum(map(len, needs.translations.values()))
         rule = ("they show the English with a 'not yet translated' note (translations_may_lag = true)" if lag else
@@ -315,7 +378,8 @@ def report(changed: dict[str, list[str]], needs: Todo, seconds: float, lag: bool
         lines += [f"    {problem}" for problem in needs.stray_messages[:10]]
     if needs.refresh:
         names = " ".join(needs.refresh)
-        lines.append("  re-execute the notebooks whose code changed since the last commit (ignore it if you did):")
+        lines.append("  re-execute the notebooks whose code changed since the last commit (ignore it if you did), "
+                     "or that print the table of notebooks as it was (00_start_here):")
         for name, cells in needs.refresh.items():
             lines.append(f"    {name}: code cells {', '.join(cells[:8])}{' ...' if len(cells) > 8 else ''}")
         lines.append(f'    make refresh NB="{names}"')
