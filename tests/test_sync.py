@@ -92,9 +92,12 @@ def test_it_names_the_start_notebook_when_its_course_map_is_old(tmp_path: Path, 
     (tmp_path / "notebooks" / "zh").mkdir(parents=True)
     monkeypatch.setattr(sync, "ROOT", tmp_path)
     monkeypatch.setattr(sync, "NOTEBOOKS", tmp_path / "notebooks")
-    for name in ("notebooks/00_start_here.ipynb", "notebooks/zh/00_start_here.ipynb"):
-        nbformat.write(start(sync.course_map_markdown()), tmp_path / name)
+    for lang, name in (("en", "notebooks/00_start_here.ipynb"), ("zh", "notebooks/zh/00_start_here.ipynb")):
+        nbformat.write(start(sync.course_map_markdown(lang=lang)), tmp_path / name)
     assert sync.stale_course_maps() == {}
+    # the Chinese notebook showing the English map (as it once did) is stale on its own
+    nbformat.write(start(sync.course_map_markdown(lang="en")), tmp_path / "notebooks/zh/00_start_here.ipynb")
+    assert sync.stale_course_maps() == {"notebooks/zh/00_start_here.ipynb": ["map"]}
     nbformat.write(start("| notebook | ... before a notebook was added |"), tmp_path / "notebooks/00_start_here.ipynb")
     assert sync.stale_course_maps() == {"notebooks/00_start_here.ipynb": ["map"],
                                         "notebooks/zh/00_start_here.ipynb": ["map"]}

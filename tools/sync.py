@@ -104,7 +104,7 @@ def readme_with_course_map(text: str) -> str:
     """README.md's text with its course-map region made from the notebooks' openings."""
     if not COURSE_MAP.search(text):
         raise SystemExit("README.md lacks the <!-- course-map:start ... --> / <!-- course-map:end --> markers.")
-    return COURSE_MAP.sub(lambda m: f"{m[1]}\n{course_map_markdown()}\n{m[3]}", text, count=1)
+    return COURSE_MAP.sub(lambda m: f"{m[1]}\n{course_map_markdown(lang='en')}\n{m[3]}", text, count=1)
 
 
 def write_course_map() -> None:
@@ -236,18 +236,18 @@ def notebooks_to_refresh() -> dict[str, list[str]]:
 def stale_course_maps() -> dict[str, list[str]]:
     """The notebooks (both languages) whose stored output shows the course map as it was: a new notebook, or a
     changed opening, changes what ``course_map_markdown()`` prints in 00_start_here."""
-    found, now = {}, course_map_markdown()
-    for path in english_notebooks():
-        cells = [cell for cell in nbformat.read(path, as_version=4).cells
-                 if cell.cell_type == "code" and "course_map_markdown(" in cell.source]
-        stale = [cell.id for cell in cells if not any(
-            "".join(output.get("data", {}).get("text/markdown", "")) == now for output in cell.get("outputs", []))]
-        if stale:
-            name = str(path.relative_to(ROOT))
-            found[name] = stale
-            twin = name.replace("notebooks/", f"notebooks/{LANG}/", 1)
-            if (ROOT / twin).is_file():
-                found[twin] = stale
+    found = {}
+    for english in english_notebooks():
+        for lang, path in (("en", english), (LANG, ROOT / "notebooks" / LANG / english.name)):
+            if not path.is_file():
+                continue
+            now = course_map_markdown(lang=lang)
+            cells = [cell for cell in nbformat.read(path, as_version=4).cells
+                     if cell.cell_type == "code" and "course_map_markdown(" in cell.source]
+            stale = [cell.id for cell in cells if not any(
+                "".join(output.get("data", {}).get("text/markdown", "")) == now for output in cell.get("outputs", []))]
+            if stale:
+                found[str(path.relative_to(ROOT))] = stale
     return found
 
 

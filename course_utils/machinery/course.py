@@ -98,11 +98,16 @@ def course_map(notebooks_dir: Path | None = None) -> list[NotebookInfo]:
     return [read_opening(path) for path in paths]
 
 
-def course_map_markdown(notebooks_dir: Path | None = None, lang: str = "en") -> str:
-    """The course map as a markdown table (the README carries the same table), its headers in ``lang``."""
-    from course_utils.machinery.messages import N_, _, in_language
+def course_map_markdown(notebooks_dir: Path | None = None, lang: str | None = None) -> str:
+    """The course map as a markdown table (the README carries the same table) in ``lang`` (default: the language
+    messages are shown in, so a Chinese notebook gets the Chinese notebooks' titles and headers).
 
-    rows = course_map(notebooks_dir)
+    Usage: ``Markdown(course_map_markdown())``
+    """
+    from course_utils.machinery.messages import N_, _, in_language, language
+
+    lang = language() if lang is None else lang
+    rows = course_map(notebooks_folder(lang) if notebooks_dir is None else notebooks_dir)
     with in_language(lang):
         lines = [_(N_("| notebook | what you learn | minutes |")), "|---|---|---|"]
         lines += [f"| `{row.file}` | {row.learn} | {row.minutes} |" for row in rows]
