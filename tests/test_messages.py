@@ -1,16 +1,14 @@
 """The course's messages in Chinese: every message id has a zh entry, ``COURSE_LANG=zh`` / ``setup_notebook(lang="zh")``
 switch check(), hint() and doctor() to Chinese, English stays the fallback, and a bad language never breaks a check.
 
-Each language switch runs in a fresh Python (as a learner's kernel would), through the real check(), hint() and
-doctor() -- nothing is stubbed.
+Each language switch runs in a fresh Python (as a learner's kernel would: a fork of one process that imported torch
+alone, tests/fresh_python.py), through the real check(), hint() and doctor() -- nothing is stubbed.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +21,7 @@ from course_utils.machinery.learner_edition import stub_source
 from course_utils.machinery.messages import _, in_every_language, set_language
 from course_utils.machinery.guard import SessionGuard
 from tools.i18n import messages as catalogue_tool
+from tests.fresh_python import FreshPython
 
 ROOT = Path(__file__).resolve().parent.parent
 CHINESE = range(0x4E00, 0xA000)
@@ -32,17 +31,29 @@ def has_chinese(text: str) -> bool:
     return any(ord(char) in CHINESE for char in text)
 
 
+_FRESH: list[FreshPython] = []  # the module's server of fresh Pythons, started by the first run_python
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_fresh_pythons() -> Iterator[None]:
+    yield
+    while _FRESH:
+        _FRESH.pop().close()
+
+
 def run_python(code: str, lang: str | None) -> str:
     """Run ``code`` in a fresh Python with ``COURSE_LANG=lang`` (unset: None); its stdout, or a failure showing both
-    streams."""
+    streams. A fork of one process that imported torch and nothing of the course (tests/fresh_python.py): the course
+    is imported afresh in each, under that environment, as in a learner's new kernel."""
     env = {key: value for key, value in os.environ.items() if key != "COURSE_LANG"}
     env.update({"PYTHONPATH": str(ROOT), "COURSE_PROGRESS": "off", "PYTHONIOENCODING": "utf-8"})
     if lang is not None:
         env["COURSE_LANG"] = lang
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, encoding="utf-8", timeout=300)
-    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
-    return done.stdout
+    if not _FRESH:
+        _FRESH.append(FreshPython(ROOT, env={**env, "COURSE_LANG": "not read by the server"}))
+    returncode, stdout, stderr = _FRESH[0].run(textwrap.dedent(code), env)
+    assert returncode == 0, f"stdout:\n{stdout}\nstderr:\n{stderr}"
+    return stdout
 
 
 @pytest.fixture()

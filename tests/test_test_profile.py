@@ -29,6 +29,8 @@ def test_a_tests_cpu_includes_the_child_process_it_waits_for(tmp_path: Path) -> 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COURSE_TEST_PROFILE": str(tmp_path / "out")}  # tools, a package
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("PYTEST_ADDOPTS", None)
+    # only the plugin under test: the installed ones (nbval, xdist, ...) cost 2 CPU-s to load and play no part here
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tools.test_profile",
                            "test_burn.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
