@@ -170,18 +170,28 @@ def relu6_guide_in_place(model):  # noqa: ANN001, ANN201 -- clamps grad_input in
     return [m.register_full_backward_hook(guide) for m in model.modules() if isinstance(m, nn.ReLU6)]
 
 
+def relu6_guide_deprecated_hook(model):  # noqa: ANN001, ANN201 -- the deprecated register_backward_hook
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [module.register_backward_hook(lambda m, gi, go: (gi[0].clamp(min=0),))
+                for module in model.modules() if isinstance(module, nn.ReLU6)]
+
+
 CASES = {
     "05.1": Cases(
         right=[relu6_guide_with_registry],
         wrong=[
             (relu6_guide_deconvnet, "forward mask is lost"),
             (relu6_guide_relu_only, "Nothing was guided"),
-            (relu6_guide_children_only, "Not the guided map"),
+            (relu6_guide_children_only, "nested block"),
             (relu6_guide_no_handles, "Return the list of handles"),
             (relu6_guide_keeps_one_handle, "return every handle"),
             (relu6_guide_by_replacing_forward, "You replaced a ReLU6's forward"),
             (relu6_guide_in_place, "in place"),
             (relu6_guide_with_tensor_hooks, "full backward hook"),
+            (relu6_guide_deprecated_hook, "deprecated register_backward_hook"),
         ],
     ),
     "05.2": Cases(

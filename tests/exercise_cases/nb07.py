@@ -198,6 +198,13 @@ class CounterSwallowsErrors(CounterWithRegistry):
         return True
 
 
+class CounterEnterReturnsNone(CounterWithRegistry):
+    """__enter__ sets up the hooks but returns None: `as counter` is None."""
+
+    def __enter__(self):  # noqa: ANN204
+        super().__enter__()
+
+
 CASES = {
     "07.1": Cases(
         right=[dropout_with_module, dropout_with_kwargs],
@@ -232,6 +239,7 @@ CASES = {
             (CounterNeverRemoves, "remove them in __exit__"),
             (CounterOfInputs, "output"),
             (CounterSwallowsErrors, "must not swallow"),
+            (CounterEnterReturnsNone, "returned None"),
         ],
     ),
 }

@@ -378,6 +378,39 @@ def layer_wider_and_taller(model, x):  # noqa: ANN001, ANN201 -- h > 1 and w > 1
     return found[-1]
 
 
+def layer_width_only(model, x):  # noqa: ANN001, ANN201 -- w > 1 only: misses a map one column wide
+    found = []
+    hooks = [module.register_forward_hook(lambda m, a, o, name=name: found.append(name)
+                                          if o.dim() == 4 and o.shape[-1] > 1 else None)
+             for name, module in model.named_modules() if name]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return found[-1]
+
+
+def layer_children_only(model, x):  # noqa: ANN001, ANN201 -- hooks the top-level children only
+    found = []
+    hooks = [module.register_forward_hook(lambda m, a, o, name=name: found.append(name)
+                                          if o.dim() == 4 and o.shape[-2] * o.shape[-1] > 1 else None)
+             for name, module in model.named_children()]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return found[-1] if found else None
+
+
+def grad_output_x_requires_grad(model, layer_name, x):  # noqa: ANN001, ANN201 -- switches on x.requires_grad
+    x.requires_grad_(True)
+    return grad_output_with_registry(model, layer_name, x)
+
+
 def step_without_update(model, optimizer, scaler, batches, limit):  # noqa: ANN001, ANN201
     for inputs, targets in batches:
         scaler.scale(F.mse_loss(model(inputs), targets) / len(batches)).backward()
@@ -414,6 +447,7 @@ CASES = {
             (grad_output_hook_left, "hooks are left"),
             (grad_output_by_tensor_hook, "no full backward hook"),
             (grad_output_restored_without_finally, "When the model raised"),
+            (grad_output_x_requires_grad, "x.requires_grad"),
         ],
     ),
     "11.2": Cases(
@@ -461,6 +495,8 @@ CASES = {
             (layer_last_4d, "1x1"),
             (layer_first_conv, "last module"),
             (layer_wider_and_taller, "not h > 1 and w > 1"),
+            (layer_width_only, "not h > 1 and w > 1"),
+            (layer_children_only, "nested ones too"),
         ],
     ),
     "11.7": Cases(

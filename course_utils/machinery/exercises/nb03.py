@@ -235,7 +235,7 @@ class _Reuse(nn.Module):
         self.head = nn.Sequential(nn.Linear(4, 2), nn.ReLU(inplace=True))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.act(self.mid(self.act(x))))
+        return self.head(self.act(self.act(self.mid(self.act(x)))))  # the second and third calls: the same shape
 
 
 def _as_calls(calls: Any) -> list[tuple[Any, Any]] | None:
@@ -250,7 +250,7 @@ def _as_calls(calls: Any) -> list[tuple[Any, Any]] | None:
     for name, shape in calls:
         if isinstance(shape, torch.Size):
             shape = tuple(shape)
-        if shape is not None and not (isinstance(shape, (list, tuple)) and
+        if shape is not None and not (isinstance(shape, tuple) and
                                       all(isinstance(d, int) and not isinstance(d, bool) for d in shape)):
             return None  # an int, a tensor or a string instead of a shape
         pairs.append((name, None if shape is None else tuple(shape)))
@@ -259,7 +259,8 @@ def _as_calls(calls: Any) -> list[tuple[Any, Any]] | None:
 
 def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
     model = _Reuse()
-    expected = [("act", (2, 3)), ("mid", (2, 4)), ("act", (2, 4)), ("head.0", (2, 2)), ("head.1", (2, 2))]
+    expected = [("act", (2, 3)), ("mid", (2, 4)), ("act", (2, 4)), ("act", (2, 4)), ("head.0", (2, 2)),
+                ("head.1", (2, 2))]
     with tracer_class(model) as tracer:
         model(torch.ones(2, 3))
     if tracer is None:
@@ -276,6 +277,9 @@ def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
                                 "them in __exit__.").format(count=count_hooks(model)))
     if [name for name, _shape in calls].count("act") == 1:
         return Verdict(False, _("A module called twice must appear twice: append one entry per call."))
+    if calls != expected and calls == list(dict.fromkeys(expected)):
+        return Verdict(False, _("A module called twice with inputs of the same shape must appear twice: append one "
+                                "entry per call, also when it equals an entry already in the list."))
     if calls != expected:
         containers = {name or "''" for name, module in model.named_modules() if list(module.children())}
         listed = [name or "''" for name, _shape in calls if (name or "''") in containers]

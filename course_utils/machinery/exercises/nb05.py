@@ -119,10 +119,13 @@ def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
     if torch.allclose(got, deconv, atol=1e-6):
         return Verdict(False, _("The forward mask is lost: grad_output is the gradient before the ReLU6's own backward. "
                                 "Clamp grad_input, which already carries the mask."))
+    relu6s = [module for module in model.modules() if isinstance(module, nn.ReLU6)]
+    if not torch.allclose(got, truth, atol=1e-6) and not all(hook_report(module) for module in relu6s):
+        return Verdict(False, _("Not the guided map: some nn.ReLU6 modules carry no hook -- the model has one inside "
+                                "a nested block, which model.children() does not reach (model.modules() does)."))
     if not torch.allclose(got, truth, atol=1e-6):
         return Verdict(False, _("Not the guided map: at each ReLU6 only positive gradients may pass, where 0 < x < 6 "
                                 "(check that you hooked the ReLU6 modules and nothing else)."))
-    relu6s = [module for module in model.modules() if isinstance(module, nn.ReLU6)]
     if any("forward" in vars(module) for module in relu6s):
         return Verdict(False, _("You replaced a ReLU6's forward: the exercise asks for a hook (the module's own code "
                                 "stays as it is)."))
@@ -134,6 +137,11 @@ def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
                                 "({found}): the exercise asks for register_full_backward_hook, whose grad_input "
                                 "already carries the ReLU6's mask.").format(
                                     found=", ".join(sorted({key for module in relu6s for key in hook_report(module)}))))
+    if not all(getattr(module, "_is_full_backward_hook", None) is True for module in relu6s):
+        return Verdict(False, _("The gradient is guided, but by the deprecated register_backward_hook: it sees the "
+                                "last autograd node of the module, not the module's input (here they agree only "
+                                "because ReLU6 is one operation), and a module that has one cannot take a full "
+                                "backward hook. The exercise asks for register_full_backward_hook."))
     for handle in handles:
         handle.remove()
     if not torch.allclose(_input_gradient(model, x, targets), plain, atol=1e-6):

@@ -236,13 +236,17 @@ def _counter_test(counter_class: Callable[[nn.Module], Any]) -> Verdict:
     if not hasattr(counter, "__enter__") or not hasattr(counter, "__exit__"):
         return Verdict(False, _("DeadUnitCounter must be a context manager (define __enter__ and __exit__)."))
     with counter as inside:
+        if inside is None:
+            return Verdict(False, _("`with DeadUnitCounter(model) as counter:` binds counter to what __enter__ "
+                                    "returns, and yours returned None: what must __enter__ return so that "
+                                    "counter.fractions is your dict?"))
         if count_hooks(model) != 2:
             return Verdict(False, _("Inside the with-block expected one hook per ReLU (2), found {count}.").format(
                 count=count_hooks(model)))
         for seen in range(1, len(batches) + 1):
             with torch.no_grad():
                 model(batches[seen - 1])
-            fractions = getattr(inside if inside is not None else counter, "fractions", None)
+            fractions = getattr(inside, "fractions", None)
             truth = {name: _fraction(mask) for name, mask in _dead_masks(layers, torch.cat(batches[:seen])).items()}
             if not isinstance(fractions, dict) or set(fractions) != set(truth):
                 return Verdict(False, _("fractions should have one entry per ReLU, keyed by name {names}; "

@@ -77,6 +77,10 @@ def _grad_output_test(answer: Callable[..., Any]) -> Verdict:
                                         count=count_hooks(model)))
         if not torch.equal(x, x_before):
             return Verdict(False, _("Your function changed x: leave the caller's input as it was."))
+        if x.requires_grad or x.grad is not None:
+            return Verdict(False, _("Your function switched on x.requires_grad (or left a gradient in x.grad): the "
+                                    "caller's x must come back as it was. The model's parameters already require "
+                                    "grad, so the backward reaches the hooked layer without it."))
         if not isinstance(got, torch.Tensor):
             return Verdict(False, _("Return the gradient as a tensor; got {type} at layer '{name}'.").format(
                 type=type(got).__name__, name=name))
@@ -466,11 +470,15 @@ def _layer_models() -> list[tuple[nn.Module, torch.Tensor, str, str]]:
                                nn.Flatten(), nn.Linear(5, 2))
     strip = nn.Sequential(nn.Conv2d(1, 3, (3, 1)), nn.ReLU(), nn.AdaptiveAvgPool2d((1, 4)), nn.Conv2d(3, 2, 1),
                           nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2, 2))  # maps 2x7, then 1x4, then 1x1
+    # the right layer nested in a block whose own output is flat; the last map one column wide (4x3, then 4x1)
+    column = nn.Sequential(nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.Conv2d(3, 2, (1, 3)), nn.ReLU(),
+                                         nn.AdaptiveMaxPool2d(1), nn.Flatten()), nn.Linear(2, 2))
     generator = torch.Generator().manual_seed(16)
     return [
         (sequential, torch.randn(2, 1, 9, 7, generator=generator), "3", "4"),
         (_NamedNet(), torch.randn(1, 3, 6, 8, generator=generator), "blocks", "pool"),
         (strip, torch.randn(2, 1, 4, 7, generator=generator), "3", "4"),
+        (column, torch.randn(2, 1, 6, 5, generator=generator), "0.3", "0.4"),
     ]
 
 
@@ -510,6 +518,10 @@ def _layer_test(answer: Callable[..., Any]) -> Verdict:
                                     "h * w = {cells} > 1 -- a map one row (or one column) high still says where. "
                                     "Require h * w > 1, not h > 1 and w > 1.").format(
                                         got=got, shape=flat, cells=flat[-2] * flat[-1]))
+        if "." in right and (got is None or got not in names or "." not in got):
+            return Verdict(False, _("On a model whose last map comes from a layer inside a block (its name has a dot, "
+                                    "and the block's own output is flat) you returned {got!r}: hook every named "
+                                    "module, nested ones too (named_modules(), not named_children()).").format(got=got))
         if got not in names:
             return Verdict(False, _("{got!r} is not a module name of the model (names from named_modules()).").format(
                 got=got))
