@@ -33,6 +33,10 @@ def clip_by_norm(module, grad_input, grad_output):  # noqa: ANN001, ANN201 -- re
     return tuple(None if g is None else g / g.norm().clamp(min=1) for g in grad_input)
 
 
+def clip_grad_output_returned(module, grad_input, grad_output):  # noqa: ANN001, ANN201 -- clamps the wrong one
+    return tuple(None if g is None else g.clamp(-1, 1) for g in grad_output)
+
+
 # -- 04.3 ---------------------------------------------------------------------------------------------------
 def cap_with_loop(module, grad_output):  # noqa: ANN001, ANN201 -- one sample at a time
     grad = grad_output[0]
@@ -178,6 +182,7 @@ CASES = {
             (clip_to_unit_interval, "clamped to [-1, 1]"),
             (clip_by_norm, "entry by entry"),
             (clip_in_place, "in place"),
+            (clip_grad_output_returned, "Which of the hook's arguments"),
             (clip_bare_tensor, "return a tuple"),
         ],
     ),

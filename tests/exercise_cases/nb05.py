@@ -179,6 +179,16 @@ def relu6_guide_deprecated_hook(model):  # noqa: ANN001, ANN201 -- the deprecate
                 for module in model.modules() if isinstance(module, nn.ReLU6)]
 
 
+class GuideKwargsNone(TorchFunctionMode):
+    """`**kwargs` with kwargs=None, the default PyTorch uses for a call without keyword arguments."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        out = func(*args, **kwargs)
+        if func in (F.relu, torch.relu) and out.requires_grad:
+            out.register_hook(lambda grad: grad.clamp(min=0))
+        return out
+
+
 CASES = {
     "05.1": Cases(
         right=[relu6_guide_with_registry],
@@ -210,6 +220,7 @@ CASES = {
             (GuideThroughTheCourseMode, "asks for your own"),
             (BorrowsTheCourseFunction, "asks for your own"),
             (ForgetsSuperExit, "super().__exit__"),
+            (GuideKwargsNone, "kwargs=None"),
         ],
     ),
 }

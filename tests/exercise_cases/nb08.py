@@ -246,6 +246,45 @@ def bytes_never_pops(model, x):  # noqa: ANN001, ANN201 -- marks where a leaf st
     return totals
 
 
+def _bytes_by(model, x, key, *, last_saver=False):  # noqa: ANN001, ANN202 -- raw hooks, one thing done its own way
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    running, totals, owner, handles = [], {}, {}, []
+
+    def pack(t):  # noqa: ANN001, ANN202
+        if running and t.untyped_storage().data_ptr() not in params:
+            nbytes = t.numel() * t.element_size()
+            if key(t) in owner and last_saver:
+                totals[owner[key(t)]] -= nbytes
+                del owner[key(t)]
+            if key(t) not in owner:
+                owner[key(t)] = running[-1]
+                totals[running[-1]] = totals.get(running[-1], 0) + nbytes
+        return t
+
+    def leave(m, a, out):  # noqa: ANN001, ANN202
+        running.pop()
+
+    try:
+        for n, m in model.named_modules():
+            if n and not list(m.children()):
+                handles.append(m.register_forward_pre_hook(lambda mod, a, name=n: running.append(name)))
+                handles.append(m.register_forward_hook(leave, always_call=True))
+        with saved_tensors_hooks(pack, lambda t: t):
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return totals
+
+
+def bytes_last_saver(model, x):  # noqa: ANN001, ANN201 -- a storage saved again moves to the later layer
+    return _bytes_by(model, x, lambda t: t.untyped_storage().data_ptr(), last_saver=True)
+
+
+def bytes_by_tensor_view(model, x):  # noqa: ANN001, ANN201 -- one entry per view, not per storage
+    return _bytes_by(model, x, lambda t: (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape)))
+
+
 def bytes_with_a_returning_marker(model, x):  # noqa: ANN001, ANN201 -- the end marker returns the name it pops
     running, totals, seen = [], {}, set()
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
@@ -297,6 +336,8 @@ CASES = {
             (bytes_not_on_error, "When the forward raises"),
             (bytes_with_a_returning_marker, "returned a str, not a tensor"),
             (bytes_never_pops, "where each leaf's call ends"),
+            (bytes_last_saver, "first layer that saved it"),
+            (bytes_by_tensor_view, "counted twice"),
         ],
     ),
 }

@@ -178,6 +178,10 @@ def _reversal_test(reverse: Callable[[torch.Tensor, float], Any]) -> Verdict:
         if torch.allclose(leaf.grad, a + b):
             return Verdict(False, _("The gradient through your tensor arrives unchanged: register a hook that "
                                     "returns the new gradient."))
+        if shared and not torch.allclose(leaf.grad, expected, atol=1e-6):
+            return Verdict(False, _("In `(x + y) * b` the sum hands the very same gradient tensor to x and to your "
+                                    "tensor, and the gradient that reached x directly changed too: does your hook "
+                                    "change `grad` in place? Compute a new tensor and return it."))
         if torch.allclose(leaf.grad, -lam * (a + b)):
             return Verdict(False, _("Every gradient reaching x was flipped, also the one that does not pass "
                                     "through your tensor: hook the new tensor, not x."))

@@ -146,7 +146,7 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     if not torch.allclose(hidden.grad, expected, atol=1e-5):
         return Verdict(False, _("On a Flatten in a residual (`flatten(h) + h.flatten()`) the skip path's gradient "
                                 "changed too: only the gradient through the hooked module may be clamped. Does your "
-                                "hook change a tensor PyTorch handed it?"))
+                                "hook change a tensor PyTorch handed it in place? Return new tensors instead."))
     return Verdict(True)
 
 
@@ -236,7 +236,7 @@ def _cap_test(hook: Callable[..., Any]) -> Verdict:
     if not torch.allclose(inputs.grad, expected, atol=1e-5):
         return Verdict(False, _("In a residual block (`layer(x) + x`) the skip path's gradient changed too: only the "
                                 "hooked layer's grad_output may be rescaled. Does your hook change a tensor PyTorch "
-                                "handed it?"))
+                                "handed it in place? Return new tensors instead."))
     return Verdict(True)
 
 

@@ -354,6 +354,16 @@ def _bytes_test(function: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
                                     "the code of the module around it (here a tanh in the model's own forward) can "
                                     "save tensors too, and no leaf module is running then. Mark where each leaf's "
                                     "call ends, not only where it starts."))
+        if sum(got.values()) == sum(truth.values()):
+            return Verdict(False, _("The total ({total} bytes) is right, but not how it is shared between the layers: "
+                                    "expected {expected}, got {got}. A storage counts for the first layer that saved "
+                                    "it, also when a later layer saves it again.").format(
+                total=sum(truth.values()), expected=truth, got=got))
+        if sum(got.values()) > sum(truth.values()) and set(got) <= set(truth):
+            return Verdict(False, _("More bytes in all than the layers saved ({got} against {expected}): is some "
+                                    "memory counted twice? One storage seen through two tensor objects (a view, the "
+                                    "output of an in-place op) is still one storage.").format(
+                got=sum(got.values()), expected=sum(truth.values())))
         if set(got) != set(truth):
             return Verdict(False, _("Expected entries for the leaf modules {expected} (dotted names from "
                                     "named_modules), got {got}.").format(expected=sorted(truth), got=sorted(got)))

@@ -384,25 +384,26 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
     expected_outputs = [reference(batch) for batch in batches]
     for number, (got, want) in enumerate(zip(outputs, expected_outputs), start=1):
         if got.shape != want.shape or not torch.allclose(got.detach(), want.detach(), atol=1e-6):
-            return Verdict(False, _("Forward {number}: the model's output changed while your hooks were on: a "
-                                    "forward hook that returns anything but None replaces the layer's output. Does "
-                                    "your hook return the result of a call (setdefault, append, ...)?").format(
-                                        number=number))
+            return Verdict(False, _("Forward {number}: the model's output changed while your hooks were on, though "
+                                    "no hook returned a new output: a hook changed a layer's output in place (a "
+                                    "method ending in `_`, `+=`, an assignment into it). A hook that only records "
+                                    "leaves the tensors it is handed as they are.").format(number=number))
     for number, got in enumerate(outputs, start=1):
         if not got.requires_grad:
             return Verdict(False, _("Forward {number}: the output no longer requires grad: a hook returned a "
                                     "detached tensor, which replaced the layer's output.").format(number=number))
     leaves = _leaves(reference)
+    counts = {name: len(value) if isinstance(value, list) else None for name, value in dict(norms).items()} \
+        if isinstance(norms, dict) else {}
+    filled = [name for name, count in counts.items() if count]
+    if len(filled) == 1 and counts[filled[0]] == len(leaves) * len(batches):  # a closure over the loop variable
+        return Verdict(False, _("After {count} forwards norms['{filled}'] holds all {total} numbers and no other "
+                                "leaf has any: every hook appends under the same name. Which value of the loop "
+                                "variable does a hook defined in the loop see when it runs?").format(
+                                    count=len(batches), filled=filled[0], total=len(leaves) * len(batches)))
     if not isinstance(norms, dict) or sorted(norms) != sorted(name for name, _module in leaves):
         return Verdict(False, _("`norms` needs one key per leaf module, by its name in named_modules(): "
                                 "{names}.").format(names=sorted(name for name, _module in leaves)))
-    counts = {name: len(value) if isinstance(value, list) else None for name, value in norms.items()}
-    filled = [name for name, count in counts.items() if count]
-    if len(filled) == 1 and counts[filled[0]] == len(leaves) * len(batches):  # a closure over the loop variable
-        return Verdict(False, _("After {count} forwards norms['{filled}'] holds all {total} numbers and the other "
-                                "lists none: every hook appends under the same name. Which value of the loop "
-                                "variable does a hook defined in the loop see when it runs?").format(
-                                    count=len(batches), filled=filled[0], total=len(leaves) * len(batches)))
     for name, module in leaves:
         values = []
         for batch in batches:
@@ -636,7 +637,8 @@ _SCALE = 2.0 ** 10
 def _reference_step(clip: str, limit: float, *, divide: bool = True) -> list[torch.Tensor]:
     """Parameters after one SGD step on the accumulated gradient, clipped as ``clip`` says: ``"once"`` (by value,
     after the last backward, unscaled: the task), ``"none"``, ``"before unscale"`` (by value, on the scaled
-    gradient), ``"norm"`` (clip_grad_norm_ once, unscaled), ``"per micro-batch"`` / ``"per scaled micro-batch"``
+    gradient), ``"norm"`` (clip_grad_norm_ once, unscaled), ``"after each backward"`` (the running sum clipped
+    after every backward, unscaled), ``"per micro-batch"`` / ``"per scaled micro-batch"``
     (each backward's contribution clamped, as a gradient hook does, unscaled or scaled); ``divide=False``: each
     micro-batch's loss not divided by their number. No scaler: scaling by a power of two and unscaling is exact, so
     the scaler's unscaled gradient is this one."""
@@ -651,6 +653,8 @@ def _reference_step(clip: str, limit: float, *, divide: bool = True) -> list[tor
         for x, y in batches:
             loss = F.mse_loss(model(x), y) / (len(batches) if divide else 1)
             (loss * (_SCALE if scaled else 1.0)).backward()
+            if clip == "after each backward":
+                torch.nn.utils.clip_grad_value_(model.parameters(), limit)
     finally:
         for handle in handles:
             handle.remove()
@@ -705,6 +709,10 @@ def _train_step_test(answer: Callable[..., Any]) -> Verdict:
         return Verdict(False, _("You clipped each micro-batch's contribution (a gradient hook fires on every "
                                 "backward): clip once, the accumulated gradient, after the last backward and after "
                                 "unscale_. Register no hook."))
+    if same(_reference_step("after each backward", limit)):
+        return Verdict(False, _("You clipped after every micro-batch's backward: the running sum was clipped before "
+                                "the later micro-batches were added to it. Clip once, the accumulated gradient, after "
+                                "the last backward and after unscale_."))
     return Verdict(False, _("The step is not SGD on the mean of the micro-batch losses' gradients, unscaled, clipped "
                             "by value once after the last backward."))
 
