@@ -87,6 +87,19 @@ def extract_with_the_course_recorder(model, x, names):  # noqa: ANN001, ANN201 -
     return {name: recorder.outputs[name] for name in names}
 
 
+def extract_late_binding(model, x, names):  # noqa: ANN001, ANN201 -- every lambda stores under the last name
+    out, handles = {}, []
+    try:
+        for name in names:
+            handles.append(model.get_submodule(name).register_forward_hook(
+                lambda m, a, o: out.__setitem__(name, o.detach().clone())))
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return out
+
+
 def extract_aliases(model, x, names):  # noqa: ANN001, ANN201 -- the naive hook: detach() shares memory
     found = {}
     with HookRegistry(model) as hooks:
@@ -303,6 +316,7 @@ CASES = {
         right=[extract_with_registry, extract_with_pre_and_post],
         wrong=[
             (extract_aliases, "rectified"),
+            (extract_late_binding, "loop variable"),
             (extract_without_finally, "finally"),
             (extract_swallowing, "propagate"),
             (extract_not_detached, "detached"),

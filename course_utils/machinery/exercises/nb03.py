@@ -140,6 +140,10 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
     if count_hooks(convs):
         return Verdict(False, _("{count} hook(s) are still on the model: remove every hook before returning.").format(
             count=count_hooks(convs)))
+    if isinstance(got, dict) and list(got) == ["3"]:
+        return Verdict(False, _("Only {key!r} is in the dict, the last name asked for: every hook stored under it. "
+                                "Which value of the loop variable does a hook defined in the loop see when it "
+                                "runs?").format(key="3"))
     if not isinstance(got, dict) or sorted(got) != ["0", "1", "3"]:
         keys = sorted(got) if isinstance(got, dict) else type(got).__name__
         return Verdict(False, _("Return a dict with one entry per requested name (['0', '1', '3']); got {keys}.").format(keys=keys))

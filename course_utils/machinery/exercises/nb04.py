@@ -305,6 +305,10 @@ def _recorder_test(attach: Callable[[nn.Module, list[str], dict], Any]) -> Verdi
                     return Verdict(False, _("The forward failed because an in-place ReLU follows a layer with a full "
                                             "backward hook (pytorch#61519). Catch the gradient another way."))
                 raise
+            if list(store) == ["2"]:
+                return Verdict(False, _("Only {key!r} is in the dict, the last name asked for: every hook stored under "
+                                        "it. Which value of the loop variable does a hook defined in the loop see "
+                                        "when it runs?").format(key="2"))
             if sorted(store) != ["0", "2"]:
                 return Verdict(False, _("After a backward, store should have the keys ['0', '2']; got {keys}.").format(
                     keys=sorted(store)))

@@ -363,7 +363,7 @@ def _accumulation_test(function: Callable[[nn.Module, Callable[[list], torch.opt
                                                 "while it ran ({error}). A hook runs as soon as its own parameter's "
                                                 "gradient is ready, while other parameters' gradients are still being "
                                                 "computed: the optimizer it steps must hold that parameter "
-                                                "alone.").format(error=str(error).split(";")[0][:160]))
+                                                "alone.").format(error=str(error).split(":")[0]))
                     plain_model(batch).pow(2).mean().backward()
                     if number % every:  # inside an accumulation window: gradients kept and summed
                         missing = [p for p in params if p.grad is None]
