@@ -10,8 +10,8 @@
 - random states, grad modes, threads, default dtype and device and print options are put back; global module and
   optimizer hooks left registered are removed and make the answer ✗, naming them;
 - what the answer prints is shown up to a budget;
-- the hooks the answer registers are watched (:mod:`course_utils.machinery.hook_watch`): a gradient changed in place,
-  or a return value that cannot stand for the output (or gradient) it replaces, is the ✗, named;
+- the hooks the answer registers are watched (:mod:`course_utils.machinery.hook_watch`): a return value that cannot
+  stand for the output (or gradient) it replaces is the ✗, named;
 - under a ✗, a link reports a problem with the check: in a notebook a few linked words, in plain text a short address.
 
 The verdict's :class:`~course_utils.machinery.exercise_kit.Status` is decided where it happens (the guard, the

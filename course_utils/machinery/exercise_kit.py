@@ -112,8 +112,8 @@ class Exercise:
     - ``stretch``: the notebook's harder, optional exercise;
     - ``praise``: what the ✓ line adds;
     - ``time_limit_s``: how long ``check()`` lets the answer run before it stops it (an endless loop);
-    - ``watch_hooks``: ``check()`` wraps the hooks the answer registers and fails it for a gradient changed in place
-      or a return value that cannot replace what it replaces (:mod:`course_utils.machinery.hook_watch`); off where
+    - ``watch_hooks``: ``check()`` wraps the hooks the answer registers and fails it for a return value that cannot
+      replace what it replaces (:mod:`course_utils.machinery.hook_watch`); off where
       ``torch.compile`` traces the learner's hooks (a wrapper would be traced too);
     - ``observe_only``: the exercise's module hooks only record, so any value a forward hook or pre-hook returns is
       a ✗ (it replaced the layer's output or input).

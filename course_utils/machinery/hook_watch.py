@@ -1,22 +1,19 @@
-"""What the learner's hooks did while a check ran them: a gradient changed in place, or a return value that replaced
-a layer's output (or a gradient) with the wrong kind of thing.
+"""What a learner's hook returned while a check ran it: a value that cannot stand for the layer's output (or the
+gradient) it replaces.
 
 Inside :func:`watching_hooks`, every hook the learner's code registers -- a tensor hook, a module forward hook or
 pre-hook, a full backward hook or backward pre-hook -- is registered wrapped: the wrapper calls the learner's hook
-with the very arguments PyTorch gave it, hands back what it returned, and looks at both.
+with the very arguments PyTorch gave it and looks at what it returned. A return value that cannot stand for what it
+replaces -- a forward hook that returns a string, a shape or a handle instead of the layer's output tensor; a full
+backward hook that returns a bare tensor, or a tensor of another shape than the grad_input entry it replaces --
+stops the check at once with :class:`HookMistake`, before PyTorch fails further on with a message about something
+else (``relu_(): argument 'input' must be Tensor, not str``). With ``observe_only`` (exercises whose hooks only
+record), any value a forward hook or pre-hook returns that differs from what it replaces is one.
 
-- A gradient hook that changes its argument in place (``grad.clamp_(...)``, ``grad_input[0].mul_(...)``) is
-  recorded: PyTorch hands the same gradient tensor to other parts of the graph (a residual ``out + x``, a
-  ``Flatten`` or ``Identity`` layer, ``(x + y) ** 2``), where the change lands too -- or fails.
-- A return value that cannot stand for what it replaces -- a forward hook that returns a string, a shape or a
-  handle instead of the layer's output tensor; a full backward hook that returns a bare tensor instead of a tuple --
-  stops the check at once with :class:`HookMistake`, before PyTorch fails further on with a message about something
-  else (``relu_(): argument 'input' must be Tensor, not str``).
-- With ``observe_only`` (exercises whose hooks only record), any value a forward hook or pre-hook returns is one:
-  it replaced the layer's output (or input).
-
-``check()`` turns the first mistake into the ✗ line, whatever the validator decided. Hooks of the course's own
-code, and every hook once the block has ended, run unwrapped (a wrapper left on a learner's object passes through).
+A gradient changed in place is not watched here: the checks run the learner's hooks on graphs where PyTorch hands
+one gradient tensor to two paths (a residual ``out + x``, a ``Flatten``, ``(x + y) ** 2``), or call them on a probe,
+so the change shows in the numbers. ``check()`` turns the mistake into the ✗ line. Hooks of the course's own code,
+and every hook once the block has ended, run unwrapped (a wrapper left on a learner's object passes through).
 
 Usage::
 
@@ -53,20 +50,15 @@ class HookMistake(BaseException):
 
 @dataclass
 class HookWatch:
-    """What the learner's hooks did inside :func:`watching_hooks` (``mistakes``: one message per mistake)."""
+    """What the learner's hooks returned inside :func:`watching_hooks` (``mistakes``: one message per mistake)."""
 
     observe_only: bool = False
     active: bool = True
     mistakes: list[Text] = field(default_factory=list)
 
-    def note(self, message: Text) -> None:
-        """Record a mistake (once)."""
-        if all(str(message) != str(seen) for seen in self.mistakes):
-            self.mistakes.append(message)
-
     def fail(self, message: Text) -> HookMistake:
         """Record a mistake and return the exception that stops the check there (also if the answer swallows it)."""
-        self.note(message)
+        self.mistakes.append(message)
         return HookMistake(message)
 
 
@@ -77,9 +69,6 @@ _WHY_VALUE = N_("What does the hook's last expression evaluate to? A lambda retu
                 "register_hook, a shape, what dict.setdefault stored -- so a hook that only records is a `def` with no "
                 "`return`.")
 _WHY_OBSERVE = N_("A hook that only records must return None.")
-_IN_PLACE = N_("your {kind} {hook} changed {argument} in place. PyTorch can hand that very gradient tensor to other "
-               "parts of the graph -- a residual `out + x`, a Flatten or Identity layer, `(x + y) ** 2` -- and the "
-               "change lands there too (or fails): compute a new tensor and return it{how}.")
 _KINDS = {
     "tensor": N_("tensor hook"),
     "forward": N_("forward hook"),
@@ -115,34 +104,11 @@ def _what(value: Any) -> Text:
     return Text(N_("a {type}, not a tensor"), type=_type_name(value))
 
 
-def _tensors(value: Any) -> list[torch.Tensor | None]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [item if isinstance(item, torch.Tensor) else None for item in value]
-    return []
-
-
-def _snapshot(tensors: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
-    copies: list[torch.Tensor | None] = []
-    for tensor in tensors:
-        try:
-            copies.append(None if tensor is None or tensor.is_sparse else tensor.detach().clone())
-        except RuntimeError:  # a tensor without plain storage: not compared
-            copies.append(None)
-    return copies
-
-
-def _changed(tensors: list[torch.Tensor | None], copies: list[torch.Tensor | None]) -> bool:
-    for tensor, copy in zip(tensors, copies):
-        if tensor is None or copy is None:
-            continue
-        now = tensor.detach()
-        if now.shape != copy.shape or now.dtype != copy.dtype:
-            return True
-        if not bool(((now == copy) | (now.isnan() & copy.isnan()) if now.is_floating_point() else now == copy).all()):
-            return True
-    return False
+def _same_values(now: torch.Tensor, before: torch.Tensor) -> bool:
+    now, before = now.detach(), before.detach()
+    if now.shape != before.shape or now.dtype != before.dtype:
+        return False
+    return bool(((now == before) | (now.isnan() & before.isnan()) if now.is_floating_point() else now == before).all())
 
 
 def _different(original: Any, replacement: Any) -> Text | None:
@@ -162,54 +128,49 @@ def _different(original: Any, replacement: Any) -> Text | None:
                         expected=tuple(before.shape))
         if before.requires_grad and not after.requires_grad:
             return Text(N_("a tensor detached from the graph (no gradient flows back through it)"))
-        if _changed([after], [before.detach()]):
+        if not _same_values(after, before):
             return Text(N_("a tensor with other values"))
     return None
 
 
-def _gradient_hook(watch: HookWatch, kind: str, hook: Callable[..., Any], how: str) -> Callable[..., Any]:
+def _gradient_hook(watch: HookWatch, kind: str, hook: Callable[..., Any]) -> Callable[..., Any]:
     """A tensor hook (``hook(grad)``), full backward hook (``hook(module, grad_input, grad_output)``) or backward
-    pre-hook (``hook(module, grad_output)``), watched for in-place changes and for what it returns."""
+    pre-hook (``hook(module, grad_output)``), watched for what it returns."""
 
     @functools.wraps(hook)
     def watched(*args: Any) -> Any:
-        if not watch.active:
-            return hook(*args)
-        arguments = [list(_tensors(arg)) for arg in (args if kind == "tensor" else args[1:])]
-        copies = [_snapshot(tensors) for tensors in arguments]
         result = hook(*args)
-        names = {"tensor": ("grad",), "backward": ("grad_input", "grad_output"), "backward_pre": ("grad_output",)}[kind]
-        for name, tensors, before in zip(names, arguments, copies):
-            if _changed(tensors, before):
-                watch.note(Text(_IN_PLACE, kind=Text(_KINDS[kind]), hook=_hook_name(hook), argument=f"`{name}`",
-                                how=Text(how)))
-                break
-        if result is None:
+        if not watch.active or result is None:
             return result
-        module = type(args[0]).__name__ if kind != "tensor" else ""
         if kind == "tensor":
             if not isinstance(result, torch.Tensor):
                 raise watch.fail(Text(N_("your tensor hook {hook} returned {what}: a tensor hook returns None (the "
                                           "gradient passes on unchanged) or a new tensor shaped like `grad`, which "
                                           "replaces it."), hook=_hook_name(hook), what=_what(result)))
             return result
-        expected = len(args[1]) if isinstance(args[1], tuple) else 1
-        name = names[0]
+        module, replaced = type(args[0]).__name__, args[1]
+        name = "grad_input" if kind == "backward" else "grad_output"
+        expected = len(replaced) if isinstance(replaced, tuple) else 1
+        said = {"kind": Text(_KINDS[kind]), "hook": _hook_name(hook), "module": module, "name": name}
         if isinstance(result, torch.Tensor):
             raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned a bare tensor: it replaces `{name}`, "
                                       "which is a tuple, so return a tuple with one entry per entry of `{name}` "
-                                      "({count} here; None where an entry is None)."), kind=Text(_KINDS[kind]),
-                                   hook=_hook_name(hook), module=module, name=name, count=expected))
+                                      "({count} here; None where an entry is None)."), count=expected, **said))
         if not isinstance(result, (tuple, list)):
             raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned {what}: it must return None or a "
                                       "tuple that replaces `{name}`, one entry per entry ({count} here)."),
-                                   kind=Text(_KINDS[kind]), hook=_hook_name(hook), module=module, what=_what(result),
-                                   name=name, count=expected))
+                                   what=_what(result), count=expected, **said))
         if len(result) != expected:
             raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned {got} entries, and `{name}` has "
                                       "{count}: return one entry per entry of `{name}` (None where an entry is "
-                                      "None)."), kind=Text(_KINDS[kind]), hook=_hook_name(hook), module=module,
-                                   got=len(result), name=name, count=expected))
+                                      "None)."), got=len(result), count=expected, **said))
+        for index, (new, old) in enumerate(zip(result, replaced)):
+            if isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor) and new.shape != old.shape:
+                raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned a tensor of shape {shape} for "
+                                          "`{name}[{index}]`, which has shape {expected}: what it returns replaces "
+                                          "`{name}` entry by entry, each of its own shape. Which of the hook's "
+                                          "arguments did you start from?"), shape=tuple(new.shape), index=index,
+                                       expected=tuple(old.shape), **said))
         return result
 
     return watched
@@ -257,10 +218,6 @@ def _forward_hook(watch: HookWatch, kind: str, hook: Callable[..., Any], with_kw
     return watched
 
 
-_HOW = {"tensor": N_(" (or return None to leave it as it is)"), "backward": N_(" in a new tuple"),
-        "backward_pre": N_(" in a new tuple")}
-
-
 @contextlib.contextmanager
 def watching_hooks(enabled: bool = True, observe_only: bool = False) -> Iterator[HookWatch]:
     """Wrap every hook the learner's code registers inside the block (see the module's docstring); ``enabled=False``
@@ -282,7 +239,7 @@ def watching_hooks(enabled: bool = True, observe_only: bool = False) -> Iterator
 
     def tensor_hook(self: torch.Tensor, hook: Callable[..., Any]) -> Any:
         if _learners(hook):
-            hook = _gradient_hook(watch, "tensor", hook, _HOW["tensor"])
+            hook = _gradient_hook(watch, "tensor", hook)
         return originals[(torch.Tensor, "register_hook")](self, hook)
 
     def module_hook(method: str, kind: str) -> Callable[..., Any]:
@@ -294,7 +251,7 @@ def watching_hooks(enabled: bool = True, observe_only: bool = False) -> Iterator
                 if kind in ("forward", "forward_pre"):
                     hook = _forward_hook(watch, kind, hook, bool(kwargs.get("with_kwargs")))
                 else:
-                    hook = _gradient_hook(watch, kind, hook, _HOW[kind])
+                    hook = _gradient_hook(watch, kind, hook)
             return original(self, hook, *args, **kwargs)
 
         return register

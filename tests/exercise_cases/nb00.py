@@ -73,6 +73,10 @@ def recorder_returning_the_shape(layer, shapes):  # noqa: ANN001, ANN201
     return layer.register_forward_hook(hook)
 
 
+def recorder_of_lists(layer, shapes):  # noqa: ANN001, ANN201 -- a list where the task asks for a tuple
+    return layer.register_forward_hook(lambda m, a, out: shapes.append(list(out.shape)))
+
+
 CASES = {
     "00.1": Cases(
         right=[recorder_as_object, recorder_keeping_size],
@@ -86,6 +90,7 @@ CASES = {
             (recorder_on_parent_too, "exactly one forward hook"),
             (recorder_returning_a_string, "in place of the layer's output"),
             (recorder_returning_the_shape, "torch.Size, not a tensor"),
+            (recorder_of_lists, "asks for tuples"),
         ],
     ),
     "00.2": Cases(

@@ -118,6 +118,10 @@ def clamp_in_place_and_returned(grad):  # noqa: ANN001, ANN201 -- returns the te
     return grad.clamp_(-1, 1)
 
 
+def watch_with_setdefault(tensor, store, name):  # noqa: ANN001, ANN201 -- returns the first gradient ever stored
+    return tensor.register_hook(lambda grad: store.setdefault(name, grad))
+
+
 CASES = {
     "01.1": Cases(
         right=[clamp_with_where, lambda grad: torch.clip(grad, min=-1, max=1)],
@@ -137,6 +141,7 @@ CASES = {
             (watch_norm_only, "whole gradient"),
             (watch_fixed_key, "name you were given"),
             (watch_no_handle, "return the handle"),
+            (watch_with_setdefault, "On a second backward"),
         ],
     ),
     "01.3": Cases(

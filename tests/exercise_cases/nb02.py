@@ -119,6 +119,20 @@ def once_returns_fn_value(tensor, fn):  # noqa: ANN001, ANN201 -- removes itself
     return box[0]
 
 
+def measure_returns_w_grad(w, x):  # noqa: ANN001, ANN201 -- .grad also holds earlier backward passes
+    with w.register_hook(lambda grad: None):
+        ((w * x).sum() ** 2).backward()
+    return w.grad
+
+
+def once_clears_every_hook(tensor, fn):  # noqa: ANN001, ANN201 -- also removes other code's hooks
+    def hook(grad):  # noqa: ANN001, ANN202
+        fn(grad)
+        tensor._backward_hooks.clear()
+
+    return tensor.register_hook(hook)
+
+
 CASES = {
     "02.1": Cases(
         right=[measure_with_finally, measure_without_hook],
@@ -126,6 +140,7 @@ CASES = {
             (measure_leaky, "still registered"),
             (measure_removes_after, "When the forward raises"),
             (measure_swallows, "propagate"),
+            (measure_returns_w_grad, "already holds a gradient"),
         ],
     ),
     "02.2": Cases(
@@ -140,6 +155,7 @@ CASES = {
             (once_returns_fn_result, "must return None"),
             (once_with_flag, "still registered"),
             (once_returns_fn_value, "whatever fn returns"),
+            (once_clears_every_hook, "another hook"),
         ],
     ),
 }

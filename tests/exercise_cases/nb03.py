@@ -87,6 +87,19 @@ def extract_with_the_course_recorder(model, x, names):  # noqa: ANN001, ANN201 -
     return {name: recorder.outputs[name] for name in names}
 
 
+def extract_late_binding(model, x, names):  # noqa: ANN001, ANN201 -- every lambda stores under the last name
+    out, handles = {}, []
+    try:
+        for name in names:
+            handles.append(model.get_submodule(name).register_forward_hook(
+                lambda m, a, o: out.__setitem__(name, o.detach().clone())))
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return out
+
+
 def extract_aliases(model, x, names):  # noqa: ANN001, ANN201 -- the naive hook: detach() shares memory
     found = {}
     with HookRegistry(model) as hooks:
@@ -138,7 +151,8 @@ def extract_hooks_left(model, x, names):  # noqa: ANN001, ANN201
 
 # -- 03.3 ---------------------------------------------------------------------------------------------------
 class TracerWithRegistry:
-    """A different design: a HookRegistry, leaves found by type check, shapes as lists."""
+    """A different design: a HookRegistry, leaves found by their empty _modules, pairs as lists, shapes as
+    torch.Size (a tuple)."""
 
     def __init__(self, model):  # noqa: ANN001
         self.model, self.calls = model, []
@@ -148,7 +162,7 @@ class TracerWithRegistry:
         leaves = [name for name, module in self.model.named_modules() if len(module._modules) == 0]
         for name in leaves:
             self.registry.forward(name, lambda m, a, out, name=name: self.calls.append(
-                [name, None if out is None else list(out.shape)]), always_call=True)
+                [name, None if out is None else out.shape]), always_call=True)
         return self
 
     def __exit__(self, *exc):  # noqa: ANN002, ANN204
@@ -258,6 +272,34 @@ class TracerOfEveryModule:
             handle.remove()
 
 
+class TracerOfListShapes(TracerWithRegistry):
+    """Shapes as lists, where the task asks for the tuple shape."""
+
+    def __enter__(self):  # noqa: ANN204
+        self.registry = HookRegistry(self.model)
+        for name, module in self.model.named_modules():
+            if not list(module.children()):
+                self.registry.forward(module, lambda m, a, out, name=name: self.calls.append(
+                    (name, None if out is None else list(out.shape))), always_call=True)
+        return self
+
+
+class TracerOncePerEntry(TracerOfListShapes):
+    """Skips an entry equal to one already recorded: a reused layer with the same shape appears once."""
+
+    def __enter__(self):  # noqa: ANN204
+        self.registry = HookRegistry(self.model)
+        for name, module in self.model.named_modules():
+            if not list(module.children()):
+                self.registry.forward(module, lambda m, a, out, name=name: self._keep(
+                    (name, None if out is None else tuple(out.shape))), always_call=True)
+        return self
+
+    def _keep(self, entry):  # noqa: ANN001, ANN202
+        if entry not in self.calls:
+            self.calls.append(entry)
+
+
 CASES = {
     "03.1": Cases(
         right=[standardise_with_layer_norm, standardise_with_var_mean],
@@ -274,6 +316,7 @@ CASES = {
         right=[extract_with_registry, extract_with_pre_and_post],
         wrong=[
             (extract_aliases, "rectified"),
+            (extract_late_binding, "loop variable"),
             (extract_without_finally, "finally"),
             (extract_swallowing, "propagate"),
             (extract_not_detached, "detached"),
@@ -291,6 +334,8 @@ CASES = {
             (TracerNeverRemoves, "hook(s) are still on the model"),
             (TracerForgetsSelf, "__enter__ returns"),
             (TracerOfEveryModule, "a module with children"),
+            (TracerOfListShapes, "each shape a tuple"),
+            (TracerOncePerEntry, "also when it equals an entry"),
         ],
     ),
 }

@@ -33,6 +33,21 @@ def clip_by_norm(module, grad_input, grad_output):  # noqa: ANN001, ANN201 -- re
     return tuple(None if g is None else g / g.norm().clamp(min=1) for g in grad_input)
 
 
+def clip_grad_output_returned(module, grad_input, grad_output):  # noqa: ANN001, ANN201 -- clamps the wrong one
+    return tuple(None if g is None else g.clamp(-1, 1) for g in grad_output)
+
+
+def record_late_binding(model, names, store):  # noqa: ANN001, ANN201 -- every gradient stored under the last name
+    handles = []
+    for name in names:
+        def hook(module, args, output):  # noqa: ANN001, ANN202
+            if output.requires_grad:
+                output.register_hook(lambda grad: store.__setitem__(name, grad))
+
+        handles.append(model.get_submodule(name).register_forward_hook(hook))
+    return handles
+
+
 # -- 04.3 ---------------------------------------------------------------------------------------------------
 def cap_with_loop(module, grad_output):  # noqa: ANN001, ANN201 -- one sample at a time
     grad = grad_output[0]
@@ -178,6 +193,7 @@ CASES = {
             (clip_to_unit_interval, "clamped to [-1, 1]"),
             (clip_by_norm, "entry by entry"),
             (clip_in_place, "in place"),
+            (clip_grad_output_returned, "Which of the hook's arguments"),
             (clip_bare_tensor, "return a tuple"),
         ],
     ),
@@ -196,6 +212,7 @@ CASES = {
         right=[record_with_registry],
         wrong=[
             (record_with_full_hooks, "in-place ReLU"),
+            (record_late_binding, "loop variable"),
             (record_first_backward_only, "every backward"),
             (record_without_cleanup, "bad layer name"),
             (record_without_no_grad_guard, "no_grad"),

@@ -170,18 +170,38 @@ def relu6_guide_in_place(model):  # noqa: ANN001, ANN201 -- clamps grad_input in
     return [m.register_full_backward_hook(guide) for m in model.modules() if isinstance(m, nn.ReLU6)]
 
 
+def relu6_guide_deprecated_hook(model):  # noqa: ANN001, ANN201 -- the deprecated register_backward_hook
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [module.register_backward_hook(lambda m, gi, go: (gi[0].clamp(min=0),))
+                for module in model.modules() if isinstance(module, nn.ReLU6)]
+
+
+class GuideKwargsNone(TorchFunctionMode):
+    """`**kwargs` with kwargs=None, the default PyTorch uses for a call without keyword arguments."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        out = func(*args, **kwargs)
+        if func in (F.relu, torch.relu) and out.requires_grad:
+            out.register_hook(lambda grad: grad.clamp(min=0))
+        return out
+
+
 CASES = {
     "05.1": Cases(
         right=[relu6_guide_with_registry],
         wrong=[
             (relu6_guide_deconvnet, "forward mask is lost"),
             (relu6_guide_relu_only, "Nothing was guided"),
-            (relu6_guide_children_only, "Not the guided map"),
+            (relu6_guide_children_only, "nested block"),
             (relu6_guide_no_handles, "Return the list of handles"),
             (relu6_guide_keeps_one_handle, "return every handle"),
             (relu6_guide_by_replacing_forward, "You replaced a ReLU6's forward"),
             (relu6_guide_in_place, "in place"),
             (relu6_guide_with_tensor_hooks, "full backward hook"),
+            (relu6_guide_deprecated_hook, "deprecated register_backward_hook"),
         ],
     ),
     "05.2": Cases(
@@ -200,6 +220,7 @@ CASES = {
             (GuideThroughTheCourseMode, "asks for your own"),
             (BorrowsTheCourseFunction, "asks for your own"),
             (ForgetsSuperExit, "super().__exit__"),
+            (GuideKwargsNone, "kwargs=None"),
         ],
     ),
 }

@@ -198,6 +198,25 @@ class CounterSwallowsErrors(CounterWithRegistry):
         return True
 
 
+class CounterEnterReturnsNone(CounterWithRegistry):
+    """__enter__ sets up the hooks but returns None: `as counter` is None."""
+
+    def __enter__(self):  # noqa: ANN204
+        super().__enter__()
+
+
+def norm_late_binding(model, max_norm):  # noqa: ANN001, ANN201 -- every lambda clips the loop's last parameter
+    def clip(param):  # noqa: ANN001, ANN202
+        norm = param.grad.norm()
+        if norm > max_norm:
+            param.grad.mul_(max_norm / norm)
+
+    handles = []
+    for p in model.parameters():
+        handles.append(p.register_post_accumulate_grad_hook(lambda _: clip(p)))
+    return handles
+
+
 CASES = {
     "07.1": Cases(
         right=[dropout_with_module, dropout_with_kwargs],
@@ -221,6 +240,7 @@ CASES = {
             (lambda model, max_norm: [], "unchanged"),
             (norm_returns_tensor, "returned a value"),
             (norm_lambda_returns_norm, "returned a value"),
+            (norm_late_binding, "loop variable"),
         ],
     ),
     "07.3": Cases(
@@ -232,6 +252,7 @@ CASES = {
             (CounterNeverRemoves, "remove them in __exit__"),
             (CounterOfInputs, "output"),
             (CounterSwallowsErrors, "must not swallow"),
+            (CounterEnterReturnsNone, "returned None"),
         ],
     ),
 }

@@ -130,10 +130,35 @@ class HalfWithoutModel(saved_tensors_hooks):
                          lambda p: p[1].to(p[0]))
 
 
-def bytes_with_log(model, x):  # noqa: ANN001, ANN201 -- the course's helper
+class HalfFirstViewReshaped(saved_tensors_hooks):
+    """One copy per storage, but of the first view packed, reshaped for the later views: right only for views that
+    are contiguous at offset 0."""
+
+    def __init__(self, model):  # noqa: ANN001, ANN204
+        parameters = {storage_key(p) for p in model.parameters()}
+        copies = {}
+
+        def pack(t):  # noqa: ANN001, ANN202
+            if not t.is_floating_point() or storage_key(t) in parameters:
+                return t.detach()
+            known = copies.get(storage_key(t))
+            if known is None or known[0].expired():
+                known = copies[storage_key(t)] = (StorageWeakRef(t.untyped_storage()), t.detach().half())
+            return t.dtype, known[1], t.shape
+
+        def unpack(packed):  # noqa: ANN001, ANN202
+            if isinstance(packed, torch.Tensor):
+                return packed
+            return packed[1].to(packed[0]).reshape(packed[2])
+
+        super().__init__(pack, unpack)
+
+
+def bytes_with_log(model, x):  # noqa: ANN001, ANN201 -- the course's helper, leaf modules only
     with SavedTensorLog(model) as log:
         model(x)
-    return log.by_layer()
+    names = dict(model.named_modules())
+    return {name: nbytes for name, nbytes in log.by_layer().items() if name in names}
 
 
 def bytes_every_call(model, x):  # noqa: ANN001, ANN201 -- counts duplicates and parameter views
@@ -179,10 +204,11 @@ def bytes_not_on_error(model, x):  # noqa: ANN001, ANN201 -- right numbers, but 
     for n, m in model.named_modules():
         if n and not list(m.children()):
             handles.append(m.register_forward_pre_hook(lambda mod, a, name=n: running.append(name)))
+            handles.append(m.register_forward_hook(lambda mod, a, out: running.pop() and None))
 
     def pack(t):  # noqa: ANN001, ANN202
         address = t.untyped_storage().data_ptr()
-        if address not in params and address not in seen:
+        if running and address not in params and address not in seen:
             seen[address] = t.detach()
             totals[running[-1]] = totals.get(running[-1], 0) + t.numel() * t.element_size()
         return t.detach()
@@ -195,6 +221,68 @@ def bytes_not_on_error(model, x):  # noqa: ANN001, ANN201 -- right numbers, but 
         h.remove()
     return totals
 
+
+
+def bytes_never_pops(model, x):  # noqa: ANN001, ANN201 -- marks where a leaf starts, never where it ends
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    running, totals, seen, handles = [], {}, set(), []
+
+    def pack(t):  # noqa: ANN001, ANN202
+        address = t.untyped_storage().data_ptr()
+        if running and address not in params and address not in seen:
+            seen.add(address)
+            totals[running[-1]] = totals.get(running[-1], 0) + t.numel() * t.element_size()
+        return t
+
+    try:
+        for n, m in model.named_modules():
+            if n and not list(m.children()):
+                handles.append(m.register_forward_pre_hook(lambda mod, a, name=n: running.append(name)))
+        with saved_tensors_hooks(pack, lambda t: t):
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return totals
+
+
+def _bytes_by(model, x, key, *, last_saver=False):  # noqa: ANN001, ANN202 -- raw hooks, one thing done its own way
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    running, totals, owner, handles = [], {}, {}, []
+
+    def pack(t):  # noqa: ANN001, ANN202
+        if running and t.untyped_storage().data_ptr() not in params:
+            nbytes = t.numel() * t.element_size()
+            if key(t) in owner and last_saver:
+                totals[owner[key(t)]] -= nbytes
+                del owner[key(t)]
+            if key(t) not in owner:
+                owner[key(t)] = running[-1]
+                totals[running[-1]] = totals.get(running[-1], 0) + nbytes
+        return t
+
+    def leave(m, a, out):  # noqa: ANN001, ANN202
+        running.pop()
+
+    try:
+        for n, m in model.named_modules():
+            if n and not list(m.children()):
+                handles.append(m.register_forward_pre_hook(lambda mod, a, name=n: running.append(name)))
+                handles.append(m.register_forward_hook(leave, always_call=True))
+        with saved_tensors_hooks(pack, lambda t: t):
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return totals
+
+
+def bytes_last_saver(model, x):  # noqa: ANN001, ANN201 -- a storage saved again moves to the later layer
+    return _bytes_by(model, x, lambda t: t.untyped_storage().data_ptr(), last_saver=True)
+
+
+def bytes_by_tensor_view(model, x):  # noqa: ANN001, ANN201 -- one entry per view, not per storage
+    return _bytes_by(model, x, lambda t: (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape)))
 
 
 def bytes_with_a_returning_marker(model, x):  # noqa: ANN001, ANN201 -- the end marker returns the name it pops
@@ -236,6 +324,7 @@ CASES = {
             (HalfEverything, "integer tensors"),
             (HalfCopiesParameters, "parameters"),
             (HalfWithoutModel, "takes the model"),
+            (HalfFirstViewReshaped, "views of one storage"),
         ],
     ),
     "08.3": Cases(
@@ -246,6 +335,9 @@ CASES = {
             (bytes_leaves_hooks, "left hooks"),
             (bytes_not_on_error, "When the forward raises"),
             (bytes_with_a_returning_marker, "returned a str, not a tensor"),
+            (bytes_never_pops, "where each leaf's call ends"),
+            (bytes_last_saver, "first layer that saved it"),
+            (bytes_by_tensor_view, "counted twice"),
         ],
     ),
 }

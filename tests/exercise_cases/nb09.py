@@ -259,6 +259,21 @@ def accumulate_bound_by_defaults(model, make_optimizer, every):  # noqa: ANN001,
     return handles
 
 
+def accumulate_one_optimizer(model, make_optimizer, every):  # noqa: ANN001, ANN201 -- one optimizer for all
+    optimizer, handles = make_optimizer(model.parameters()), []
+    for param in model.parameters():
+        calls = [0]
+
+        def hook(p, calls=calls):  # noqa: ANN001, ANN202
+            calls[0] += 1
+            if calls[0] % every == 0:
+                optimizer.step()
+                p.grad = None
+
+        handles.append(param.register_post_accumulate_grad_hook(hook))
+    return handles
+
+
 CASES = {
     "09.1": CASES_09_1,
     "09.2": CASES_09_2,
@@ -272,6 +287,7 @@ CASES = {
             (accumulate_keeps_grads, "still hold a .grad"),
             (accumulate_late_bound, "late binding"),
             (accumulate_late_bound_param, "`param`"),
+            (accumulate_one_optimizer, "hold that parameter alone"),
         ],
     ),
 }

@@ -94,6 +94,12 @@ def weighted_two_all_reduces(state, bucket):  # noqa: ANN001, ANN201 -- the coun
         lambda fut: fut.value()[0].div_(count))
 
 
+def weighted_count_kept(state, bucket):  # noqa: ANN001, ANN201 -- the Future also holds the count (now 1.0)
+    sent = torch.cat([bucket.buffer() * state.samples, torch.tensor([float(state.samples)])])
+    return dist.all_reduce(sent, group=state.group, async_op=True).get_future().then(
+        lambda fut: fut.value()[0] / fut.value()[0][-1])
+
+
 def weighted_returns_tensor(state, bucket):  # noqa: ANN001, ANN201 -- waits and returns the tensor itself
     buffer = bucket.buffer()
     sent = torch.cat([buffer * state.samples, torch.tensor([float(state.samples)])])
@@ -176,6 +182,7 @@ CASES = {
             (weighted_as_ddp, "rank 1 sends"),
             (weighted_two_all_reduces, "did not match"),
             (weighted_returns_tensor, "not a tensor"),
+            (weighted_count_kept, "values for a bucket of"),
         ],
     ),
     "10.4": Cases(

@@ -378,6 +378,71 @@ def layer_wider_and_taller(model, x):  # noqa: ANN001, ANN201 -- h > 1 and w > 1
     return found[-1]
 
 
+def layer_width_only(model, x):  # noqa: ANN001, ANN201 -- w > 1 only: misses a map one column wide
+    found = []
+    hooks = [module.register_forward_hook(lambda m, a, o, name=name: found.append(name)
+                                          if o.dim() == 4 and o.shape[-1] > 1 else None)
+             for name, module in model.named_modules() if name]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return found[-1]
+
+
+def layer_children_only(model, x):  # noqa: ANN001, ANN201 -- hooks the top-level children only
+    found = []
+    hooks = [module.register_forward_hook(lambda m, a, o, name=name: found.append(name)
+                                          if o.dim() == 4 and o.shape[-2] * o.shape[-1] > 1 else None)
+             for name, module in model.named_children()]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return found[-1] if found else None
+
+
+def norms_in_place(model):  # noqa: ANN001, ANN201 -- squares the output in place to take its norm
+    norms, handles = {}, []
+    for name, module in model.named_modules():
+        if name and not list(module.children()):
+            norms[name] = []
+
+            def hook(m, a, output, name=name):  # noqa: ANN001, ANN202
+                norms[name].append(output.pow_(2).sum().sqrt().item())
+
+            handles.append(module.register_forward_hook(hook))
+    return norms, handles
+
+
+def norms_late_binding(model):  # noqa: ANN001, ANN201 -- every lambda sees the loop's last name (a defaultdict)
+    from collections import defaultdict
+
+    norms, handles = defaultdict(list), []
+    for name, module in model.named_modules():
+        if name and not list(module.children()):
+            handles.append(module.register_forward_hook(lambda m, a, o: norms[name].append(o.norm().item())))
+    return norms, handles
+
+
+def grad_output_x_requires_grad(model, layer_name, x):  # noqa: ANN001, ANN201 -- switches on x.requires_grad
+    x.requires_grad_(True)
+    return grad_output_with_registry(model, layer_name, x)
+
+
+def step_clips_after_each_backward(model, optimizer, scaler, batches, limit):  # noqa: ANN001, ANN201
+    for inputs, targets in batches:  # clips the running (scaled) sum after every micro-batch
+        scaler.scale(F.mse_loss(model(inputs), targets) / len(batches)).backward()
+        torch.nn.utils.clip_grad_value_(model.parameters(), limit * scaler.get_scale())
+    scaler.unscale_(optimizer)
+    scaler.step(optimizer)
+    scaler.update()
+
+
 def step_without_update(model, optimizer, scaler, batches, limit):  # noqa: ANN001, ANN201
     for inputs, targets in batches:
         scaler.scale(F.mse_loss(model(inputs), targets) / len(batches)).backward()
@@ -414,6 +479,7 @@ CASES = {
             (grad_output_hook_left, "hooks are left"),
             (grad_output_by_tensor_hook, "no full backward hook"),
             (grad_output_restored_without_finally, "When the model raised"),
+            (grad_output_x_requires_grad, "x.requires_grad"),
         ],
     ),
     "11.2": Cases(
@@ -448,6 +514,8 @@ CASES = {
         right=[norms_with_registry],
         wrong=[
             (norms_setdefault_returns, "in place of the layer's output"),
+            (norms_in_place, "changed a layer's output in place"),
+            (norms_late_binding, "loop variable"),
             (norms_returns_detached, "detached from the graph"),
             (norms_late_bound, "loop variable"),
             (norms_setdefault_list, "returned a list, not a tensor"),
@@ -461,6 +529,8 @@ CASES = {
             (layer_last_4d, "1x1"),
             (layer_first_conv, "last module"),
             (layer_wider_and_taller, "not h > 1 and w > 1"),
+            (layer_width_only, "not h > 1 and w > 1"),
+            (layer_children_only, "nested ones too"),
         ],
     ),
     "11.7": Cases(
@@ -480,6 +550,7 @@ CASES = {
             (step_without_update, "adjusts its scale"),
             (step_clips_the_norm, "by value"),
             (step_undivided, "divided by their number"),
+            (step_clips_after_each_backward, "after every micro-batch's backward"),
         ],
     ),
 }

@@ -138,6 +138,25 @@ def cache_by_a_late_bound_index(model, tokens):  # noqa: ANN001, ANN201 -- every
     return [found[key] for key in sorted(found)]
 
 
+def cache_into_slots_late_bound(model, tokens):  # noqa: ANN001, ANN201 -- a list of slots, every hook the last one
+    streams = [None] * (len(model.blocks) + 1)
+    handles = [model.blocks[0].register_forward_pre_hook(lambda module, args: streams.__setitem__(0, args[0].detach()))]
+    for index, block in enumerate(model.blocks):
+        handles.append(block.register_forward_hook(
+            lambda module, args, output: streams.__setitem__(index + 1, output.detach())))
+    _run_then_remove(model, tokens, handles)
+    return streams
+
+
+def cache_two_blocks(model, tokens):  # noqa: ANN001, ANN201 -- the number of blocks hard-coded
+    streams = [None, None, None]
+    handles = [model.blocks[0].register_forward_pre_hook(lambda module, args: streams.__setitem__(0, args[0].detach()))]
+    handles += [model.blocks[i].register_forward_hook(
+        lambda module, args, output, i=i: streams.__setitem__(i + 1, output.detach())) for i in range(2)]
+    _run_then_remove(model, tokens, handles)
+    return streams
+
+
 # -- 12.2 ---------------------------------------------------------------------------------------------------------
 def ablate_with_a_mask(model, layer, head):  # noqa: ANN001, ANN201 -- multiplies by a 0/1 mask
     attention = model.blocks[layer].attn
@@ -587,6 +606,8 @@ CASES = {
             (cache_into_a_shared_list, "earlier call"),
             (cache_the_mlp_outputs, "model.blocks[0].mlp adds"),
             (cache_by_a_late_bound_index, "loop variable"),
+            (cache_into_slots_late_bound, "loop variable"),
+            (cache_two_blocks, "their number varies"),
             (cache_returning_what_it_keeps, "detached from the graph"),
         ],
     ),

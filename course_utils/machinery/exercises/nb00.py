@@ -62,7 +62,11 @@ def _shape_recorder_test(attach: Callable[[nn.Module, list], Any]) -> Verdict:
             return Verdict(False, _("After {passes} forward passes the list holds {entries} entries: append "
                                     "one shape per forward (don't replace the list or keep only the first).").format(
                 passes=len(batches), entries=len(shapes)))
-        recorded = [tuple(s) if isinstance(s, (tuple, list, torch.Size)) else s for s in shapes]
+        if any(isinstance(s, list) for s in shapes):
+            return Verdict(False, _("The list holds shapes as lists, such as {shape}: the task asks for tuples, such "
+                                    "as (2, 4) (a list never equals a tuple in Python).").format(
+                shape=next(s for s in shapes if isinstance(s, list))))
+        recorded = [tuple(s) if isinstance(s, (tuple, torch.Size)) else s for s in shapes]
         inputs = [tuple(x.shape) for x in batches]
         if recorded == inputs:
             return Verdict(False, _("You recorded the shapes of the layer's input: record its output."))

@@ -101,6 +101,19 @@ def _watch_test(watch: Callable[[torch.Tensor, dict, str], Any]) -> Verdict:
     if not torch.allclose(kept, dh_true):
         handle.remove()
         return Verdict(False, _("store[name] is not the gradient that reached the tensor."))
+    # a second backward, from another loss on the same graph: the store holds its gradient, x.grad is untouched
+    c = torch.randn(4, 3, generator=generator)
+    x.grad = None
+    (h * c).sum().backward(retain_graph=True)
+    if not torch.allclose(x.grad, (1 - h.detach() ** 2) * c, atol=1e-6):  # d tanh = 1 - tanh², by hand
+        handle.remove()
+        return Verdict(False, _("On a second backward (another loss) the gradient that reached x changed: your hook "
+                                "returned a tensor, which replaces the gradient -- a lambda returns the value of its "
+                                "expression. A hook that only keeps returns None."))
+    if not isinstance(store.get("tanh"), torch.Tensor) or not torch.allclose(store["tanh"], c):
+        handle.remove()
+        return Verdict(False, _("After a second backward (another loss) store[name] does not hold that backward's "
+                                "gradient: keep the gradient of every backward, the latest replacing the earlier."))
     handle.remove()
     if count_hooks(h):
         return Verdict(False, _("handle.remove() left a hook on the tensor: return the handle of the hook you "
@@ -165,6 +178,10 @@ def _reversal_test(reverse: Callable[[torch.Tensor, float], Any]) -> Verdict:
         if torch.allclose(leaf.grad, a + b):
             return Verdict(False, _("The gradient through your tensor arrives unchanged: register a hook that "
                                     "returns the new gradient."))
+        if shared and not torch.allclose(leaf.grad, expected, atol=1e-6):
+            return Verdict(False, _("In `(x + y) * b` the sum hands the very same gradient tensor to x and to your "
+                                    "tensor, and the gradient that reached x directly changed too: does your hook "
+                                    "change `grad` in place? Compute a new tensor and return it."))
         if torch.allclose(leaf.grad, -lam * (a + b)):
             return Verdict(False, _("Every gradient reaching x was flipped, also the one that does not pass "
                                     "through your tensor: hook the new tensor, not x."))

@@ -30,6 +30,16 @@ def _leak_test(measure: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
             expected=tuple(expected.shape), dtype=result.dtype, shape=tuple(result.shape)))
     if not isinstance(result, torch.Tensor) or not torch.allclose(plain(result).detach().float(), expected):
         return Verdict(False, _("measure(w, x) should still return the gradient that reached w."))
+    # a w that already holds a gradient from an earlier backward: the answer is still this call's gradient
+    w.grad = torch.full_like(w, 10.0)
+    result = measure(w, x)
+    if count_hooks(w):
+        return Verdict(False, _("{count} hook(s) still registered on w after measure() returned: remove "
+                                "the hook before returning.").format(count=count_hooks(w)))
+    if not isinstance(result, torch.Tensor) or not torch.allclose(plain(result).detach().float(), expected):
+        return Verdict(False, _("When w already holds a gradient from an earlier backward, measure(w, x) returned "
+                                "something else than the gradient of this call: w.grad accumulates over backward "
+                                "passes, so it is not what reached w this time."))
     w2 = torch.randn(2, generator=generator, requires_grad=True)
     try:
         measure(w2, torch.ones(3))  # shapes do not match: the forward raises
@@ -170,6 +180,20 @@ def _once_test(on_next_backward: Callable[[torch.Tensor, Callable[[torch.Tensor]
         (leaf * 3).sum().backward()
     if len(calls) != 1 or count_hooks(leaf):
         return Verdict(False, _("On a leaf tensor your hook did not fire exactly once and disappear."))
+    # another hook on the tensor, registered by other code before yours: it stays, and keeps firing
+    z = torch.sin(x)
+    others: list[int] = []
+    other = z.register_hook(lambda grad: others.append(1))
+    calls.clear()
+    on_next_backward(z, lambda grad: calls.append(grad))
+    for _repeat in range(2):
+        (z * a).sum().backward(retain_graph=True)
+    kept = count_hooks(z)
+    other.remove()
+    if len(others) != 2 or kept != 1:
+        return Verdict(False, _("The tensor also carried another hook, registered by other code: after yours fired "
+                                "it was gone too (or stopped firing). Remove only your own hook, through its "
+                                "handle."))
     return Verdict(True)
 
 

@@ -146,7 +146,7 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     if not torch.allclose(hidden.grad, expected, atol=1e-5):
         return Verdict(False, _("On a Flatten in a residual (`flatten(h) + h.flatten()`) the skip path's gradient "
                                 "changed too: only the gradient through the hooked module may be clamped. Does your "
-                                "hook change a tensor PyTorch handed it?"))
+                                "hook change a tensor PyTorch handed it in place? Return new tensors instead."))
     return Verdict(True)
 
 
@@ -236,7 +236,7 @@ def _cap_test(hook: Callable[..., Any]) -> Verdict:
     if not torch.allclose(inputs.grad, expected, atol=1e-5):
         return Verdict(False, _("In a residual block (`layer(x) + x`) the skip path's gradient changed too: only the "
                                 "hooked layer's grad_output may be rescaled. Does your hook change a tensor PyTorch "
-                                "handed it?"))
+                                "handed it in place? Return new tensors instead."))
     return Verdict(True)
 
 
@@ -305,6 +305,10 @@ def _recorder_test(attach: Callable[[nn.Module, list[str], dict], Any]) -> Verdi
                     return Verdict(False, _("The forward failed because an in-place ReLU follows a layer with a full "
                                             "backward hook (pytorch#61519). Catch the gradient another way."))
                 raise
+            if list(store) == ["2"]:
+                return Verdict(False, _("Only {key!r} is in the dict, the last name asked for: every hook stored under "
+                                        "it. Which value of the loop variable does a hook defined in the loop see "
+                                        "when it runs?").format(key="2"))
             if sorted(store) != ["0", "2"]:
                 return Verdict(False, _("After a backward, store should have the keys ['0', '2']; got {keys}.").format(
                     keys=sorted(store)))

@@ -119,10 +119,13 @@ def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
     if torch.allclose(got, deconv, atol=1e-6):
         return Verdict(False, _("The forward mask is lost: grad_output is the gradient before the ReLU6's own backward. "
                                 "Clamp grad_input, which already carries the mask."))
+    relu6s = [module for module in model.modules() if isinstance(module, nn.ReLU6)]
+    if not torch.allclose(got, truth, atol=1e-6) and not all(hook_report(module) for module in relu6s):
+        return Verdict(False, _("Not the guided map: some nn.ReLU6 modules carry no hook -- the model has one inside "
+                                "a nested block, which model.children() does not reach (model.modules() does)."))
     if not torch.allclose(got, truth, atol=1e-6):
         return Verdict(False, _("Not the guided map: at each ReLU6 only positive gradients may pass, where 0 < x < 6 "
                                 "(check that you hooked the ReLU6 modules and nothing else)."))
-    relu6s = [module for module in model.modules() if isinstance(module, nn.ReLU6)]
     if any("forward" in vars(module) for module in relu6s):
         return Verdict(False, _("You replaced a ReLU6's forward: the exercise asks for a hook (the module's own code "
                                 "stays as it is)."))
@@ -134,6 +137,24 @@ def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
                                 "({found}): the exercise asks for register_full_backward_hook, whose grad_input "
                                 "already carries the ReLU6's mask.").format(
                                     found=", ".join(sorted({key for module in relu6s for key in hook_report(module)}))))
+    if not all(getattr(module, "_is_full_backward_hook", None) is True for module in relu6s):
+        return Verdict(False, _("The gradient is guided, but by the deprecated register_backward_hook: it sees the "
+                                "last autograd node of the module, not the module's input (here they agree only "
+                                "because ReLU6 is one operation), and a module that has one cannot take a full "
+                                "backward hook. The exercise asks for register_full_backward_hook."))
+    # each hook called on its own, on gradients it has not seen: its arguments must come back as they were
+    generator = torch.Generator().manual_seed(53)
+    for module in relu6s:
+        for hook in list(module._backward_hooks.values()):
+            grad_input, grad_output = (torch.randn(2, 4, 3, 3, generator=generator),), \
+                (torch.randn(2, 4, 3, 3, generator=generator),)
+            before = [grad_input[0].clone(), grad_output[0].clone()]
+            hook(module, grad_input, grad_output)
+            if not (torch.equal(grad_input[0], before[0]) and torch.equal(grad_output[0], before[1])):
+                return Verdict(False, _("Your hook changed its argument in place (called on its own, grad_input or "
+                                        "grad_output came back changed). PyTorch can hand that very tensor to other "
+                                        "parts of the graph, where the change lands too: return a new grad_input "
+                                        "tuple instead."))
     for handle in handles:
         handle.remove()
     if not torch.allclose(_input_gradient(model, x, targets), plain, atol=1e-6):
@@ -247,6 +268,10 @@ def _functional_test(mode_class: Any) -> Verdict:
             return Verdict(False, _("Your mode is still active after the with block: if your class overrides "
                                     "__exit__, call super().__exit__(...) in it (that is what takes the mode off)."))
     except TypeError as error:
+        if "must be a mapping" in str(error):
+            return Verdict(False, _("The model failed inside your mode ({error}): PyTorch calls __torch_function__ "
+                                    "with kwargs=None when a call has no keyword arguments, and `**None` fails. "
+                                    "Look at how you pass kwargs on to func.").format(error=error))
         return Verdict(False, _("The model failed inside your mode ({error}). __torch_function__ must return what "
                                 "func(*args, **kwargs) returned.").format(error=error))
     if not isinstance(logits, torch.Tensor) or logits.shape != (3, 4):

@@ -4,6 +4,8 @@ hook the learner writes, run on models they have not seen, against a ground trut
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Callable
 from typing import Any
 
@@ -113,6 +115,26 @@ def _per_parameter_norm_test(attach: Callable[[nn.Module, float], Any]) -> Verdi
     handles = attach(model, max_norm)
     if not isinstance(handles, (list, tuple)) or not all(callable(getattr(h, "remove", None)) for h in handles):
         return Verdict(False, _("Return the list of handles (one per parameter)."))
+    # the first parameter's hooks, called on their own while every gradient is large: only that .grad may change
+    params = list(model.parameters())
+    saved = [p.grad for p in params]
+    for p in params:
+        p.grad = torch.full_like(p, 10.0)
+    try:
+        for hook in list((getattr(params[0], "_post_accumulate_grad_hooks", None) or {}).values()):
+            with contextlib.suppress(Exception):  # an error shows again, and is reported, in the real backward
+                hook(params[0])
+        others = [p for p in params[1:] if not torch.equal(p.grad, torch.full_like(p, 10.0))]
+    finally:
+        for p, grad in zip(params, saved):
+            p.grad = grad
+    if others:
+        for handle in handles:
+            handle.remove()
+        return Verdict(False, _("The hook registered on the first parameter, called with that parameter, changed "
+                                "another parameter's gradient: each hook must change the .grad of the parameter it "
+                                "is called with. If you define the hook in a loop, which value of the loop variable "
+                                "does it see when it runs?"))
     try:
         got = _accumulate(model, batches, None)
     except RuntimeError as error:
@@ -236,13 +258,17 @@ def _counter_test(counter_class: Callable[[nn.Module], Any]) -> Verdict:
     if not hasattr(counter, "__enter__") or not hasattr(counter, "__exit__"):
         return Verdict(False, _("DeadUnitCounter must be a context manager (define __enter__ and __exit__)."))
     with counter as inside:
+        if inside is None:
+            return Verdict(False, _("`with DeadUnitCounter(model) as counter:` binds counter to what __enter__ "
+                                    "returns, and yours returned None: what must __enter__ return so that "
+                                    "counter.fractions is your dict?"))
         if count_hooks(model) != 2:
             return Verdict(False, _("Inside the with-block expected one hook per ReLU (2), found {count}.").format(
                 count=count_hooks(model)))
         for seen in range(1, len(batches) + 1):
             with torch.no_grad():
                 model(batches[seen - 1])
-            fractions = getattr(inside if inside is not None else counter, "fractions", None)
+            fractions = getattr(inside, "fractions", None)
             truth = {name: _fraction(mask) for name, mask in _dead_masks(layers, torch.cat(batches[:seen])).items()}
             if not isinstance(fractions, dict) or set(fractions) != set(truth):
                 return Verdict(False, _("fractions should have one entry per ReLU, keyed by name {names}; "

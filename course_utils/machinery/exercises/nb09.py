@@ -285,9 +285,10 @@ def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdi
                 if not _state_equal(guarded, plain, params, list(plain_model.parameters())):
                     return Verdict(False, _("With {label}, the undone step still changed the optimizer's state "
                                             "(momentum, step counts, moments): it must go back too. Look at what "
-                                            "your pre-hook keeps of it: optimizer.state_dict() hands you the "
-                                            "optimizer's own tensors, which "
-                                            "step() changes in place.").format(label=_(label)))
+                                            "your pre-hook keeps of it: optimizer.state, and the dict "
+                                            "optimizer.state_dict() returns, hold the optimizer's own tensors, which "
+                                            "step() changes in place -- a copy of the dict still shares "
+                                            "them.").format(label=_(label)))
         finally:
             for handle in handles:
                 handle.remove()
@@ -353,7 +354,16 @@ def _accumulation_test(function: Callable[[nn.Module, Callable[[list], torch.opt
                                             "which of the loop's variables your hook reads.").format(shared=shared))
                 plain = make(plain_model.parameters())
                 for number, batch in enumerate(batches, start=1):
-                    fused_model(batch).pow(2).mean().backward()
+                    try:
+                        fused_model(batch).pow(2).mean().backward()
+                    except RuntimeError as error:
+                        if "modified by an inplace operation" not in str(error):
+                            raise
+                        return Verdict(False, _("The backward failed: a weight it still needed was changed in place "
+                                                "while it ran ({error}). A hook runs as soon as its own parameter's "
+                                                "gradient is ready, while other parameters' gradients are still being "
+                                                "computed: the optimizer it steps must hold that parameter "
+                                                "alone.").format(error=str(error).split(":")[0]))
                     plain_model(batch).pow(2).mean().backward()
                     if number % every:  # inside an accumulation window: gradients kept and summed
                         missing = [p for p in params if p.grad is None]

@@ -288,7 +288,7 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
     """The learner's hook, wrapped: while it runs, ``torch.distributed.all_reduce`` (in this process) refuses a tensor
     that does not match what rank 1 sends for the bucket, and a hook that sends nothing is stopped too. The Future
     it returns is followed: ``notes["not_the_buffer"]`` counts the buckets whose result was not the bucket's own
-    buffer (a fresh tensor instead)."""
+    buffer (a fresh tensor instead); ``notes["sizes"]`` is (values held, bucket size) of a result of another size."""
     import torch.distributed as dist
 
     real_all_reduce = dist.all_reduce
@@ -331,6 +331,8 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
             if not (isinstance(value, torch.Tensor) and value.data_ptr() == buffer.data_ptr()
                     and value.shape == buffer.shape):
                 notes["not_the_buffer"] += 1
+            if isinstance(value, torch.Tensor) and value.numel() != buffer.numel():
+                notes["sizes"] = (value.numel(), buffer.numel())  # DDP reads the first values and says nothing
             return value
 
         return result.then(note_what_it_holds)
@@ -395,7 +397,7 @@ def _weighted_test(hook: Callable[..., Any]) -> Verdict:
     outcome = _run_pair(hook, lambda group: SimpleNamespace(group=group, samples=_SAMPLES[0]), "weighted", _SAMPLES[0])
     if isinstance(outcome, Verdict):
         return outcome
-    _noted, mine, theirs = outcome
+    noted, mine, theirs = outcome
     n0, n1 = _SAMPLES
     for got, truth in zip(mine, _sample_weighted_gradients()):
         if torch.allclose(got, truth["all"], atol=1e-6):
@@ -421,6 +423,11 @@ def _weighted_test(hook: Callable[..., Any]) -> Verdict:
     if not all(torch.equal(a, b) for a, b in zip(mine, theirs)):
         return Verdict(False, _("The two ranks ended with different gradients: every rank must compute the new bucket "
                                 "from the same all-reduced tensor."))
+    if "sizes" in noted:
+        return Verdict(False, _("The gradients are right, but your Future held {held} values for a bucket of "
+                                "{size}: DDP copies the first ones and ignores the rest without a word, yet the Future "
+                                "must hold the bucket's new values only. Look at what your then() callback "
+                                "returns.").format(held=noted["sizes"][0], size=noted["sizes"][1]))
     return Verdict(True)
 
 

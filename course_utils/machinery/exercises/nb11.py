@@ -77,6 +77,10 @@ def _grad_output_test(answer: Callable[..., Any]) -> Verdict:
                                         count=count_hooks(model)))
         if not torch.equal(x, x_before):
             return Verdict(False, _("Your function changed x: leave the caller's input as it was."))
+        if x.requires_grad or x.grad is not None:
+            return Verdict(False, _("Your function switched on x.requires_grad (or left a gradient in x.grad): the "
+                                    "caller's x must come back as it was. The model's parameters already require "
+                                    "grad, so the backward reaches the hooked layer without it."))
         if not isinstance(got, torch.Tensor):
             return Verdict(False, _("Return the gradient as a tensor; got {type} at layer '{name}'.").format(
                 type=type(got).__name__, name=name))
@@ -380,25 +384,26 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
     expected_outputs = [reference(batch) for batch in batches]
     for number, (got, want) in enumerate(zip(outputs, expected_outputs), start=1):
         if got.shape != want.shape or not torch.allclose(got.detach(), want.detach(), atol=1e-6):
-            return Verdict(False, _("Forward {number}: the model's output changed while your hooks were on: a "
-                                    "forward hook that returns anything but None replaces the layer's output. Does "
-                                    "your hook return the result of a call (setdefault, append, ...)?").format(
-                                        number=number))
+            return Verdict(False, _("Forward {number}: the model's output changed while your hooks were on, though "
+                                    "no hook returned a new output: a hook changed a layer's output in place (a "
+                                    "method ending in `_`, `+=`, an assignment into it). A hook that only records "
+                                    "leaves the tensors it is handed as they are.").format(number=number))
     for number, got in enumerate(outputs, start=1):
         if not got.requires_grad:
             return Verdict(False, _("Forward {number}: the output no longer requires grad: a hook returned a "
                                     "detached tensor, which replaced the layer's output.").format(number=number))
     leaves = _leaves(reference)
+    counts = {name: len(value) if isinstance(value, list) else None for name, value in dict(norms).items()} \
+        if isinstance(norms, dict) else {}
+    filled = [name for name, count in counts.items() if count]
+    if len(filled) == 1 and counts[filled[0]] == len(leaves) * len(batches):  # a closure over the loop variable
+        return Verdict(False, _("After {count} forwards norms['{filled}'] holds all {total} numbers and no other "
+                                "leaf has any: every hook appends under the same name. Which value of the loop "
+                                "variable does a hook defined in the loop see when it runs?").format(
+                                    count=len(batches), filled=filled[0], total=len(leaves) * len(batches)))
     if not isinstance(norms, dict) or sorted(norms) != sorted(name for name, _module in leaves):
         return Verdict(False, _("`norms` needs one key per leaf module, by its name in named_modules(): "
                                 "{names}.").format(names=sorted(name for name, _module in leaves)))
-    counts = {name: len(value) if isinstance(value, list) else None for name, value in norms.items()}
-    filled = [name for name, count in counts.items() if count]
-    if len(filled) == 1 and counts[filled[0]] == len(leaves) * len(batches):  # a closure over the loop variable
-        return Verdict(False, _("After {count} forwards norms['{filled}'] holds all {total} numbers and the other "
-                                "lists none: every hook appends under the same name. Which value of the loop "
-                                "variable does a hook defined in the loop see when it runs?").format(
-                                    count=len(batches), filled=filled[0], total=len(leaves) * len(batches)))
     for name, module in leaves:
         values = []
         for batch in batches:
@@ -466,11 +471,15 @@ def _layer_models() -> list[tuple[nn.Module, torch.Tensor, str, str]]:
                                nn.Flatten(), nn.Linear(5, 2))
     strip = nn.Sequential(nn.Conv2d(1, 3, (3, 1)), nn.ReLU(), nn.AdaptiveAvgPool2d((1, 4)), nn.Conv2d(3, 2, 1),
                           nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2, 2))  # maps 2x7, then 1x4, then 1x1
+    # the right layer nested in a block whose own output is flat; the last map one column wide (4x3, then 4x1)
+    column = nn.Sequential(nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.Conv2d(3, 2, (1, 3)), nn.ReLU(),
+                                         nn.AdaptiveMaxPool2d(1), nn.Flatten()), nn.Linear(2, 2))
     generator = torch.Generator().manual_seed(16)
     return [
         (sequential, torch.randn(2, 1, 9, 7, generator=generator), "3", "4"),
         (_NamedNet(), torch.randn(1, 3, 6, 8, generator=generator), "blocks", "pool"),
         (strip, torch.randn(2, 1, 4, 7, generator=generator), "3", "4"),
+        (column, torch.randn(2, 1, 6, 5, generator=generator), "0.3", "0.4"),
     ]
 
 
@@ -510,6 +519,10 @@ def _layer_test(answer: Callable[..., Any]) -> Verdict:
                                     "h * w = {cells} > 1 -- a map one row (or one column) high still says where. "
                                     "Require h * w > 1, not h > 1 and w > 1.").format(
                                         got=got, shape=flat, cells=flat[-2] * flat[-1]))
+        if "." in right and (got is None or got not in names or "." not in got):
+            return Verdict(False, _("On a model whose last map comes from a layer inside a block (its name has a dot, "
+                                    "and the block's own output is flat) you returned {got!r}: hook every named "
+                                    "module, nested ones too (named_modules(), not named_children()).").format(got=got))
         if got not in names:
             return Verdict(False, _("{got!r} is not a module name of the model (names from named_modules()).").format(
                 got=got))
@@ -624,7 +637,8 @@ _SCALE = 2.0 ** 10
 def _reference_step(clip: str, limit: float, *, divide: bool = True) -> list[torch.Tensor]:
     """Parameters after one SGD step on the accumulated gradient, clipped as ``clip`` says: ``"once"`` (by value,
     after the last backward, unscaled: the task), ``"none"``, ``"before unscale"`` (by value, on the scaled
-    gradient), ``"norm"`` (clip_grad_norm_ once, unscaled), ``"per micro-batch"`` / ``"per scaled micro-batch"``
+    gradient), ``"norm"`` (clip_grad_norm_ once, unscaled), ``"after each backward"`` (the running sum clipped
+    after every backward, unscaled), ``"per micro-batch"`` / ``"per scaled micro-batch"``
     (each backward's contribution clamped, as a gradient hook does, unscaled or scaled); ``divide=False``: each
     micro-batch's loss not divided by their number. No scaler: scaling by a power of two and unscaling is exact, so
     the scaler's unscaled gradient is this one."""
@@ -639,6 +653,8 @@ def _reference_step(clip: str, limit: float, *, divide: bool = True) -> list[tor
         for x, y in batches:
             loss = F.mse_loss(model(x), y) / (len(batches) if divide else 1)
             (loss * (_SCALE if scaled else 1.0)).backward()
+            if clip == "after each backward":
+                torch.nn.utils.clip_grad_value_(model.parameters(), limit)
     finally:
         for handle in handles:
             handle.remove()
@@ -693,6 +709,10 @@ def _train_step_test(answer: Callable[..., Any]) -> Verdict:
         return Verdict(False, _("You clipped each micro-batch's contribution (a gradient hook fires on every "
                                 "backward): clip once, the accumulated gradient, after the last backward and after "
                                 "unscale_. Register no hook."))
+    if same(_reference_step("after each backward", limit)):
+        return Verdict(False, _("You clipped after every micro-batch's backward: the running sum was clipped before "
+                                "the later micro-batches were added to it. Clip once, the accumulated gradient, after "
+                                "the last backward and after unscale_."))
     return Verdict(False, _("The step is not SGD on the mean of the micro-batch losses' gradients, unscaled, clipped "
                             "by value once after the last backward."))
 

@@ -182,8 +182,10 @@ def _cache_test(cache_residuals: Callable[..., Any]) -> Verdict:
                 return Verdict(False, _("The embedding stream is missing: it is what enters model.blocks[0] (a "
                                         "forward pre-hook sees it as args[0]). Put it first."))
             if len(result) == n_layers and all(_same(r, t) for r, t in zip(result, truth[:-1])):
-                return Verdict(False, _("You kept what enters each block (args), so the last block's output is "
-                                        "missing: keep each block's output, and what enters block 0."))
+                return Verdict(False, _("Your list holds what enters each block, and the last block's output is "
+                                        "missing ({blocks} blocks here): keep the output of every block of "
+                                        "model.blocks (their number varies from model to model), and what enters "
+                                        "block 0.").format(blocks=n_layers))
             if len(result) < n_layers + 1 and all(any(_same(r, t) for t in truth) for r in result):
                 return Verdict(False, _("Expected {expected} tensors for this model (the embedding stream, then one "
                                         "per block), got {got}: each is a residual stream, but some are missing. "
@@ -192,6 +194,11 @@ def _cache_test(cache_residuals: Callable[..., Any]) -> Verdict:
                     expected=n_layers + 1, got=len(result)))
             return Verdict(False, _("Expected {expected} tensors for this model (the embedding stream, then one per "
                                     "block), got {got}.").format(expected=n_layers + 1, got=len(result)))
+        empty = [index for index, item in enumerate(result) if item is None]
+        if empty and n_layers > 1 and isinstance(result[-1], torch.Tensor) and _same(result[-1], truth[-1]):
+            return Verdict(False, _("Streams {empty} are None and the last one is right: every block's hook wrote to "
+                                    "the same place. Hooks made in a loop all see the loop variable's last value "
+                                    "unless each is given its own.").format(empty=empty))
         for index, (item, expected) in enumerate(zip(result, truth)):
             checked = _as_plain(item, tuple(expected.shape), _("stream {index}").format(index=index))
             if isinstance(checked, Verdict):
