@@ -157,3 +157,19 @@ def test_make_sync_runs_every_generator_and_make_test_is_unchanged() -> None:
                      "translations", "Chinese edition", "learner editions"]
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert re.search(r"^sync: venv\n\t\$\(PY\) -m tools\.sync$", makefile, re.MULTILINE)
+
+
+def test_a_chinese_code_cell_whose_code_changed_is_listed_for_refresh(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A changed Chinese code cell (e.g. a new alt text) carries the English outputs until `make refresh`: the build
+    marks it never run, so make sync's report names it instead of saying nothing needs a person."""
+    english = ROOT / "notebooks" / "01_tensor_hooks.ipynb"
+    stored = json.loads((ROOT / "notebooks" / "zh" / english.name).read_text(encoding="utf-8"))
+    english_outputs = {c["id"]: c.get("outputs") for c in json.loads(english.read_text(encoding="utf-8"))["cells"]}
+    changed = next(c for c in stored["cells"] if c["cell_type"] == "code" and c["execution_count"]
+                   and c["outputs"] != english_outputs[c["id"]])  # a cell that prints Chinese
+    changed["source"] = ["# an older version of this cell\n"]
+    (tmp_path / "zh").mkdir()
+    (tmp_path / "zh" / english.name).write_text(json.dumps(stored), encoding="utf-8")
+    monkeypatch.setattr(editions, "NOTEBOOKS", tmp_path)
+    built = editions.built_notebook("zh", english)
+    assert sync.cells_to_refresh(json.dumps(built), json.dumps(stored)) == [changed["id"]]

@@ -38,7 +38,7 @@ def execute_in_current_env(notebook: nbformat.NotebookNode, cwd: Path, *, timeou
 
     nbclient leaves a kernel running when it was given the kernel manager (it assumes the caller owns it): without
     ``cleanup_kc=True`` every call would leave a kernel behind until this process ends.
-    Usage: ``execute_in_current_env(notebook, path.parent, timeout=300, allow_errors=True)`` (changes ``notebook``).
+    Usage: ``execute_in_current_env(notebook, Path("notebooks"), timeout=300, allow_errors=True)`` (changes ``notebook``).
     """
     manager = AsyncKernelManager(kernel_name=CURRENT_ENV, kernel_spec_manager=CurrentEnvKernelSpecs())
     client = NotebookClient(notebook, km=manager, kernel_name=CURRENT_ENV, timeout=timeout,

@@ -102,7 +102,7 @@ def course_map_markdown(notebooks_dir: Path | None = None, lang: str | None = No
     """The course map as a markdown table (the README carries the same table) in ``lang`` (default: the language
     messages are shown in, so a Chinese notebook gets the Chinese notebooks' titles and headers).
 
-    Usage: ``Markdown(course_map_markdown())``
+    Usage: ``print(course_map_markdown(lang="zh"))``
     """
     from course_utils.machinery.messages import N_, _, in_language, language
 
