@@ -145,12 +145,22 @@ def test_course_lang_zh_makes_check_and_hint_speak_chinese_and_set_language_en_s
     chinese, english = out.split("-- back to English --\n")
     assert "✗ 练习 01.1：还没通过。" in chinese
     assert "觉得是检查本身有错？https://github.com/" in chinese
-    assert "练习 01.1 的提示 1/" in chinese
+    assert "练习 01.1，提示 1/" in chinese
     assert "Exercise 01.1" not in chinese and "Think the check" not in chinese
     assert "✗ Exercise 01.1: not yet." in english
     assert "Think the check itself is wrong? https://github.com/" in english
     assert "Hint 2/" in english and "for exercise 01.1" in english  # the hint count goes on
     assert not any(phrase in english for phrase in ("练习", "提示", "觉得"))
+
+
+def test_zh_hint_label_of_the_last_exercise_reads_without_a_stray_space() -> None:
+    out = run_python("""
+        from course_utils.machinery.checks import check, hint
+        check("01.1", None)
+        hint()
+    """, "zh")
+    line = next(line for line in out.splitlines() if "提示 1/" in line)
+    assert line.startswith("练习 01.1（你最近做的那道），提示 1/"), line
 
 
 def test_setup_notebook_lang_zh_switches_a_session_without_course_lang() -> None:
@@ -164,7 +174,7 @@ def test_setup_notebook_lang_zh_switches_a_session_without_course_lang() -> None
     """, None)
     first, second, unknown = out.splitlines()[:3]
     assert first.startswith("Hint 1/") and "for exercise 01.1" in first
-    assert second.startswith("练习 01.1 的提示 2/")
+    assert second.startswith("练习 01.1，提示 2/")
     assert unknown.startswith("✗ 没有编号为 '99.9' 的练习。")
 
 

@@ -313,7 +313,8 @@ def bytes_with_a_returning_marker(model, x):  # noqa: ANN001, ANN201 -- the end 
 CASES = {
     "08.1": Cases(right=[[1, 2], (1.0, 2.0), torch.tensor([1, 2])],
                   wrong=[([2, 2], "Too many pack calls"), ([1, 1], "unpack count is too low"), ([0, 0], "Too few pack"),
-                         ([1, 3], "unpack count is too high"), ("1, 2", "Expected")]),
+                         ([1, 3], "unpack count is too high"), ("1, 2", "Expected"),
+                         ([2, 4], "not every operation keeps a tensor")]),
     "08.2": Cases(
         right=[HalfWithRecords],
         wrong=[

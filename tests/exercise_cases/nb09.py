@@ -125,6 +125,40 @@ def _undoer(*, state=True, deep=True, clone=True, finite=True, after=True, weigh
     return attach
 
 
+def undo_weights_only(optimizer, max_change):  # noqa: ANN001, ANN201 -- never saves the optimizer's state
+    saved = {}
+
+    def pre(opt, args, kwargs):  # noqa: ANN001, ANN202
+        saved["weights"] = [p.detach().clone() for p in _all_params(opt)]
+
+    def post(opt, args, kwargs):  # noqa: ANN001, ANN202
+        pairs = list(zip(_all_params(opt), saved["weights"]))
+        if any(not torch.isfinite(p).all() or (p.detach() - w).abs().max() > max_change for p, w in pairs):
+            with torch.no_grad():
+                for p, w in pairs:
+                    p.copy_(w)
+
+    return [optimizer.register_step_pre_hook(pre), optimizer.register_step_post_hook(post)]
+
+
+def undo_deepcopied_state(optimizer, max_change):  # noqa: ANN001, ANN201 -- deepcopy(opt.state) copies its keys too
+    saved = {}
+
+    def pre(opt, args, kwargs):  # noqa: ANN001, ANN202
+        saved["weights"] = [p.detach().clone() for p in _all_params(opt)]
+        saved["state"] = copy.deepcopy(opt.state)
+
+    def post(opt, args, kwargs):  # noqa: ANN001, ANN202
+        pairs = list(zip(_all_params(opt), saved["weights"]))
+        if any(not torch.isfinite(p).all() or (p.detach() - w).abs().max() > max_change for p, w in pairs):
+            with torch.no_grad():
+                for p, w in pairs:
+                    p.copy_(w)
+            opt.state = saved["state"]
+
+    return [optimizer.register_step_pre_hook(pre), optimizer.register_step_post_hook(post)]
+
+
 def undo_no_handles(optimizer, max_change):  # noqa: ANN001, ANN201
     _undoer()(optimizer, max_change)
 
@@ -133,12 +167,14 @@ CASES_09_2 = Cases(
     right=[undo_by_hand],
     wrong=[
         (_undoer(state=False), "optimizer's state"),
-        (_undoer(deep=False), "own tensors, which step() changes in place"),
+        (_undoer(deep=False), "which step() changes in place -- a copy of a dict"),
         (_undoer(clone=False), "shares memory with a weight"),
         (_undoer(finite=False), "comparison with nan"),
         (_undoer(after=False), "was kept"),
         (_undoer(weights=False), "no copy of some weights"),
         (undo_no_handles, "both handles"),
+        (undo_weights_only, "hold no copy of it"),
+        (undo_deepcopied_state, "copies of them as its keys"),
     ],
 )
 

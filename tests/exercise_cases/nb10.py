@@ -107,6 +107,24 @@ def weighted_returns_tensor(state, bucket):  # noqa: ANN001, ANN201 -- waits and
     return buffer.copy_(sent[:-1] / sent[-1])
 
 
+def weighted_future_of_list(state, bucket):  # noqa: ANN001, ANN201 -- all_reduce's own Future: holds a list
+    n = float(state.samples)
+    send = torch.cat([bucket.buffer() * n, torch.tensor([n])])
+    return dist.all_reduce(send, group=state.group, async_op=True).get_future()
+
+
+def activity_branches(module, running):  # noqa: ANN001, ANN201 -- a Python if on a tensor: data-dependent branch
+    def hook(mod, args, output):  # noqa: ANN001, ANN202
+        frac = (output > 0).float().mean()
+        if frac > 0.5:
+            running[0] += frac
+        else:
+            running[0] += frac
+        running[1] += 1
+
+    return module.register_forward_hook(hook)
+
+
 # -- 10.4 ----------------------------------------------------------------------------------------------------------
 def bf16_through_torch(process_group, bucket):  # noqa: ANN001, ANN201 -- torch's own hook, under another name
     return default_hooks.bf16_compress_hook(process_group, bucket)
@@ -166,6 +184,7 @@ CASES = {
             (activity_at_least_zero, "add up to"),
             (activity_no_handle, "Return the handle"),
             (activity_returning_running, "in place of the layer's output"),
+            (activity_branches, "data-dependent control flow"),
         ],
     ),
     "10.2": Cases(
@@ -183,6 +202,7 @@ CASES = {
             (weighted_two_all_reduces, "did not match"),
             (weighted_returns_tensor, "not a tensor"),
             (weighted_count_kept, "values for a bucket of"),
+            (weighted_future_of_list, "Future holds a list, not one tensor"),
         ],
     ),
     "10.4": Cases(

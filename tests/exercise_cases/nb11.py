@@ -443,6 +443,16 @@ def step_clips_after_each_backward(model, optimizer, scaler, batches, limit):  #
     scaler.update()
 
 
+def step_keeps_old_gradients(model, optimizer, scaler, batches, limit):  # noqa: ANN001, ANN201 -- no zero_grad
+    for x, y in batches:
+        scaler.scale(F.mse_loss(model(x), y) / len(batches)).backward()
+    scaler.unscale_(optimizer)
+    for p in model.parameters():
+        p.grad.clamp_(-limit, limit)
+    scaler.step(optimizer)
+    scaler.update()
+
+
 def step_without_update(model, optimizer, scaler, batches, limit):  # noqa: ANN001, ANN201
     for inputs, targets in batches:
         scaler.scale(F.mse_loss(model(inputs), targets) / len(batches)).backward()
@@ -551,6 +561,7 @@ CASES = {
             (step_clips_the_norm, "by value"),
             (step_undivided, "divided by their number"),
             (step_clips_after_each_backward, "after every micro-batch's backward"),
+            (step_keeps_old_gradients, "gradients from before this step"),
         ],
     ),
 }

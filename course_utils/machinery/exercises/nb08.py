@@ -64,9 +64,9 @@ def _predict_calls(answer: Any) -> Verdict:
         return Verdict(True)
     if pack != truth_pack:
         if pack > truth_pack:
-            return Verdict(False, _("Too many pack calls: which of the three operations keeps a tensor for its "
-                                    "backward? A multiplication by a Python number keeps only that number, and sum "
-                                    "needs only the input's shape."))
+            return Verdict(False, _("Too many pack calls: not every operation keeps a tensor for its backward. For "
+                                    "each of the three -- the multiplication, exp, sum -- ask what its backward needs "
+                                    "to compute its input's gradient: a tensor is packed only where one is needed."))
         return Verdict(False, _("Too few pack calls: exp's derivative is exp itself, so its backward needs a tensor."))
     if unpack < truth_unpack:
         return Verdict(False, _("The pack count is right; the unpack count is too low: retain_graph=True keeps the "

@@ -239,6 +239,37 @@ def _kept_a_bad_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor
                                                                       max_change=_MAX_CHANGE))
 
 
+def _state_not_restored(optimizer: torch.optim.Optimizer, params: list[torch.Tensor],
+                        state_before: list[torch.Tensor], label: str) -> Verdict:
+    """09.2's ✗ for an undone step whose optimizer state did not go back: what the optimizer and the learner's step
+    hooks hold says why (the answer may never have used state_dict())."""
+    if any(not any(key is p for p in params) for key in optimizer.state):
+        return Verdict(False, _("With {label}, after the undone step the optimizer's state is kept under tensors that "
+                                "are not its parameters: optimizer.state is keyed by the parameters themselves, and "
+                                "the state your post-hook put back has copies of them as its keys, so the optimizer "
+                                "finds no state for its own parameters. Look at what your pre-hook copies: the "
+                                "state's values, or its keys too?").format(label=_(label)))
+    hooks = [*optimizer._optimizer_step_pre_hooks.values(), *optimizer._optimizer_step_post_hooks.values()]
+    held = [t for hook in hooks for t in _reachable_tensors(hook)]
+    now = {t.untyped_storage().data_ptr() for p in params for t in optimizer.state.get(p, {}).values()
+           if isinstance(t, torch.Tensor)}
+    if any(t.untyped_storage().data_ptr() in now for t in held):
+        return Verdict(False, _("With {label}, the undone step still changed the optimizer's state (momentum, step "
+                                "counts, moments): it must go back too. Look at what your pre-hook keeps of it: "
+                                "its tensors are the optimizer's own, which step() changes in place -- a copy of a "
+                                "dict that holds them (optimizer.state, or what optimizer.state_dict() returns) "
+                                "still shares them.").format(label=_(label)))
+    if not all(any(t.shape == s.shape and t.dtype == s.dtype and torch.equal(t.detach(), s) for t in held)
+               for s in state_before):
+        return Verdict(False, _("With {label}, the undone step still changed the optimizer's state (momentum, step "
+                                "counts, moments), and your hooks hold no copy of it from before the step: the state "
+                                "must go back too, so the pre-hook has to keep a copy of it and the post-hook put it "
+                                "back.").format(label=_(label)))
+    return Verdict(False, _("With {label}, the undone step still changed the optimizer's state (momentum, step "
+                            "counts, moments), although your hooks hold a copy of it from before the step: did your "
+                            "post-hook put that copy back into the optimizer?").format(label=_(label)))
+
+
 def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdict:
     batches = [torch.randn(5, 4, generator=torch.Generator().manual_seed(i)) for i in range(5)]
     trainings = {  # optimizer, and the batches that make a bad step: a huge gradient, or one nan entry
@@ -268,6 +299,8 @@ def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdi
                     if bad.get(index) == "nan":
                         list(model.parameters())[-1].grad[0] = float("nan")
                 before = [p.detach().clone() for p in guarded_model.parameters()]
+                state_before = [t.detach().clone() for p in guarded_model.parameters()
+                                for t in guarded.state.get(p, {}).values() if isinstance(t, torch.Tensor)]
                 guarded.step()
                 if index not in bad:
                     plain.step()  # the reference simply does not step on a bad batch
@@ -283,12 +316,7 @@ def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdi
                                             "moved a weight by more than max_change or left one not finite.").format(
                                                 label=_(label)))
                 if not _state_equal(guarded, plain, params, list(plain_model.parameters())):
-                    return Verdict(False, _("With {label}, the undone step still changed the optimizer's state "
-                                            "(momentum, step counts, moments): it must go back too. Look at what "
-                                            "your pre-hook keeps of it: optimizer.state, and the dict "
-                                            "optimizer.state_dict() returns, hold the optimizer's own tensors, which "
-                                            "step() changes in place -- a copy of the dict still shares "
-                                            "them.").format(label=_(label)))
+                    return _state_not_restored(guarded, params, state_before, label)
         finally:
             for handle in handles:
                 handle.remove()

@@ -93,6 +93,11 @@ def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
         handle.remove()
     if count_hooks(model):
         return Verdict(False, _("Removing the handle left hooks on the model."))
+    if reasons and any(word in reasons[0].lower() for word in ("branch", "jump", "data-dependent", "data dependent")):
+        return Verdict(False, _("Your hook caused a graph break ({reason}): a Python if (or while, and, or) on a "
+                                "tensor's value is data-dependent control flow -- Python needs the value as a number, "
+                                "as with .item() or float() -- so dynamo cannot keep it in one graph. Keep everything a "
+                                "tensor inside the hook, decisions included.").format(reason=reasons[0]))
     if reasons:
         return Verdict(False, _("Your hook caused a graph break ({reason}): keep everything a tensor -- no .item(), "
                                 "float(), print or .tolist() inside the hook.").format(reason=reasons[0]))
@@ -328,6 +333,8 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
 
         def note_what_it_holds(done):  # noqa: ANN001, ANN202
             value = done.value()
+            if not isinstance(value, torch.Tensor):
+                notes["held"] = type(value).__name__  # DDP's error would print all of it (a whole bucket)
             if not (isinstance(value, torch.Tensor) and value.data_ptr() == buffer.data_ptr()
                     and value.shape == buffer.shape):
                 notes["not_the_buffer"] += 1
@@ -374,6 +381,11 @@ def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which:
             reason = text.split(_STOPPED, 1)[1].strip().splitlines()[0]
             return Verdict(False, _("The two ranks' all-reduces did not match (the check stopped yours before gloo "
                                     "saw it). {reason}").format(reason=reason))
+        if "held" in kept:
+            return Verdict(False, _("Your hook's Future holds a {kind}, not one tensor: DDP expects the Future to hold "
+                                    "one tensor, the bucket's new gradients, and an all-reduce's future holds a list "
+                                    "of tensors. Look at what D1's hook returns: the Future that .then(...) "
+                                    "gives.").format(kind=kept["held"]))
         for needle, advice in _DDP_ERRORS:
             if needle in text:
                 return Verdict(False, _(advice))

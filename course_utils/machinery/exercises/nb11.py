@@ -671,8 +671,30 @@ def _reference_step(clip: str, limit: float, *, divide: bool = True) -> list[tor
     return [param.detach().clone() for param in model.parameters()]
 
 
+def _stale_gradients(model: nn.Module) -> None:
+    """Gradients a previous step left in ``model``'s parameters (a training loop calls train_step again and again)."""
+    generator = torch.Generator().manual_seed(8118)
+    for param in model.parameters():
+        param.grad = torch.randn(param.shape, generator=generator)
+
+
 def _train_step_test(answer: Callable[..., Any]) -> Verdict:
+    verdict = _train_step_run(answer, stale=False)
+    if not verdict:
+        return verdict
+    # Right from empty gradients; in a training loop, the parameters still hold the previous step's.
+    if not _train_step_run(answer, stale=True):
+        return Verdict(False, _("Your step is right when the parameters start without gradients, but not when they "
+                                "still hold gradients from before this step, as they do in a training loop after the "
+                                "previous step: those gradients were kept and added to this step's. Look at what the "
+                                "parameters' .grad hold when train_step begins."))
+    return verdict
+
+
+def _train_step_run(answer: Callable[..., Any], *, stale: bool) -> Verdict:
     model = _clip_model()
+    if stale:
+        _stale_gradients(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     # growth_interval=1: a scaler.update() after a step without inf/nan doubles the scale at once
     scaler = torch.amp.GradScaler("cpu", init_scale=_SCALE, growth_interval=1)
