@@ -57,6 +57,31 @@ NOTEBOOK = "00_start_here.ipynb"  # the shortest: every notebook's learner editi
 # installed packages change. One per checkout under test (the clone's path changes every run, this checkout's does
 # not), so that two checkouts with different files tested at the same time never rebuild each other's.
 LEARNER_ENV = Path("/var/lib/course-hub") / f"learner-env-test-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}"
+
+
+def prune_learner_envs(folder: Path, keep: Path) -> list[Path]:
+    """Remove the learners' environments (6 GB each) of test checkouts that no longer exist, such as a temporary
+    clone's; each environment's checkout is named in ``<env>.checkout`` beside it, written by :func:`hub`. An
+    environment with no such note is from an older run and removed too. Returns what was removed.
+
+    Usage: ``prune_learner_envs(LEARNER_ENV.parent, keep=LEARNER_ENV)``
+    """
+    removed = []
+    for env in sorted(folder.glob("learner-env-test-*")):
+        if env == keep or not env.is_dir():
+            continue
+        note = env.with_name(env.name + ".checkout")
+        try:
+            checkout = note.read_text(encoding="utf-8").strip()
+        except OSError:
+            checkout = ""
+        if not checkout or not Path(checkout).is_dir():
+            shutil.rmtree(env, ignore_errors=True)
+            note.unlink(missing_ok=True)
+            removed.append(env)
+    return removed
+
+
 # Wrong passwords that block a learner's name: make hub's default is 10; three here, so that the lockout test needs
 # nine failed logins (each a bcrypt check in the hub) instead of twenty-three.
 BLOCK_AFTER = 3
@@ -100,6 +125,9 @@ def hub() -> Iterator[ThrowAwayHub]:
         raise KeyboardInterrupt(f"signal {signum}")
 
     previous = signal.signal(signal.SIGTERM, interrupt)  # a cancelled run still removes the learners it created
+    LEARNER_ENV.parent.mkdir(parents=True, exist_ok=True)
+    prune_learner_envs(LEARNER_ENV.parent, keep=LEARNER_ENV)
+    LEARNER_ENV.with_name(LEARNER_ENV.name + ".checkout").write_text(str(ROOT), encoding="utf-8")
     top = Path(tempfile.mkdtemp(prefix="course-private-"))
     try:
         assert (top.stat().st_mode & 0o777) == 0o700
@@ -1169,3 +1197,14 @@ def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room)
         if squatter.poll() is None:
             squatter.kill()
         squatter.wait(timeout=30)
+
+
+def test_the_learner_envs_of_checkouts_that_are_gone_are_removed(tmp_path: Path) -> None:
+    gone, kept, legacy, mine = (tmp_path / f"learner-env-test-{name}" for name in ("gone", "kept", "legacy", "mine"))
+    for env in (gone, kept, legacy, mine):
+        (env / "bin").mkdir(parents=True)
+    gone.with_name(gone.name + ".checkout").write_text(str(tmp_path / "deleted-clone"), encoding="utf-8")
+    kept.with_name(kept.name + ".checkout").write_text(str(tmp_path), encoding="utf-8")
+    assert prune_learner_envs(tmp_path, keep=mine) == [gone, legacy]
+    assert kept.is_dir() and mine.is_dir() and not gone.exists() and not legacy.exists()
+    assert not gone.with_name(gone.name + ".checkout").exists()
