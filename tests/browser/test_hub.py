@@ -310,7 +310,8 @@ def run_cell_by_cell_together(learners: list[Learner], timeout: float) -> None:
     so a page counted too early shows only the first ones (a busy learner's run once stopped there).
 
     A Shift+Enter that queued nothing (the cell's prompt still ``[ ]`` 15 s later) is given again, as a learner would,
-    at most twice, after selecting the cell again; the time-out names each learner's last prompt and
+    at most twice, after selecting the cell again (a JupyterLab dialog holding the key press, seen once under load, is
+    answered with its default button and its text printed); the time-out names each learner's last prompt and
     how often that happened. Once a fresh clone's run waited 420 s on a cell in that state."""
     todo = {learner.name: {"i": 0, "waiting": False, "pressed": 0.0, "again": 0, "prompt": "",
                            "count": len(json.loads((learner.home / "workspace" / NOTEBOOK).read_text())["cells"])}
@@ -333,6 +334,11 @@ def run_cell_by_cell_together(learners: list[Learner], timeout: float) -> None:
                 elif "*" not in cell["prompt"] and state["again"] < 2 and time.monotonic() - state["pressed"] > 15:
                     state["again"] += 1  # nothing queued the cell: select it again and press again
                     state["pressed"] = time.monotonic()
+                    dialogs = learner.page.evaluate(PAGE_STATE)["dialogs"]  # type: ignore[attr-defined]
+                    if dialogs:  # a dialog holds the key press (once, under load): answer it as a learner would
+                        state.setdefault("dialogs", []).extend(text.strip()[:120] for text in dialogs)
+                        learner.page.keyboard.press("Enter")  # type: ignore[attr-defined]  # its default button
+                        learner.page.wait_for_selector(".jp-Dialog", state="detached", timeout=30_000)  # type: ignore[attr-defined]
                     cells = learner.page.locator(".jp-Notebook .jp-Cell")  # type: ignore[attr-defined]
                     cells.nth(state["i"]).locator(".jp-InputPrompt").click()
                     learner.page.keyboard.press("Escape")  # type: ignore[attr-defined]
@@ -349,6 +355,9 @@ def run_cell_by_cell_together(learners: list[Learner], timeout: float) -> None:
     again = {name: state["again"] for name, state in todo.items() if state["again"]}
     if again:
         print(f"\nShift+Enter pressed again after a lost key press: {again}")
+    dialogs = {name: state["dialogs"] for name, state in todo.items() if state.get("dialogs")}
+    if dialogs:
+        print(f"\ndialogs answered with their default button: {dialogs}")
 
 
 def saved_cells(path: Path) -> list[dict]:
