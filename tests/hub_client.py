@@ -16,12 +16,33 @@ from __future__ import annotations
 
 import http.cookies
 import re
+import subprocess
+import time
+import urllib.request
 from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
 
 XSRF_FIELD = re.compile(r'name="_xsrf"\s+value="([^"]+)"')
+
+
+def wait_until_healthy(url: str, process: subprocess.Popen, timeout: float) -> bool:
+    """Poll ``{url}/hub/health`` until it answers 200 (True), or until ``process`` exits or ``timeout`` seconds pass
+    (False; the caller raises with its log).
+
+    Usage: ``if not wait_until_healthy("http://127.0.0.1:8000", process, 120): raise RuntimeError(log)``
+    """
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/hub/health", timeout=5) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
 
 
 class SourceAddressAdapter(HTTPAdapter):

@@ -30,8 +30,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -178,18 +176,11 @@ class RecipeHub:
             self.process = subprocess.Popen([python, "-m", "jupyterhub", "-f", str(self.config)],
                                             cwd=self.state, env=env, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/hub/health", timeout=5) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the {self.recipe} hub did not start (exit {self.process.poll()}):\n"
-                                   f"{self.log()[-4000:]}")
-            time.sleep(0.2)
+        from hub_client import wait_until_healthy
+
+        if not wait_until_healthy(self.url, self.process, timeout):
+            raise RuntimeError(f"the {self.recipe} hub did not start (exit {self.process.poll()}):\n"
+                               f"{self.log()[-4000:]}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

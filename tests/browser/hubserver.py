@@ -29,8 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
+
+from hub_client import wait_until_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVE = ROOT / "tools" / "hub" / "serve.py"
@@ -97,17 +98,8 @@ class ThrowAwayHub:
         serve, python = self.checkout / "tools" / "hub" / "serve.py", self.checkout / ".venv" / "bin" / "python"
         self.process = subprocess.Popen([str(python), str(serve)], env=env, stdout=self._log,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/hub/health", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the hub did not start (exit {self.process.poll()}); log:\n{self.log()[-4000:]}")
-            time.sleep(0.2)
+        if not wait_until_healthy(f"http://127.0.0.1:{self.port}", self.process, timeout):
+            raise RuntimeError(f"the hub did not start (exit {self.process.poll()}); log:\n{self.log()[-4000:]}")
         self.remember_processes()
 
     def user_url(self, name: str) -> str:
