@@ -145,3 +145,39 @@ def test_a_sliced_wait_still_ends_at_its_timeout() -> None:
     with pytest.raises(Empty):
         asyncio.run(sliced(timeout=0.3))
     assert 0.29 < time.monotonic() - started < 5
+
+
+def dying_start(marker: Path, deaths: int) -> str:
+    """Kernel start-up code that writes a traceback's end to the kernel's stderr and exits before the kernel answers, the first
+    ``deaths`` times it runs (counted in ``marker``): a start that lost the race for a port looks so from outside."""
+    return (f"import os, sys, pathlib; m = pathlib.Path({str(marker)!r}); n = len(m.read_text()) if m.exists() else 0; "
+            f"m.write_text('x' * (n + 1)); n < {deaths} and (os.write(2, b'Traceback ...\\nzmq.error.ZMQError: Address "
+            f"already in use (start ' + str(n + 1).encode() + b')\\nsomething after\\n'), os._exit(1))")
+
+
+def test_a_kernel_that_dies_at_start_is_started_again_and_the_retry_is_noted(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    marker = tmp_path / "starts"
+    monkeypatch.setattr(execute, "KERNEL_WARNING_FILTERS", dying_start(marker, deaths=1))
+    monkeypatch.setattr(execute, "KERNEL_STARTS", 2)
+    path = tmp_path / "fine.ipynb"
+    nbformat.write(notebook(new_code_cell("print('ran')")), path)
+    label, problems, notes, _, _ = execute.run_one(("fine (teaching)", str(path), str(path), "teaching",
+                                                    str(ROOT / "tests" / "learner_run.py"), False))
+    assert marker.read_text() == "xx", "the kernel was not started a second time"
+    assert problems == [], problems
+    assert notes == ["kernel start 1 of 2 died before its first cell; its stderr ended: "
+                     "zmq.error.ZMQError: Address already in use (start 1)"]
+
+
+def test_a_kernel_that_never_starts_fails_its_notebook_with_what_it_said(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    marker = tmp_path / "starts"
+    monkeypatch.setattr(execute, "KERNEL_WARNING_FILTERS", dying_start(marker, deaths=99))
+    monkeypatch.setattr(execute, "KERNEL_STARTS", 2)
+    path = tmp_path / "never.ipynb"
+    nbformat.write(notebook(new_code_cell("print('ran')")), path)
+    _, problems, notes, _, _ = execute.run_one(("never (teaching)", str(path), str(path), "teaching",
+                                                str(ROOT / "tests" / "learner_run.py"), False))
+    assert marker.read_text() == "xx", "tried more or fewer times than KERNEL_STARTS"
+    assert len(problems) == 1 and "Kernel died before replying to kernel_info" in problems[0], problems
+    assert problems[0].endswith("(the kernel's stderr ended: zmq.error.ZMQError: Address already in use (start 2))")
+    assert len(notes) == 2

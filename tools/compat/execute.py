@@ -21,12 +21,19 @@ be stopped with its kernel and none inherits another's client state. Nothing can
   slice's timeout re-checks the socket, so a missed wake-up costs at most one slice; each is counted and noted in
   the log.
 
+A kernel that dies before it answers its first message (``Kernel died before replying to kernel_info``) has run no
+cell of the notebook: its start failed, for a reason outside the notebook (two kernels started at once can lose the
+race for a port that jupyter_client chose and closed). Such a start is tried again, up to :data:`KERNEL_STARTS`
+times in all; each retry is noted in the log with the last line the dead kernel wrote to its stderr, and a kernel
+that never starts fails the notebook with that line.
+
 Usage (what ``tools.compat.run`` runs, by path, in the compat environment): ``python tools/compat/execute.py --folder /tmp/x --learner-run tests/learner_run.py --report /tmp/x/r.json``
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.util
 import json
 import os
@@ -50,6 +57,9 @@ from course_utils.machinery.layout import COMPLETE, NOTEBOOK_GLOB  # the install
 CELL_TIMEOUT = 300  # seconds one cell may run (nbclient's timeout)
 NOTEBOOK_TIMEOUT = 900  # seconds one notebook may take, kernel start to shutdown, whatever it waits on
 POLL_SLICE = 1.0  # seconds: the longest the client waits on a kernel socket before it looks again
+KERNEL_STARTS = 3  # tries to start a notebook's kernel when one dies before it answers (see above)
+ERROR_LINE = re.compile(r"\w(Error|Exception)\b")  # a line of a dead kernel's stderr that says why
+RESTART_NOTE = "kernel start "  # how a retried start is noted among a run's warnings
 # Each kernel starts with these filters: every DeprecationWarning and FutureWarning attributed to torch,
 # torchvision, course_utils or the notebook's own code (__main__) is shown each time, so none hides behind Python's
 # default filters. Other libraries' warnings keep Python's defaults (jupyter_client's would flood every cell).
@@ -136,9 +146,48 @@ def get_msg_in_slices(get_msg: Callable[..., Awaitable[dict[str, Any]]], missed:
 
 def run_one(job: Job, cell_timeout: float = CELL_TIMEOUT, progress: Path | None = None) -> Result:
     """Execute one notebook in a fresh kernel and judge it. ``progress`` (a file) is kept up to date with the kernel's
-    process group and the cell being run, for :func:`run_job` to name the cell and stop the kernel on a timeout."""
+    process group and the cell being run, for :func:`run_job` to name the cell and stop the kernel on a timeout.
+    A kernel that dies before its first cell is started again (see this file's docstring)."""
     label, path, teaching_path, kind, learner_run, strict_warnings = job
     started = time.monotonic()
+    restarts: list[str] = []
+    # the kernel's stderr files go beside the progress file, in run_job's folder, removed even if this is killed
+    with tempfile.TemporaryDirectory(prefix="course-compat-kernel-",
+                                     dir=progress.parent if progress is not None else None) as tmp:
+        for attempt in range(1, KERNEL_STARTS + 1):
+            kernel_stderr = Path(tmp, f"kernel-stderr-{attempt}.txt")
+            notebook, missed, state, error = _execute(path, cell_timeout, progress, kernel_stderr)
+            if error is None:
+                break
+            where = f" at cell {state['cell']}" if state["cell"] is not None else ""
+            said = _last_line(kernel_stderr)
+            if state["cell"] is None and "Kernel died before replying to kernel_info" in str(error):
+                restarts.append(f"{RESTART_NOTE}{attempt} of {KERNEL_STARTS} died before its first cell"
+                                + (f"; its stderr ended: {said}" if said else ""))
+                if attempt < KERNEL_STARTS:
+                    continue
+            problem = f"the run stopped{where}: {type(error).__name__}: {str(error)[:400]}"
+            if said and ("died" in str(error) or "dead" in str(error)):
+                problem += f" (the kernel's stderr ended: {said})"
+            return label, [problem], restarts, time.monotonic() - started, len(missed)
+    if kind == "teaching":
+        problems = teaching_problems(notebook)
+    else:
+        spec = importlib.util.spec_from_file_location("learner_run", learner_run)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        problems = module.learner_run_problems(notebook, nbformat.read(teaching_path, as_version=4))
+    debt, other = warnings_seen(notebook)
+    if strict_warnings:
+        problems += [f"deprecation debt: {line}" for line in debt]
+        return label, problems, restarts + other, time.monotonic() - started, len(missed)
+    return label, problems, restarts + debt + other, time.monotonic() - started, len(missed)
+
+
+def _execute(path: str, cell_timeout: float, progress: Path | None,
+             kernel_stderr: Path) -> tuple[nbformat.NotebookNode, list[float], dict[str, Any], Exception | None]:
+    """Run the notebook at ``path`` once in a fresh kernel whose own stderr goes to ``kernel_stderr``:
+    (the executed notebook, missed wake-ups, last progress state, the exception that stopped the run or None)."""
     notebook = nbformat.read(path, as_version=4)
     missed: list[float] = []
     state: dict[str, Any] = {"cell": None, "kernel_pgid": None}
@@ -158,30 +207,35 @@ def run_one(job: Job, cell_timeout: float = CELL_TIMEOUT, progress: Path | None 
     def on_cell_start(cell: nbformat.NotebookNode, cell_index: int) -> None:
         note(cell=cell_index)
 
+    note(cell=None, kernel_pgid=None)
     client = NotebookClient(notebook, timeout=int(cell_timeout) or None, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(Path(path).parent)}},
                             on_notebook_start=on_notebook_start, on_cell_start=on_cell_start,
                             extra_arguments=[f"--IPKernelApp.exec_lines=import warnings; {KERNEL_WARNING_FILTERS}"])
     try:
-        # the kernel process's own stderr (its start-up chatter, under PYTHONWARNINGS=always) stays out of the log;
-        # what a cell writes to stderr reaches the notebook through the kernel's messages, as in JupyterLab
-        client.execute(stderr=subprocess.DEVNULL)
-    except Exception as error:  # a dead kernel or a cell timeout: report it as this run's problem, naming the cell
-        where = f" at cell {state['cell']}" if state["cell"] is not None else ""
-        return (label, [f"the run stopped{where}: {type(error).__name__}: {str(error)[:400]}"], [],
-                time.monotonic() - started, len(missed))
-    if kind == "teaching":
-        problems = teaching_problems(notebook)
-    else:
-        spec = importlib.util.spec_from_file_location("learner_run", learner_run)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-        problems = module.learner_run_problems(notebook, nbformat.read(teaching_path, as_version=4))
-    debt, other = warnings_seen(notebook)
-    if strict_warnings:
-        problems += [f"deprecation debt: {line}" for line in debt]
-        return label, problems, other, time.monotonic() - started, len(missed)
-    return label, problems, debt + other, time.monotonic() - started, len(missed)
+        # the kernel process's own stderr (its start-up chatter, under PYTHONWARNINGS=always) stays out of the log,
+        # in a file read only when the kernel dies; what a cell writes to stderr reaches the notebook through the
+        # kernel's messages, as in JupyterLab
+        with open(kernel_stderr, "wb") as stderr:
+            client.execute(stderr=stderr)
+    except Exception as error:  # a dead kernel or a cell timeout: the caller reports it, naming the cell
+        # nbclient leaves its at-exit clean-up registered when the kernel dies at start (it has already cleaned up,
+        # and the registered call would fail on the missing kernel manager when this process exits)
+        atexit.unregister(client._cleanup_kernel)
+        return notebook, missed, state, error
+    return notebook, missed, state, None
+
+
+def _last_line(path: Path) -> str:
+    """What a dead kernel's stderr (at ``path``) says last about its death, shortened: its last line that names an
+    error or exception (a traceback ends with one), else its last line; '' if it wrote nothing."""
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+    except OSError:
+        return ""
+    lines = [line for line in lines if line]
+    errors = [line for line in lines if ERROR_LINE.search(line)]
+    return (errors or lines or [""])[-1][:300]
 
 
 def _kill_group(pgid: int | None) -> None:
@@ -279,7 +333,11 @@ def main() -> int:
         print(f"  note: {label}: {count} kernel message(s) found only when a {POLL_SLICE:g} s poll ran out "
               f"(a missed wake-up; see this file's docstring)")
     for label, seen in sorted(warnings.items()):
-        print(f"  note: {label}: {len(seen)} deprecation/future warning(s) not counted as the course's: {seen[0]}")
+        for restart in [line for line in seen if line.startswith(RESTART_NOTE)]:
+            print(f"  note: {label}: {restart}")
+        seen = [line for line in seen if not line.startswith(RESTART_NOTE)]
+        if seen:
+            print(f"  note: {label}: {len(seen)} deprecation/future warning(s) not counted as the course's: {seen[0]}")
     args.report.write_text(json.dumps(report, indent=1), encoding="utf-8")
     return 0
 
