@@ -148,6 +148,59 @@ def test_the_instructor_is_made_first_never_blocked_and_an_address_is_refused_wi
     assert time.perf_counter() - started < 0.05, "a refused login still computed a hash"
 
 
+def test_a_sign_up_is_hashed_off_the_event_loop_once_and_an_address_gets_its_sign_ups(authenticator,
+                                                                                     monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Stock NativeAuthenticator hashes a sign-up's password on the hub's event loop (0.2 s of bcrypt at its real
+    cost). The course's sign-up page hashes it off the loop (a ticker that wakes every 10 ms keeps ticking), then
+    creates the account with that hash, not a second one; past its budget an address's sign-ups are refused with no
+    hash at all."""
+    import time
+
+    import bcrypt
+
+    real_cost = b"$2b$12$" + b"e7eA/JBcGv7lxgI.sTiEYe"  # a bcrypt salt of cost 12, as bcrypt.gensalt() makes
+    monkeypatch.setattr(bcrypt, "gensalt", lambda *args, **kwargs: real_cost)
+
+    async def hash_while_ticking() -> tuple[bytes | None, int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0.02)
+        started = ticks
+        hashed = await authenticator.hash_for_sign_up("127.0.0.8", "cat-password")
+        task.cancel()
+        return hashed, ticks - started
+
+    hashed, ticks = asyncio.run(hash_while_ticking())
+    assert hashed is not None and bcrypt.checkpw(b"cat-password", hashed)
+    assert ticks >= 5, f"the loop ticked {ticks} times while the sign-up's password was hashed"
+    token = course_auth._SIGN_UP_HASH.set(("cat-password", hashed))
+    try:
+        started = time.perf_counter()
+        made = authenticator.create_user("cat", "cat-password", email="", has_2fa=False)
+        assert time.perf_counter() - started < 0.05, "create_user hashed the password again, on the loop"
+        assert made is not None and made.password == hashed and not made.is_authorized  # waits for the instructor
+        assert authenticator.create_user("cat", "cat-password") is None  # the name is taken now
+        assert authenticator.create_user("dot", "123") is None  # too weak, hash or no hash
+    finally:
+        course_auth._SIGN_UP_HASH.reset(token)
+    assert authenticator.create_user("eve", "eve-password").password != hashed  # outside a sign-up: its own hash
+    authenticator.signup_budget = course_auth.FailedLoginBudget(2)
+    assert asyncio.run(authenticator.hash_for_sign_up("127.0.0.9", "x-password")) is not None
+    assert asyncio.run(authenticator.hash_for_sign_up("127.0.0.9", "x-password")) is not None
+    started = time.perf_counter()
+    assert asyncio.run(authenticator.hash_for_sign_up("127.0.0.9", "x-password")) is None
+    assert time.perf_counter() - started < 0.05, "a refused sign-up still computed a hash"
+    assert asyncio.run(authenticator.hash_for_sign_up("127.0.0.10", "x-password")) is not None  # another address
+    assert authenticator.could_sign_up("fay", "fay-password") and not authenticator.could_sign_up("cat", "x-password")
+
+
 def test_a_deleted_learners_name_is_retired_a_discarded_sign_up_is_not(authenticator, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from jupyterhub import orm
 
@@ -183,6 +236,8 @@ def test_configure_sign_in_refuses_what_would_open_the_hub(tmp_path: Path) -> No
             course_auth.configure_sign_in(Config(), admins=bad, state=tmp_path)
     with pytest.raises(ValueError, match="allowed_failed_logins=0"):
         course_auth.configure_sign_in(Config(), admins={"instructor"}, state=tmp_path, allowed_failed_logins=0)
+    with pytest.raises(ValueError, match="signups_per_address=0"):
+        course_auth.configure_sign_in(Config(), admins={"instructor"}, state=tmp_path, signups_per_address=0)
     with pytest.raises(ValueError, match="system_users"):
         course_auth.configure_sign_in(Config(), admins={"instructor"}, state=tmp_path, system_users="ldap")
     with pytest.raises(TypeError):

@@ -71,6 +71,9 @@ def test_make_hub_serves_loopback_by_default_and_refuses_the_network_without_roo
 def test_the_login_block_is_ten_by_default_and_never_switched_off() -> None:
     assert course_hub.Settings.from_env({}).allowed_failed_logins == 10
     assert course_hub.Settings.from_env({}).failed_logins_per_address == 20
+    assert course_hub.Settings.from_env({}).signups_per_address == 30
+    with pytest.raises(course_hub.UnsafeHub, match="HUB_SIGNUPS_PER_ADDRESS=0"):
+        course_hub.check_settings(course_hub.Settings.from_env({"HUB_SIGNUPS_PER_ADDRESS": "0"}))
     assert course_hub.Settings.from_env({}).shm_max == "512M"
     with pytest.raises(course_hub.UnsafeHub, match="HUB_FAILED_LOGINS_PER_ADDRESS=0"):
         course_hub.check_settings(course_hub.Settings.from_env({"HUB_FAILED_LOGINS_PER_ADDRESS": "0"}))
@@ -406,6 +409,7 @@ def test_the_recipes_load_the_course_sign_in_from_the_module_make_hub_uses(tmp_p
         assert c.Authenticator.admin_users == {"instructor"}, name
         assert c.NativeAuthenticator.open_signup is False and c.NativeAuthenticator.allowed_failed_logins == 10, name
         assert c.CourseNativeAuthenticator.failed_logins_per_address == course_auth.FAILED_LOGINS_PER_ADDRESS
+        assert c.CourseNativeAuthenticator.signups_per_address == course_auth.SIGNUPS_PER_ADDRESS, name
         assert c.CourseNativeAuthenticator.instructor_password_file == f"{state}/instructor-password", name
         assert c.CourseNativeAuthenticator.system_users == ("tljh" if name == "tljh" else ""), name
     # the string name each recipe gives for the authenticator is that class too (and fails without course_auth)

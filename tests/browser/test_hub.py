@@ -88,6 +88,9 @@ BLOCK_AFTER = 3
 # Failed logins a minute from one client address: make hub's default is 20; ten here, so that a flood is refused
 # after ten password checks. tests/test_deploy_configs.py checks both defaults.
 PER_ADDRESS = 10
+# Sign-ups a minute from one client address: make hub's default is 30; ten here (the room's own sign-ups, from
+# 127.0.0.1, are eight at most), so that a flood of sign-ups is refused after ten hashes.
+SIGNUPS_PER_ADDRESS = 10
 
 
 def need_browser_and_root() -> None:
@@ -135,7 +138,8 @@ def hub() -> Iterator[ThrowAwayHub]:
         with ThrowAwayHub(checkout=clone, state=clone / ".hub",
                           extra_env={"HUB_LEARNER_ENV": str(LEARNER_ENV),
                                      "HUB_ALLOWED_FAILED_LOGINS": str(BLOCK_AFTER),
-                                     "HUB_FAILED_LOGINS_PER_ADDRESS": str(PER_ADDRESS)}) as running:
+                                     "HUB_FAILED_LOGINS_PER_ADDRESS": str(PER_ADDRESS),
+                                     "HUB_SIGNUPS_PER_ADDRESS": str(SIGNUPS_PER_ADDRESS)}) as running:
             running.start()
             yield running
             running.stop(timeout=30)  # if the Ctrl-C test did not run; cleanup() ends anything left, by pid
@@ -1107,6 +1111,62 @@ def test_failed_logins_block_a_learners_name_never_the_instructors_and_a_flood_i
     print(f"\nflood from 127.0.0.2: {len(answers)} attempts in {flood_s:.1f} s, {checked} passwords checked, "
           f"{sum(1 for _, s, _ in answers if s == 429)} refused (429); the login page from 127.0.0.1 meanwhile: "
           f"{1000 * max(waits):.0f} ms at most")
+
+
+def test_a_flood_of_sign_ups_is_refused_per_address_and_the_room_still_signs_up(room: Room) -> None:
+    """From 127.0.0.3 (another machine, to the hub), two loops send sign-ups under new names, with made-up
+    X-Forwarded-For and X-Real-Ip headers: each sign-up the hub accepts costs a bcrypt hash and adds a name to the
+    instructor's list. Past the address's budget (SIGNUPS_PER_ADDRESS a minute, HUB_SIGNUPS_PER_ADDRESS) they are
+    refused (429) before any hash; meanwhile the login page answers from 127.0.0.1, and a learner there still signs
+    up. (That the hash is made off the event loop is tests/test_course_auth.py's.)"""
+    import threading
+
+    hub = room.hub
+    assert hub.extra_env["HUB_SIGNUPS_PER_ADDRESS"] == str(SIGNUPS_PER_ADDRESS)
+    answers: list[tuple[float, int, bool]] = []  # (when sent, status, an account was made: "sent to the admin")
+
+    def flood(loop: int) -> None:
+        visitor = client(hub, "127.0.0.3")
+        claimed = {"X-Real-Ip": f"203.0.113.{loop + 1}"}
+        token = visitor.xsrf("/hub/signup", headers=claimed)
+        for attempt in range(15):  # bounded: at most 15 sign-ups a loop
+            headers = {**claimed, "X-Forwarded-For": f"198.51.100.{attempt}"}  # the proxy appends the real one
+            sent = time.monotonic()
+            password = secrets.token_urlsafe(10)
+            answer = visitor.post("/hub/signup", {"username": f"{hub.prefix}s{loop}x{attempt}",
+                                                  "signup_password": password,
+                                                  "signup_password_confirmation": password},
+                                  xsrf=token, headers=headers)
+            answers.append((sent, answer.status_code, "sent to the admin" in answer.text))
+            if answer.status_code == 429:
+                assert re.search(r"Too many sign-ups from your address: try again in \d+ s", answer.text), \
+                    answer.text[-600:]
+
+    loops = [threading.Thread(target=flood, args=(loop,), daemon=True) for loop in range(2)]
+    started = time.monotonic()
+    for loop in loops:
+        loop.start()
+    watcher, waits = client(hub, "127.0.0.1"), []
+    while any(loop.is_alive() for loop in loops):
+        assert time.monotonic() - started < 120, f"the flood did not end: {answers}"
+        before = time.perf_counter()
+        assert watcher.get("/hub/login").status_code == 200
+        waits.append(time.perf_counter() - before)
+        time.sleep(0.1)
+    for loop in loops:
+        loop.join(timeout=60)
+    flood_s = time.monotonic() - started
+    made = sum(1 for _, _, was_made in answers if was_made)
+    refused = sum(1 for _, status, _ in answers if status == 429)
+    assert len(answers) == 30 and all(status in (200, 429) for _, status, _ in answers), answers
+    assert refused, f"no sign-up of the flood was refused: {answers}"
+    assert made <= SIGNUPS_PER_ADDRESS + flood_s / (60 / SIGNUPS_PER_ADDRESS) + 1, \
+        f"{made} accounts made for one address in {flood_s:.0f} s"
+    newcomer = Learner(f"{hub.prefix}gus", secrets.token_urlsafe(10))
+    assert "sent to the admin" in client(hub, "127.0.0.1").sign_up(newcomer.name, newcomer.password).text
+    assert waits and max(waits) < 2.0, f"the login page took up to {max(waits):.2f} s during the flood"
+    print(f"\nsign-up flood from 127.0.0.3: {len(answers)} sign-ups in {flood_s:.1f} s, {made} accounts made, "
+          f"{refused} refused (429); the login page from 127.0.0.1 meanwhile: {1000 * max(waits):.0f} ms at most")
 
 
 def test_a_deleted_learners_name_cannot_be_claimed_and_remove_learner_archives_and_retires_it(room: Room) -> None:

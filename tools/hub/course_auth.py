@@ -13,6 +13,9 @@ NativeAuthenticator 1.3.0 (learners sign up, the instructor approves), plus what
   instructor's (anybody could keep the instructor out); instead each client address has a budget of failed password
   checks (``failed_logins_per_address`` a minute): beyond it a login is refused without computing the hash, so a
   flood costs the hub nothing and guesses nothing. Every password hash is checked off the hub's event loop;
+- **sign-ups**: each client address may sign up ``signups_per_address`` times a minute (beyond it a sign-up is
+  refused, 429, before its password is hashed), and a sign-up's password is hashed off the event loop: stock
+  NativeAuthenticator hashes it on the loop (0.2 s of bcrypt), so a flood of sign-ups held every page of the hub;
 - **names are never handed down**: the name of a learner deleted in the hub is retired (``retired_names_file``), and
   a name whose system account exists without the hub knowing that name is refused (``system_users``), so no new
   sign-up gets a former learner's home and files;
@@ -33,6 +36,7 @@ Usage (a JupyterHub config file)::
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import hashlib
 import math
@@ -58,6 +62,10 @@ RETIRED_FILE = "retired-names"
 SYSTEM_USERS = ("", "same", "tljh")
 ALLOWED_FAILED_LOGINS = 10  # wrong passwords in a row that block a learner's name for a minute
 FAILED_LOGINS_PER_ADDRESS = 20  # failed password checks a minute from one client address
+SIGNUPS_PER_ADDRESS = 30  # sign-ups a minute from one client address (a room behind one NAT address shares them)
+# A sign-up's password and its bcrypt hash, made off the event loop by the sign-up page before NativeAuthenticator's
+# create_user runs (in the same request's context), so that create_user does not hash it on the loop.
+_SIGN_UP_HASH: contextvars.ContextVar[tuple[str, bytes]] = contextvars.ContextVar("course_sign_up_hash")
 HUB_HOST_ONLY = "_course_hub_host_only"  # marks BaseHandler.prepare once it refuses /hub/ on other hosts
 
 
@@ -106,9 +114,9 @@ def client_address(request: Any) -> str:
 
 
 class FailedLoginBudget:
-    """Failed password checks per client address: at most ``per_minute`` at once, refilled at ``per_minute`` a
-    minute. :meth:`take` reserves one before a check (or says how long to wait); :meth:`give_back` returns it when
-    the check succeeded or was not made.
+    """Failed password checks (or sign-ups) per client address: at most ``per_minute`` at once, refilled at
+    ``per_minute`` a minute. :meth:`take` reserves one before a check (or says how long to wait); :meth:`give_back`
+    returns it when the check succeeded or was not made.
 
     Usage::
 
@@ -120,7 +128,7 @@ class FailedLoginBudget:
 
     def __init__(self, per_minute: int = FAILED_LOGINS_PER_ADDRESS, clock: Callable[[], float] = time.monotonic):
         if per_minute < 1:
-            raise ValueError(f"failed logins per address must be at least 1, got {per_minute}")
+            raise ValueError(f"a budget per address must be at least 1 a minute, got {per_minute}")
         self.capacity = float(per_minute)
         self.refill_s = 60.0 / per_minute
         self.clock = clock
@@ -204,6 +212,7 @@ def course_authenticator_class() -> type:
     from nativeauthenticator import NativeAuthenticator
     from nativeauthenticator.handlers import DiscardHandler, ToggleAuthorizationHandler
     from nativeauthenticator.handlers import LoginHandler as NativeLoginHandler
+    from nativeauthenticator.handlers import SignUpHandler
     from nativeauthenticator.orm import UserInfo
     from tornado.escape import url_escape
     from tornado.httputil import url_concat
@@ -263,8 +272,40 @@ def course_authenticator_class() -> type:
                     self.users.delete(user_name)
             self.redirect(self.hub.base_url + "authorize")
 
+    class CourseSignUpHandler(SignUpHandler):
+        """/hub/signup: NativeAuthenticator 1.3.0's page, with the address's sign-up budget taken first (429 beyond
+        it, nothing hashed) and the password hashed off the event loop before NativeAuthenticator creates the
+        account. A sign-up that cannot succeed (name taken or refused, weak password, confirmation that differs)
+        spends nothing: NativeAuthenticator refuses it with its own message, before any hash."""
+
+        async def post(self) -> None:
+            authenticator = self.authenticator
+            username = self.get_body_argument("username", "", strip=False)
+            password = self.get_body_argument("signup_password", "", strip=False)
+            confirmation = self.get_body_argument("signup_password_confirmation", "", strip=False)
+            if not (authenticator.enable_signup and password == confirmation
+                    and authenticator.could_sign_up(username, password)):
+                await super().post()
+                return
+            address = client_address(self.request)
+            hashed = await authenticator.hash_for_sign_up(address, password)
+            if hashed is None:
+                self.set_status(429)
+                wait = math.ceil(authenticator.signup_budget.take(address))  # still empty: how long until one
+                self.finish(await self.render_template(
+                    "signup.html", ask_email=authenticator.ask_email_on_signup, alert="alert-danger",
+                    result_message=f"Too many sign-ups from your address: try again in {max(wait, 1)} s.",
+                    two_factor_auth=authenticator.allow_2fa, recaptcha_key=authenticator.recaptcha_key,
+                    tos=authenticator.tos))
+                return
+            token = _SIGN_UP_HASH.set((password, hashed))
+            try:
+                await super().post()
+            finally:
+                _SIGN_UP_HASH.reset(token)
+
     replaced = {NativeLoginHandler: CourseLoginHandler, ToggleAuthorizationHandler: PostOnlyToggleAuthorization,
-                DiscardHandler: PostOnlyDiscard}
+                DiscardHandler: PostOnlyDiscard, SignUpHandler: CourseSignUpHandler}
 
     class CourseNativeAuthenticator(NativeAuthenticator):
         """Sign-up with instructor approval, the instructor's account made first, failed logins limited per name and
@@ -276,13 +317,18 @@ def course_authenticator_class() -> type:
         learner_group = Unicode("", config=True, help="make hub as root: the system group of the accounts it made.")
         failed_logins_per_address = Integer(FAILED_LOGINS_PER_ADDRESS, config=True,
                                             help="Failed password checks a minute from one client address.")
+        signups_per_address = Integer(SIGNUPS_PER_ADDRESS, config=True,
+                                      help="Sign-ups a minute from one client address.")
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             if self.failed_logins_per_address < 1:
                 raise ValueError("failed_logins_per_address must be at least 1")
+            if self.signups_per_address < 1:
+                raise ValueError("signups_per_address must be at least 1")
             system_username("x", self.system_users)  # refuses an unknown mapping now, not at the first sign-up
             self.address_budget = FailedLoginBudget(self.failed_logins_per_address)
+            self.signup_budget = FailedLoginBudget(self.signups_per_address)
             self._refused_addresses: dict[str, float] = {}
             self._ensure_instructors()
             serve_hub_pages_only_on_the_hub_host()
@@ -343,6 +389,53 @@ def course_authenticator_class() -> type:
             if self.normalize_username(username) in self.admin_users and len(new_password) < ADMIN_PASSWORD_LENGTH:
                 return False  # never locked out, so never guessable: an instructor's password stays long
             return super().change_password(username, new_password)
+
+        # -- signing up ------------------------------------------------------------------------------------------
+        def could_sign_up(self, username: str, password: str) -> bool:
+            """Whether NativeAuthenticator's create_user would make this account (its checks before the hash)."""
+            username = self.normalize_username(username)
+            return (not self.user_exists(username) and self.validate_username(username)
+                    and self.is_password_strong(password))
+
+        async def hash_for_sign_up(self, address: str, password: str) -> bytes | None:
+            """The bcrypt hash of a sign-up's password, made off the event loop; None, with nothing hashed, when the
+            client ``address`` has used its ``signups_per_address`` of the minute.
+
+            Usage: ``hashed = await authenticator.hash_for_sign_up("203.0.113.7", password)``"""
+            wait = self.signup_budget.take(address)
+            if wait:
+                now = time.monotonic()
+                if now - self._refused_addresses.get("signup " + address, -60.0) >= 60:  # a line a minute
+                    self._refused_addresses["signup " + address] = now
+                    self.log.warning("Refusing sign-ups from %s for %d s: more than %d a minute", address,
+                                     math.ceil(wait), int(self.signup_budget.capacity))
+                return None
+            return await asyncio.get_running_loop().run_in_executor(None, _hash_password, password)
+
+        def create_user(self, username: str, password: str, **kwargs: Any) -> Any:
+            """NativeAuthenticator 1.3.0's create_user; during a sign-up whose password the page hashed off the
+            event loop (:meth:`hash_for_sign_up`), the same steps with that hash instead of a hash on the loop."""
+            given = _SIGN_UP_HASH.get(None)
+            if given is None or given[0] != password:
+                return super().create_user(username, password, **kwargs)
+            username = self.normalize_username(username)
+            if not (self.enable_signup and self.could_sign_up(username, password)):
+                return None
+            pre_authorized = self.open_signup or username in self.get_authed_users()
+            infos = {**kwargs, "username": username, "password": given[1]}
+            if pre_authorized:
+                infos["is_authorized"] = True
+            try:
+                user_info = UserInfo(**infos)
+            except AssertionError:  # e.g. an e-mail address that is not one
+                return None
+            if self.allow_self_approval_for and not pre_authorized and re.match(self.allow_self_approval_for,
+                                                                                user_info.email):
+                self.send_approval_email(user_info.email, self.generate_approval_url(username))
+                user_info.login_email_sent = True
+            self.db.add(user_info)
+            self.db.commit()
+            return user_info
 
         # -- names -----------------------------------------------------------------------------------------------
         def retired(self) -> set[str]:
@@ -408,6 +501,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _hash_password(password: str) -> bytes:
+    import bcrypt
+
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt())
+
+
 def _password_matches(password: str, hashed: bytes | str) -> bool:
     import bcrypt
 
@@ -428,7 +527,8 @@ def _in_group(account: str, group: str) -> bool:
 
 def configure_sign_in(c: Any, *, admins: Iterable[str], state: str | Path, system_users: str = "",
                       authenticator: type | None = None, allowed_failed_logins: int = ALLOWED_FAILED_LOGINS,
-                      failed_logins_per_address: int = FAILED_LOGINS_PER_ADDRESS) -> None:
+                      failed_logins_per_address: int = FAILED_LOGINS_PER_ADDRESS,
+                      signups_per_address: int = SIGNUPS_PER_ADDRESS) -> None:
     """Set the course's sign-in on JupyterHub config ``c``: the authenticator (``authenticator``, a subclass of
     :func:`course_authenticator_class`, or that class), its settings, and the approval page's template.
 
@@ -445,6 +545,9 @@ def configure_sign_in(c: Any, *, admins: Iterable[str], state: str | Path, syste
                              "2-32 characters, starting with a letter, and not a system account.")
     if allowed_failed_logins < 1:  # NativeAuthenticator reads 0 as "never block": guessing without end
         raise ValueError(f"allowed_failed_logins={allowed_failed_logins}: give at least 1")
+    if failed_logins_per_address < 1 or signups_per_address < 1:
+        raise ValueError(f"failed_logins_per_address={failed_logins_per_address}, signups_per_address="
+                         f"{signups_per_address}: give at least 1 for each (a budget a minute per client address)")
     system_username("x", system_users)
     native = course_authenticator_class()
     authenticator = authenticator or native
@@ -464,5 +567,6 @@ def configure_sign_in(c: Any, *, admins: Iterable[str], state: str | Path, syste
     c.CourseNativeAuthenticator.retired_names_file = str(state / RETIRED_FILE)
     c.CourseNativeAuthenticator.system_users = system_users
     c.CourseNativeAuthenticator.failed_logins_per_address = failed_logins_per_address
+    c.CourseNativeAuthenticator.signups_per_address = signups_per_address
     paths = list(c.JupyterHub.template_paths) if "template_paths" in c.JupyterHub else []
     c.JupyterHub.template_paths = [str(TEMPLATES), *(p for p in paths if p != str(TEMPLATES))]

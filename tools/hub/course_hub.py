@@ -100,6 +100,7 @@ class Settings:
     allowed_failed_logins: int = course_auth.ALLOWED_FAILED_LOGINS  # wrong passwords that block a learner's name
     # for a minute (never the instructor's)
     failed_logins_per_address: int = course_auth.FAILED_LOGINS_PER_ADDRESS  # failed logins a minute from one address
+    signups_per_address: int = course_auth.SIGNUPS_PER_ADDRESS  # sign-ups a minute from one address
     shm_max: str = "512M"  # each learner's server gets its own /dev/shm of this size ("0": the machine's shared one)
     extra_config: str = ""
     lang: str = "en"  # the room's language: "zh" gives every learner the Chinese workspace and Chinese check()/hint()
@@ -128,6 +129,7 @@ class Settings:
         s.file_max = env.get("HUB_FILE_MAX") or s.file_max
         s.allowed_failed_logins = int(env.get("HUB_ALLOWED_FAILED_LOGINS") or s.allowed_failed_logins)
         s.failed_logins_per_address = int(env.get("HUB_FAILED_LOGINS_PER_ADDRESS") or s.failed_logins_per_address)
+        s.signups_per_address = int(env.get("HUB_SIGNUPS_PER_ADDRESS") or s.signups_per_address)
         s.shm_max = env.get("HUB_SHM_MAX") or s.shm_max
         s.extra_config = env.get("HUB_EXTRA_CONFIG", "")
         s.lang = (env.get("HUB_LANG", s.lang) or s.lang).strip().lower()
@@ -190,6 +192,10 @@ def check_settings(s: Settings) -> None:
         raise UnsafeHub(f"HUB_FAILED_LOGINS_PER_ADDRESS={s.failed_logins_per_address}: give at least 1 (the default, "
                         f"{course_auth.FAILED_LOGINS_PER_ADDRESS}, refuses a client address's logins without checking "
                         "the password once it failed that many times in a minute).")
+    if s.signups_per_address < 1:
+        raise UnsafeHub(f"HUB_SIGNUPS_PER_ADDRESS={s.signups_per_address}: give at least 1 (the default, "
+                        f"{course_auth.SIGNUPS_PER_ADDRESS}, refuses a client address's sign-ups without hashing "
+                        "their passwords once it signed up that many times in a minute).")
     for name, value in (("HUB_MEMORY_MAX", s.memory_max), ("HUB_FILE_MAX", s.file_max), ("HUB_SHM_MAX", s.shm_max)):
         try:
             parse_size(value)
@@ -785,11 +791,13 @@ def configure(c: Any, s: Settings) -> str:
 
     separate_users, shared_account = authenticator_classes()
     # The course's sign-in, as the deploy/ recipes run it (tools/hub/course_auth.py): the instructor's account first,
-    # approval by POST, failed logins limited per name and per address, names never handed down, /hub/ on its host.
+    # approval by POST, failed logins limited per name and per address, sign-ups per address, names never handed
+    # down, /hub/ on its host.
     course_auth.configure_sign_in(
         c, admins={s.admin}, state=s.private, system_users="same" if s.as_root else "",
         authenticator=separate_users if s.as_root else shared_account,
-        allowed_failed_logins=s.allowed_failed_logins, failed_logins_per_address=s.failed_logins_per_address)
+        allowed_failed_logins=s.allowed_failed_logins, failed_logins_per_address=s.failed_logins_per_address,
+        signups_per_address=s.signups_per_address)
     if s.as_root:
         c.CourseNativeAuthenticator.learner_group = s.learner_group
         c.LocalAuthenticator.create_system_users = True
