@@ -352,3 +352,18 @@ def expect_callable(test: Callable[[Callable[..., Any]], Verdict], what: str) ->
         return test(answer)
 
     return validate
+
+
+def lets_the_error_through(run: Callable[[], Any], error: type[BaseException]) -> Verdict | None:
+    """The unhappy path of an answer that wraps a model: ``run`` calls the learner's function on a model whose forward
+    raises ``error``. None when that error came out of it; else the ✗ that says it was swallowed (a Verdict is
+    falsy when it refuses: compare with None). What must hold after the error, such as no hook left behind, each
+    exercise checks in its own words.
+
+    Usage: ``lets_the_error_through(lambda: int("x"), ValueError)`` (None: the error came out)
+    """
+    try:
+        run()
+    except error:
+        return None
+    return Verdict(False, _("When the model raises, your function must let the error through (not swallow it)."))

@@ -18,7 +18,9 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, hooks_while_running, plain_tensor
+from course_utils.machinery.exercise_kit import (
+    Exercise, Verdict, expect_callable, hooks_while_running, lets_the_error_through, plain_tensor,
+)
 from course_utils.machinery.messages import _, N_
 from course_utils.hooks import hook_report
 
@@ -166,12 +168,9 @@ def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
         return Verdict(False, _("Not Grad-CAM's channel weights at layer {layer}: the spatial mean of the gradient of "
                                 "each sample's target score at the layer's output.").format(layer=repr(layer)))
     failing = nn.Sequential(*_cam_net(inplace=False), _FailsOnPurpose())  # layer "2" is there; the forward raises
-    try:
-        channel_weights(failing, "2", _batch(), list(_TARGETS))
-    except _Failure:
-        pass
-    else:
-        return Verdict(False, _("When the model raises, your function must let the error through (not swallow it)."))
+    refused = lets_the_error_through(lambda: channel_weights(failing, "2", _batch(), list(_TARGETS)), _Failure)
+    if refused is not None:
+        return refused
     left = _hooks_left(failing)
     if left:
         return Verdict(False, _("When the model raises, your hook stays behind ({where}): remove it with its handle "

@@ -16,7 +16,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, hooks_while_running
+from course_utils.machinery.exercise_kit import (
+    Exercise, Verdict, expect_callable, hooks_while_running, lets_the_error_through,
+)
 from course_utils.machinery.messages import _, N_
 from course_utils.hooks import count_hooks
 
@@ -100,12 +102,9 @@ def _grad_output_test(answer: Callable[..., Any]) -> Verdict:
                                         name=name, found=", ".join(seen.kinds) or _("no hook")))
     failing = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(inplace=True), _Breaks())
     flags = _inplace_flags(failing)
-    try:
-        answer(failing, "0", x.clone())
-    except ValueError:
-        pass
-    else:
-        return Verdict(False, _("When the model raises, your function must let the error through (not swallow it)."))
+    refused = lets_the_error_through(lambda: answer(failing, "0", x.clone()), ValueError)
+    if refused is not None:
+        return refused
     if _inplace_flags(failing) != flags:
         return Verdict(False, _("When the model raised, the `inplace` flags stayed switched off: set them back in a "
                                 "`finally`, where the hook is removed too."))
@@ -244,13 +243,9 @@ def _mean_test(answer: Callable[..., Any]) -> Verdict:
                 return Verdict(False, _("Layer '{name}': expected the mean of its output ({truth:.4f}), got "
                                         "{got!r}.").format(name=name, truth=truth, got=got))
     broken = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), _Breaks())
-    raised = False
-    try:
-        answer(broken, "1", torch.randn(2, 3, generator=generator))
-    except ValueError:
-        raised = True
-    if not raised:
-        return Verdict(False, _("When the model raises, your function must let the error through (not swallow it)."))
+    refused = lets_the_error_through(lambda: answer(broken, "1", torch.randn(2, 3, generator=generator)), ValueError)
+    if refused is not None:
+        return refused
     if count_hooks(broken):
         return Verdict(False, _("When the model raises, your hook stays on the model: remove it in a `finally` (or "
                                 "use the handle as a context manager)."))

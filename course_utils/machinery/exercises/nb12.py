@@ -23,7 +23,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from course_utils.hooks import hook_report
-from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, plain_tensor
+from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, lets_the_error_through, plain_tensor
 from course_utils.machinery.messages import N_, _
 from course_utils.transformer import InductionTransformer, generate, repeated_sequences
 
@@ -225,12 +225,9 @@ def _cache_test(cache_residuals: Callable[..., Any]) -> Verdict:
                                     "enters block 0, stream i + 1 what block i returns.").format(index=index))
     failing = _model(2, 2, 123)
     failing.blocks[1] = _FailingBlock()
-    try:
-        cache_residuals(failing, _tokens(2, 123))
-    except _Failure:
-        pass
-    else:
-        return Verdict(False, _("When the model raises, your function must let the error through (not swallow it)."))
+    refused = lets_the_error_through(lambda: cache_residuals(failing, _tokens(2, 123)), _Failure)
+    if refused is not None:
+        return refused
     left = _hooks_left(failing)
     if left:
         return Verdict(False, _("When the model raises, a hook stays behind ({where}): remove the handles in a "
