@@ -347,6 +347,7 @@ def test_tljh_gives_each_learner_private_tmp_kernel_sockets_and_make_hubs_limits
     assert properties == {"TasksMax": str(course_hub.Settings().tasks_max), "RemoveIPC": "yes"}
     assert all(isinstance(value, str) and "{" not in value for value in properties.values())  # _expand_user_vars
     assert set(course_hub.KERNELS_ON_UNIX_SOCKETS) <= set(c.Spawner.args.get_value([]))
+    assert set(course_hub.KERNELS_WITHOUT_DEBUGGER) <= set(c.Spawner.args.get_value([]))  # see test_hub's debugger test
     runtime = c.Spawner.environment.get_value({})["JUPYTER_RUNTIME_DIR"]
     assert runtime.startswith("/tmp/") and len(runtime) + len(course_hub.KERNEL_SOCKET_NAME) <= course_hub.SOCKET_PATH_MAX
     assert load(DEPLOY / "tljh" / "config.yaml")["limits"]["memory"], "MemoryMax, which counts /dev/shm, needs a limit"

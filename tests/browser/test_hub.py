@@ -17,9 +17,9 @@ clone is deleted at the end, also when a test fails.
 - learner A cannot open learner B's files through the hub's URLs with A's session, nor on disk;
 - the attacks of issues 22 and 34, each performed against this hub by a learner (or a page a learner serves), each
   failing its test if it works: another origin's page, the hub's pages on a learner's host, approvals by a page the
-  instructor opens, another learner's kernel output, planted /tmp caches, /dev/shm beyond its limit, tokens in logs,
-  memory and fork bombs, failed logins and a flood of them, a deleted learner's name, a forged progress record,
-  processes and files left behind;
+  instructor opens, another learner's kernel output, a debugger attached to another learner's kernel, planted /tmp
+  caches, /dev/shm beyond its limit, tokens in logs, memory and fork bombs, failed logins and a flood of them, a
+  flood of sign-ups, a deleted learner's name, a forged progress record, processes and files left behind;
 - Ctrl-C stops the hub, the proxy, the culler, every learner's server and every kernel.
 
 Needs root (each learner is a system user); run with ``make test-browser``.
@@ -930,6 +930,133 @@ def test_another_learner_subscribing_to_a_kernel_hears_nothing(at_work: Room) ->
               f"root heard {sum(map(len, heard_by_root))} message(s) on the same sockets")
     finally:
         ann.page.evaluate(STOP_SESSION, [f"/user/{ann.name}", started["body"]["id"]])  # type: ignore[attr-defined]
+
+
+# Run as the attacker: every TCP port of 127.0.0.1 the victim (uid argv[1]) listens on, read from /proc/net/tcp as any
+# user can, spoken to as a debugger (DAP: initialize, attach, configurationDone, then evaluate the owner's uid).
+# Prints {"ports": [...], "ran": [[port, result], ...]}: "ran" lists the ports where the code ran in a process of the
+# victim's.
+ATTACH_DEBUGPY = r"""
+import json, socket, sys, time
+
+victim = int(sys.argv[1])
+ports = []
+for line in open("/proc/net/tcp").read().splitlines()[1:]:
+    fields = line.split()
+    if fields[3] == "0A" and int(fields[7]) == victim and fields[1].startswith("0100007F:"):
+        ports.append(int(fields[1].split(":")[1], 16))
+
+
+def send(sock, seq, command, arguments):
+    body = json.dumps({"seq": seq, "type": "request", "command": command, "arguments": arguments}).encode()
+    sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def wait_for(sock, buffer, wanted, seconds=5.0):
+    # the first DAP message that wanted(message) accepts, or None (not DAP, or nothing in time)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        while b"\r\n\r\n" in buffer[0]:
+            head, rest = buffer[0].split(b"\r\n\r\n", 1)
+            if not head.startswith(b"Content-Length:"):
+                return None
+            size = int(head.split(b":")[1])
+            if len(rest) < size:
+                break
+            message, buffer[0] = json.loads(rest[:size]), rest[size:]
+            if wanted(message):
+                return message
+        sock.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(65536)
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        buffer[0] += chunk
+    return None
+
+
+ran = []
+for port in ports:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            buffer = [b""]
+            response = lambda seq: (lambda m: m.get("type") == "response" and m.get("request_seq") == seq)
+            send(sock, 1, "initialize", {"adapterID": "python", "clientID": "attacker"})
+            if not (wait_for(sock, buffer, response(1), seconds=2.0) or {}).get("success"):  # not a debugger
+                continue
+            send(sock, 2, "attach", {"justMyCode": False})
+            wait_for(sock, buffer, lambda m: m.get("event") == "initialized" or response(2)(m))
+            send(sock, 3, "configurationDone", {})
+            wait_for(sock, buffer, response(3))
+            send(sock, 4, "evaluate", {"expression": "__import__('os').getuid()", "context": "repl"})
+            answer = wait_for(sock, buffer, response(4)) or {}
+            if answer.get("success"):
+                ran.append([port, answer["body"]["result"]])
+    except OSError:
+        continue
+print(json.dumps({"ports": ports, "ran": ran}))
+"""
+
+
+def attach_as(hub: ThrowAwayHub, attacker: Learner, victim: Learner, python: str) -> dict:
+    """``attacker`` runs ATTACH_DEBUGPY against every loopback TCP port ``victim``'s processes listen on."""
+    done = subprocess.run(["runuser", "-u", attacker.name, "--", python, "-c", ATTACH_DEBUGPY,
+                           str(hub.learner_uids()[victim.name])], capture_output=True, text=True, timeout=120, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_no_learner_can_attach_a_debugger_to_another_learners_kernel(at_work: Room) -> None:
+    """JupyterLab's debugger makes ipykernel start debugpy, which listens on a TCP port of 127.0.0.1 with no password
+    and goes on listening after the debugger is switched off: another learner who attaches runs code as the kernel's
+    owner. Here ann's kernel gets what JupyterLab's debugger switch sends (initialize, attach, then disconnect);
+    then bob speaks the debugger's protocol to every loopback TCP port ann listens on: no code of his runs. The
+    kernel does not offer the debugger (course_utils/machinery/hub_kernel.py) and refuses the requests. The proof
+    that bob's attack works where a debugpy listens: ann's own process that calls debugpy.listen(), which bob
+    attaches to and runs code in, as ann."""
+    from jupyter_client import BlockingKernelClient
+
+    room = at_work
+    hub, ann, bob = room.hub, room.learners["ann"], room.learners["bob"]
+    kernel = process_of(hub, ann, "ipykernel")
+    client = BlockingKernelClient(connection_file=connection_file(kernel))
+    client.load_connection_file()
+    client.start_channels()
+    try:
+        features = client.kernel_info(reply=True, timeout=60)["content"].get("supported_features", [])
+        answers = []
+        for seq, (command, arguments) in enumerate((
+                ("initialize", {"clientID": "jupyterlab", "adapterID": "", "pathFormat": "path", "linesStartAt1": True,
+                                "columnsStartAt1": True, "locale": "en"}),
+                ("attach", {"justMyCode": True}),
+                ("disconnect", {"restart": False, "terminateDebuggee": False})), start=1):
+            message = client.session.msg("debug_request", {"type": "request", "seq": seq, "command": command,
+                                                           "arguments": arguments})
+            client.control_channel.send(message)
+            answers.append(client.control_channel.get_msg(timeout=60)["content"])
+    finally:
+        client.stop_channels()
+    attacked = attach_as(hub, bob, ann, kernel.cmdline()[0])
+    python = kernel.cmdline()[0]
+    own = subprocess.Popen(  # ann's own debugpy, as if she had called it in a terminal: the attack's proof
+        ["runuser", "-u", ann.name, "--", python, "-c",
+         "import debugpy, time; debugpy.listen(('127.0.0.1', 0)); print('listening', flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd="/", start_new_session=True)
+    try:
+        assert own.stdout.readline().strip() == "listening"  # type: ignore[union-attr]
+        proof = attach_as(hub, bob, ann, python)
+    finally:
+        os.killpg(own.pid, signal.SIGKILL)
+        own.wait(timeout=30)
+    assert proof["ran"] and all(str(uid) == str(hub.learner_uids()[ann.name]) for _, uid in proof["ran"]), \
+        f"bob's attack did not work even on a debugpy that listens: no proof ({proof})"
+    assert not attacked["ran"], f"bob ran code in ann's kernel through its debugger port: {attacked}"
+    assert "debugger" not in features, f"ann's kernel offers the debugger: {features}"
+    assert not any(answer.get("success") for answer in answers), f"ann's kernel ran the debug requests: {answers}"
+    print(f"\nann's kernel refused the debugger ({answers[0].get('message', '')[:60]}...); bob tried her TCP ports "
+          f"{attacked['ports']}: nothing ran; on her own debugpy's port he ran code as uid {proof['ran'][0][1]}")
 
 
 def test_dev_shm_is_each_learners_own_and_capped(at_work: Room) -> None:

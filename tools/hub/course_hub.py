@@ -40,6 +40,11 @@ OPEN_AUTHENTICATORS = ("DummyAuthenticator", "NullAuthenticator")
 # any local user can subscribe to a kernel's output (IOPub needs no key to read). jupyter_client puts a kernel's
 # sockets beside its connection file: <runtime>/kernel-<id>-ipc-<1..5> (PRIVATE_DIRS gives a short runtime folder).
 KERNELS_ON_UNIX_SOCKETS = ("--KernelManager.transport=ipc",)
+# Python kernels without the debugger: debugpy listens on a TCP port of the loopback with no password and goes on
+# listening after the debugger is switched off, so another learner could attach and run code as the kernel's owner
+# (course_utils/machinery/hub_kernel.py; course_utils is in the learners' environment).
+KERNELS_WITHOUT_DEBUGGER = (
+    "--ServerApp.kernel_spec_manager_class=course_utils.machinery.hub_kernel.HubKernelSpecManager",)
 SOCKET_PATH_MAX = 107  # sun_path: 108 bytes with the final NUL (Linux)
 KERNEL_SOCKET_NAME = "/kernel-" + "0" * 36 + "-ipc-10"  # the longest name jupyter_client gives (a uuid4, port 1..10)
 
@@ -819,6 +824,7 @@ def configure(c: Any, s: Settings) -> str:
     c.Spawner.args = [
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         *KERNELS_ON_UNIX_SOCKETS,
+        *KERNELS_WITHOUT_DEBUGGER,
     ]
 
     c.JupyterHub.services = [{

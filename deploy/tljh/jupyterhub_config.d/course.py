@@ -43,11 +43,12 @@ course_auth.configure_sign_in(c, admins=c.Authenticator.admin_users, state=STATE
 # - its /dev/shm files removed when it stops (RemoveIPC); while it runs they count in config.yaml's limits.memory
 #   (MemoryMax counts shared memory);
 # - kernels on unix sockets in that private /tmp, not on TCP ports of the VM's loopback, where every user of the VM
-#   could subscribe to another's kernel output.
+#   could subscribe to another's kernel output; and Python kernels without the debugger, whose debugpy would listen
+#   on such a port with no password (any user of the VM could attach and run code as the learner).
 LIMITS = course_hub.Settings()  # make hub's defaults
 c.SystemdSpawner.isolate_tmp = True
 c.SystemdSpawner.unit_extra_properties = {"TasksMax": str(LIMITS.tasks_max), "RemoveIPC": "yes"}
-c.Spawner.args.extend(course_hub.KERNELS_ON_UNIX_SOCKETS)
+c.Spawner.args.extend([*course_hub.KERNELS_ON_UNIX_SOCKETS, *course_hub.KERNELS_WITHOUT_DEBUGGER])
 c.Spawner.environment.update({"JUPYTER_RUNTIME_DIR": "/tmp/jupyter-runtime"})  # the unit's /tmp: short socket paths
 
 # The instructor's dashboard of the room (instructor guide, "Seeing the room"): a JupyterHub service that only admins
