@@ -155,14 +155,21 @@ def dying_start(marker: Path, deaths: int) -> str:
             f"already in use (start ' + str(n + 1).encode() + b')\\nsomething after\\n'), os._exit(1))")
 
 
+def run_with_kernel_deaths(folder: Path, monkeypatch: pytest.MonkeyPatch, deaths: int) -> tuple[str, list, list]:
+    """A one-cell teaching notebook run by run_one with two kernel starts at most, the first ``deaths`` of them dying
+    (counted in ``folder/starts``): (label, problems, notes)."""
+    monkeypatch.setattr(execute, "KERNEL_WARNING_FILTERS", dying_start(folder / "starts", deaths=deaths))
+    monkeypatch.setattr(execute, "KERNEL_STARTS", 2)
+    path = folder / "one-cell.ipynb"
+    nbformat.write(notebook(new_code_cell("print('ran')")), path)
+    label, problems, notes, _, _ = execute.run_one(("one-cell (teaching)", str(path), str(path), "teaching",
+                                                    str(ROOT / "tests" / "learner_run.py"), False))
+    return label, problems, notes
+
+
 def test_a_kernel_that_dies_at_start_is_started_again_and_the_retry_is_noted(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     marker = tmp_path / "starts"
-    monkeypatch.setattr(execute, "KERNEL_WARNING_FILTERS", dying_start(marker, deaths=1))
-    monkeypatch.setattr(execute, "KERNEL_STARTS", 2)
-    path = tmp_path / "fine.ipynb"
-    nbformat.write(notebook(new_code_cell("print('ran')")), path)
-    label, problems, notes, _, _ = execute.run_one(("fine (teaching)", str(path), str(path), "teaching",
-                                                    str(ROOT / "tests" / "learner_run.py"), False))
+    _, problems, notes = run_with_kernel_deaths(tmp_path, monkeypatch, deaths=1)
     assert marker.read_text() == "xx", "the kernel was not started a second time"
     assert problems == [], problems
     assert notes == ["kernel start 1 of 2 died before its first cell; its stderr ended: "
@@ -171,12 +178,7 @@ def test_a_kernel_that_dies_at_start_is_started_again_and_the_retry_is_noted(tmp
 
 def test_a_kernel_that_never_starts_fails_its_notebook_with_what_it_said(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     marker = tmp_path / "starts"
-    monkeypatch.setattr(execute, "KERNEL_WARNING_FILTERS", dying_start(marker, deaths=99))
-    monkeypatch.setattr(execute, "KERNEL_STARTS", 2)
-    path = tmp_path / "never.ipynb"
-    nbformat.write(notebook(new_code_cell("print('ran')")), path)
-    _, problems, notes, _, _ = execute.run_one(("never (teaching)", str(path), str(path), "teaching",
-                                                str(ROOT / "tests" / "learner_run.py"), False))
+    _, problems, notes = run_with_kernel_deaths(tmp_path, monkeypatch, deaths=99)
     assert marker.read_text() == "xx", "tried more or fewer times than KERNEL_STARTS"
     assert len(problems) == 1 and "Kernel died before replying to kernel_info" in problems[0], problems
     assert problems[0].endswith("(the kernel's stderr ended: zmq.error.ZMQError: Address already in use (start 2))")
