@@ -1291,6 +1291,8 @@ def test_a_flood_of_sign_ups_is_refused_per_address_and_the_room_still_signs_up(
         f"{made} accounts made for one address in {flood_s:.0f} s"
     newcomer = Learner(f"{hub.prefix}gus", secrets.token_urlsafe(10))
     assert "sent to the admin" in client(hub, "127.0.0.1").sign_up(newcomer.name, newcomer.password).text
+    too_long = client(hub, "127.0.0.1").sign_up(f"{hub.prefix}hal", "钩子" * 13)  # 78 bytes: bcrypt takes 72
+    assert too_long.status_code == 200 and "longer than 72 bytes" in too_long.text, too_long.text[-600:]
     assert waits and max(waits) < 2.0, f"the login page took up to {max(waits):.2f} s during the flood"
     print(f"\nsign-up flood from 127.0.0.3: {len(answers)} sign-ups in {flood_s:.1f} s, {made} accounts made, "
           f"{refused} refused (429); the login page from 127.0.0.1 meanwhile: {1000 * max(waits):.0f} ms at most")

@@ -63,6 +63,7 @@ SYSTEM_USERS = ("", "same", "tljh")
 ALLOWED_FAILED_LOGINS = 10  # wrong passwords in a row that block a learner's name for a minute
 FAILED_LOGINS_PER_ADDRESS = 20  # failed password checks a minute from one client address
 SIGNUPS_PER_ADDRESS = 30  # sign-ups a minute from one client address (a room behind one NAT address shares them)
+BCRYPT_MAX_BYTES = 72  # bcrypt hashes at most 72 bytes of a password; bcrypt 5 refuses a longer one
 # A sign-up's password and its bcrypt hash, made off the event loop by the sign-up page before NativeAuthenticator's
 # create_user runs (in the same request's context), so that create_user does not hash it on the loop.
 _SIGN_UP_HASH: contextvars.ContextVar[tuple[str, bytes]] = contextvars.ContextVar("course_sign_up_hash")
@@ -283,6 +284,15 @@ def course_authenticator_class() -> type:
             username = self.get_body_argument("username", "", strip=False)
             password = self.get_body_argument("signup_password", "", strip=False)
             confirmation = self.get_body_argument("signup_password_confirmation", "", strip=False)
+            if authenticator.enable_signup and len(password.encode("utf-8", "surrogatepass")) > BCRYPT_MAX_BYTES:
+                # bcrypt refuses a longer password (ValueError: a 500 page in stock NativeAuthenticator)
+                self.finish(await self.render_template(
+                    "signup.html", ask_email=authenticator.ask_email_on_signup, alert="alert-danger",
+                    result_message=f"Your password is longer than {BCRYPT_MAX_BYTES} bytes, the most a password "
+                                   f"can have here (a Chinese character takes 3): choose a shorter one.",
+                    two_factor_auth=authenticator.allow_2fa, recaptcha_key=authenticator.recaptcha_key,
+                    tos=authenticator.tos))
+                return
             if not (authenticator.enable_signup and password == confirmation
                     and authenticator.could_sign_up(username, password)):
                 await super().post()
