@@ -190,6 +190,7 @@ def test_a_sign_up_is_hashed_off_the_event_loop_once_and_an_address_gets_its_sig
     assert asyncio.run(authenticator.hash_for_sign_up("127.0.0.9", "x-password")) is not None
     started = time.perf_counter()
     assert asyncio.run(authenticator.hash_for_sign_up("127.0.0.9", "x-password")) is None
+    assert 0 < authenticator.signup_budget.wait("127.0.0.9") <= 30  # what the page says: 2 a minute, one per 30 s
     assert time.perf_counter() - started < 0.05, "a refused sign-up still computed a hash"
     assert asyncio.run(authenticator.hash_for_sign_up("127.0.0.10", "x-password")) is not None  # another address
     assert authenticator.could_sign_up("fay", "fay-password") and not authenticator.could_sign_up("cat", "x-password")
@@ -230,8 +231,12 @@ def test_configure_sign_in_refuses_what_would_open_the_hub(tmp_path: Path) -> No
             course_auth.configure_sign_in(Config(), admins=bad, state=tmp_path)
     with pytest.raises(ValueError, match="allowed_failed_logins=0"):
         course_auth.configure_sign_in(Config(), admins={"instructor"}, state=tmp_path, allowed_failed_logins=0)
-    with pytest.raises(ValueError, match="signups_per_address=0"):
-        course_auth.configure_sign_in(Config(), admins={"instructor"}, state=tmp_path, signups_per_address=0)
+    config = Config()
+    course_auth.configure_sign_in(config, admins={"instructor"}, state=tmp_path, signups_per_address=0)
+    with pytest.raises(ValueError, match="signups_per_address must be at least 1"):  # when the hub starts
+        from jupyterhub import orm
+
+        config.JupyterHub.authenticator_class(config=config, db=orm.new_session_factory("sqlite://")())
     with pytest.raises(ValueError, match="system_users"):
         course_auth.configure_sign_in(Config(), admins={"instructor"}, state=tmp_path, system_users="ldap")
     with pytest.raises(TypeError):

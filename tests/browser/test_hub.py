@@ -791,15 +791,21 @@ def test_temporary_files_and_compile_caches_are_private_to_each_learner(at_work:
 # What bob runs from his terminal (issue 34.2): subscribe to the IOPub channel of every zmq socket of ann's he can
 # name -- each TCP port her processes listen on (/proc/net/tcp is readable by every user) and her kernels' IOPub
 # endpoints (given to him: a unix socket's path he could not list in her home) -- then print what arrives.
-EAVESDROP = r"""
-import json, sys, time, zmq
-uid, endpoints, seconds = int(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3])
+# The first lines of each attacker's script: the TCP ports the victim (uid argv[1]) listens on, read from /proc as any
+# user can read them.
+VICTIMS_PORTS = r"""
+import sys
+uid = int(sys.argv[1])
 ports = set()
 for table in ("/proc/net/tcp", "/proc/net/tcp6"):
     for line in open(table).read().splitlines()[1:]:
         fields = line.split()
-        if fields[3] == "0A" and int(fields[7]) == uid:  # LISTEN, ann's
+        if fields[3] == "0A" and int(fields[7]) == uid:  # LISTEN, the victim's
             ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+"""
+EAVESDROP = VICTIMS_PORTS + r"""
+import json, time, zmq
+endpoints, seconds = json.loads(sys.argv[2]), float(sys.argv[3])
 context = zmq.Context()
 subscribers = []
 for where in sorted({f"tcp://127.0.0.1:{port}" for port in ports} | set(endpoints)):
@@ -932,19 +938,11 @@ def test_another_learner_subscribing_to_a_kernel_hears_nothing(at_work: Room) ->
         ann.page.evaluate(STOP_SESSION, [f"/user/{ann.name}", started["body"]["id"]])  # type: ignore[attr-defined]
 
 
-# Run as the attacker: every TCP port of 127.0.0.1 the victim (uid argv[1]) listens on, read from /proc/net/tcp as any
-# user can, spoken to as a debugger (DAP: initialize, attach, configurationDone, then evaluate the owner's uid).
-# Prints {"ports": [...], "ran": [[port, result], ...]}: "ran" lists the ports where the code ran in a process of the
-# victim's.
-ATTACH_DEBUGPY = r"""
-import json, socket, sys, time
-
-victim = int(sys.argv[1])
-ports = []
-for line in open("/proc/net/tcp").read().splitlines()[1:]:
-    fields = line.split()
-    if fields[3] == "0A" and int(fields[7]) == victim and fields[1].startswith("0100007F:"):
-        ports.append(int(fields[1].split(":")[1], 16))
+# Run as the attacker: every TCP port the victim (uid argv[1]) listens on, spoken to on 127.0.0.1 as a debugger
+# (DAP: initialize, attach, configurationDone, then evaluate the owner's uid). Prints {"ports": [...], "ran":
+# [[port, result], ...]}: "ran" lists the ports where the code ran in a process of the victim's.
+ATTACH_DEBUGPY = VICTIMS_PORTS + r"""
+import json, socket, time
 
 
 def send(sock, seq, command, arguments):
@@ -978,7 +976,7 @@ def wait_for(sock, buffer, wanted, seconds=5.0):
 
 
 ran = []
-for port in ports:
+for port in sorted(ports):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
             buffer = [b""]
@@ -996,7 +994,7 @@ for port in ports:
                 ran.append([port, answer["body"]["result"]])
     except OSError:
         continue
-print(json.dumps({"ports": ports, "ran": ran}))
+print(json.dumps({"ports": sorted(ports), "ran": ran}))
 """
 
 

@@ -154,6 +154,10 @@ class FailedLoginBudget:
         now = self.clock()
         self._level[address] = (min(self.capacity, self._tokens(address, now) + 1), now)
 
+    def wait(self, address: str) -> float:
+        """Seconds until ``address`` has one again (0.0: it has one now). Takes nothing."""
+        return max(0.0, (1 - self._tokens(address, self.clock())) * self.refill_s)
+
 
 def _off_hub_host(handler: Any) -> bool:
     """True for a request for the hub's own pages (``/hub/...``) on a host below ``subdomain_host``'s (a learner's
@@ -286,12 +290,8 @@ def course_authenticator_class() -> type:
             confirmation = self.get_body_argument("signup_password_confirmation", "", strip=False)
             if authenticator.enable_signup and len(password.encode("utf-8", "surrogatepass")) > BCRYPT_MAX_BYTES:
                 # bcrypt refuses a longer password (ValueError: a 500 page in stock NativeAuthenticator)
-                self.finish(await self.render_template(
-                    "signup.html", ask_email=authenticator.ask_email_on_signup, alert="alert-danger",
-                    result_message=f"Your password is longer than {BCRYPT_MAX_BYTES} bytes, the most a password "
-                                   f"can have here (a Chinese character takes 3): choose a shorter one.",
-                    two_factor_auth=authenticator.allow_2fa, recaptcha_key=authenticator.recaptcha_key,
-                    tos=authenticator.tos))
+                await self._refuse(f"Your password is longer than {BCRYPT_MAX_BYTES} bytes, the most a password can "
+                                   f"have here (a Chinese character takes 3): choose a shorter one.")
                 return
             if not (authenticator.enable_signup and password == confirmation
                     and authenticator.could_sign_up(username, password)):
@@ -301,18 +301,22 @@ def course_authenticator_class() -> type:
             hashed = await authenticator.hash_for_sign_up(address, password)
             if hashed is None:
                 self.set_status(429)
-                wait = math.ceil(authenticator.signup_budget.take(address))  # still empty: how long until one
-                self.finish(await self.render_template(
-                    "signup.html", ask_email=authenticator.ask_email_on_signup, alert="alert-danger",
-                    result_message=f"Too many sign-ups from your address: try again in {max(wait, 1)} s.",
-                    two_factor_auth=authenticator.allow_2fa, recaptcha_key=authenticator.recaptcha_key,
-                    tos=authenticator.tos))
+                wait = max(1, math.ceil(authenticator.signup_budget.wait(address)))
+                await self._refuse(f"Too many sign-ups from your address: try again in {wait} s.")
                 return
             token = _SIGN_UP_HASH.set((password, hashed))
             try:
                 await super().post()
             finally:
                 _SIGN_UP_HASH.reset(token)
+
+        async def _refuse(self, message: str) -> None:
+            """The sign-up page again, with ``message`` in its alert (as NativeAuthenticator shows its own)."""
+            authenticator = self.authenticator
+            self.finish(await self.render_template(
+                "signup.html", ask_email=authenticator.ask_email_on_signup, alert="alert-danger",
+                result_message=message, two_factor_auth=authenticator.allow_2fa,
+                recaptcha_key=authenticator.recaptcha_key, tos=authenticator.tos))
 
     replaced = {NativeLoginHandler: CourseLoginHandler, ToggleAuthorizationHandler: PostOnlyToggleAuthorization,
                 DiscardHandler: PostOnlyDiscard, SignUpHandler: CourseSignUpHandler}
@@ -332,10 +336,9 @@ def course_authenticator_class() -> type:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            if self.failed_logins_per_address < 1:
-                raise ValueError("failed_logins_per_address must be at least 1")
-            if self.signups_per_address < 1:
-                raise ValueError("signups_per_address must be at least 1")
+            for budget in ("failed_logins_per_address", "signups_per_address"):
+                if getattr(self, budget) < 1:
+                    raise ValueError(f"{budget} must be at least 1")
             system_username("x", self.system_users)  # refuses an unknown mapping now, not at the first sign-up
             self.address_budget = FailedLoginBudget(self.failed_logins_per_address)
             self.signup_budget = FailedLoginBudget(self.signups_per_address)
@@ -555,9 +558,6 @@ def configure_sign_in(c: Any, *, admins: Iterable[str], state: str | Path, syste
                              "2-32 characters, starting with a letter, and not a system account.")
     if allowed_failed_logins < 1:  # NativeAuthenticator reads 0 as "never block": guessing without end
         raise ValueError(f"allowed_failed_logins={allowed_failed_logins}: give at least 1")
-    if failed_logins_per_address < 1 or signups_per_address < 1:
-        raise ValueError(f"failed_logins_per_address={failed_logins_per_address}, signups_per_address="
-                         f"{signups_per_address}: give at least 1 for each (a budget a minute per client address)")
     system_username("x", system_users)
     native = course_authenticator_class()
     authenticator = authenticator or native
