@@ -8,7 +8,12 @@ import importlib.util
 import re
 from pathlib import Path
 
+import pytest
+
 from notebook_hygiene import GUIDE_SECTION, RULES
+
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("CONTRIBUTING.md", "Makefile")
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "CONTRIBUTING.md"

@@ -91,6 +91,9 @@ chinese = Path(tempfile.mkdtemp()) / "workspace-zh"
 prepare_workspace(chinese, quiet=True, lang="zh")
 from course_utils.machinery.messages import catalogue
 
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("pyproject.toml", "course_utils/course.toml")
+
 print(json.dumps({
     "module": course_utils.__file__, "in_checkout": pins.in_checkout(), "notebooks": str(notebooks_folder()),
     "map": [row.file for row in course_map()], "doctor_ok": report.ok, "doctor": str(report),

@@ -14,6 +14,11 @@ from tools import instructor_guide
 
 from course_utils.machinery.course import course_map  # noqa: E402
 
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("notebooks/instructor_guide.md", "notebooks/*/instructor_guide.md",
+                              "translations/*/instructor_guide.po", "tools/notebook_timings.json",
+                              "course_utils/machinery/locale/*/generated.po", "notebooks/[0-9][0-9]_*.ipynb")
+
 FIX = "run `.venv/bin/python -m tools.instructor_guide` (or `make timings` to measure again)"
 
 

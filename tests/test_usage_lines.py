@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.reads("Makefile")  # make check runs these tests when one of these files changes
+
 ROOT = Path(__file__).resolve().parent.parent
 # What the examples stand for, never defined by the module they document.
 EXAMPLES = {

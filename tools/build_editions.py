@@ -17,10 +17,11 @@ the Sphinx book theme), which puts these slides beside its pages and links them 
 
 Each builder takes an :class:`Edition`: the language, and so where its notebooks are (``notebooks/``, or
 ``notebooks/zh/`` for ``--lang zh``) and where it is written (``build/``, ``build/zh/``; ``make learner
-COURSE_LANG=zh``).
+COURSE_LANG=zh``), and which notebooks (all, or those of an agenda of the instructor guide, ``--agenda half-day``,
+or some by number, ``--notebooks 03 06``; ``make learner AGENDA=half-day``, ``make slides NB="03 06"``).
 
-Usage: ``python -m tools.build_editions learner|slides [--out build] [--lang zh]``  (``make learner``,
-``make slides``)
+Usage: ``python -m tools learner|slides [--out build] [--lang zh] [--agenda KEY | --notebooks NN ...]``  (``make
+learner``, ``make slides``)
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Edition:
     Usage: ``build_slides(Path("build"), Edition("zh"))`` writes ``build/zh/slides/`` from ``notebooks/zh/``"""
 
     lang: str = "en"
+    only: tuple[str, ...] = ()  # notebook numbers ("03", "06"); empty: every notebook
 
     def __post_init__(self) -> None:
         if self.lang not in LANGUAGES:
@@ -76,11 +78,13 @@ class Edition:
         return self.notebooks_dir / "hooks_cheatsheet.md"
 
     def notebooks(self) -> list[Path]:
-        """The edition's teaching notebooks, in order."""
+        """The edition's teaching notebooks (``only`` those), in order."""
         found = sorted(self.notebooks_dir.glob(NOTEBOOK_GLOB))
-        if not found:
-            raise SystemExit(f"No course notebooks in {self.notebooks_dir}.")
-        return found
+        unknown = sorted(set(self.only) - {path.name[:2] for path in found})
+        if not found or unknown:
+            raise SystemExit(f"No course notebook {', '.join(unknown)} in {self.notebooks_dir}." if unknown
+                             else f"No course notebooks in {self.notebooks_dir}.")
+        return [path for path in found if not self.only or path.name[:2] in self.only]
 
     def folder(self, out: Path, name: str) -> Path:
         """``out/name`` (``out/<lang>/name`` for a translation), emptied and made anew."""
@@ -191,15 +195,25 @@ def build_slides(out: Path, edition: Edition = Edition()) -> list[Path]:
     return written
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tools", description=__doc__.splitlines()[0])
     parser.add_argument("edition", choices=["learner", "slides"])
     parser.add_argument("--out", type=Path, default=ROOT / "build")
     parser.add_argument("--lang", choices=LANGUAGES, default="en", help="zh: the Chinese edition (notebooks/zh/)")
-    args = parser.parse_args()
-    edition = Edition(args.lang)  # the same builders, reading notebooks/<lang>/ and writing under build/<lang>/
-    builder = {"learner": build_learner, "slides": build_slides}[args.edition]
-    written = builder(args.out, edition)
+    part = parser.add_mutually_exclusive_group()
+    part.add_argument("--agenda", help="only the notebooks of this agenda of the instructor guide (half-day, ...)")
+    part.add_argument("--notebooks", nargs="+", default=(), metavar="NN", help="only these notebooks, by number")
+    args = parser.parse_args(argv)
+    only = tuple(number.zfill(2) for number in args.notebooks)
+    if args.agenda:
+        from tools.instructor_guide import agenda_notebooks
+
+        try:
+            only = tuple(agenda_notebooks(args.agenda))
+        except ValueError as error:
+            parser.error(str(error))
+    # the same builders, reading notebooks/<lang>/ and writing under build/<lang>/
+    written = {"learner": build_learner, "slides": build_slides}[args.edition](args.out, Edition(args.lang, only))
     print(f"{args.edition}: wrote {len(written)} files under {written[0].parent}")
 
 
