@@ -161,9 +161,6 @@ nbval-portable: venv
 	$(PORTABLE_CPU) $(PY) -m pytest -n $(WORKERS) --dist loadfile $(NB) --nbval --nbval-current-env \
 	    --nbval-cell-timeout=$(CELL_TIMEOUT) $(TIMEOUTS)
 
-# check() records progress in a learner's workspace; never while the course's own notebooks are re-executed
-refresh timings: export COURSE_PROGRESS := off
-
 refresh: venv
 	$(PY) -m tools refresh --timeout $(CELL_TIMEOUT) $(NB)
 
