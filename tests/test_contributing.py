@@ -17,8 +17,8 @@ pytestmark = pytest.mark.reads("CONTRIBUTING.md", "Makefile")
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "CONTRIBUTING.md"
-RECIPES = ("Change prose", "Add or change an exercise", "Add a notebook", "Add a figure with alt text",
-           "Update a translation", "A fork whose translation lags")
+RECIPES = ("Change prose", "Add or change an exercise", "Add a notebook", "Remove a notebook",
+           "Add a figure with alt text", "Update a translation", "A fork whose translation lags")
 
 
 def text() -> str:
