@@ -211,7 +211,7 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
 
 
 # -- make check -------------------------------------------------------------------------------------------------------
-def pytest_args(the_plan: Plan, workers: int | None, cell_timeout: int) -> list[str]:
+def command_args(the_plan: Plan, workers: int | None, cell_timeout: int) -> list[str]:
     notebooks = the_plan.notebook_paths()
     args = ["-p", "tools.check", "tests", "--ignore=tests/browser", "-m", "not browser and not hub", *notebooks]
     if notebooks:
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     the_plan = plan(changed, args.base)
     print(describe(the_plan))
-    command = [sys.executable, "-m", "pytest", *pytest_args(the_plan, args.workers, args.cell_timeout)]
+    command = [sys.executable, "-m", "pytest", *command_args(the_plan, args.workers, args.cell_timeout)]
     print("  " + shlex.join(command[1:]), flush=True)
     if args.dry_run:
         return 0

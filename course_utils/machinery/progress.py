@@ -79,8 +79,8 @@ def progress(reset: bool = False) -> Progress:
     path = record_path()
     if path is None:
         print(_("Progress is not recorded: {setting} is set.").format(setting=f"{ENV}=off") if recording_off() else
-              _("Progress is recorded in your own workspace ({make_lab}, or {command}), and this folder is none. To "
-                "record here too: {setting}.").format(make_lab="make lab",
+              _("Progress is recorded in your own workspace ({make_lab}, or {command}), not in the course's own folder. "
+                "To record here too: {setting}.").format(make_lab="make lab",
                                                       command="python -m course_utils.machinery.workspace DIR",
                                                       setting=f"{ENV}=/path/to/progress.jsonl"))
         return Progress()

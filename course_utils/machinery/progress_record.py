@@ -5,11 +5,11 @@ Each ``check()`` appends one JSON line -- never the learner's code -- to ``.cour
 
     {"exercise": "06.1", "verdict": "pass", "attempt": 3, "time": "2026-11-25T04:01:02Z"}
 
-The file lives only in the learner's workspace: the nearest folder at or above the working directory that holds the
-workspace's ``.course-manifest.json`` (what ``make lab``, Binder and the hub make); on Colab or Kaggle, where each
-learner has a folder of their own, in the working directory. Anywhere else -- the course's checkout, read-only or
-not -- nothing is recorded, unless the learner asks: ``COURSE_PROGRESS=/some/file.jsonl`` records there;
-``COURSE_PROGRESS=off`` turns recording off everywhere.
+The file lives in the learner's workspace: the nearest folder at or above the working directory that holds the
+workspace's ``.course-manifest.json`` (what ``make lab``, Binder and ``make hub`` make), else the working directory
+itself where the course is installed as a package (Colab, Kaggle, the learner edition a TLJH hub pulls into each
+home, a learner's own folder), never in the course's checkout, read-only or not: there nothing is recorded.
+``COURSE_PROGRESS=/some/file.jsonl`` records there instead, anywhere; ``COURSE_PROGRESS=off`` records nothing.
 
 Recording never breaks ``check()``: a read-only folder, a full disk or a corrupt file give a one-line note and the
 verdict is shown as always. Kernels that check at the same moment take turns (an exclusive lock where the system
@@ -29,7 +29,6 @@ import json
 import os
 import re
 import stat
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ except ImportError:  # pragma: no cover - Windows
 
 from course_utils.machinery.layout import MANIFEST, RECORD_NAME
 from course_utils.machinery.messages import _
+from course_utils.machinery.pins import REQUIREMENTS_FILE, in_checkout
 
 __all__ = ["ENV", "RECORD_NAME", "Attempt", "parse_line", "parse_lines", "read_record", "record", "record_path",
            "recording_off", "reset_record", "summarise"]
@@ -71,8 +71,8 @@ def recording_off() -> bool:
 
 
 def record_path(cwd: Path | None = None) -> Path | None:
-    """Where ``check()`` records: the file ``COURSE_PROGRESS`` names, else the workspace's record (on Colab or
-    Kaggle: the working directory's); None when recording is off or the working directory is in no workspace.
+    """Where ``check()`` records: the file ``COURSE_PROGRESS`` names, else the workspace's record, else the working
+    directory's; None when recording is off or the working directory is in the course's checkout.
 
     Usage: ``record_path()`` -> ``Path("/home/ada/workspace/.course-progress.jsonl")``
     """
@@ -85,8 +85,9 @@ def record_path(cwd: Path | None = None) -> Path | None:
     for folder in (here, *here.parents):
         if (folder / MANIFEST).is_file():
             return folder / RECORD_NAME
-    hosted = "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ
-    return here / RECORD_NAME if hosted else None
+    if in_checkout() and here.resolve().is_relative_to(REQUIREMENTS_FILE.parent):
+        return None
+    return here / RECORD_NAME
 
 
 def parse_line(line: str) -> Attempt | None:
