@@ -27,7 +27,9 @@ def test_each_file_of_a_notebook_runs_it_in_every_language_and_the_tests_that_na
         assert chosen.notebook_paths() == [f"notebooks/{stem}.ipynb", f"notebooks/zh/{stem}.ipynb"]
     naming = {str(p.relative_to(ROOT)) for p in ROOT.glob("tests/**/test_*.py")
               if re.search(rf"{stem}\.ipynb|[\"']02\.\d+[\"']", p.read_text(encoding="utf-8"))}
-    assert naming and check.plan({f"notebooks/{stem}.ipynb": "M"}).whole == naming
+    assert naming and check.plan({f"notebooks/{stem}.ipynb": "D"}).whole == naming, "what a removal breaks"
+    assert check.plan({"tests/exercise_cases/nb02.py": "M"}).whole == naming, "what names a changed exercise"
+    assert check.plan({f"notebooks/{stem}.ipynb": "M"}).whole == set()
     assert check.plan({"translations/zh/README.po": "M"}).touched == {"README.md"}
     assert check.plan({"README.zh.md": "M"}).touched == {"README.md"} and not check.plan({"notes.md": "?"}).touched
 

@@ -8,8 +8,8 @@ branch left main), read from git by :func:`tools.repo.changes`. It runs:
   and of ``00_start_here`` when the course map changed (it prints it);
 - **the tests** (``-m "not browser and not hub"``; ``make test-browser`` and ``make test-hub`` run those) that this
   plugin keeps: every test of a changed test file, of a test file that imports a changed module (directly, or
-  through the course's other modules: :func:`importers`), or that names a touched notebook (its file name, or one of
-  its exercises as ``"NN.k"``: what removing it breaks); a test whose ``@pytest.mark.reads("glob", ...)`` matches a
+  through the course's other modules: :func:`importers`), or that names a removed notebook or one whose exercises
+  changed (its file name, or one of its exercises as ``"NN.k"``); a test whose ``@pytest.mark.reads("glob", ...)`` matches a
   changed file; and in a per-notebook test file (parametrized by notebook, exercise or guide), the tests of the
   touched ones, with its tests that are not parametrized and build nothing of the whole course.
 
@@ -43,6 +43,8 @@ HEAVY_FIXTURES = frozenset({"course_editions", "course_site"})  # tests/conftest
 # The files of notebook NN besides the notebook: its edition, translation, exercise module, cases, messages.
 NOTEBOOK_FILES = re.compile(r"notebooks/(?:\w+/)?(\d\d)_\w+\.ipynb|translations/\w+/(\d\d)_\w+\.po|"
                             r"course_utils/machinery/exercises/nb(\d\d)\.py|tests/exercise_cases/nb(\d\d)\.py|"
+                            r"course_utils/machinery/locale/\w+/nb(\d\d)\.po")
+EXERCISE_FILES = re.compile(r"course_utils/machinery/exercises/nb(\d\d)\.py|tests/exercise_cases/nb(\d\d)\.py|"
                             r"course_utils/machinery/locale/\w+/nb(\d\d)\.po")
 _COURSE_MAP = re.compile(r"<!-- course-map:start.*?<!-- course-map:end -->", re.DOTALL)
 _FROM_IMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+import\s+(\([^)]*\)|[^\n]*)", re.MULTILINE)
@@ -158,8 +160,11 @@ def plan(changed: dict[str, str], base: str | None = None) -> Plan:
     result.whole |= {str(modules[name].relative_to(ROOT)) for name in affected
                      if name in modules and modules[name].name.startswith("test_")
                      and modules[name].is_relative_to(ROOT / "tests")}
-    numbers = [number for number in result.touched if number.isdigit()]
-    if numbers:  # the tests that name a touched notebook or one of its exercises: a removal breaks them
+    # the tests that name a removed notebook, or one whose exercises changed, or one of those exercises
+    numbers = [number for path, status in changed.items() if (match := EXERCISE_FILES.fullmatch(path))
+               or (status == "D" and (match := NOTEBOOK_FILES.fullmatch(path)))
+               for number in match.groups() if number]
+    if numbers:
         names = re.compile("|".join([rf"\b{n}_[a-z]\w*\.ipynb|[\"']{n}\.\d+[\"']" for n in numbers]))
         result.whole |= {str(path.relative_to(ROOT)) for path in ROOT.glob("tests/**/test_*.py")
                          if names.search(path.read_text(encoding="utf-8"))}
