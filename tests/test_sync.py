@@ -182,7 +182,7 @@ def test_a_step_runs_only_when_what_it_reads_or_writes_changed(tmp_path: Path, m
     stamps: dict = {}
 
     def run() -> object:
-        return sync.run_steps([step], stamps, sync.Files(), [])["join"]
+        return sync.run_steps([step], stamps, [])["join"]
 
     assert run() == ["out/all.txt"] and run() is None and len(runs) == 1, "nothing changed: not run again"
     (tmp_path / "in" / "b.txt").write_text("two")
@@ -194,7 +194,7 @@ def test_a_step_runs_only_when_what_it_reads_or_writes_changed(tmp_path: Path, m
     assert run() is None and len(runs) == 4
     failing = sync.Step("fails", (), lambda: (_ for _ in ()).throw(ValueError("an agenda names notebook 77")))
     problems: list[str] = []
-    assert sync.run_steps([failing], stamps, sync.Files(), problems) == {} and "fails" not in stamps
+    assert sync.run_steps([failing], stamps, problems) == {} and "fails" not in stamps
     assert problems == ["fails: an agenda names notebook 77"]
 
 

@@ -1,31 +1,17 @@
-"""``make sync``: every generator of the course, each run only when its inputs changed, then what changed and what
-still needs a person.
+"""``make sync``: every generator of the course, each run only when what it reads or writes changed, then what
+changed and what still needs a person.
 
-The generators, in the order they run, and what each one owns (nobody edits these by hand):
+The generators, in order (:func:`generators`; nobody edits what they write): the message catalogue (course.mo,
+first: the generated tables' translated words are read from it), the solution cells' tag and nbgrader metadata, the
+cloud links (``tools.cloud_badges``), the README's course map, the guide's timings and agendas
+(``tools.instructor_guide``), the translations (``tools.i18n.editions update``), the translated editions (``build``)
+and the learner editions in build/ (not committed). Each :class:`Step` declares the files it reads and writes, and
+runs only when one of them differs from what it left last time (hashes in build/sync/stamps.json, as d2l-book keeps
+its build's); the course's code and settings count as read by every step. Then it lists what needs a person: exercises
+no module defines, text and messages to translate, notebooks to ``make refresh``, files to ``git add``, and what a
+removed notebook left behind. Those lists are steps too. It changes sources only; a second run changes nothing.
 
-1. ``message catalogue`` (``tools.i18n.messages``): course.mo from course_utils/machinery/locale/*/*.po (first: the
-   translated words of the generated tables below are read from it).
-2. ``solution cells``: a code cell of an English notebook with ``### BEGIN SOLUTION`` / ``### END SOLUTION`` gets
-   the ``solution`` tag and nbgrader's cell metadata (``grade_id`` ``exercise-NN-k`` from its ``check("NN.k", ...)``).
-3. ``cloud links`` (``tools.cloud_badges``): each English notebook's "Open in" / "Report a problem" / "Last verified"
-   block and its guarded install; README.md's verified table.
-4. ``course map``: README.md's course-map table, from the notebooks' opening cells.
-5. ``timings and agendas`` (``tools.instructor_guide``): the two tables of notebooks/instructor_guide.md.
-6. ``translations`` (``tools.i18n.editions update``): translations/*/*.po follow the English; a changed text keeps
-   its old translation, marked out of date.
-7. ``translated editions`` (``tools.i18n.editions build``): notebooks/<lang>/, the translated guides.
-8. ``learner editions`` (``tools.build_editions``): build/learner and build/<lang>/learner (not committed).
-
-Each :class:`Step` declares the files it reads and writes; a step runs only when one of them differs from what it
-left there last time (their hashes are kept in build/sync/stamps.json, as d2l-book keeps its build's), and every
-step reads the course's code and settings too, so a change there runs them all. Then it lists what still needs a
-person: exercises a notebook checks that no module defines, text and messages to translate, notebooks whose code
-changed since the last commit or that show an old course map (``make refresh``), files git does not track yet
-(``git add``), and what a removed notebook left behind. Those lists are steps too, kept while their inputs are as
-they were. It changes sources only, never a stored output; a second run changes nothing.
-
-Usage: ``python -m tools sync`` (``make sync``; ``--no-learner`` skips the learner editions, ``--all`` ignores the
-stamps)
+Usage: ``python -m tools sync`` (``make sync``; ``--no-learner``: not the learner editions; ``--all``: every step)
 """
 
 from __future__ import annotations
@@ -33,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -71,35 +58,23 @@ def english_notebooks() -> list[Path]:
     return sorted(NOTEBOOKS.glob(NOTEBOOK_GLOB))
 
 
-# -- the generators that live here ------------------------------------------------------------------------------
-def nbgrader_metadata(cell: dict, notebook_number: str, index: int) -> dict:
-    """The nbgrader metadata of a solution cell: its ``grade_id`` from its ``check("NN.k", ...)`` (else from its
-    position), the one it has kept."""
-    source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-    match = _CHECK_ID.search(source)
-    grade_id = f"exercise-{match[1]}-{match[2]}" if match else f"solution-{notebook_number}-{index}"
-    old = cell.get("metadata", {}).get("nbgrader", {})
-    return {"grade": False, "grade_id": old.get("grade_id", grade_id), "locked": False, "schema_version": 3,
-            "solution": True, "task": False}
-
-
 def mark_solution_cells(path: Path) -> bool:
-    """Give each code cell with solution markers the ``solution`` tag and nbgrader's metadata; True if it changed."""
+    """Give each code cell with solution markers the ``solution`` tag and nbgrader's metadata (its ``grade_id`` from
+    its ``check("NN.k", ...)``, else its position; one it has is kept); True if the notebook changed."""
     import nbformat
 
     notebook = nbformat.read(path, as_version=4)
-    changed = False
+    before = nbformat.writes(notebook)
     for index, cell in enumerate(notebook.cells):
-        if cell.cell_type != "code" or not _SOLUTION.search(cell.source):
-            continue
-        tags = cell.metadata.get("tags", [])
-        if "solution" not in tags:
-            cell.metadata["tags"] = [*tags, "solution"]
-            changed = True
-        wanted = nbgrader_metadata(cell, path.name[:2], index)
-        if cell.metadata.get("nbgrader") != wanted:
-            cell.metadata["nbgrader"] = wanted
-            changed = True
+        if cell.cell_type == "code" and _SOLUTION.search(cell.source):
+            tags = cell.metadata.get("tags", [])
+            cell.metadata["tags"] = tags if "solution" in tags else [*tags, "solution"]
+            match = _CHECK_ID.search(cell.source)
+            grade_id = f"exercise-{match[1]}-{match[2]}" if match else f"solution-{path.name[:2]}-{index}"
+            cell.metadata["nbgrader"] = {"grade": False, "locked": False, "schema_version": 3, "solution": True,
+                                         "task": False, "grade_id": grade_id,
+                                         **{k: v for k, v in cell.metadata.get("nbgrader", {}).items() if k == "grade_id"}}
+    changed = nbformat.writes(notebook) != before
     if changed:
         nbformat.write(notebook, path)
     return changed
@@ -121,54 +96,15 @@ def write_course_map() -> None:
         README.write_text(new, encoding="utf-8")
 
 
-def compile_messages() -> None:
-    from tools.i18n import messages
-
-    for lang in TRANSLATED:
-        _catalog, clashes = messages.merged(lang)
-        if clashes:
-            raise SystemExit("the message catalogue translates a message two ways:\n" + "\n".join(clashes))
-        messages.mo_path(lang).parent.mkdir(parents=True, exist_ok=True)
-        compiled = messages.compiled(lang)
-        if not messages.mo_path(lang).is_file() or messages.mo_path(lang).read_bytes() != compiled:
-            messages.mo_path(lang).write_bytes(compiled)
+def tool(module: str, *args: str, languages: tuple[str, ...] = ("",)) -> Callable[[], None]:
+    """A step that runs ``python -m module args`` here, once per language of ``languages`` (``--lang`` added)."""
+    def run() -> None:
+        for lang in languages:
+            if code := importlib.import_module(module).main([*(["--lang", lang] if lang else []), *args]):
+                raise SystemExit(f"python -m {module} {' '.join(args)} stopped ({code})")
+    return run
 
 
-def learner_editions() -> None:
-    from tools import build_editions
-
-    for lang in SETTINGS.languages:
-        build_editions.build_learner(ROOT / "build", build_editions.Edition(lang))
-
-
-def update_translations() -> None:
-    from tools.i18n import editions
-
-    for lang in TRANSLATED:
-        for source in editions.all_sources():
-            editions.update(lang, source)
-
-
-def build_editions() -> None:
-    from tools.i18n import editions
-
-    for lang in TRANSLATED:
-        editions.build(lang)
-
-
-def cloud_links() -> None:
-    from tools import cloud_badges
-
-    cloud_badges.main([])
-
-
-def guide_tables() -> None:
-    from tools import instructor_guide
-
-    instructor_guide.main([])
-
-
-# -- steps and their stamps ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Step:
     """A generator (or a list of what needs a person): what it reads, what it writes, and how it runs; ``run``
@@ -180,56 +116,50 @@ class Step:
     writes: tuple[str, ...] = ()
 
 
-class Files:
-    """The hashes of the repository's files, each read once per size and modification time."""
-
-    def __init__(self) -> None:
-        self.known: dict[Path, tuple[int, int, str]] = {}
-
-    def digest(self, path: Path) -> str:
-        status = path.stat()
-        known = self.known.get(path)
-        if known is None or known[:2] != (status.st_mtime_ns, status.st_size):
-            known = (status.st_mtime_ns, status.st_size, hashlib.sha256(path.read_bytes()).hexdigest())
-            self.known[path] = known
-        return known[2]
-
-    def hashes(self, globs: tuple[str, ...]) -> dict[str, str]:
-        paths = {path for glob in globs for path in ROOT.glob(glob)
-                 if path.is_file() and "__pycache__" not in path.parts}
-        return {str(path.relative_to(ROOT)): self.digest(path) for path in sorted(paths)}
+_KNOWN: dict[Path, tuple[int, int, str]] = {}  # a file's (modification time, size, hash): each hashed once
 
 
-def _digest(hashes: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()
-
-
-def generators(learner: bool = True) -> list[Step]:
-    found = [
-        # first: the generated regions' translated words (cloud links, tables, agendas) are read from the catalogue
-        Step("message catalogue", MESSAGES, compile_messages, MO),
-        Step("solution cells", ENGLISH, lambda: [mark_solution_cells(path) for path in english_notebooks()], ENGLISH),
-        Step("cloud links", (*ENGLISH, "README.md", *TABLES), cloud_links, (*ENGLISH, "README.md")),
-        Step("course map", (*ENGLISH, "README.md"), write_course_map, ("README.md",)),
-        Step("timings and agendas", (*ENGLISH, "notebooks/instructor_guide.md", *TABLES), guide_tables,
-             ("notebooks/instructor_guide.md",)),
-        Step("translations", (*ENGLISH, *SETTINGS.guides, *PO), update_translations, PO),
-        Step("translated editions", (*ENGLISH, *EDITIONS, *GUIDES, *PO, *MO, *TABLES), build_editions,
-             (*EDITIONS, *GUIDES)),
-    ]
-    if learner:
-        found.append(Step("learner editions", (*ENGLISH, *EDITIONS), learner_editions,
-                          tuple(f"build/{f'{lang}/' if lang != 'en' else ''}learner/*.ipynb"
-                                for lang in SETTINGS.languages)))
+def hashes(globs: tuple[str, ...]) -> dict[str, str]:
+    """The hash of each file the globs match, by its path from the root."""
+    found = {}
+    for path in sorted({path for glob in globs for path in ROOT.glob(glob) if "__pycache__" not in path.parts}):
+        if path.is_file():
+            status = path.stat()
+            if _KNOWN.get(path, (None, None))[:2] != (status.st_mtime_ns, status.st_size):
+                _KNOWN[path] = (status.st_mtime_ns, status.st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+            found[str(path.relative_to(ROOT))] = _KNOWN[path][2]
     return found
 
 
-def run_steps(steps: list[Step], stamps: dict[str, dict], files: Files, problems: list[str]) -> dict[str, Any]:
+def _digest(found: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()
+
+
+def generators(learner: bool = True) -> list[Step]:
+    guide = ("notebooks/instructor_guide.md",)
+    found = [
+        Step("message catalogue", MESSAGES, tool("tools.i18n.messages", "compile", languages=TRANSLATED), MO),
+        Step("solution cells", ENGLISH, lambda: [mark_solution_cells(path) for path in english_notebooks()], ENGLISH),
+        Step("cloud links", (*ENGLISH, "README.md", *TABLES), tool("tools.cloud_badges"), (*ENGLISH, "README.md")),
+        Step("course map", (*ENGLISH, "README.md"), write_course_map, ("README.md",)),
+        Step("timings and agendas", (*ENGLISH, *guide, *TABLES), tool("tools.instructor_guide"), guide),
+        Step("translations", (*ENGLISH, *SETTINGS.guides, *PO), tool("tools.i18n.editions", "update",
+                                                                     languages=TRANSLATED), PO),
+        Step("translated editions", (*ENGLISH, *EDITIONS, *GUIDES, *PO, *MO, *TABLES),
+             tool("tools.i18n.editions", "build", languages=TRANSLATED), (*EDITIONS, *GUIDES)),
+    ]
+    learner_editions = tuple(f"build/{lang}/learner/*.ipynb".replace("/en/", "/") for lang in SETTINGS.languages)
+    return found + [Step("learner editions", (*ENGLISH, *EDITIONS), tool("tools.build_editions", "learner",
+                                                                         languages=SETTINGS.languages),
+                         learner_editions)] * learner
+
+
+def run_steps(steps: list[Step], stamps: dict[str, dict], problems: list[str]) -> dict[str, Any]:
     """Run each step whose files changed since its stamp. Returns, by name, what each generator changed (None: it had
     nothing to do) or what each list found. A step that fails is named in ``problems`` and runs again next time."""
     done: dict[str, Any] = {}
     for step in steps:
-        reads, writes = files.hashes((*step.reads, *CODE)), files.hashes(step.writes)
+        reads, writes = hashes((*step.reads, *CODE)), hashes(step.writes)
         key = {"reads": _digest(reads), "writes": _digest(writes)}
         stamp = stamps.get(step.name, {})
         if {k: stamp.get(k) for k in key} == key:
@@ -242,16 +172,15 @@ def run_steps(steps: list[Step], stamps: dict[str, dict], files: Files, problems
             problems.append(f"{step.name}: {error}")
             stamps.pop(step.name, None)
             continue
-        after = files.hashes(step.writes)
+        after = hashes(step.writes)
         if step.writes:
             result = sorted(path for path in set(after) | set(writes) if after.get(path) != writes.get(path))
-        stamps[step.name] = {"reads": _digest(files.hashes((*step.reads, *CODE))), "writes": _digest(after),
+        stamps[step.name] = {"reads": _digest(hashes((*step.reads, *CODE))), "writes": _digest(after),
                              "result": result}
         done[step.name] = result
     return done
 
 
-# -- what still needs a person ------------------------------------------------------------------------------------
 _INSTALL = re.compile(r"^# --- cloud install \(.*?# --- end of the cloud install ---\n*", re.DOTALL | re.MULTILINE)
 
 
@@ -376,7 +305,6 @@ def messages_to_do() -> dict[str, Any]:
     return {"missing": found, "stray": stray}
 
 
-# -- what a removed notebook leaves behind ------------------------------------------------------------------------
 _MENTION = re.compile(r"\b(?:[Nn]otebooks? |[Ee]xercises? |[\"'])(\d\d)\b|\b(\d\d)_[a-z]\w*\.ipynb\b")
 
 
@@ -546,9 +474,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="run every step, whatever the stamps say")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    stamps, files, failed = read_stamps(args.all), Files(), []
-    generated = run_steps(generators(learner=not args.no_learner), stamps, files, failed)
-    found = run_steps(checks(), stamps, files, failed)
+    stamps, failed = read_stamps(args.all), []
+    generated = run_steps(generators(learner=not args.no_learner), stamps, failed)
+    found = run_steps(checks(), stamps, failed)
     STAMPS.parent.mkdir(parents=True, exist_ok=True)
     STAMPS.write_text(json.dumps(stamps, indent=1), encoding="utf-8")
     needs = todo(found, failed)
