@@ -334,18 +334,20 @@ def leftovers() -> list[str]:
                       if re.search(r"(?:nb|/)(\d\d)[_.]", name := str(path.relative_to(ROOT)))[1] not in numbers})
     found += [f"{path}: belongs to a notebook the course no longer has" for path in orphans]
     modules = check.python_modules()
-    sources = {name: path.read_text(encoding="utf-8") for name, path in modules.items()}
-    exports = check._exports(modules)
-    code = [check.notebook_code(path) for path in english_notebooks()]
-    for path in sorted(ROOT.glob("course_utils/*.py")):
-        name = f"course_utils.{path.stem}"
-        users = check.importers({name}, sources, exports, frozenset({"course_utils"})) - {name}
-        if path.stem != "__init__" and not any(check.imports(text, name, exports) for text in code) and \
-                not any(user.startswith("course_utils.") for user in users):
-            tests = sorted({str(modules[user].relative_to(ROOT)) for user in users
-                            if modules[user].name.startswith("test_")})
-            found.append(f"course_utils/{path.name}: no notebook imports it" + (f" (its tests: {', '.join(tests)})"
-                                                                                if tests else ""))
+    sources, exports = {name: path.read_text(encoding="utf-8") for name, path in modules.items()}, check._exports(modules)
+    teaching = {f"course_utils.{path.stem}" for path in ROOT.glob("course_utils/*.py") if path.stem != "__init__"}
+    orphan = {f"course_utils.machinery.exercises.{Path(path).stem}" for path in orphans}
+    users = [check.notebook_code(path) for path in english_notebooks()] + [
+        code for name, code in sources.items() if name.startswith("course_utils.") and name not in teaching | orphan]
+    used: set[str] = set()
+    while more := {name for name in teaching - used if any(check.imports(code, name, exports)
+                                                           for code in [*users, *(sources[u] for u in used)])}:
+        used |= more
+    for name in sorted(teaching - used):
+        tests = sorted({str(modules[user].relative_to(ROOT)) for user in check.importers({name}, sources, exports)
+                        if modules[user].name.startswith("test_")})
+        found.append(f"{name.replace('.', '/')}.py: no notebook imports it, nor a module one imports"
+                     + (f" (its tests: {', '.join(tests)})" if tests else ""))
     return found
 
 
