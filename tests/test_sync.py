@@ -206,10 +206,10 @@ def test_a_removed_notebook_leaves_a_list_behind(tmp_path: Path, monkeypatch) ->
         return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
 
     files = {
-        "notebooks/00_start.ipynb": notebook("# 00 · Start", "Then notebook 01 and notebook 02.",
+        "notebooks/00_start.ipynb": notebook("# 00 · Start", "Then notebook 01 and notebook 02, or 00–02.",
                                              "from course_utils.used import X"),
         "notebooks/01_next.ipynb": notebook("# 01 · Next", "As exercise 02.1 showed, see `02_gone.ipynb`.\n"
-                                            "Exercise 01.1 and notebook 00 stay.",
+                                            "Exercise 01.1 and notebook 00 stay, in 00–01, for 45–60 min.",
                                             "from course_utils.uses_helper import Y"),
         "notebooks/zh/02_gone.ipynb": "{}", "translations/zh/02_gone.po": "",
         "tests/exercise_cases/nb02.py": "",
@@ -229,7 +229,7 @@ def test_a_removed_notebook_leaves_a_list_behind(tmp_path: Path, monkeypatch) ->
         monkeypatch.setattr(module, "ROOT", tmp_path)
     monkeypatch.setattr(sync, "NOTEBOOKS", tmp_path / "notebooks")
     assert sync.leftovers() == [
-        "notebooks/00_start.ipynb cell c1: mentions notebook 02",
+        "notebooks/00_start.ipynb cell c1: mentions 00–02, notebook 02",
         "notebooks/01_next.ipynb cell c1: mentions 02_gone.ipynb, exercise 02",
         "CONTRIBUTING.md line 1: mentions Notebook 02",
         "course_utils/machinery/exercises/nb02.py: belongs to a notebook the course no longer has",

@@ -305,11 +305,14 @@ def messages_to_do() -> dict[str, Any]:
     return {"missing": found, "stray": stray}
 
 
-_MENTION = re.compile(r"\b(?:[Nn]otebooks? |[Ee]xercises? |[\"'])(\d\d)\b|\b(\d\d)_[a-z]\w*\.ipynb\b")
+_MENTION = re.compile(r"\b(?:[Nn]otebooks? |[Ee]xercises? |[\"'])(\d\d)\b|\b(\d\d)_[a-z]\w*\.ipynb\b|\b(\d\d)[–-](\d\d)\b")
 
 
 def _mentions(text: str, numbers: set[str]) -> list[str]:
-    return sorted({match[0].strip("\"'") for match in _MENTION.finditer(text) if (match[1] or match[2]) not in numbers})
+    """The mentions in ``text`` of notebooks not in ``numbers``: "notebook 10", "exercise 10.3", "10_x.ipynb", "08–10"
+    (a range up to one past the last notebook: not one of minutes)."""
+    return sorted({match[0].strip("\"'") for match in _MENTION.finditer(text) if any(
+        n not in numbers and (not match[3] or int(n) <= int(max(numbers)) + 1) for n in match.groups() if n)})
 
 
 def leftovers() -> list[str]:
