@@ -182,7 +182,7 @@ def _problem(module_name: str, code: str) -> tuple[str | None, bool]:
 
 def test_usage_lines_are_found() -> None:
     names = {name for name, _code in SNIPPETS}
-    assert len(SNIPPETS) > 100 and {"course_utils.hooks", "course_utils.distributed", "tools.build_editions"} <= names
+    assert len(SNIPPETS) > 100 and {"course_utils.hooks", "tools.build_editions"} <= names
 
 
 def test_every_usage_line_names_what_exists_and_those_that_can_run_do(tmp_path: Path) -> None:
