@@ -151,7 +151,8 @@ def plan(changed: dict[str, str], base: str | None = None) -> Plan:
     sources = {name: path.read_text(encoding="utf-8") for name, path in modules.items()}
     notebooks = {path.stem: notebook_code(path) for path in sorted((ROOT / "notebooks").glob(NOTEBOOK_GLOB))}
     by_path = {str(path.relative_to(ROOT)): name for name, path in modules.items()}
-    changed_modules = {by_path[path] for path in changed if path in by_path}
+    changed_modules = {by_path.get(path) or ".".join(Path(path).with_suffix("").parts) for path in changed
+                       if path in by_path or (path.endswith(".py") and path.startswith(("course_utils/", "tools/")))}
     exports = _exports(modules)
     packages = frozenset(name for name, path in modules.items() if path.name == "__init__.py")
     affected = importers(changed_modules, sources, exports, packages)
