@@ -107,22 +107,25 @@ def test_it_names_the_start_notebook_when_its_course_map_is_old(tmp_path: Path, 
                                         "notebooks/zh/00_start_here.ipynb": ["map"]}
 
 
-def test_the_report_says_what_needs_a_person_with_the_commands() -> None:
-    needs = sync.Todo(
-        translations={"notebooks/02_hook_lifecycle.ipynb": ["notebooks/02_hook_lifecycle.ipynb cell c028: not "
-                                                            "translated yet"]},
-        messages={"course_utils/machinery/exercises/nb02.py": ["Write a hook."]},
-        refresh={"notebooks/02_hook_lifecycle.ipynb": ["c028b"], "notebooks/zh/02_hook_lifecycle.ipynb": ["c028b"]},
-        untracked=["notebooks/13_new.ipynb"],
-    )
-    text = sync.report({"cloud links": ["notebooks/13_new.ipynb"], "course map": []}, needs, 1.0, lag=False)
-    assert "cloud links: notebooks/13_new.ipynb" in text and "course map" not in text
-    assert "python -m tools.i18n.editions export --missing notebooks/02_hook_lifecycle.ipynb > 02.txt" in text
+def test_the_report_says_what_needs_a_person_with_the_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tools.i18n import messages
+
+    lifecycle = "notebooks/02_hook_lifecycle.ipynb"
+    monkeypatch.setattr(editions, "stale", lambda lang, source: [f"{source} cell c028: not yet"] * (source == lifecycle))
+    monkeypatch.setattr(messages, "missing", lambda lang: {"Write a hook.": ["course_utils/machinery/exercises/nb02.py:7"]})
+    monkeypatch.setattr(messages, "problems", lambda lang: [])
+    monkeypatch.setattr(sync, "changes", lambda: {"notebooks/13_new.ipynb": "?", lifecycle: "M"})
+    monkeypatch.setattr(sync, "notebooks_to_refresh", lambda changed: {lifecycle: ["c028b"]})
+    found = {"translations to do": sync.translations_to_do(), "messages to translate": sync.messages_to_do(),
+             "course maps shown": {"notebooks/zh/00_start_here.ipynb": ["c005"]}}
+    text = sync.report({"cloud links": ["notebooks/13_new.ipynb"], "course map": None}, sync.needs(found, []), 1.0)
+    assert "cloud links: notebooks/13_new.ipynb" in text and "course map" not in text and "1 with something" in text
+    assert f"-m tools.i18n.editions export --missing {lifecycle} > 02.txt" in text
     assert "course_utils/course.toml: translations_may_lag = false" in text
-    assert "python -m tools.i18n.messages add nb02.po course_utils/machinery/exercises/nb02.py" in text
-    assert 'make refresh NB="notebooks/02_hook_lifecycle.ipynb notebooks/zh/02_hook_lifecycle.ipynb"' in text
+    assert "-m tools.i18n.messages add nb02.po course_utils/machinery/exercises/nb02.py" in text
+    assert f'make refresh NB="{lifecycle} notebooks/zh/00_start_here.ipynb"' in text
     assert "git add notebooks/13_new.ipynb" in text
-    quiet = sync.report({"cloud links": []}, sync.Todo(), 1.0, lag=False)
+    quiet = sync.report({"cloud links": None}, {"failed": []}, 1.0)
     assert "nothing needs a person" in quiet and "changed: nothing" in quiet
 
 
@@ -136,7 +139,7 @@ def test_it_says_where_an_exercise_a_notebook_checks_must_be_defined() -> None:
     assert found[1].startswith("15_new.ipynb: check() of 15.1, 15.2,")
     assert "write course_utils/machinery/exercises/nb15.py" in found[1] and "tests/exercise_cases/nb15.py" in found[1]
     assert sync.exercises_to_define() == [], "every exercise the course's notebooks check is defined"
-    text = sync.report({}, sync.Todo(exercises=found[1:]), 1.0, lag=False)
+    text = sync.report({}, {"exercises to define": found[1:]}, 1.0)
     assert "define the exercises the notebooks check" in text
     assert "write course_utils/machinery/exercises/nb15.py" in text
 
@@ -241,7 +244,7 @@ def test_a_removed_notebook_leaves_a_list_behind(tmp_path: Path, monkeypatch) ->
         "course_utils/only_gone.py: no notebook imports it, nor a module one imports (its tests: "
         "tests/test_only_gone.py)",
     ]
-    text = sync.report({}, sync.Todo(leftovers=sync.leftovers()), 1.0, lag=False)
+    text = sync.report({}, {"leftovers": sync.leftovers()}, 1.0)
     assert "CONTRIBUTING.md, \"Remove a notebook\"" in text and "course_utils/only_gone.py" in text
 
 

@@ -27,7 +27,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -287,22 +287,31 @@ def exercises_to_define() -> list[str]:
     return undefined_exercises(checked, catalogue(), MODULES)
 
 
-def translations_to_do() -> dict[str, list[str]]:
+def translations_to_do() -> list[str]:
     from tools.i18n import editions
 
-    return {source: stale for lang in TRANSLATED for source in editions.all_sources()
-            if (stale := editions.stale(lang, source))}
+    lines, python = [], interpreter()
+    for lang in TRANSLATED:
+        for source in editions.all_sources():
+            if stale := editions.stale(lang, source):
+                short = Path(source).stem[:2] if source.endswith(".ipynb") else Path(source).stem
+                lines += [*stale[:5], *([f"... and {len(stale) - 5} more in {source}"] if len(stale) > 5 else []),
+                          f"{python} -m tools.i18n.editions export --missing {source} > {short}.txt   # write the "
+                          f"translation in {short}.txt, then:",
+                          f"{python} -m tools.i18n.editions import {source} {short}.txt && make sync"]
+    return lines
 
 
-def messages_to_do() -> dict[str, Any]:
+def messages_to_do() -> list[str]:
     from tools.i18n import messages
 
     found: dict[str, list[str]] = {}
     for lang in TRANSLATED:
         for msgid, where in messages.missing(lang).items():
             found.setdefault(where[0].rsplit(":", 1)[0], []).append(msgid)
-    stray = [p for lang in TRANSLATED for p in messages.problems(lang) if "no longer in the code" in p]
-    return {"missing": found, "stray": stray}
+    return [f"{interpreter()} -m tools.i18n.messages add {message_part(code)} {code}   # {len(ids)} message(s); "
+            "write their msgstr, then make sync" for code, ids in found.items()] + [
+        p for lang in TRANSLATED for p in messages.problems(lang) if "no longer in the code" in p][:10]
 
 
 _MENTION = re.compile(r"\b(?:[Nn]otebooks? |[Ee]xercises? |[\"'])(\d\d)\b|\b(\d\d)_[a-z]\w*\.ipynb\b|\b(\d\d)[–-](\d\d)\b")
@@ -354,50 +363,52 @@ def leftovers() -> list[str]:
     return found
 
 
-@dataclass
-class Todo:
-    translations: dict[str, list[str]] = field(default_factory=dict)  # English source -> what is stale
-    messages: dict[str, list[str]] = field(default_factory=dict)  # code file -> untranslated messages
-    stray_messages: list[str] = field(default_factory=list)
-    refresh: dict[str, list[str]] = field(default_factory=dict)
-    untracked: list[str] = field(default_factory=list)
-    exercises: list[str] = field(default_factory=list)  # what to do where a check() names no defined exercise
-    leftovers: list[str] = field(default_factory=list)  # what a removed notebook left behind
-    failed: list[str] = field(default_factory=list)  # a generator that stopped, and why
-
-    def __bool__(self) -> bool:
-        return any(vars(self).values())
-
-
 def checks() -> list[Step]:
-    """The lists of what needs a person that depend only on the files (cached like the generators)."""
-    tests = ("tests/**/*.py", "CONTRIBUTING.md")
+    """The lists of what needs a person that depend only on the files (kept with the stamps like the generators)."""
     return [
         Step("exercises to define", ENGLISH, exercises_to_define),
+        Step("leftovers", (*ENGLISH, *EDITIONS, *SETTINGS.guides, *PO, *MESSAGES, "tests/**/*.py", "CONTRIBUTING.md"),
+             leftovers),
         Step("translations to do", (*ENGLISH, *SETTINGS.guides, *PO), translations_to_do),
         Step("messages to translate", MESSAGES, messages_to_do),
         Step("course maps shown", (*ENGLISH, *EDITIONS, *MO), stale_course_maps),
-        Step("leftovers", (*ENGLISH, *EDITIONS, *SETTINGS.guides, *PO, *MESSAGES, *tests), leftovers),
     ]
 
 
-def todo(found: dict[str, Any], failed: list[str]) -> Todo:
-    """What needs a person, from the lists the check steps found and from git (read now: never cached)."""
-    messages = found.get("messages to translate") or {}
-    needs = Todo(translations=found.get("translations to do") or {}, messages=messages.get("missing", {}),
-                 stray_messages=messages.get("stray", []), exercises=found.get("exercises to define") or [],
-                 leftovers=found.get("leftovers") or [], failed=failed)
+HEADINGS = {
+    "failed": "fix what stopped a generator (it runs again next time):",
+    "exercises to define": "define the exercises the notebooks check (until then check() prints 'There is no "
+                           "exercise' and make refresh stores that ✗):",
+    "leftovers": "what refers to a notebook the course no longer has (CONTRIBUTING.md, \"Remove a notebook\"): "
+                 "change the text, git rm the files",
+    "translations to do": "translate these cells or paragraphs; " + (
+        "they show the English with a 'not yet translated' note (translations_may_lag = true):"
+        if SETTINGS.translations_may_lag else
+        "make test fails until they are translated (course_utils/course.toml: translations_may_lag = false):"),
+    "messages to translate": "translate the messages of check(), hint() and the tools "
+                             "(course_utils/machinery/locale/), delete those the code no longer has:",
+    "refresh": "re-execute the notebooks whose code changed since the last commit (ignore it if you did), or that "
+               "print the table of notebooks as it was (00_start_here):",
+    "untracked": "add the new files to git (the tests and the wheel see only tracked files):",
+}
+
+
+def needs(found: dict[str, Any], failed: list[str]) -> dict[str, list[str]]:
+    """What needs a person: the lists the check steps found, and from git (read now, never kept) what to refresh
+    and to add."""
     try:
         changed = changes()
     except GitError:  # no git, or no repository (a copy of the course): nothing to compare with
         changed = {}
-    needs.refresh = notebooks_to_refresh(changed)
-    # 00_start_here: its code is as it was, the map it shows is not
-    for name, cells in (found.get("course maps shown") or {}).items():
-        listed = needs.refresh.setdefault(name, [])
-        listed += [cell for cell in cells if cell not in listed]
-    needs.untracked = [path for path, status in changed.items() if status == "?"]
-    return needs
+    refresh = notebooks_to_refresh(changed)
+    for name, cells in (found.get("course maps shown") or {}).items():  # 00_start_here: its map, not its code
+        refresh[name] = [*refresh.get(name, []), *(cell for cell in cells if cell not in refresh.get(name, []))]
+    lines = [f"{name}: code cells {', '.join(cells[:8])}{' ...' if len(cells) > 8 else ''}"
+             for name, cells in refresh.items()]
+    untracked = [path for path, status in changed.items() if status == "?"]
+    return {"failed": failed, **{name: found.get(name) or [] for name in HEADINGS if name in found},
+            "refresh": [*lines, f'make refresh NB="{" ".join(refresh)}"'] if refresh else [],
+            "untracked": ["git add " + " ".join(untracked)] if untracked else []}
 
 
 def interpreter() -> str:
@@ -406,64 +417,18 @@ def interpreter() -> str:
     return sys.executable if relative.startswith("..") else relative
 
 
-def report(changed: dict[str, list[str]], needs: Todo, seconds: float, lag: bool, python: str = "python") -> str:
+def report(changed: dict[str, list[str] | None], needs: dict[str, list[str]], seconds: float) -> str:
     ran = sum(files is not None for files in changed.values())
     lines = [f"make sync: {len(changed)} generators, {ran} with something to do, in {seconds:.1f} s"]
-    touched = [(name, files) for name, files in changed.items() if files]
-    if touched:
-        lines.append("changed:")
-        for name, files in touched:
-            shown = ", ".join(files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
-            lines.append(f"  {name}: {shown}")
-    else:
-        lines.append("changed: nothing (everything generated was current)")
-    if not needs:
-        lines.append("nothing needs a person. Next: make check")
-        return "\n".join(lines)
+    touched = [f"  {name}: " + ", ".join(files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
+               for name, files in changed.items() if files]
+    lines += ["changed:", *touched] if touched else ["changed: nothing (everything generated was current)"]
+    if not any(needs.values()):
+        return "\n".join([*lines, "nothing needs a person. Next: make check"])
     lines.append("still needs a person:")
-    if needs.failed:
-        lines.append("  fix what stopped a generator (it runs again next time):")
-        lines += [f"    {problem}" for problem in needs.failed]
-    if needs.exercises:
-        lines.append("  define the exercises the notebooks check (until then check() prints 'There is no exercise' "
-                     "and make refresh stores that ✗):")
-        lines += [f"    {problem}" for problem in needs.exercises]
-    if needs.leftovers:
-        lines.append("  what refers to a notebook the course no longer has (CONTRIBUTING.md, \"Remove a notebook\"): "
-                     "change the text, git rm the files")
-        lines += [f"    {problem}" for problem in needs.leftovers]
-    if needs.translations:
-        count = sum(map(len, needs.translations.values()))
-        rule = ("they show the English with a 'not yet translated' note (translations_may_lag = true)" if lag else
-                "make test fails until they are translated (course_utils/course.toml: translations_may_lag = false)")
-        lines.append(f"  translate {count} cell(s) or paragraph(s); {rule}:")
-        for source, stale in needs.translations.items():
-            lines += [f"    {problem}" for problem in stale[:5]]
-            if len(stale) > 5:
-                lines.append(f"    ... and {len(stale) - 5} more in {source}")
-            short = Path(source).stem[:2] if source.endswith(".ipynb") else Path(source).stem
-            lines.append(f"    {python} -m tools.i18n.editions export --missing {source} > {short}.txt   "
-                         f"# write the translation in {short}.txt, then:")
-            lines.append(f"    {python} -m tools.i18n.editions import {source} {short}.txt && make sync")
-    if needs.messages:
-        lines.append("  translate the messages of check(), hint() and the tools (course_utils/machinery/locale/):")
-        for code_file, ids in needs.messages.items():
-            lines.append(f"    {python} -m tools.i18n.messages add {message_part(code_file)} {code_file}   "
-                         f"# {len(ids)} message(s); write their msgstr, then make sync")
-    if needs.stray_messages:
-        lines.append("  delete the translations of messages the code no longer has:")
-        lines += [f"    {problem}" for problem in needs.stray_messages[:10]]
-    if needs.refresh:
-        lines.append("  re-execute the notebooks whose code changed since the last commit (ignore it if you did), "
-                     "or that print the table of notebooks as it was (00_start_here):")
-        for name, cells in needs.refresh.items():
-            lines.append(f"    {name}: code cells {', '.join(cells[:8])}{' ...' if len(cells) > 8 else ''}")
-        lines.append(f'    make refresh NB="{" ".join(needs.refresh)}"')
-    if needs.untracked:
-        lines.append("  add the new files to git (the tests and the wheel see only tracked files):")
-        lines.append("    git add " + " ".join(needs.untracked))
-    lines.append("then: make sync again if you changed anything above, and make check")
-    return "\n".join(lines)
+    for name, heading in HEADINGS.items():
+        lines += [f"  {heading}", *(f"    {line}" for line in needs.get(name, []))] if needs.get(name) else []
+    return "\n".join([*lines, "then: make sync again if you changed anything above, and make check"])
 
 
 def read_stamps(ignore: bool = False) -> dict[str, dict]:
@@ -484,8 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     found = run_steps(checks(), stamps, failed)
     STAMPS.parent.mkdir(parents=True, exist_ok=True)
     STAMPS.write_text(json.dumps(stamps, indent=1), encoding="utf-8")
-    needs = todo(found, failed)
-    print(report(generated, needs, time.perf_counter() - start, SETTINGS.translations_may_lag, interpreter()))
+    print(report(generated, needs(found, failed), time.perf_counter() - start))
     return 0
 
 
