@@ -111,8 +111,8 @@ def test_the_report_says_what_needs_a_person_with_the_commands(monkeypatch: pyte
     from tools.i18n import messages
 
     lifecycle = "notebooks/02_hook_lifecycle.ipynb"
-    monkeypatch.setattr(editions, "stale", lambda lang, source: [f"{source} cell c028: not yet"] * (source == lifecycle))
-    monkeypatch.setattr(messages, "missing", lambda lang: {"Write a hook.": ["course_utils/machinery/exercises/nb02.py:7"]})
+    monkeypatch.setattr(editions, "stale", lambda lang, source: [f"{source} cell c0: not yet"] * (source == lifecycle))
+    monkeypatch.setattr(messages, "missing", lambda lang: {"Hook.": ["course_utils/machinery/exercises/nb02.py:7"]})
     monkeypatch.setattr(messages, "problems", lambda lang: [])
     monkeypatch.setattr(sync, "changes", lambda: {"notebooks/13_new.ipynb": "?", lifecycle: "M"})
     monkeypatch.setattr(sync, "notebooks_to_refresh", lambda changed: {lifecycle: ["c028b"]})

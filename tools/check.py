@@ -9,9 +9,9 @@ branch left main), read from git by :func:`tools.repo.changes`. It runs:
 - **the tests** (``-m "not browser and not hub"``; ``make test-browser`` and ``make test-hub`` run those) that this
   plugin keeps: every test of a changed test file, of a test file that imports a changed module (directly, or
   through the course's other modules: :func:`importers`), or that names a removed notebook or one whose exercises
-  changed (its file name, or one of its exercises as ``"NN.k"``); a test whose ``@pytest.mark.reads("glob", ...)`` matches a
-  changed file; and in a per-notebook test file (parametrized by notebook, exercise or guide), the tests of the
-  touched ones, with its tests that are not parametrized and build nothing of the whole course.
+  changed (its file name, or one of its exercises as ``"NN.k"``); a test whose ``@pytest.mark.reads("glob", ...)``
+  matches a changed file; and in a per-notebook test file (parametrized by notebook, exercise or guide), the tests
+  of the touched ones, with its tests that are not parametrized and build nothing of the whole course.
 
 ``make test`` (what CI runs) still runs everything; this is the quick loop before it.
 
@@ -40,12 +40,12 @@ from tools.repo import ROOT, changes, committed
 PLAN_ENV = "COURSE_CHECK_PLAN"  # the plan, as JSON, for the plugin below (inherited by xdist's workers)
 COURSE_MAP_NOTEBOOK = "00"  # its stored output shows the course map
 HEAVY_FIXTURES = frozenset({"course_editions", "course_site"})  # tests/conftest.py's: they build the whole course
-# The files of notebook NN besides the notebook: its edition, translation, exercise module, cases, messages.
-NOTEBOOK_FILES = re.compile(r"notebooks/(?:\w+/)?(\d\d)_\w+\.ipynb|translations/\w+/(\d\d)_\w+\.po|"
-                            r"course_utils/machinery/exercises/nb(\d\d)\.py|tests/exercise_cases/nb(\d\d)\.py|"
-                            r"course_utils/machinery/locale/\w+/nb(\d\d)\.po")
-EXERCISE_FILES = re.compile(r"course_utils/machinery/exercises/nb(\d\d)\.py|tests/exercise_cases/nb(\d\d)\.py|"
-                            r"course_utils/machinery/locale/\w+/nb(\d\d)\.po")
+# The files of notebook NN that hold its exercises, and (with them) every file of notebook NN: its notebook in each
+# language and its translation.
+_EXERCISES = (r"course_utils/machinery/exercises/nb(\d\d)\.py|tests/exercise_cases/nb(\d\d)\.py|"
+              r"course_utils/machinery/locale/\w+/nb(\d\d)\.po")
+EXERCISE_FILES = re.compile(_EXERCISES)
+NOTEBOOK_FILES = re.compile(rf"notebooks/(?:\w+/)?(\d\d)_\w+\.ipynb|translations/\w+/(\d\d)_\w+\.po|{_EXERCISES}")
 _COURSE_MAP = re.compile(r"<!-- course-map:start.*?<!-- course-map:end -->", re.DOTALL)
 _FROM_IMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+import\s+(\([^)]*\)|[^\n]*)", re.MULTILINE)
 _NAMES_NOTEBOOK = re.compile(r"(?<![\w.])(\d\d)(?:_[a-z]\w*|\.\d+\b)")
@@ -56,7 +56,7 @@ def python_modules() -> dict[str, Path]:
     """The course's Python modules by the names they are imported by (``tests/`` helpers also by their bare name,
     ``tests/`` being on pytest's path)."""
     found = {}
-    for path in sorted([*ROOT.glob("course_utils/**/*.py"), *ROOT.glob("tools/**/*.py"), *ROOT.glob("tests/**/*.py")]):
+    for path in sorted(p for folder in ("course_utils", "tools", "tests") for p in ROOT.glob(f"{folder}/**/*.py")):
         parts = path.relative_to(ROOT).with_suffix("").parts
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
         if parts[0] == "tests" and len(parts) == 2:

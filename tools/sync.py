@@ -71,9 +71,10 @@ def mark_solution_cells(path: Path) -> bool:
             cell.metadata["tags"] = tags if "solution" in tags else [*tags, "solution"]
             match = _CHECK_ID.search(cell.source)
             grade_id = f"exercise-{match[1]}-{match[2]}" if match else f"solution-{path.name[:2]}-{index}"
-            cell.metadata["nbgrader"] = {"grade": False, "locked": False, "schema_version": 3, "solution": True,
-                                         "task": False, "grade_id": grade_id,
-                                         **{k: v for k, v in cell.metadata.get("nbgrader", {}).items() if k == "grade_id"}}
+            kept = {"grade_id": cell.metadata["nbgrader"]["grade_id"]} if "grade_id" in cell.metadata.get(
+                "nbgrader", {}) else {}
+            cell.metadata["nbgrader"] = {"grade": False, "grade_id": grade_id, "locked": False, "schema_version": 3,
+                                         "solution": True, "task": False, **kept}
     changed = nbformat.writes(notebook) != before
     if changed:
         nbformat.write(notebook, path)
@@ -314,7 +315,8 @@ def messages_to_do() -> list[str]:
         p for lang in TRANSLATED for p in messages.problems(lang) if "no longer in the code" in p][:10]
 
 
-_MENTION = re.compile(r"\b(?:[Nn]otebooks? |[Ee]xercises? |[\"'])(\d\d)\b|\b(\d\d)_[a-z]\w*\.ipynb\b|\b(\d\d)[–-](\d\d)\b")
+_MENTION = re.compile(r"\b(?:[Nn]otebooks? |[Ee]xercises? |[\"'])(\d\d)\b|\b(\d\d)_[a-z]\w*\.ipynb\b|"
+                      r"\b(\d\d)[–-](\d\d)\b")
 
 
 def _mentions(text: str, numbers: set[str]) -> list[str]:
@@ -346,7 +348,8 @@ def leftovers() -> list[str]:
                       if re.search(r"(?:nb|/)(\d\d)[_.]", name := str(path.relative_to(ROOT)))[1] not in numbers})
     found += [f"{path}: belongs to a notebook the course no longer has" for path in orphans]
     modules = check.python_modules()
-    sources, exports = {name: path.read_text(encoding="utf-8") for name, path in modules.items()}, check._exports(modules)
+    sources = {name: path.read_text(encoding="utf-8") for name, path in modules.items()}
+    exports = check._exports(modules)
     teaching = {f"course_utils.{path.stem}" for path in ROOT.glob("course_utils/*.py") if path.stem != "__init__"}
     orphan = {f"course_utils.machinery.exercises.{Path(path).stem}" for path in orphans}
     users = [check.notebook_code(path) for path in english_notebooks()] + [
