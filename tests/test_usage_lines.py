@@ -216,8 +216,8 @@ def test_every_usage_line_names_what_exists_and_those_that_can_run_do(tmp_path: 
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("line", ["from course_utils.comm_hooks import train_with_hook",
-                                  "run_workers(train_with_hook, world_size=2)"])
+@pytest.mark.parametrize("line", ["from course_utils.hooks import train_with_hook",
+                                  "count_hooks(train_with_hook)"])
 def test_a_usage_line_naming_what_does_not_exist_is_caught(line: str) -> None:
-    problem, _can_run = _problem("course_utils.distributed", line)
+    problem, _can_run = _problem("course_utils.hooks", line)
     assert problem is not None and "train_with_hook" in problem
