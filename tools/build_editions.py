@@ -43,10 +43,7 @@ from course_utils.machinery.messages import LANGUAGES
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-REVEAL = ROOT / "vendor" / "reveal.js"
-REQUIRE = ROOT / "vendor" / "requirejs"
-JQUERY = ROOT / "vendor" / "jquery"
-KATEX = ROOT / "vendor" / "katex"
+VENDOR = ROOT / "vendor"  # reveal.js, require.js, jQuery and KaTeX, for offline decks
 PAGE_STYLE = (
     "body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;line-height:1.5}"
     "table{border-collapse:collapse;font-size:0.85em;margin:1em 0}th,td{border:1px solid #ccc;padding:0.3em 0.5em;"
@@ -103,26 +100,9 @@ def course_notebooks(lang: str = "en") -> list[Path]:
 # -- learner edition ------------------------------------------------------------------------------------------
 def build_learner(out: Path, edition: Edition = Edition()) -> list[Path]:
     target = edition.folder(out, "learner")
-    written = []
     for path in edition.notebooks():
-        learner = learner_notebook(nbformat.read(path, as_version=4))
-        nbformat.write(learner, target / path.name)
-        written.append(target / path.name)
-    return written
-
-
-def copy_scripts(target: Path) -> None:
-    """require.js, jQuery and KaTeX next to the pages (the templates load them; vendored for offline use)."""
-    if not (KATEX / "katex.min.js").exists():
-        raise SystemExit(f"KaTeX is missing from {KATEX}: it ships with the repository (vendor/).")
-    shutil.copytree(REQUIRE, target / "requirejs")
-    shutil.copytree(JQUERY, target / "jquery")
-    shutil.copytree(KATEX, target / "katex")
-
-
-def page_resources(path: Path) -> dict[str, Any]:
-    """The browser tab shows the notebook's title (nbconvert's default is "Notebook")."""
-    return {"metadata": {"name": read_opening(path).title}}
+        nbformat.write(learner_notebook(nbformat.read(path, as_version=4)), target / path.name)
+    return [target / path.name for path in edition.notebooks()]
 
 
 def slides_exporter() -> Any:
@@ -169,17 +149,19 @@ def with_slide_boundaries(notebook: nbformat.NotebookNode) -> nbformat.NotebookN
 
 
 def build_slides(out: Path, edition: Edition = Edition()) -> list[Path]:
-    if not (REVEAL / "dist" / "reveal.js").exists():
-        raise SystemExit(f"reveal.js is missing from {REVEAL}: it ships with the repository (vendor/).")
+    """The decks, with reveal.js, require.js, jQuery and KaTeX beside them (the templates load them)."""
+    missing = [name for name in ("reveal.js/dist/reveal.js", "katex/katex.min.js") if not (VENDOR / name).exists()]
+    if missing:
+        raise SystemExit(f"{', '.join(missing)} missing from {VENDOR}: it ships with the repository.")
     target = edition.folder(out, "slides")
-    shutil.copytree(REVEAL, target / "reveal.js")
-    copy_scripts(target)
+    for name in ("reveal.js", "requirejs", "jquery", "katex"):
+        shutil.copytree(VENDOR / name, target / name)
     exporter = slides_exporter()
     written = []
     rows = []
     for path in edition.notebooks():
-        deck = with_slide_boundaries(nbformat.read(path, as_version=4))
-        body, _ = exporter.from_notebook_node(deck, resources=page_resources(path))
+        deck = with_slide_boundaries(nbformat.read(path, as_version=4))  # the tab shows the notebook's title
+        body, _ = exporter.from_notebook_node(deck, resources={"metadata": {"name": read_opening(path).title}})
         page = target / f"{path.stem}.slides.html"
         page.write_text(body, encoding="utf-8")
         written.append(page)
