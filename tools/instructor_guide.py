@@ -14,8 +14,7 @@ guide gets the same tables generated in Chinese (``lang="zh"``) when ``tools.i18
 number or an added notebook needs no new translation.
 
 Usage: ``python -m tools.instructor_guide`` (``make sync`` runs it) rewrites the tables between the
-``<!-- timings:start ... -->`` / ``<!-- agendas:start ... -->`` markers of ``notebooks/instructor_guide.md``; ``--check`` only says whether they are
-current.
+``<!-- timings:start ... -->`` / ``<!-- agendas:start ... -->`` markers of ``notebooks/instructor_guide.md``.
 """
 
 from __future__ import annotations
@@ -310,14 +309,9 @@ def updated_guide(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only report whether the guide is current")
-    args = parser.parse_args(argv)
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     text = GUIDE.read_text(encoding="utf-8")
-    new = updated_guide(text)
-    if args.check:
-        raise SystemExit(0 if new == text else f"{GUIDE.relative_to(ROOT)} is stale: run make sync")
-    if new != text:
+    if (new := updated_guide(text)) != text:
         GUIDE.write_text(new, encoding="utf-8")
     print(f"{GUIDE.relative_to(ROOT)}: timings and agendas {'updated' if new != text else 'already current'}")
 
