@@ -53,7 +53,7 @@ help:
 	@echo "make sync    after any change: run the generators whose inputs changed (course map, cloud links, agendas, Chinese"
 	@echo "             edition, messages, learner editions); prints what changed and what still needs you"
 	@echo "make check   the tests of what you changed since the last commit (BASE=main: since main), in minutes, not the course's"
-	@echo "make translations  after editing English: update translations/zh/, rebuild notebooks/zh/, list what to translate"
+	@echo "make translations  the same as make sync (which updates translations/zh/, rebuilds notebooks/zh/, lists what to translate)"
 	@echo "make slides   reveal.js slides per notebook in build/slides (offline)"
 	@echo "make site     the course's website in build/site: every page in English and (zh/) Chinese, search, slides (make html: the same)"
 	@echo "make timings  measure each notebook's execution time (for the instructor guide)"
