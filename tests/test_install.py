@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("pyproject.toml", "course_utils/course.toml")
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -90,9 +93,6 @@ prepare_workspace(workspace, quiet=True)
 chinese = Path(tempfile.mkdtemp()) / "workspace-zh"
 prepare_workspace(chinese, quiet=True, lang="zh")
 from course_utils.machinery.messages import catalogue
-
-# make check runs these tests when one of these files changes
-pytestmark = pytest.mark.reads("pyproject.toml", "course_utils/course.toml")
 
 print(json.dumps({
     "module": course_utils.__file__, "in_checkout": pins.in_checkout(), "notebooks": str(notebooks_folder()),
