@@ -230,22 +230,16 @@ def notebooks_to_refresh(changed: dict[str, str]) -> dict[str, list[str]]:
 def stale_course_maps() -> dict[str, list[str]]:
     """The notebooks (every language) whose stored output shows the course map as it was: a new notebook, or a
     changed opening, changes what ``course_map_markdown()`` prints in 00_start_here."""
-    import nbformat
-
     from course_utils.machinery.course import course_map_markdown
 
     found = {}
-    for english in english_notebooks():
-        for lang in SETTINGS.languages:
-            path = english if lang == "en" else NOTEBOOKS / lang / english.name
-            if not path.is_file():
-                continue
-            now = course_map_markdown(lang=lang)
-            cells = [cell for cell in nbformat.read(path, as_version=4).cells
-                     if cell.cell_type == "code" and "course_map_markdown(" in cell.source]
-            stale = [cell.id for cell in cells if not any(
-                "".join(output.get("data", {}).get("text/markdown", "")) == now for output in cell.get("outputs", []))]
-            if stale:
+    for lang in SETTINGS.languages:
+        now = course_map_markdown(lang=lang)
+        for path in sorted((NOTEBOOKS / lang if lang != "en" else NOTEBOOKS).glob(NOTEBOOK_GLOB)):
+            if stale := [cell["id"] for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
+                         if cell["cell_type"] == "code" and "course_map_markdown(" in "".join(cell["source"])
+                         and not any("".join(out.get("data", {}).get("text/markdown", "")) == now
+                                     for out in cell.get("outputs", []))]:
                 found[str(path.relative_to(ROOT))] = stale
     return found
 
