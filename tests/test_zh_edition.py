@@ -95,30 +95,38 @@ _ROW = re.compile(r"^\| (.+?) \| (.+?) \|$")
 _COMMA = re.compile(r"[\u4e00-\u9fff] ?,|, ?[\u4e00-\u9fff]")  # an ASCII comma next to a Chinese character
 # a space between two Chinese characters (or full-width punctuation), left where a term was replaced: "一个 梯度累加后钩子"
 _EMPHASIS = re.compile(r"(?<![A-Za-z0-9_*])\*[^*\s][^*]*\*(?![A-Za-z0-9_*])")  # *...*, not (x*w)**2
+_QUOTED = re.compile(r'\*[^*]+\*|“[^”]*”|"[^"]*"|`[^`]*`|\]\([^)]*\)')  # titles, quotes, code, link targets
 _SPACE = re.compile(r"[\u4e00-\u9fff，。：；、（）“”] +[\u4e00-\u9fff，。：；、（）“”]")
 
 
 @functools.cache
-def glossary_tables() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """The rows of GLOSSARY.md's "Recurring labels" table and of its "Words a translation must not use" table."""
-    tables: dict[str, list[tuple[str, str]]] = {"labels": [], "avoid": []}
+def glossary_tables() -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str]]]:
+    """The rows of GLOSSARY.md's "Recurring labels" table, of its "Terms the test checks" table and of its "Words a
+    translation must not use" table."""
+    tables: dict[str, list[tuple[str, str]]] = {"labels": [], "terms": [], "avoid": []}
     current = None
     for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
         if line.startswith("Recurring labels"):
             current = "labels"
+        elif line.startswith("Terms the test checks"):
+            current = "terms"
         elif line.startswith("Words a translation must not use"):
             current = "avoid"
         elif current and (row := _ROW.match(line)) and not set(row.group(1)) <= set("-|") \
                 and row.group(1) not in ("English", "avoid"):
             tables[current].append((row.group(1), row.group(2)))
-    assert tables["labels"] and tables["avoid"], f"{GLOSSARY.relative_to(ROOT)} lost one of its tables"
-    return tables["labels"], tables["avoid"]
+    assert all(tables.values()), f"{GLOSSARY.relative_to(ROOT)} lost one of its tables"
+    return tables["labels"], tables["terms"], tables["avoid"]
 
 
 def glossary_problems(english: str, chinese: str) -> list[str]:
-    """What in ``chinese`` (the translation of ``english``) goes against the glossary."""
-    labels, avoid = glossary_tables()
+    """What in ``chinese`` (the translation of ``english``) goes against the glossary. A term in a title the English
+    quotes (``*Sanity Checks for Saliency Maps*``) is the title's, not the course's."""
+    labels, terms, avoid = glossary_tables()
     problems = [f"{word!r} (write {instead})" for word, instead in avoid if word in chinese]
+    prose_english = _QUOTED.sub(" ", english).lower()
+    problems += [f"{term!r} not translated as {translated!r}" for term, translated in terms
+                 if term.lower() in prose_english and translated not in chinese]
     prose = re.sub(r"```.*?```|`[^`]*`", "x", chinese, flags=re.S)  # code: a placeholder, not a gap
     problems += [f"an ASCII comma in Chinese text: {match.group(0)!r}" for match in _COMMA.finditer(prose)]
     problems += [f"a space between Chinese characters: {match.group(0)!r}" for match in _SPACE.finditer(prose)]
@@ -176,6 +184,11 @@ def test_the_glossary_check_finds_what_it_is_for() -> None:
     assert glossary_problems("forward failed", "forward 失败了")
     assert glossary_problems("dead ReLU units", "死掉的 ReLU 单元")
     assert glossary_problems("(name, shape)", "(名称, 形状)")
+    assert glossary_problems("Two kinds of raw hooks catch all of it", "两种原始钩子就能把它全部接住")
+    assert glossary_problems("match nnsight to 1e-5", "与 nnsight 的结果吻合到 1e-5")
+    assert glossary_problems("when GPU memory is what limits", "当 GPU 内存是瓶颈时")
+    assert glossary_problems("Raw hooks first", "先写钩子")  # the term, at a sentence's start, left out
+    assert not glossary_problems("*Sanity Checks for Saliency Maps*", "*Sanity Checks for Saliency Maps*")
     assert glossary_problems("another post-accumulate-grad hook", "另一个 梯度累加后钩子")
     assert not glossary_problems("the hook on `x`", "`x` 上的钩子，`fc1.weight` 的梯度累加后钩子，`y` 的 `z` 钩子")
     assert not glossary_problems("`(x, y)`", "`(x, y)` 与 (bias, x, Wᵀ)")
