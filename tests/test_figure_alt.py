@@ -213,7 +213,9 @@ def test_the_chinese_strings_keep_the_english_fields() -> None:
         for unit in editions.notebook_units(english):
             message = catalog.get(unit.english, context=unit.context)
             if unit.kind == "string" and message is not None and message.string:
-                assert sorted(units.fields(message.string)) == sorted(units.fields(unit.english)), unit.where
+                fstring = unit.fstring
+                assert sorted(units.fields(message.string, fstring)) == sorted(units.fields(unit.english, fstring)), \
+                    unit.where
 
 
 def test_nbconvert_html_carries_the_alt_text() -> None:

@@ -197,6 +197,7 @@ class Unit:
     english: str  # generated regions replaced by placeholders
     where: str  # for messages: "notebooks/03_x.ipynb cell c012" or "README.md line 40"
     kind: str = "text"  # a Markdown block, or a "comment" or "string" of a code cell (tools/i18n/units.py)
+    fstring: bool = False  # a string: an f-string, whose every {...} is a field
 
 
 def notebook_units(path: Path) -> list[Unit]:
@@ -210,7 +211,8 @@ def notebook_units(path: Path) -> list[Unit]:
         else:
             pieces = units_module.code_pieces(source)
         units += [Unit(cell["id"], piece.text, f"{where} ({piece.kind} {piece.text[:40]!r})" if piece.kind != "text"
-                       else f"{where} line {source[:piece.start].count(chr(10)) + 1}", piece.kind) for piece in pieces]
+                       else f"{where} line {source[:piece.start].count(chr(10)) + 1}", piece.kind,
+                       "f" in piece.shape.split(" ")[0].lower()) for piece in pieces]
     return units
 
 
@@ -567,13 +569,14 @@ def build(lang: str) -> list[Path]:
     return written
 
 
-def check_string(english: str, translation: str, where: str) -> None:
+def check_string(english: str, translation: str, where: str, fstring: bool = True) -> None:
     """A string literal's translation keeps the English one's ``{fields}`` (the same ones, in any order) and stays a
     literal: a ``ValueError`` that says what to fix, else nothing."""
-    want, have = sorted(units_module.fields(english)), sorted(units_module.fields(translation))
+    want = sorted(units_module.fields(english, fstring))
+    have = sorted(units_module.fields(translation, fstring))
     if want != have:
         raise ValueError(f"{where}: keep the fields {want} exactly as in the English (the translation has {have})")
-    for quote in ('"', "'"):
+    for quote in ('"', "'", '"""', "'''"):
         try:
             compile(f"f{quote}{translation}{quote}" if want else f"{quote}{translation}{quote}", where, "eval")
             return
@@ -602,7 +605,8 @@ _KIND_NOTES = {"comment": "@| a comment of the code: its lines become # lines",
 
 
 def _kinds(source: str) -> dict[tuple[str | None, str], str]:
-    return {(unit.context, unit.english): unit.kind for unit in units_of(source)}
+    """(context, English) -> ``text``, ``comment``, ``string`` or ``fstring``."""
+    return {(unit.context, unit.english): "fstring" if unit.fstring else unit.kind for unit in units_of(source)}
 
 
 _NOTE = "@|"  # a line of context in the plain-text form: shown to the translator, ignored by import
@@ -623,7 +627,7 @@ def export_text(lang: str, source: str, *, only_missing: bool = False) -> str:
     for key, message in keyed.items():
         if only_missing and message.string and not message.fuzzy:
             continue
-        note = _KIND_NOTES.get(kinds.get((message.context, message.id), ""))
+        note = _KIND_NOTES.get(kinds.get((message.context, message.id), "").replace("fstring", "string"))
         key = f"{key}\n{note}" if note else key
         if message.fuzzy and message.string:
             was = _was(catalog, message)
@@ -655,8 +659,8 @@ def import_text(lang: str, source: str, text: str, unchanged: list[str] | None =
         english_regions = set(_PLACEHOLDER.findall(message.id))
         if set(_PLACEHOLDER.findall(body)) != english_regions:
             raise ValueError(f"entry {key}: keep the placeholders {sorted(english_regions)} exactly as in the English")
-        if kinds.get((message.context, message.id)) == "string":
-            check_string(message.id, body, f"entry {key}")
+        if kinds.get((message.context, message.id)) in ("string", "fstring"):
+            check_string(message.id, body, f"entry {key}", kinds[message.context, message.id] == "fstring")
         if message.fuzzy and body == message.string.strip("\n"):
             if unchanged is not None:
                 unchanged.append(key)

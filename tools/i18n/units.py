@@ -6,7 +6,8 @@
   sentence makes only its own paragraph untranslated.
 - **Code** (a notebook's code cell): each comment (consecutive full-line comments at one indentation are one unit),
   and each string literal a reader sees: one with prose (two words), or the text of a figure (``set_title``,
-  ``label=``, ``alt=``, ...). Adjacent literals that Python joins are one unit. Found with :mod:`tokenize`, written
+  ``label=``, ``alt=``, ...) -- never one the code compares or looks up (``==``, ``in``, ``assert``'s test, ``[...]``,
+  a dict's keys), which is data. Adjacent literals that Python joins are one unit. Found with :mod:`tokenize`, written
   back into the same token's place with the same prefix and quotes, so the rest of the code is the English code.
 
 Usage: ``[(b.start, b.text) for b in markdown_blocks(cell_source)]``, ``[p.text for p in code_pieces(cell_source)]``
@@ -77,8 +78,14 @@ _GENERATED = re.compile(r"^# --- cloud install .*?^# --- end of the cloud instal
 _LITERAL = re.compile(r"(?P<prefix>[A-Za-z]*)(?P<quote>'''|\"\"\"|'|\")(?P<body>.*)(?P=quote)\Z", re.DOTALL)
 
 
-def fields(text: str) -> list[str]:
-    """The ``{...}`` fields of a format string or f-string body, outermost only (``{{`` is a brace, not a field)."""
+_FORMAT_FIELD = re.compile(r"(?<!\{)\{\w*(?:\.\w+|\[[^\]{}]*\])*(?:![rsa])?(?::[^{}\s]*)?\}(?!\})")
+
+
+def fields(text: str, fstring: bool = True) -> list[str]:
+    """The ``{...}`` fields of an f-string body, outermost only (``{{`` is a brace, not a field); of a plain string
+    (``fstring=False``), those ``str.format`` would fill (``{name}``, ``{x[0]:.2f}``), not braces in prose."""
+    if not fstring:
+        return _FORMAT_FIELD.findall(text)
     found, depth, start, i = [], 0, 0, 0
     while i < len(text):
         if depth == 0 and text.startswith(("{{", "}}"), i):
@@ -115,10 +122,40 @@ def _tokens(source: str) -> list[tuple[int, str, int, int]]:
     return out
 
 
+def _compared(source: str) -> list[tuple[int, int]]:
+    """The spans of what the code compares or looks up (a comparison, an ``assert``'s test, a subscript, a dict's
+    keys): a string there is data, not text for the reader, even when it reads like prose."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    starts = _line_starts(source)
+
+    def offset(line: int, column: int) -> int:  # ast columns count UTF-8 bytes
+        text = source[starts[line - 1]:starts[line]] if line < len(starts) else ""
+        return starts[line - 1] + len(text.encode()[:column].decode())
+
+    nodes: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            nodes.append(node)
+        elif isinstance(node, ast.Assert):
+            nodes.append(node.test)
+        elif isinstance(node, ast.Subscript):
+            nodes.append(node.slice)
+        elif isinstance(node, ast.Dict):
+            nodes += [key for key in node.keys if key is not None]
+    return [(offset(n.lineno, n.col_offset), offset(n.end_lineno or n.lineno, n.end_col_offset or 0))
+            for n in nodes if hasattr(n, "lineno")]
+
+
 def code_pieces(source: str) -> list[Piece]:
     """The comments and the strings a reader sees in ``source`` (a code cell), in order; none in the generated
     install block, nor markers such as ``### BEGIN SOLUTION`` or ``# noqa``."""
     generated = [(m.start(), m.end()) for m in _GENERATED.finditer(source)]
+    data = _compared(source)
     try:
         tokens = [t for t in _tokens(source) if not any(a <= t[2] < b for a, b in generated)]
     except (tokenize.TokenError, SyntaxError):
@@ -154,7 +191,8 @@ def code_pieces(source: str) -> list[Piece]:
                                        or before[1] == "=" and before[0] in _FIGURE_KEYWORDS)
         same_kind = len({("f" in m["prefix"].lower(), "r" in m["prefix"].lower(), m["quote"]) for m in run}) == 1
         shown_to_reader = _PROSE.search(shown) or figure and _LETTER.search(body)
-        if same_kind and "b" not in run[0]["prefix"].lower() and shown_to_reader:
+        compared = any(a <= significant[i][2] < b for a, b in data)
+        if same_kind and "b" not in run[0]["prefix"].lower() and shown_to_reader and not compared:
             pieces.append(Piece(significant[i][2], significant[j - 1][3], body, "string",
                                 run[0]["prefix"] + run[0]["quote"] + f" {j - i}"))
         i = j
