@@ -44,7 +44,7 @@ def feature_histograms(features: Mapping[str, Mapping[str, torch.Tensor]], layer
     truth = tensors[0]
     wrong = [way for way, tensor in zip(ways[1:], tensors[1:]) if not torch.equal(tensor, truth)]
     for ax, way, tensor in zip(axes, ways, tensors):
-        counts, _ = torch.histogram(tensor, bins=edges)
+        counts, _edges = torch.histogram(tensor, bins=edges)
         differs = way in wrong
         ax.stairs(counts.numpy(), edges.numpy(), fill=True, color="tab:red" if differs else "tab:blue", alpha=0.7)
         ax.axvline(0.0, color="black", lw=0.8, ls=":")

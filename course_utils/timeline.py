@@ -236,7 +236,7 @@ class HookTimeline:
         lane = {kind: index for index, kind in enumerate(kinds)}
         if ax is None:
             width = max(6.0, 0.7 * len(self.events) + 3.0)
-            _, ax = plt.subplots(figsize=(width, 0.6 * len(kinds) + 1.4))
+            _figure, ax = plt.subplots(figsize=(width, 0.6 * len(kinds) + 1.4))
         colours = {"forward": "tab:blue", "backward": "tab:red"}
         if upto is not None and not 1 <= upto <= len(self.events):
             raise ValueError(f"upto must be a step from 1 to {len(self.events)}, got {upto}.")

@@ -122,15 +122,16 @@ def _tokens(source: str) -> list[tuple[int, str, int, int]]:
     return out
 
 
-def _compared(source: str) -> list[tuple[int, int]]:
+def _compared(source: str) -> tuple[list[tuple[int, int]], list[str]]:
     """The spans of what the code compares or looks up (a comparison, an ``assert``'s test, a subscript, a dict's
-    keys): a string there is data, not text for the reader, even when it reads like prose."""
+    keys), and the strings in them: a string there is data, not text for the reader, even when it reads like prose;
+    so is a string that one of them contains (a label the cell asserts it printed)."""
     import ast
 
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return []
+        return [], []
     starts = _line_starts(source)
 
     def offset(line: int, column: int) -> int:  # ast columns count UTF-8 bytes
@@ -147,15 +148,16 @@ def _compared(source: str) -> list[tuple[int, int]]:
             nodes.append(node.slice)
         elif isinstance(node, ast.Dict):
             nodes += [key for key in node.keys if key is not None]
+    texts = [c.value for n in nodes for c in ast.walk(n) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
     return [(offset(n.lineno, n.col_offset), offset(n.end_lineno or n.lineno, n.end_col_offset or 0))
-            for n in nodes if hasattr(n, "lineno")]
+            for n in nodes if hasattr(n, "lineno")], texts
 
 
 def code_pieces(source: str) -> list[Piece]:
     """The comments and the strings a reader sees in ``source`` (a code cell), in order; none in the generated
     install block, nor markers such as ``### BEGIN SOLUTION`` or ``# noqa``."""
     generated = [(m.start(), m.end()) for m in _GENERATED.finditer(source)]
-    data = _compared(source)
+    data, compared_texts = _compared(source)
     try:
         tokens = [t for t in _tokens(source) if not any(a <= t[2] < b for a, b in generated)]
     except (tokenize.TokenError, SyntaxError):
@@ -191,7 +193,8 @@ def code_pieces(source: str) -> list[Piece]:
                                        or before[1] == "=" and before[0] in _FIGURE_KEYWORDS)
         same_kind = len({("f" in m["prefix"].lower(), "r" in m["prefix"].lower(), m["quote"]) for m in run}) == 1
         shown_to_reader = _PROSE.search(shown) or figure and _LETTER.search(body)
-        compared = any(a <= significant[i][2] < b for a, b in data)
+        compared = any(a <= significant[i][2] < b for a, b in data) or any(
+            len(part) > 3 and part in text for part in re.split(r"\{[^{}]*\}", body) for text in compared_texts)
         if same_kind and "b" not in run[0]["prefix"].lower() and shown_to_reader and not compared:
             pieces.append(Piece(significant[i][2], significant[j - 1][3], body, "string",
                                 run[0]["prefix"] + run[0]["quote"] + f" {j - i}"))
