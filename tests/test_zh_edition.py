@@ -284,6 +284,9 @@ def test_parity_same_cells_tags_headings_and_code(english: Path) -> None:
         if en["cell_type"] == "code":
             assert zh_text == built_code(english, en), f"{where}: the code is not what the build makes"
             assert not code_differences(en_text, zh_text), f"{where}: {code_differences(en_text, zh_text)}"
+            for _kind, text, *_ in units._tokens(zh_text):  # issue 43: no {field} cut over two literals ({st" "art})
+                literal = units._LITERAL.match(text) if _kind == 3 else None
+                assert literal is None or literal["body"].count("{") == literal["body"].count("}"), f"{where}: {text}"
         else:
             levels = [level for level, _ in editions.headings(en_text)]
             assert [level for level, _ in editions.headings(zh_text)] == levels, f"{where}: heading levels differ"
@@ -554,3 +557,26 @@ def test_a_changed_guide_paragraph_keeps_its_translation_fuzzy(tmp_path: Path, m
     assert changed.fuzzy and changed.string == "第一段讲钩子的一件事。", "the old translation was lost"
     assert "The first paragraph says one thing about hooks." in catalog.obsolete, "the old English was lost"
     assert "The first paragraph says one more thing" in editions.built_guide(LANG, "GUIDE.md"), "outdated Chinese shown"
+
+
+def test_a_po_file_of_the_old_form_is_migrated_without_losing_a_translation() -> None:
+    """Issue 46: entries of the old form (a whole cell; an alt text as cell-id/alt1) become entries of today's units,
+    each block paired with its translation, and an extra block of the translation stays with the one before it."""
+    from babel.messages.catalog import Catalog
+
+    from tools.i18n import legacy
+
+    cells = [{"id": "m1", "cell_type": "markdown", "source": "## Title\n\nOne paragraph.\n\n- an item\n- another"},
+             {"id": "c1", "cell_type": "code", "source": 'show_figure(fig, alt="Two bars: {a}.", a=1)'}]
+    old = Catalog(locale="zh")
+    old.add("## Title\n\nOne paragraph.\n\n- an item\n- another", "## 标题\n\n一段。\n\n补充的一段。\n\n- 一项\n- 另一项",
+            context="m1")
+    old.add("Two bars: {a}.", "两根柱子：{a}。", context="c1/alt1")
+    new = legacy.in_units(old, cells, fences=True)
+    assert [m.id for m in new if m.id] == ["## Title", "One paragraph.", "- an item", "- another", "Two bars: {a}."]
+    assert new.get("- an item", context="m1").string == "- 一项" and new.get("Two bars: {a}.", context="c1").string \
+        == "两根柱子：{a}。"
+    english = cells[0]["source"]
+    built = editions.translated_markdown(english, units.markdown_blocks(english), "m1", LANG, new)
+    assert built == "## 标题\n\n一段。\n\n补充的一段。\n\n- 一项\n- 另一项", "the cell reads as its old translation"
+    assert legacy.in_units(new, cells, fences=True) is new, "a catalogue of today's form is left as it is"
