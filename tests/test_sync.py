@@ -112,7 +112,8 @@ def test_the_report_says_what_needs_a_person_with_the_commands(monkeypatch: pyte
 
     lifecycle = "notebooks/02_hook_lifecycle.ipynb"
     monkeypatch.setattr(editions, "stale", lambda lang, source: [f"{source} cell c0: not yet"] * (source == lifecycle))
-    monkeypatch.setattr(messages, "missing", lambda lang: {"Hook.": ["course_utils/machinery/exercises/nb02.py:7"]})
+    monkeypatch.setattr(messages, "unlisted", lambda lang: {"Hook.": ["course_utils/machinery/exercises/nb02.py:7"]})
+    monkeypatch.setattr(messages, "to_write", lambda lang: {"nb03.po": ["Listed, not translated."]})
     monkeypatch.setattr(messages, "problems", lambda lang: [])
     monkeypatch.setattr(sync, "changes", lambda: {"notebooks/13_new.ipynb": "?", lifecycle: "M"})
     monkeypatch.setattr(sync, "notebooks_to_refresh", lambda changed: {lifecycle: ["c028b"]})
@@ -123,6 +124,7 @@ def test_the_report_says_what_needs_a_person_with_the_commands(monkeypatch: pyte
     assert f"-m tools.i18n.editions export --missing {lifecycle} > 02.txt" in text
     assert "course_utils/course.toml: translations_may_lag = false" in text
     assert "-m tools.i18n.messages add nb02.po course_utils/machinery/exercises/nb02.py" in text
+    assert "course_utils/machinery/locale/zh/nb03.po: 1 empty msgstr" in text
     assert f'make refresh NB="{lifecycle} notebooks/zh/00_start_here.ipynb"' in text
     assert "git add notebooks/13_new.ipynb" in text
     quiet = sync.report({"cloud links": None}, {"failed": []}, 1.0)

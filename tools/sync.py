@@ -302,10 +302,15 @@ def messages_to_do() -> list[str]:
 
     found: dict[str, list[str]] = {}
     for lang in TRANSLATED:
-        for msgid, where in messages.missing(lang).items():
+        for msgid, where in messages.unlisted(lang).items():  # once `messages add` has listed them, no longer
             found.setdefault(where[0].rsplit(":", 1)[0], []).append(msgid)
+    rule = ("they show in English: translations_may_lag = true" if SETTINGS.translations_may_lag else
+            "make test fails until they are translated")
     return [f"{interpreter()} -m tools.i18n.messages add {message_part(code)} {code}   # {len(ids)} message(s); "
             "write their msgstr, then make sync" for code, ids in found.items()] + [
+        f"course_utils/machinery/locale/{lang}/{part}: {len(ids)} empty msgstr ({interpreter()} -m "
+        f"tools.i18n.messages missing lists them; {rule})"
+        for lang in TRANSLATED for part, ids in messages.to_write(lang).items()] + [
         p for lang in TRANSLATED for p in messages.problems(lang) if "no longer in the code" in p][:10]
 
 
@@ -383,7 +388,8 @@ HEADINGS = {
         if SETTINGS.translations_may_lag else
         "make test fails until they are translated (course_utils/course.toml: translations_may_lag = false):"),
     "messages to translate": "translate the messages of check(), hint() and the tools "
-                             "(course_utils/machinery/locale/), delete those the code no longer has:",
+                             "(course_utils/machinery/locale/): add them, write their translation, delete those the "
+                             "code no longer has:",
     "refresh": "re-execute the notebooks whose code changed since the last commit (ignore it if you did), or that "
                "print the table of notebooks as it was (00_start_here):",
     "untracked": "add the new files to git (the tests and the wheel see only tracked files):",
