@@ -210,12 +210,12 @@ bench: venv
 # The classroom: JupyterHub for a room, on 127.0.0.1:8000 unless HUB_IP says otherwise (see tools/hub/serve.py and the
 # instructor guide, "Serving a room with JupyterHub"); state in .hub/; Ctrl-C stops the hub and every learner's server.
 hub: venv
-	$(PY) tools/hub/serve.py
+	$(PY) -m tools.hub.serve
 
 # Archive a learner's home into .hub/private/archive/, end their processes, remove the system account, retire the name.
 hub-remove-learner: venv
 	@test -n "$(LEARNER)" || { echo "usage: sudo make hub-remove-learner LEARNER=name" >&2; exit 2; }
-	$(PY) tools/hub/serve.py remove-learner $(LEARNER)
+	$(PY) -m tools.hub.serve remove-learner $(LEARNER)
 
 clean:
 	rm -rf $(VENV) build node_modules
