@@ -214,6 +214,33 @@ def test_an_answer_that_changes_every_promised_global_then_raises_leaves_the_ses
     assert torch.empty(1).device.type == "cpu"
 
 
+@pytest.mark.parametrize("mode", ["function", "dispatch"])
+def test_a_torch_mode_left_active_is_taken_off_and_named_and_the_session_put_back(capsys, monkeypatch, mode) -> None:
+    """Notebook 05 teaches TorchFunctionMode: an answer that enters one (here with the usual `**kwargs` bug, so every
+    torch call it sees fails) and never leaves it must not leave it on for the session, nor stop the guard from
+    putting back the grad mode, the default device and the random states."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Buggy(TorchFunctionMode if mode == "function" else TorchDispatchMode):  # type: ignore[misc]
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            return func(*args, **kwargs)
+
+        __torch_dispatch__ = __torch_function__
+
+    def enters_and_stays(x):  # noqa: ANN001, ANN202
+        torch.manual_seed(3), torch.set_default_device("meta"), torch.set_grad_enabled(False)
+        Buggy().__enter__()
+        return x * 2
+
+    _scratch(monkeypatch, lambda answer: Verdict(bool(torch.equal(answer(torch.ones(2)), torch.full((2,), 2.0)))))
+    before = session_state()
+    ok, out = _judged(capsys, "99.1", enters_and_stays)
+    assert not ok and "left 1 torch mode(s) active (Buggy; taken off)" in out, out
+    assert same_session(before, session_state())
+    assert torch.is_grad_enabled() and torch.ones(1).device.type == "cpu"
+
+
 def test_set_default_device_is_put_back_and_named(capsys) -> None:
     def sets_meta(grad):  # noqa: ANN001, ANN202
         torch.set_default_device("meta")
