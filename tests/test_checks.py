@@ -12,8 +12,9 @@ import torch
 
 from course_utils.machinery import checks
 from course_utils.machinery.checks import all_exercises, check, exercise, hint, preserved_session
-from course_utils.machinery.exercise_kit import (Exercise, Status, Verdict, expect_callable, expect_choice,
+from course_utils.machinery.exercise_kit import (Exercise, Status, Verdict, expect_choice,
                                                  expect_tensor)
+from course_utils.machinery.layout import EXERCISE_ID
 from tests.session_state import same_session, session_state
 
 
@@ -21,8 +22,8 @@ from tests.session_state import same_session, session_state
 def scratch_exercise(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     """Install a temporary exercise 99.1 whose validator is given by the test."""
 
-    def install(validate, hints=("nudge", "closer")):  # noqa: ANN001, ANN202
-        item = Exercise("99.1", "test only", validate, hints=hints, kind="write")
+    def install(validate, hints=("nudge", "closer"), what=None):  # noqa: ANN001, ANN202
+        item = Exercise("99.1", "test only", validate, what=what, hints=hints, kind="write")
         table = dict(checks.catalogue())
         table["99.1"] = item
         monkeypatch.setattr(checks, "catalogue", lambda: table)
@@ -62,8 +63,14 @@ def test_unknown_id_suggests_close_ids(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_exercise_definitions_are_validated() -> None:
-    with pytest.raises(ValueError, match="look like '01.2'"):
-        Exercise("1.2", "task", lambda a: Verdict(True))
+    from course_utils.machinery.report_problem import problem_url
+
+    for wrong in ("1.2", "01.123"):  # one id syntax (layout.EXERCISE_ID): what the progress record and links accept
+        with pytest.raises(ValueError, match="look like '01.2'"):
+            Exercise(wrong, "task", lambda a: Verdict(True))
+    with pytest.raises(ValueError):
+        problem_url("01.123")
+    assert "01.12" in problem_url("01.12") and Exercise("01.12", "task", lambda a: Verdict(True))
     with pytest.raises(ValueError, match="kind must be"):
         Exercise("01.2", "task", lambda a: Verdict(True), kind="quiz")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="tuple of strings"):
@@ -86,7 +93,7 @@ def test_catalogue_ids_are_well_formed_and_tasks_written() -> None:
     catalogue = all_exercises()
     assert len(catalogue) >= 2
     for exercise_id, item in catalogue.items():
-        assert re.fullmatch(r"\d\d\.\d+", exercise_id) and item.task.strip()
+        assert re.fullmatch(EXERCISE_ID, exercise_id) and item.task.strip()
 
 
 def test_tensor_validator_handles_none_shapes_and_lists() -> None:
@@ -134,7 +141,7 @@ def test_an_error_in_the_learners_code_names_the_learners_line(scratch_exercise,
     def run_it(fn):  # noqa: ANN001, ANN202
         return Verdict(fn(torch.ones(2)) is not None)
 
-    scratch_exercise(expect_callable(run_it, "a function"))
+    scratch_exercise(run_it, what="a function")
 
     def my_hook(grad):  # noqa: ANN001, ANN202
         scaled = grad * 2
@@ -168,7 +175,7 @@ def test_an_error_pytorch_raises_on_the_learners_hook_is_the_learners(scratch_ex
         (w * 2).sum().backward()  # PyTorch raises: post-accumulate hooks must return None
         return Verdict(True)
 
-    scratch_exercise(expect_callable(run_hook, "a hook"))
+    scratch_exercise(run_hook, what="a hook")
     run_hook.__code__ = run_hook.__code__.replace(co_filename=checks.__file__)
     assert not check("99.1", lambda p: p.grad * 2)
     out = capsys.readouterr().out
@@ -176,7 +183,7 @@ def test_an_error_pytorch_raises_on_the_learners_hook_is_the_learners(scratch_ex
 
 
 def test_a_stub_left_in_place_is_named_as_such(scratch_exercise, capsys) -> None:
-    scratch_exercise(expect_callable(lambda fn: Verdict(fn() is None), "a function"))
+    scratch_exercise(lambda fn: Verdict(fn() is None), what="a function")
 
     def answer():  # noqa: ANN202
         raise NotImplementedError("Exercise 99.1: your code goes here")

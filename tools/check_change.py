@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
 
-from course_utils.machinery.layout import NOTEBOOK_GLOB
+from course_utils.machinery.layout import EXERCISE_ID, NOTEBOOK_GLOB
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAN_ENV = "COURSE_CHECK_PLAN"  # the plan, as JSON, for the pytest plugin below (inherited by xdist's workers)
@@ -305,7 +305,7 @@ def mentions(params: dict[str, object], keys: set[str]) -> bool:
     for value in params.values():
         text = str(value)
         for key in keys:
-            if key.endswith(".") and re.fullmatch(r"\d\d\.\d+", text) and text.startswith(key):
+            if key.endswith(".") and re.fullmatch(EXERCISE_ID, text) and text.startswith(key):
                 return True
             if not key.endswith(".") and (text == key or key in text.replace("\\", "/")):
                 return True

@@ -43,7 +43,7 @@ from pathlib import Path
 import nbformat
 
 from course_utils.machinery.course import course_map_markdown
-from course_utils.machinery.layout import NOTEBOOK_GLOB
+from course_utils.machinery.layout import CHECK_CALL, NOTEBOOK_GLOB
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -52,7 +52,7 @@ LANG = "zh"
 
 COURSE_MAP = re.compile(r"(<!-- course-map:start[^\n]*-->)\n(.*?)\n?(<!-- course-map:end -->)", re.DOTALL)
 _SOLUTION = re.compile(r"^\s*### BEGIN SOLUTION\s*$", re.MULTILINE)
-_CHECK_ID = re.compile(r"""\bcheck\(\s*["'](\d\d)\.(\d+)["']""")
+_CHECK_ID = re.compile(CHECK_CALL)
 
 
 def _git(*args: str) -> str | None:
