@@ -2,7 +2,8 @@
 
 ``Cases.right`` holds correct answers written differently from the notebook's solution (the check must accept
 behaviour, not form); ``Cases.wrong`` holds typical wrong answers, each with a substring the ✗ message must contain
-(the check must say something useful). ``tests/test_exercises.py`` runs them all.
+(the check must say something useful); ``Cases.endless`` holds answers that never end, where stopping them takes
+more than the time limit (a worker process to stop as well). ``tests/test_exercises.py`` runs them all.
 
 An answer is written as a learner writes it, as code: :func:`answer` runs source text as a notebook cell does (its
 own file name, its lines in tracebacks) and returns what it defines last; :func:`mutants` makes the usual wrong
@@ -43,6 +44,7 @@ class Cases:
 
     right: list[Any] = field(default_factory=list)
     wrong: list[tuple[Any, str]] = field(default_factory=list)
+    endless: list[Any] = field(default_factory=list)  # answers that never end: the time limit must stop them
 
 
 def answer(source: str, **names: Any) -> Any:
@@ -59,16 +61,20 @@ def answer(source: str, **names: Any) -> Any:
     return namespace[last]
 
 
-def mutants(source: str, *changes: tuple[str, str, str], **names: Any) -> list[tuple[Any, str]]:
+def mutants(source: str, *changes: tuple[Any, Any, str], **names: Any) -> list[tuple[Any, str]]:
     """Wrong answers made from the right answer ``source``: for each ``(old, new, words)``, ``source`` with every
-    ``old`` replaced by ``new`` (``old`` must be there), paired with the words its ✗ must contain.
+    ``old`` replaced by ``new`` (``old`` must be there; tuples of them for a change in several places), paired with
+    the words its ✗ must contain.
 
     Usage: ``mutants(CLAMP, ("(-1, 1)", "(0, 1)", "-1"))``"""
-    source, made = textwrap.dedent(source), []
+    made = []
     for old, new, words in changes:
-        if old not in source:
-            raise ValueError(f"{old!r} is not in the right answer the mutant is made from")
-        made.append((answer(source.replace(old, new), **names), words))
+        changed = textwrap.dedent(source)
+        for before, after in zip(*((old, new) if isinstance(old, tuple) else ((old,), (new,)))):
+            if before not in changed:
+                raise ValueError(f"{before!r} is not in the right answer the mutant is made from")
+            changed = changed.replace(before, after)
+        made.append((answer(changed, **names), words))
     return made
 
 
