@@ -105,18 +105,19 @@ class HubClient:
 
 # What a learner runs from their terminal (any Python, the standard library only): COUNT logins (for NAME, a wrong
 # password each) or sign-ups (as NAME0, NAME1, ...) at BASE (the hub's own port, which is in every learner's
-# JUPYTERHUB_API_URL, or the room's), each claiming another X-Forwarded-For and X-Real-Ip, and with ROTATE=source from
-# another 127.0.0.x address. Prints a JSON list: [status, a password was checked, an account was made] per attempt.
+# JUPYTERHUB_API_URL, or the room's), each claiming another X-Forwarded-For and X-Real-Ip; with SOURCE=rotate each
+# from another 127.0.0.x address, with SOURCE=an address from that one. Prints a JSON list: [status, a password was
+# checked, an account was made] per attempt.
 FLOOD = r"""
 import http.client, json, re, secrets, sys, urllib.parse
-base, host, what, name, count, rotate = sys.argv[1:7]
+base, host, what, name, count, source = sys.argv[1:7]
 where = urllib.parse.urlsplit(base)
 page = "/hub/signup" if what == "signup" else "/hub/login"
 
 
 def ask(i, method, body=None, cookie=""):
-    source = (f"127.0.0.{2 + i % 250}", 0) if rotate == "source" else None
-    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=60, source_address=source)
+    bind = (f"127.0.0.{2 + i % 250}" if source == "rotate" else source, 0) if source else None
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=60, source_address=bind)
     headers = {"Host": host, "Cookie": cookie, "X-Forwarded-For": f"198.51.100.{i % 250}",
                "X-Real-Ip": f"203.0.113.{i % 250}", "Content-Type": "application/x-www-form-urlencoded"}
     connection.request(method, page, body=body, headers=headers)
@@ -139,13 +140,13 @@ print(json.dumps(results))
 """
 
 
-def flood_as(user: str, base: str, host: str, what: str, name: str, count: int, rotate: str = "xff") -> list[list]:
+def flood_as(user: str, base: str, host: str, what: str, name: str, count: int, source: str = "") -> list[list]:
     """Run :data:`FLOOD` as the system user ``user`` (``runuser``, with the system's Python). Usage:
     ``flood_as("mallory", "http://127.0.0.1:8081", "localhost:8000", "login", "instructor", 30)``"""
     import json
 
     done = subprocess.run(["runuser", "-u", user, "--", "/usr/bin/python3", "-c", FLOOD, base, host, what, name,
-                           str(count), rotate], capture_output=True, text=True, timeout=600, cwd="/")
+                           str(count), source], capture_output=True, text=True, timeout=600, cwd="/")
     if done.returncode:
         raise AssertionError(f"the flood as {user} failed: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -8,11 +8,15 @@ import json
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from tools.compat import execute, run
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("tools/compat/*.json", "tools/compat/*.txt")
 
 
 def notebook(*cells: nbformat.NotebookNode) -> nbformat.NotebookNode:

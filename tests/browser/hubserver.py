@@ -1,6 +1,6 @@
 """A throw-away classroom hub for the tests and the benchmark: ``make hub``'s launcher on free loopback ports.
 
-``ThrowAwayHub`` starts ``tools/hub/serve.py`` (exactly what ``make hub`` runs) with its state, the learners'
+``ThrowAwayHub`` starts ``python -m tools.hub.serve`` (exactly what ``make hub`` runs) with its state, the learners'
 homes and the learners' system group all private to this run, so two runs never collide and nothing of the host's
 is touched. ``stop()`` sends Ctrl-C (SIGINT to the hub's process group) and reports what was still alive;
 ``cleanup()`` then ends whatever is left, by process id, removes the system users the hub created, their homes,
@@ -35,7 +35,6 @@ from pathlib import Path
 from hub_client import wait_until_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVE = ROOT / "tools" / "hub" / "serve.py"
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 
 
@@ -98,9 +97,9 @@ class ThrowAwayHub:
         })
         env.update(self.extra_env)
         self._log = open(self.log_path, "wb")
-        serve, python = self.checkout / "tools" / "hub" / "serve.py", self.checkout / ".venv" / "bin" / "python"
-        self.process = subprocess.Popen([str(python), str(serve)], env=env, stdout=self._log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.process = subprocess.Popen([str(self.checkout / ".venv" / "bin" / "python"), "-m", "tools.hub.serve"],
+                                        env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True, cwd=self.checkout)
         if not wait_until_healthy(f"http://127.0.0.1:{self.port}", self.process, timeout):
             raise RuntimeError(f"the hub did not start (exit {self.process.poll()}); log:\n{self.log()[-4000:]}")
         self.remember_processes()

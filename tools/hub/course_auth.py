@@ -338,30 +338,20 @@ def course_authenticator_class() -> type:
             self.finish(await self._render(login_error=error, username=data.get("username", "")))
 
     class PostOnlyToggleAuthorization(ToggleAuthorizationHandler):
-        """/hub/authorize/NAME: a GET changes nothing; the change is a POST, which JupyterHub accepts only with the
-        form's XSRF token (templates/authorization-area.html)."""
+        """/hub/authorize/NAME: NativeAuthenticator 1.3.0's change, made on a POST only, which JupyterHub accepts only
+        with the form's XSRF token (templates/authorization-area.html); a GET changes nothing."""
+
+        post = ToggleAuthorizationHandler.get
 
         async def get(self, slug: str) -> None:  # type: ignore[override]
             self.redirect(self.hub.base_url + "authorize")
 
-        @needs_scope("admin:users")
-        async def post(self, slug: str) -> None:
-            UserInfo.change_authorization(self.db, slug)  # what NativeAuthenticator 1.3.0 does on its GET
-            self.redirect(self.hub.base_url + "authorize#" + slug)
-
     class PostOnlyDiscard(DiscardHandler):
         """/hub/discard/NAME: the same, for discarding a sign-up that was not approved."""
 
-        async def get(self, user_name: str) -> None:  # type: ignore[override]
-            self.redirect(self.hub.base_url + "authorize")
+        post = DiscardHandler.get
 
-        @needs_scope("admin:users")
-        async def post(self, user_name: str) -> None:
-            info = self.authenticator.get_user(user_name)  # what NativeAuthenticator 1.3.0 does on its GET
-            if info is not None and not info.is_authorized:
-                self.authenticator.delete_user(type("User", (), {"name": user_name}))
-                if self.users.get(user_name) is not None:
-                    self.users.delete(user_name)
+        async def get(self, user_name: str) -> None:  # type: ignore[override]
             self.redirect(self.hub.base_url + "authorize")
 
     class CourseSignUpHandler(SignUpHandler):
@@ -751,5 +741,8 @@ def configure_sign_in(c: Any, *, admins: Iterable[str], state: str | Path, syste
     c.CourseNativeAuthenticator.system_users = system_users
     c.CourseNativeAuthenticator.failed_logins_per_address = failed_logins_per_address
     c.CourseNativeAuthenticator.signups_per_address = signups_per_address
+    from nativeauthenticator.handlers import TEMPLATE_DIR  # its pages' own (it adds them once per process only)
+
+    ours = [str(TEMPLATES), TEMPLATE_DIR]
     paths = list(c.JupyterHub.template_paths) if "template_paths" in c.JupyterHub else []
-    c.JupyterHub.template_paths = [str(TEMPLATES), *(p for p in paths if p != str(TEMPLATES))]
+    c.JupyterHub.template_paths = [*ours, *(p for p in paths if p not in ours)]

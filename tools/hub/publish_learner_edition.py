@@ -7,7 +7,7 @@ learner deleted comes back). This script fills such a
 repository with exactly what ``make lab``'s workspace holds -- the learner edition, ``complete/`` and the cheat
 sheet -- and commits it. Push the result wherever your hub can read it (a public GitHub repository, or a branch).
 
-Usage: ``.venv/bin/python tools/hub/publish_learner_edition.py ../pytorch-hooks-learner`` then ``git -C
+Usage: ``.venv/bin/python -m tools.hub.publish_learner_edition ../pytorch-hooks-learner`` then ``git -C
 ../pytorch-hooks-learner push``; its URL goes in the recipes (``REPLACE-ME``). There is no nbgitpuller link to hand
 out: nbgitpuller's /git-pull page is off (it would pull any repository a link names), hand out the hub's URL.
 """
@@ -21,10 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from course_utils.machinery.workspace import MANIFEST, prepare_workspace
 
-from course_utils.machinery.workspace import MANIFEST, prepare_workspace  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def git(repo: Path, *args: str) -> str:

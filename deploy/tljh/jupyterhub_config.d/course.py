@@ -31,10 +31,8 @@ USER_ENV_PYTHON = "/opt/tljh/user/bin/python"  # TLJH's user environment (instal
 if not os.path.isfile(os.path.join(COURSE, "tools", "hub", "course_auth.py")):
     raise RuntimeError(f"course.py: the course's clone is not at {COURSE} (tools/hub/course_auth.py is missing): clone "
                        "the course there and run deploy/tljh/install-course.sh from it, as the instructor guide says")
-sys.path.insert(0, os.path.join(COURSE, "tools", "hub"))
-import course_auth  # noqa: E402
-import course_hub  # noqa: E402
-import dashboard  # noqa: E402
+sys.path.insert(0, COURSE)  # a JupyterHub config file: the one kind of file that puts the course on the path
+from tools.hub import course_auth, course_hub, dashboard, isolation  # noqa: E402
 
 # Who gets in: the course's sign-in (instructor guide, "Signing in"), with config.yaml's users.admin as instructors.
 # Their account is made when the hub first starts, with a random password in STATE/instructor-password (root's,
@@ -53,7 +51,7 @@ course_auth.configure_sign_in(c, admins=c.Authenticator.admin_users, state=STATE
 # - kernels on unix sockets in that private /tmp, not on TCP ports of the VM's loopback, where every user of the VM
 #   could subscribe to another's kernel output; Python kernels without the debugger, whose debugpy would listen on
 #   such a port with no password (any user of the VM could attach and run code as the learner); no /git-pull page;
-# - a home that is a filesystem of DISK_MAX of its own (course_hub.mount_home), made before the server starts.
+# - a home that is a filesystem of DISK_MAX of its own (isolation.mount_home), made before the server starts.
 LIMITS = course_hub.Settings()  # make hub's defaults
 c.SystemdSpawner.isolate_tmp = False  # /tmp is TemporaryFileSystem's, in memory, not PrivateTmp's, on the VM's disk
 c.SystemdSpawner.unit_extra_properties = {
@@ -64,7 +62,7 @@ c.Spawner.args.extend([*course_hub.KERNELS_ON_UNIX_SOCKETS, *course_hub.KERNELS_
                        *course_hub.NO_NBGITPULLER])
 c.Spawner.environment.update({"JUPYTER_RUNTIME_DIR": "/tmp/jupyter-runtime"})  # the unit's /tmp: short socket paths
 HOME_IMAGES = Path(STATE, "homes")  # jupyter-NAME.img: each learner's home
-course_hub.mount_learner_homes(HOME_IMAGES)  # after a reboot, before anybody logs in (the dashboard reads them)
+isolation.mount_learner_homes(HOME_IMAGES)  # after a reboot, before anybody logs in (the dashboard reads them)
 
 
 async def learner_home(spawner):  # the pre-spawn hook
@@ -73,8 +71,8 @@ async def learner_home(spawner):  # the pre-spawn hook
     account = course_auth.tljh_system_username(spawner.user.name)
     ensure_user(account)
     HOME_IMAGES.mkdir(mode=0o700, exist_ok=True)
-    await asyncio.get_running_loop().run_in_executor(None, course_hub.mount_home, Path(pwd.getpwnam(account).pw_dir),
-                                                     HOME_IMAGES / f"{account}.img", course_hub.parse_size(DISK_MAX))
+    await asyncio.get_running_loop().run_in_executor(None, isolation.mount_home, Path(pwd.getpwnam(account).pw_dir),
+                                                     HOME_IMAGES / f"{account}.img", isolation.parse_size(DISK_MAX))
 
 
 c.Spawner.pre_spawn_hook = learner_home
