@@ -1,7 +1,7 @@
 """A small decoder-only transformer that has learned to continue repeated random sequences (notebook 12).
 
 The task has a known mechanism: a sequence is random tokens, then a block of ``L`` random tokens, then the same block
-again (``L`` from 4 to 10, all tokens distinct). From the second token of the repeat on, the next token can be
+again (``L`` from 4 to 10, all tokens distinct). From the repeat's first token on, the next token can be
 predicted only by finding the current token's earlier occurrence and copying the token after it: *induction heads* in
 layer 1, whose keys read what *previous-token heads* in layer 0 wrote (Olsson et al., 2022). The weights ship inside the
 package (``course_utils/weights/``, written by ``python -m tools.train_induction``); nothing is downloaded.
