@@ -81,15 +81,19 @@ $(STAMP): requirements.txt pyproject.toml
 
 WORKSPACE ?= $(if $(filter zh,$(EDITION)),workspace-zh,workspace)
 
+# nbgitpuller's /git-pull page off: any web page could send your browser there and have it pull a repository into
+# your kernel spec (issue 41; it is installed for the deploy/ recipes' gitpuller command).
+NO_NBGITPULLER = --ServerApp.jpserver_extensions=nbgitpuller=False
+
 # Self-learners get their own copy of the learner edition (never overwritten); complete notebooks in $(WORKSPACE)/complete.
 lab: venv
 	$(PY) -m course_utils.machinery.workspace $(WORKSPACE) --lang $(EDITION)
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=$(WORKSPACE) $(ROOT_FLAG) \
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=$(WORKSPACE) $(ROOT_FLAG) $(NO_NBGITPULLER) \
 	    --LabApp.default_url=/lab/tree/00_start_here.ipynb
 
 # The instructor's view: the teaching notebooks with every solution.
 lab-complete: venv
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(NO_NBGITPULLER)
 
 # Debian's chromium-headless-shell when installed (a JupyterLab page load costs it about 2.9 CPU-s against 4.5 for the
 # full browser's headless mode), else Debian's chromium, as tests/chromium_path.py chooses outside make;

@@ -15,15 +15,18 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
 
 from course_utils.machinery.pins import parse_pins, read_pins
+from hub_client import flood_as, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -75,6 +78,8 @@ def test_the_login_block_is_ten_by_default_and_never_switched_off() -> None:
     with pytest.raises(course_hub.UnsafeHub, match="HUB_SIGNUPS_PER_ADDRESS=0"):
         course_hub.check_settings(course_hub.Settings.from_env({"HUB_SIGNUPS_PER_ADDRESS": "0"}))
     assert course_hub.Settings.from_env({}).shm_max == "512M"
+    assert (course_hub.Settings.from_env({}).memory_max, course_hub.Settings.from_env({}).disk_max) == ("4G", "2G")
+    assert course_hub.Settings.from_env({"HUB_DISK_MAX": "0"}).disk_max == "0"
     with pytest.raises(course_hub.UnsafeHub, match="HUB_FAILED_LOGINS_PER_ADDRESS=0"):
         course_hub.check_settings(course_hub.Settings.from_env({"HUB_FAILED_LOGINS_PER_ADDRESS": "0"}))
     assert course_hub.Settings.from_env({"HUB_ALLOWED_FAILED_LOGINS": "3"}).allowed_failed_logins == 3
@@ -145,23 +150,46 @@ def test_make_hub_runs_kernels_on_unix_sockets_with_a_path_that_fits(tmp_path: P
     assert len(runtime) + len(course_hub.KERNEL_SOCKET_NAME) <= course_hub.SOCKET_PATH_MAX  # the longest name fits
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace needs root")
-def test_a_private_dev_shm_is_capped_and_seen_by_nobody_else(tmp_path: Path) -> None:
-    """Issue 34.4's mechanism, as the spawner runs it before a learner's server: a child with its own /dev/shm of
-    1 MiB cannot write 2 MiB there, and its file is not in the machine's /dev/shm. (The attack on a real hub:
-    tests/browser/test_hub.py.)"""
-    name = f"course-shm-test-{os.getpid()}"
-    code = (f"import os\nopen('/dev/shm/{name}', 'w').write('x')\n"
-            f"try:\n    open('/dev/shm/{name}-big', 'wb').write(b'0' * (2 << 20))\n    print('wrote 2 MiB')\n"
+@pytest.mark.skipif(os.geteuid() != 0, reason="namespaces, cgroups and mounts need root")
+def test_a_learners_server_is_isolated_as_the_spawner_isolates_it(tmp_path: Path) -> None:
+    """Issues 34.4, 41.4, 41.5's mechanisms, as the spawner runs them before a learner's server (the attacks on a real
+    hub: tests/browser/test_hub.py): a child with private temporary folders of 1 MiB cannot write 2 MiB to /dev/shm or
+    /tmp, its files there are not the machine's, its IPC namespace is its own (System V segments up to 1 MiB), and it
+    runs in the memory cgroup it was given; a home of 16 MiB of its own refuses 20 MiB, keeps what it held, and
+    mounts again after an unmount."""
+    name = f"course-isolation-test-{os.getpid()}"
+    code = (f"import ctypes, os\nfor place in ('/dev/shm', '/tmp', '/run/lock'):\n    open(f'{{place}}/{name}', 'w')\n"
+            f"try:\n    open('/tmp/{name}-big', 'wb').write(b'0' * (2 << 20))\n    print('wrote 2 MiB')\n"
             "except OSError as error:\n    print(error.strerror)\n"
-            "print(os.statvfs('/dev/shm').f_blocks * os.statvfs('/dev/shm').f_frsize)")
+            "libc = ctypes.CDLL(None)\nprint(libc.shmget(0, 2 << 20, 0o1600), libc.shmget(0, 1 << 20, 0o1600))\n"
+            "print(os.readlink('/proc/self/ns/ipc'))\nprint(open('/proc/self/cgroup').read())")
     course_hub._libc()
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                            preexec_fn=lambda: course_hub.make_dev_shm_private(1 << 20))
-    assert result.stdout.split("\n")[:2] == ["No space left on device", str(1 << 20)], result.stdout + result.stderr
-    assert not Path(f"/dev/shm/{name}").exists(), "the child's file is in the machine's /dev/shm"
-    course_hub.check_private_dev_shm(settings(as_root=True))  # make hub's start-up probe passes here
-    course_hub.check_private_dev_shm(settings(as_root=True, shm_max="0"))  # HUB_SHM_MAX=0: no probe
+    group = course_hub.memory_cgroup(name, 256 << 20)
+    try:
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                                preexec_fn=lambda: course_hub.isolate_server(1 << 20, str(group)))
+    finally:
+        group.rmdir()
+    lines = result.stdout.split("\n")
+    assert lines[0] == "No space left on device" and lines[1].split()[0] == "-1", result.stdout + result.stderr
+    assert int(lines[1].split()[1]) >= 0 and lines[2] != os.readlink("/proc/self/ns/ipc"), result.stdout
+    assert f"/{name}" in result.stdout.split("memory", 1)[1].split("\n")[0], "not in its memory cgroup"
+    assert not [place for place in ("/dev/shm", "/tmp", "/run/lock") if Path(place, name).exists()]
+    home, image = tmp_path / "home", tmp_path / "home.img"
+    home.mkdir()
+    (home / "kept.txt").write_text("before")
+    assert course_hub.mount_home(home, image, 16 << 20) and os.path.ismount(home)
+    try:
+        assert (home / "kept.txt").read_text() == "before"
+        with pytest.raises(OSError, match="No space left"):
+            (home / "big").write_bytes(bytes(20 << 20))
+    finally:
+        subprocess.run(["umount", str(home)], check=True)
+    assert not (home / "kept.txt").exists(), "the home's files stayed on the machine's disk too"
+    assert course_hub.mount_home(home, image, 16 << 20) and (home / "kept.txt").read_text() == "before"
+    subprocess.run(["umount", str(home)], check=True)
+    course_hub.check_isolation(settings(as_root=True))  # make hub's start-up probe passes here
+    course_hub.check_isolation(settings(as_root=True, shm_max="0", memory_max="0", disk_max="0"))  # all off
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="files of another user need root")
@@ -216,6 +244,15 @@ def test_the_instructor_password_is_made_once_and_kept_private(tmp_path: Path) -
     first = course_hub.instructor_password(s)
     assert len(first) >= 12 and course_hub.instructor_password(s) == first
     assert oct(s.password_file.stat().st_mode & 0o777) == "0o600"
+
+
+def test_make_lab_and_every_learners_server_turn_off_the_git_pull_page() -> None:
+    """Issue 41.1: nbgitpuller's /git-pull page is off wherever the course starts a server for a learner (make hub's
+    servers, make lab's; the recipes: tests below). The attack on a real server: tests/browser/test_hub.py."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert f"NO_NBGITPULLER = {course_hub.NO_NBGITPULLER[0]}" in makefile
+    labs = [line for line in makefile.splitlines() if "/bin/jupyter lab " in line]
+    assert len(labs) == 2 and all("$(NO_NBGITPULLER)" in line for line in labs), labs
 
 
 def test_the_hub_state_folder_is_git_ignored() -> None:
@@ -301,11 +338,11 @@ def tljh_config(monkeypatch: pytest.MonkeyPatch, course: Path = ROOT):  # type: 
     return recipe_hub.tljh_config(Config(), course=course)
 
 
-def test_tljh_extra_config_sets_one_thread_and_the_nbgitpuller_start_page(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tljh_extra_config_sets_one_thread_and_opens_the_pulled_edition(monkeypatch: pytest.MonkeyPatch) -> None:
     c = tljh_config(monkeypatch)
     assert c.Spawner.environment.get_value({})["OMP_NUM_THREADS"] == "1"
-    assert c.Spawner.default_url.startswith("/git-pull?repo=https%3A%2F%2Fgithub.com%2F")
-    assert "urlpath=lab%2Ftree%2Fpytorch-hooks-learner%2F00_start_here.ipynb" in c.Spawner.default_url
+    assert c.Spawner.default_url == "/lab/tree/pytorch-hooks-learner/00_start_here.ipynb"  # pulled at start (below)
+    assert c.Spawner.cmd[-2:] == ["https://github.com/REPLACE-ME/pytorch-hooks-learner", "pytorch-hooks-learner"]
     assert c.JupyterHub.subdomain_host.startswith("https://"), "one origin per learner, behind TLS"
     assert load(DEPLOY / "tljh" / "config.yaml")["https"]["tls"]["cert"], "subdomains need a wildcard certificate"
 
@@ -324,7 +361,7 @@ def test_tljh_runs_the_dashboard_for_admins_on_every_learners_record(monkeypatch
     assert env["COURSE_DASHBOARD_ADMINS"] == "instructor" and env["COURSE_DASHBOARD_SYSTEM_USERS"] == "tljh"
     assert "COURSE_HUB_STATE" not in env  # TLJH's hub runs as root: homes come from the system users
     # the record the dashboard reads is the one a learner's checks write in the folder nbgitpuller pulled
-    folder = re.search(r"urlpath=lab%2Ftree%2F([^%]+)%2F", c.Spawner.default_url).group(1)
+    folder = re.search(r"^/lab/tree/([^/]+)/", c.Spawner.default_url).group(1)
     assert env["COURSE_DASHBOARD_RECORD"] == f"{folder}/.course-progress.jsonl"
     (role,) = c.JupyterHub.load_roles
     assert role["services"] == ["dashboard"] and not any(scope.startswith("access:") for scope in role["scopes"])
@@ -337,20 +374,63 @@ def test_tljh_extra_config_refuses_a_missing_clone(tmp_path: Path, monkeypatch: 
 
 
 def test_tljh_gives_each_learner_private_tmp_kernel_sockets_and_make_hubs_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 34.2, .4, .5, .6 on TLJH (systemd cannot run here: the settings SystemdSpawner turns into unit
-    properties are checked, against jupyterhub/systemdspawner's source): a /tmp of its own (PrivateTmp) that holds
-    the runtime folder, so kernels listen on unix sockets nobody else can reach; make hub's process limit
-    (TasksMax); the learner's /dev/shm files removed when the server stops (RemoveIPC)."""
+    """Issues 34.2, .4, .5, .6 and 41.4, .5, .8 on TLJH (systemd cannot run here: the settings SystemdSpawner turns
+    into unit properties are checked, against jupyterhub/systemdspawner's source and systemd's): /tmp, /var/tmp and
+    /run/lock of its own, in memory (TemporaryFileSystem, counted in MemoryMax), /tmp holding the runtime folder, so
+    kernels listen on unix sockets nobody else can reach; make hub's process limit (TasksMax); System V memory of its
+    own (PrivateIPC) and its /dev/shm files removed when the server stops (RemoveIPC)."""
     c = tljh_config(monkeypatch)
-    assert c.SystemdSpawner.isolate_tmp is True  # SystemdSpawner: properties["PrivateTmp"] = "yes"
+    assert c.SystemdSpawner.isolate_tmp is False  # PrivateTmp's /tmp would be on the VM's disk, past the home's budget
     properties = c.SystemdSpawner.unit_extra_properties
-    assert properties == {"TasksMax": str(course_hub.Settings().tasks_max), "RemoveIPC": "yes"}
+    assert properties == {"TasksMax": str(course_hub.Settings().tasks_max), "RemoveIPC": "yes", "PrivateIPC": "yes",
+                          "TemporaryFileSystem": "/tmp:mode=1777 /var/tmp:mode=1777 /run/lock:mode=1777"}
     assert all(isinstance(value, str) and "{" not in value for value in properties.values())  # _expand_user_vars
-    assert set(course_hub.KERNELS_ON_UNIX_SOCKETS) <= set(c.Spawner.args.get_value([]))
-    assert set(course_hub.KERNELS_WITHOUT_DEBUGGER) <= set(c.Spawner.args.get_value([]))  # see test_hub's debugger test
+    assert {*course_hub.KERNELS_ON_UNIX_SOCKETS, *course_hub.KERNELS_WITHOUT_DEBUGGER,
+            *course_hub.NO_NBGITPULLER} <= set(c.Spawner.args.get_value([]))  # see test_hub's attacks
     runtime = c.Spawner.environment.get_value({})["JUPYTER_RUNTIME_DIR"]
     assert runtime.startswith("/tmp/") and len(runtime) + len(course_hub.KERNEL_SOCKET_NAME) <= course_hub.SOCKET_PATH_MAX
     assert load(DEPLOY / "tljh" / "config.yaml")["limits"]["memory"], "MemoryMax, which counts /dev/shm, needs a limit"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="system accounts and mounts need root")
+def test_tljh_gives_each_learner_a_home_of_its_own_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41.5 on TLJH: the recipe's pre-spawn hook, run as TLJH's hub runs it (root; TLJH's own ensure_user made
+    the account, as tljh/user.py does: useradd --create-home), gives the learner's home a filesystem of DISK_MAX
+    (16M here): the learner writing 20 MB there is refused, "No space left on device"."""
+    import asyncio
+    import pwd
+    from types import SimpleNamespace
+
+    from traitlets.config import Config
+
+    import tempfile
+
+    homes = Path(tempfile.mkdtemp(prefix="course-tljh-homes-"))  # a folder the learner may pass through
+    homes.chmod(0o755)
+    stub = tmp_path / "stub" / "tljh"  # TLJH's tljh.user, as it is, with the homes in that folder
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("")
+    (stub / "user.py").write_text(f"import pwd, subprocess\ndef ensure_user(name):\n    try:\n        pwd.getpwnam(name)\n"
+                                  f"    except KeyError:\n        subprocess.check_call(['useradd', '--create-home', "
+                                  f"'--base-dir', {str(homes)!r}, name])\n")
+    monkeypatch.syspath_prepend(str(stub.parent))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "state").mkdir()
+    hook = recipe_hub.tljh_config(Config(), install_prefix=str(tmp_path)).Spawner.pre_spawn_hook
+    monkeypatch.setitem(hook.__globals__, "DISK_MAX", "16M")
+    name = f"t{os.getpid()}"
+    account = course_auth.tljh_system_username(name)
+    try:
+        asyncio.run(hook(SimpleNamespace(user=SimpleNamespace(name=name))))
+        home = pwd.getpwnam(account).pw_dir
+        assert os.path.ismount(home) and (tmp_path / "state" / "homes" / f"{account}.img").exists()
+        written = subprocess.run(["runuser", "-u", account, "--", "dd", "if=/dev/zero", f"of={home}/big", "bs=1M",
+                                  "count=20"], capture_output=True, text=True, timeout=60)
+        assert written.returncode != 0 and "No space left on device" in written.stderr, written
+    finally:
+        subprocess.run(["umount", f"{homes}/{account}"], capture_output=True)
+        subprocess.run(["userdel", "--remove", account], capture_output=True)
+        shutil.rmtree(homes, ignore_errors=True)
 
 
 def test_tljh_install_script_is_strict_and_installs_cpu_torch() -> None:
@@ -436,21 +516,28 @@ def test_the_recipes_load_the_course_sign_in_from_the_module_make_hub_uses(tmp_p
 
 @pytest.mark.parametrize("recipe", recipe_hub.RECIPES)
 def test_a_recipe_hub_withstands_the_sign_in_attacks(recipe: str, tmp_path: Path) -> None:
-    """Issue 34.1, .3 and .5 against JupyterHub started with the recipe's own authenticator and settings (as TLJH
-    or the Z2JH chart applies them; tests/recipe_hub.py), each from its own address:
+    """Issues 34.1, .3, .5 and 41.2, .3, .6, .8 against JupyterHub started with the recipe's own authenticator and
+    settings (as TLJH or the Z2JH chart applies them; tests/recipe_hub.py), each client from its own address:
 
     1. mallory signs up as ``instructor`` before anybody: refused, the account exists from the hub's first start
        with the password in the state folder (0600), and mallory's password does not log in; the instructor's does;
     3. the instructor's browser requests /hub/authorize/eve and /hub/discard/eve (an ``<img>`` sends that GET, with
        the instructor's cookies) and a cross-site form POSTs them without the page's token: eve stays a pending
        sign-up; the page's own POST approves her (so the refusals are not a broken page);
-    5. three wrong passwords (the recipe's ten, checked above, lowered here) block eve's name: her right password
-       is refused; four for the instructor's name do not: the instructor logs in.
+    5. eve logs in once; three wrong passwords (the recipe's ten, checked above, lowered here) block her name for any
+       other browser (her right password from a new one is refused), never for hers, which logged in before; from
+       the instructor's address, mallory spends its budget of failed logins (five a minute here): the instructor's
+       browser still logs in, and four wrong passwords for the instructor's name never block it;
+    6. a process of another user of the machine (``nobody``, a learner's terminal on TLJH) sends wrong passwords and
+       sign-ups to the hub's own port, each claiming another X-Forwarded-For and X-Real-Ip: past its budgets (five a
+       minute here) they are refused, no password checked, no account made.
 
     The hub makes its password hashes with 2^4 bcrypt rounds instead of 2^12 (0.2 s each, twelve of them per hub):
     who gets in does not depend on the cost; make hub's attack tests keep the real one.
     """
     quicker = ("c.NativeAuthenticator.allowed_failed_logins = 3",
+               "c.CourseNativeAuthenticator.failed_logins_per_address = 5",
+               "c.CourseNativeAuthenticator.signups_per_address = 5",
                "import bcrypt, functools; bcrypt.gensalt = functools.partial(bcrypt.gensalt, rounds=4)")
     with recipe_hub.RecipeHub(recipe, tmp_path, overrides=quicker) as hub:
         hub.start()
@@ -482,12 +569,23 @@ def test_a_recipe_hub_withstands_the_sign_in_attacks(recipe: str, tmp_path: Path
         assert approved.status_code == 302 and hub.db("select is_authorized from users_info where username = 'eve'") \
             == [(1,)], "the approval page's own POST does not approve"
         # 5
+        assert eve.log_in("eve", eve_password).status_code == 302, "eve's right password"
         for _ in range(3):
-            assert "Invalid username or password" in eve.log_in("eve", "wrong-" + secrets.token_hex(4)).text
-        assert eve.log_in("eve", eve_password).status_code != 302, "eve's name is not blocked after three"
-        for _ in range(4):
-            assert "Invalid username or password" in mallory.log_in("instructor", "wrong-" + secrets.token_hex(4)).text
-        assert hub.client("127.0.0.4").log_in("instructor", password).status_code == 302, "the instructor is locked out"
+            assert "Invalid username or password" in mallory.log_in("eve", "wrong-" + secrets.token_hex(4)).text
+        assert hub.client("127.0.0.5").log_in("eve", eve_password).status_code != 302, "eve's name is not blocked"
+        eve.get("/hub/logout")  # her session ends; her browser keeps its device cookie
+        assert eve.log_in("eve", eve_password).status_code == 302, "eve's own browser is locked out"
+        pretender = hub.client("127.0.0.1")
+        answers = [pretender.log_in("instructor", "wrong-" + secrets.token_hex(4)) for _ in range(7)]
+        assert [a.status_code for a in answers].count(429) >= 2, "the address's budget was never spent"
+        instructor.get("/hub/logout")
+        assert instructor.log_in("instructor", password).status_code == 302, "the instructor is locked out"
+        assert hub.client("127.0.0.4").log_in("instructor", password).status_code == 302, "the name is blocked"
+        # 6
+        logins = flood_as("nobody", hub.url, hub.host, "login", "instructor", 12)
+        signups = flood_as("nobody", hub.url, hub.host, "signup", "learner", 10)
+        checked, made = sum(1 for _, was, _ in logins if was), sum(1 for _, _, was in signups if was)
+        assert checked <= 6 and made <= 6, f"a local user checked {checked} of 12 passwords and made {made} accounts"
 
 
 def test_z2jh_runs_no_dashboard_and_the_guide_says_so() -> None:
@@ -513,37 +611,84 @@ def test_the_guide_limits_are_the_deploy_limits() -> None:
     assert f"`cpu.limit: {values['cpu']['limit']}`" in section and f"`memory.limit: {values['memory']['limit']}`" in section
 
 
-def git_pull(command: list[str], url: str, home: Path) -> None:
-    result = subprocess.run([str(Path(sys.executable).parent / command[0]), url, *command[2:]], cwd=home,
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
+def start_pull(recipe: str, url: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """What ``recipe`` runs in a learner's home as their server starts, with the learner edition at ``url``: the
+    chart's postStart gitpuller command, or TLJH's server command (with a stand-in for jupyterhub-singleuser that says
+    it started). Returns the folder it pulls into."""
+    here = Path(sys.executable).parent
+    if recipe == "z2jh":
+        command = load(DEPLOY / "z2jh" / "values.yaml")["singleuser"]["lifecycleHooks"]["postStart"]["exec"]["command"]
+        command, folder, env = [str(here / command[0]), url, *command[2:]], command[3], None
+    else:
+        cmd = tljh_config(monkeypatch).Spawner.cmd
+        fake = home.parent / "bin"
+        fake.mkdir(exist_ok=True)
+        (fake / "jupyterhub-singleuser").write_text('#!/bin/sh\necho "serving $*"\n')
+        (fake / "jupyterhub-singleuser").chmod(0o755)
+        command, folder = [*cmd[:3], url, cmd[4], "--an-argument"], cmd[4]
+        env = {**os.environ, "PATH": f"{fake}:{here}:/usr/bin:/bin"}
+    result = subprocess.run(command, cwd=home, capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0 and (recipe == "z2jh" or "serving --an-argument" in result.stdout), result
+    return folder
 
 
-def test_the_z2jh_gitpuller_command_pulls_the_learner_edition_and_keeps_learners_edits(tmp_path: Path) -> None:
+@pytest.mark.parametrize("recipe", recipe_hub.RECIPES)
+def test_the_recipes_pull_the_learner_edition_at_start_and_keep_learners_edits(recipe: str, tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
-    command = load(DEPLOY / "z2jh" / "values.yaml")["singleuser"]["lifecycleHooks"]["postStart"]["exec"]["command"]
     repo, home = tmp_path / "learner-edition", tmp_path / "home"
     home.mkdir()
     course = tmp_path / "course"
     shutil.copytree(ROOT / "notebooks", course)
     assert publish_learner_edition.publish(repo, course)
-    git_pull(command, f"file://{repo}", home)
-    mine = home / command[3] / "01_tensor_hooks.ipynb"
+    folder = start_pull(recipe, f"file://{repo}", home, monkeypatch)
+    mine = home / folder / "01_tensor_hooks.ipynb"
     # no workspace manifest in the published edition: a learner's checks record beside the pulled notebooks
-    assert not (home / command[3] / ".course-manifest.json").exists()
-    assert "YOUR CODE HERE" in mine.read_text() and (home / command[3] / "complete" / "01_tensor_hooks.ipynb").exists()
+    assert not (home / folder / ".course-manifest.json").exists()
+    assert "YOUR CODE HERE" in mine.read_text() and (home / folder / "complete" / "01_tensor_hooks.ipynb").exists()
     notebook = json.loads(mine.read_text())
     notebook["cells"].append({"cell_type": "markdown", "id": "learner-note", "metadata": {}, "source": "my notes"})
     mine.write_text(json.dumps(notebook, indent=1) + "\n")
-    # the course changes another notebook and publishes again; the learner pulls again
+    # the course changes another notebook and publishes again; the learner's server starts again
     other = json.loads((course / "02_hook_lifecycle.ipynb").read_text())
     other["cells"][0]["source"] = "".join(other["cells"][0]["source"]) + "\n\nUpdated for the workshop.\n"
     (course / "02_hook_lifecycle.ipynb").write_text(json.dumps(other, indent=1) + "\n")
     assert publish_learner_edition.publish(repo, course)
-    git_pull(command, f"file://{repo}", home)
+    start_pull(recipe, f"file://{repo}", home, monkeypatch)
     assert "my notes" in mine.read_text(), "nbgitpuller lost the learner's edit"
-    assert "Updated for the workshop." in (home / command[3] / "02_hook_lifecycle.ipynb").read_text()
+    assert "Updated for the workshop." in (home / folder / "02_hook_lifecycle.ipynb").read_text()
+
+
+@pytest.mark.parametrize("recipe", recipe_hub.RECIPES)
+def test_a_recipes_learner_server_pulls_nothing_a_link_asks(recipe: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41.1 on the recipes: a learner's server, started with the arguments the recipe gives it (TLJH's
+    Spawner.args, the chart's KubeSpawner.args), is asked with its owner's token what a classmate's link asks:
+    nbgitpuller's /git-pull/api, another repository, a targetpath out of the workspace. It has no such page (404) and
+    pulls nothing. (Before: it cloned the repository there, on that GET.)"""
+    from traitlets.config import Config
+
+    c = tljh_config(monkeypatch) if recipe == "tljh" else recipe_hub.z2jh_config(Config())
+    args = c.Spawner.args.get_value([]) if recipe == "tljh" else c.KubeSpawner.args
+    repo, work = tmp_path / "theirs", tmp_path / "home" / "workspace"
+    work.mkdir(parents=True)
+    assert publish_learner_edition.publish(repo, ROOT / "notebooks")
+    port, token = recipe_hub.free_port(), secrets.token_hex(16)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter_server", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}", "--ServerApp.allow_root=True",
+         "--ServerApp.open_browser=False", *args], env={**os.environ, "HOME": str(tmp_path / "home")},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert wait_until_healthy(f"http://127.0.0.1:{port}", server, 120, f"/api/status?token={token}"), "no server"
+        answer = requests.get(f"http://127.0.0.1:{port}/git-pull/api", timeout=120, params={
+            "repo": f"file://{repo}", "branch": "main", "targetpath": "../escaped", "token": token})
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+    assert not (tmp_path / "home" / "escaped").exists(), "the link pulled a repository out of the workspace"
+    assert answer.status_code == 404, answer.text[:300]
 
 
 def test_a_room_in_chinese_gets_the_chinese_workspace_and_messages(tmp_path: Path) -> None:

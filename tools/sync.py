@@ -300,15 +300,16 @@ def exercises_to_define() -> list[str]:
 @dataclass
 class Todo:
     translations: dict[str, list[str]] = field(default_factory=dict)  # English source -> what is stale
-    messages: dict[str, list[str]] = field(default_factory=dict)  # code file -> untranslated messages
+    messages: dict[str, list[str]] = field(default_factory=dict)  # code file -> messages no PO part lists yet
+    message_translations: dict[str, list[str]] = field(default_factory=dict)  # PO part -> messages listed, untranslated
     stray_messages: list[str] = field(default_factory=list)
     refresh: dict[str, list[str]] = field(default_factory=dict)
     untracked: list[str] = field(default_factory=list)
     exercises: list[str] = field(default_factory=list)  # what to do where a check() names no defined exercise
 
     def __bool__(self) -> bool:
-        return bool(self.translations or self.messages or self.stray_messages or self.refresh or self.untracked
-                    or self.exercises)
+        return bool(self.translations or self.messages or self.message_translations or self.stray_messages
+                    or self.refresh or self.untracked or self.exercises)
 
 
 def todo() -> Todo:
@@ -319,8 +320,9 @@ def todo() -> Todo:
         stale = editions.stale(LANG, source)
         if stale:
             found.translations[source] = stale
-    for msgid, where in messages.missing(LANG).items():
+    for msgid, where in messages.unlisted(LANG).items():  # once `messages add` has listed them, no longer
         found.messages.setdefault(where[0].rsplit(":", 1)[0], []).append(msgid)
+    found.message_translations = messages.to_write(LANG)
     found.stray_messages = [p for p in messages.problems(LANG) if "no longer in the code" in p]
     found.refresh = notebooks_to_refresh()
     for name, cells in stale_course_maps().items():  # 00_start_here: its code is as it was, the map it shows is not
@@ -373,6 +375,13 @@ def report(changed: dict[str, list[str]], needs: Todo, seconds: float, lag: bool
         for code_file, ids in needs.messages.items():
             lines.append(f"    {python} -m tools.i18n.messages add {message_part(code_file)} {code_file}   "
                          f"# {len(ids)} message(s); write their msgstr, then make sync")
+    if needs.message_translations:
+        rule = ("they show in English (translations_may_lag = true)" if lag else
+                "make test fails until they are translated (translations_may_lag = false)")
+        lines.append(f"  write the Chinese of the messages added without it; {rule}:")
+        for part, ids in needs.message_translations.items():
+            lines.append(f"    course_utils/machinery/locale/zh/{part}: {len(ids)} empty msgstr "
+                         f"({python} -m tools.i18n.messages missing lists them)")
     if needs.stray_messages:
         lines.append("  delete the translations of messages the code no longer has:")
         lines += [f"    {problem}" for problem in needs.stray_messages[:10]]

@@ -15,12 +15,14 @@ Usage: ``configure(c, Settings.from_env())`` inside a JupyterHub config file.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import grp
 import ipaddress
 import os
 import pwd
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -45,6 +47,9 @@ KERNELS_ON_UNIX_SOCKETS = ("--KernelManager.transport=ipc",)
 # (course_utils/machinery/hub_kernel.py; course_utils is in the learners' environment).
 KERNELS_WITHOUT_DEBUGGER = (
     "--ServerApp.kernel_spec_manager_class=course_utils.machinery.hub_kernel.HubKernelSpecManager",)
+# nbgitpuller's server extension off (it is installed for the recipes' gitpuller command): its /git-pull page clones
+# any repository, on a GET, to any targetpath -- a classmate's link would put their code in your kernel spec.
+NO_NBGITPULLER = ("--ServerApp.jpserver_extensions=nbgitpuller=False",)
 SOCKET_PATH_MAX = 107  # sun_path: 108 bytes with the final NUL (Linux)
 KERNEL_SOCKET_NAME = "/kernel-" + "0" * 36 + "-ipc-10"  # the longest name jupyter_client gives (a uuid4, port 1..10)
 
@@ -99,14 +104,17 @@ class Settings:
     learner_python: str = ""  # the interpreter learners' servers and kernels run (see learner_python())
     public_url: str = ""  # what learners type; each learner's server gets its own origin NAME.<its host>
     learner_env: str = ""  # where the learners' copy of the course's environment goes (see learner_python())
-    memory_max: str = "2.5G"  # per process of a learner (RLIMIT_DATA): the capacity benchmark's 1.6 GB, plus room
+    memory_max: str = "4G"  # per learner: their server and all it starts, shared memory included (a memory cgroup;
+    # also each process's RLIMIT_DATA): the capacity benchmark's 1.6 GB for the heaviest notebook, and room for a second
+    disk_max: str = "2G"  # per learner: their home is a filesystem of this size ("0": a plain folder, no budget)
     tasks_max: int = 512  # processes and threads per learner (RLIMIT_NPROC)
     file_max: str = "4G"  # largest file a learner's process may write (RLIMIT_FSIZE)
     allowed_failed_logins: int = course_auth.ALLOWED_FAILED_LOGINS  # wrong passwords that block a learner's name
     # for a minute (never the instructor's)
     failed_logins_per_address: int = course_auth.FAILED_LOGINS_PER_ADDRESS  # failed logins a minute from one address
     signups_per_address: int = course_auth.SIGNUPS_PER_ADDRESS  # sign-ups a minute from one address
-    shm_max: str = "512M"  # each learner's server gets its own /dev/shm of this size ("0": the machine's shared one)
+    shm_max: str = "512M"  # each learner's server: its own /dev/shm, /tmp, /var/tmp, /run/lock of this size each, and
+    # at most this much System V memory ("0": no namespaces, the machine's shared folders)
     extra_config: str = ""
     lang: str = "en"  # the room's language: "zh" gives every learner the Chinese workspace and Chinese check()/hint()
     as_root: bool = field(default_factory=is_root)
@@ -136,6 +144,7 @@ class Settings:
         s.failed_logins_per_address = int(env.get("HUB_FAILED_LOGINS_PER_ADDRESS") or s.failed_logins_per_address)
         s.signups_per_address = int(env.get("HUB_SIGNUPS_PER_ADDRESS") or s.signups_per_address)
         s.shm_max = env.get("HUB_SHM_MAX") or s.shm_max
+        s.disk_max = env.get("HUB_DISK_MAX") or s.disk_max
         s.extra_config = env.get("HUB_EXTRA_CONFIG", "")
         s.lang = (env.get("HUB_LANG", s.lang) or s.lang).strip().lower()
         return s
@@ -153,6 +162,14 @@ class Settings:
     def logs(self) -> Path:
         """One log file per learner's server (``NAME.log``), readable by root only."""
         return self.private / "logs"
+
+    @property
+    def home_images(self) -> Path:
+        """Each learner's home as a filesystem of HUB_DISK_MAX (``NAME.img``, see mount_home)."""
+        return self.private / "homes"
+
+    def home_image(self, name: str) -> Path:
+        return self.home_images / f"{name}.img"
 
     @property
     def retired_names(self) -> Path:
@@ -201,11 +218,15 @@ def check_settings(s: Settings) -> None:
         raise UnsafeHub(f"HUB_SIGNUPS_PER_ADDRESS={s.signups_per_address}: give at least 1 (the default, "
                         f"{course_auth.SIGNUPS_PER_ADDRESS}, refuses a client address's sign-ups without hashing "
                         "their passwords once it signed up that many times in a minute).")
-    for name, value in (("HUB_MEMORY_MAX", s.memory_max), ("HUB_FILE_MAX", s.file_max), ("HUB_SHM_MAX", s.shm_max)):
+    for name, value in (("HUB_MEMORY_MAX", s.memory_max), ("HUB_FILE_MAX", s.file_max), ("HUB_SHM_MAX", s.shm_max),
+                        ("HUB_DISK_MAX", s.disk_max)):
         try:
             parse_size(value)
         except ValueError:
             raise UnsafeHub(f"{name}={value!r}: give a size such as 2.5G or 800M.") from None
+    if s.as_root and parse_size(s.shm_max) and under_private_tmp(s.home_base):
+        raise UnsafeHub(f"HUB_HOME_BASE={s.home_base} is in a folder that each learner's server replaces with one of "
+                        f"its own ({', '.join(PRIVATE_TMPFS)}): choose another place, such as /home.")
     if s.public_url:
         from urllib.parse import urlparse
 
@@ -407,7 +428,8 @@ def learner_python(s: Settings, venv_python: Path = VENV_PYTHON) -> tuple[str, s
     """
     nobody = pwd.getpwnam("nobody")
     probe = LEARNER_IMPORTS_PROBE
-    if runs_as(str(venv_python), nobody.pw_uid, nobody.pw_gid, probe):
+    hidden = parse_size(s.shm_max) and under_private_tmp(venv_python.parent.parent)  # e.g. a clone in /tmp
+    if not hidden and runs_as(str(venv_python), nobody.pw_uid, nobody.pw_gid, probe):
         return str(venv_python), f"learners run the course's environment {venv_python}"
     minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
     candidates = [Path(p) / minor for p in ("/usr/local/bin", "/usr/bin")]
@@ -434,9 +456,20 @@ def prepare_state(s: Settings) -> None:
     s.state.chmod(0o700)
     s.private.mkdir(exist_ok=True)
     s.private.chmod(0o700)
-    s.logs.mkdir(exist_ok=True)
-    s.logs.chmod(0o700)
+    for folder in (s.logs, s.home_images):
+        folder.mkdir(exist_ok=True)
+        folder.chmod(0o700)
     instructor_password(s)
+
+
+def mount_learner_homes(images: Path) -> None:
+    """At the hub's start: every learner's home whose filesystem (``images/ACCOUNT.img``) exists is mounted (again,
+    after a reboot), so that the dashboard reads their record before they log in."""
+    for image in sorted(images.glob("*.img")):
+        try:
+            mount_home(Path(pwd.getpwnam(image.stem).pw_dir), image, 0)
+        except (KeyError, OSError, subprocess.CalledProcessError):
+            continue
 
 
 def instructor_password(s: Settings) -> str:
@@ -493,17 +526,28 @@ def limit_resources(s: Settings) -> None:
 
     memory, file_size = parse_size(s.memory_max), parse_size(s.file_max)
     resource.setrlimit(resource.RLIMIT_NPROC, (s.tasks_max, s.tasks_max))
-    resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+    if memory:  # a big allocation fails in the process that asks (MemoryError), before the cgroup ends a process
+        resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-# A learner's files in /dev/shm are memory that no per-process limit counts (RLIMIT_DATA does not), and the
-# machine's /dev/shm is sized to its RAM. So each learner's server runs in a mount namespace of its own, whose
-# /dev/shm is a fresh tmpfs of HUB_SHM_MAX: the server, its kernels and terminals share it, nobody else sees it, and
-# it is gone (with its memory) when the last of them ends. Linux's unshare(2) and mount(2), through ctypes (Python
-# 3.11 has no os.unshare); the process must be root (CAP_SYS_ADMIN).
-CLONE_NEWNS, MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x00020000, 2, 4, 16384, 1 << 18
+# Each learner's server (and everything it starts) runs isolated, as root sets it up before becoming the learner:
+# - namespaces of its own (Linux unshare(2), mount(2): root's CAP_SYS_ADMIN): a mount namespace whose /dev/shm, /tmp,
+#   /var/tmp and /run/lock -- the places every user may write -- are fresh tmpfs of HUB_SHM_MAX each, seen by nobody
+#   else and gone when the server stops; and an IPC namespace, so System V shared memory and message queues are the
+#   server's own (at most HUB_SHM_MAX of SysV memory) and are removed by the kernel when its last process ends;
+# - a memory cgroup of HUB_MEMORY_MAX (below the hub's own): the server's processes together, shared memory (tmpfs,
+#   SysV, MAP_SHARED) included -- RLIMIT_DATA counts none of it. Past it, the kernel ends the biggest process there;
+# - a home that is a filesystem of HUB_DISK_MAX of its own (an ext4 image on a loop device, mount_home): past it,
+#   a write fails with "No space left on device" (bytes and files), and the machine's disk keeps its room.
+CLONE_NEWNS, CLONE_NEWIPC, MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x00020000, 0x08000000, 2, 4, 16384, 1 << 18
+PRIVATE_TMPFS = ("/dev/shm", "/tmp", "/var/tmp", "/run/lock")
+
+
+def under_private_tmp(path: str | Path) -> bool:
+    """Whether ``path`` is in a folder that each learner's server replaces with one of its own (so it cannot see it)."""
+    return any(Path(os.path.abspath(path)).is_relative_to(place) for place in PRIVATE_TMPFS)
 
 
 @functools.cache
@@ -516,40 +560,126 @@ def _libc() -> Any:
     return libc
 
 
-def make_dev_shm_private(size: int) -> None:
-    """Run in a learner's server before it starts (root, before setuid; see above): its own mount namespace with a
-    private /dev/shm of ``size`` bytes. Raises OSError where the system refuses."""
+def isolate_server(shm: int, cgroup: str | None) -> None:
+    """Run in a learner's server before it starts (root, before setuid; see above): join the memory cgroup
+    ``cgroup`` (a folder, or None), then, if ``shm``, namespaces of its own with private temporary folders of ``shm``
+    bytes each. Raises OSError where the system refuses."""
     import ctypes
 
+    if cgroup:
+        descriptor = os.open(f"{cgroup}/cgroup.procs", os.O_WRONLY)
+        try:
+            os.write(descriptor, b"0")  # this process, and so everything it starts
+        finally:
+            os.close(descriptor)
+    if not shm:
+        return
     libc = _libc()  # loaded by the parent (spawner_class's preexec), not after fork
-    for call, args in ((libc.unshare, (CLONE_NEWNS,)),
-                       (libc.mount, (b"none", b"/", None, MS_REC | MS_PRIVATE, None)),  # nothing leaks back out
-                       (libc.mount, (b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV,
-                                     f"size={size},mode=1777".encode()))):
+    calls = [(libc.unshare, (CLONE_NEWNS | CLONE_NEWIPC,)),
+             (libc.mount, (b"none", b"/", None, MS_REC | MS_PRIVATE, None))]  # nothing leaks back out
+    calls += [(libc.mount, (b"tmpfs", place.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, f"size={shm},mode=1777".encode()))
+              for place in PRIVATE_TMPFS if os.path.isdir(place)]
+    for call, args in calls:
         if call(*args) != 0:
             error = ctypes.get_errno()
             raise OSError(error, f"{call.__name__}{args[:2]}: {os.strerror(error)}")
+    for name, value in (("shmmax", shm), ("shmall", shm // os.sysconf("SC_PAGE_SIZE"))):  # this IPC namespace's
+        with open(f"/proc/sys/kernel/{name}", "w") as handle:
+            handle.write(str(value))
 
 
-def check_private_dev_shm(s: Settings) -> None:
-    """Refuse to start when learners cannot get their own /dev/shm (a container without CAP_SYS_ADMIN, say): tried
-    once, in a throw-away child, exactly as each learner's server will be started."""
-    size = parse_size(s.shm_max)
-    if not s.as_root or not size:
+def memory_cgroup(name: str, limit: int) -> Path:
+    """A memory cgroup of ``limit`` bytes named ``name`` below this process's own (cgroup v1's memory hierarchy, or
+    v2 where this process may hand the memory controller down), made if needed. Raises OSError where it may not."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            parent, limit_file = Path("/sys/fs/cgroup/memory", path.lstrip("/")), "memory.limit_in_bytes"
+            break
+    else:
+        parent, limit_file = Path("/sys/fs/cgroup", path.lstrip("/")), "memory.max"
+        if "memory" not in (parent / "cgroup.subtree_control").read_text().split():
+            (parent / "cgroup.subtree_control").write_text("+memory")
+    group = parent / name
+    group.mkdir(exist_ok=True)
+    (group / limit_file).write_text(str(limit))
+    return group
+
+
+def mount_home(home: Path, image: Path, size: int) -> bool:
+    """``home`` as a filesystem of ``size`` bytes of its own: the ext4 file ``image`` on a loop device (made on first
+    use, holding what ``home`` held, owner and mode kept); mounted again after a restart. True if it mounts it now.
+
+    Usage: ``mount_home(Path("/home/ann"), Path(".hub/private/homes/ann.img"), 2 << 30)`` (as root)"""
+    if os.path.ismount(home):
+        return False
+    mount = ["mount", "-o", "loop,nosuid,nodev", str(image)]
+    if not image.exists():
+        import tempfile
+
+        info = home.stat()
+        os.close(os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.truncate(image, size)  # sparse: the disk holds what the learner writes, no more
+        try:
+            subprocess.run(["mkfs.ext4", "-q", "-m", "0", "-i", "16384",  # a file per 16 KiB at most
+                            "-E", f"root_owner={info.st_uid}:{info.st_gid}", str(image)], check=True, capture_output=True)
+            with tempfile.TemporaryDirectory() as staging:
+                subprocess.run([*mount, staging], check=True, capture_output=True)
+                try:
+                    os.rmdir(f"{staging}/lost+found")
+                    subprocess.run(["cp", "-a", f"{home}/.", staging], check=True, capture_output=True)
+                finally:
+                    subprocess.run(["umount", staging], check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError) as error:
+            image.unlink()
+            raise RuntimeError(f"could not give {home} a filesystem of its own ({getattr(error, 'stderr', b'')!r}"
+                               f" {error}): does it hold more than HUB_DISK_MAX?") from None
+        for entry in os.scandir(home):  # now in the image: the machine's disk keeps no second copy
+            shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
+    subprocess.run([*mount, str(home)], check=True, capture_output=True)
+    return True
+
+
+def check_isolation(s: Settings) -> None:
+    """Refuse to start when learners' servers cannot be isolated as :func:`isolate_server`, :func:`memory_cgroup` and
+    :func:`mount_home` do it (a container without CAP_SYS_ADMIN, say): tried once, in a throw-away child and a tiny
+    image, exactly as each learner's server will be started."""
+    import tempfile
+
+    shm, memory, disk = parse_size(s.shm_max), parse_size(s.memory_max), parse_size(s.disk_max)
+    if not s.as_root:
         return
     _libc()
     try:
-        subprocess.run([sys.executable, "-c", ""], preexec_fn=lambda: make_dev_shm_private(1 << 20), check=True,
-                       timeout=60)
+        group = memory_cgroup(f"course-probe-{os.getpid()}", 1 << 30) if memory else None
+        try:
+            subprocess.run(["/bin/sh", "-c", ""], check=True, timeout=60,
+                           preexec_fn=lambda: isolate_server(min(shm, 1 << 20), str(group) if group else None))
+        finally:
+            if group is not None:
+                group.rmdir()
     except (OSError, subprocess.SubprocessError) as error:
         raise UnsafeHub(
-            f"Each learner's server gets its own /dev/shm of HUB_SHM_MAX={s.shm_max} (a mount namespace), so that "
-            f"files there count against a limit and vanish with the server; this machine refused ({error}). Run the "
-            "hub where root may create mount namespaces, or accept the machine's shared /dev/shm (learners' files "
-            "there are then limited by nothing but are removed when their server stops): HUB_SHM_MAX=0.") from None
+            f"Each learner's server runs in namespaces of its own (a private /dev/shm, /tmp, /var/tmp, /run/lock of "
+            f"HUB_SHM_MAX={s.shm_max}, System V memory of its own) and a memory cgroup of HUB_MEMORY_MAX="
+            f"{s.memory_max}; this machine refused ({error}). Run the hub where root may create namespaces and "
+            "cgroups, or turn them off: HUB_SHM_MAX=0 (the machine's shared temporary folders), HUB_MEMORY_MAX=0 (no "
+            "memory budget per learner; instructor guide, 'Limits per learner').") from None
+    if disk:
+        with tempfile.TemporaryDirectory() as folder:
+            home = Path(folder, "home")
+            home.mkdir()
+            try:
+                mount_home(home, Path(folder, "home.img"), 16 << 20)
+                subprocess.run(["umount", str(home)], check=True, capture_output=True)
+            except (OSError, RuntimeError, subprocess.SubprocessError) as error:
+                raise UnsafeHub(f"Each learner's home is a filesystem of HUB_DISK_MAX={s.disk_max} of its own (an ext4 "
+                                f"image on a loop device); this machine refused ({error}). Run the hub where root may "
+                                "use loop devices (mkfs.ext4, mount), or turn it off: HUB_DISK_MAX=0 (no disk budget "
+                                "per learner).") from None
 
 
-SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
+SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
 
 def remove_shared_temp_files(uid: int, places: tuple[str, ...] = SHARED_TEMP) -> list[str]:
@@ -627,6 +757,8 @@ def spawner_class(s: Settings) -> type:
     base = LocalProcessSpawner if s.as_root else SimpleLocalProcessSpawner
 
     class CourseSpawner(base):  # type: ignore[misc, valid-type]
+        cgroup: Path | None = None
+
         def _home(self) -> str:
             return pwd.getpwnam(self.user.name).pw_dir if s.as_root else str(s.state / "homes" / self.user.name)
 
@@ -639,26 +771,29 @@ def spawner_class(s: Settings) -> type:
             become = super().make_preexec_fn(name)
             env = private_environment(self._home())
             shm = parse_size(s.shm_max) if s.as_root else 0
+            cgroup = str(self.cgroup) if self.cgroup else None
             if shm:
                 _libc()  # loaded here, in the hub, not in the child after fork
 
             def preexec() -> None:
                 if s.as_root:
                     limit_resources(s)
-                    if shm:
-                        make_dev_shm_private(shm)
+                    isolate_server(shm, cgroup)
                 become()
                 make_private_dirs(env)
 
             return preexec
 
         async def start(self):  # type: ignore[no-untyped-def]
-            """The server's output goes to ``private/logs/NAME.log`` (root's), never to the hub's terminal."""
+            """The server's output goes to ``private/logs/NAME.log`` (root's), never to the hub's terminal; run as
+            root, it runs in its own memory cgroup (see isolate_server)."""
             runtime = private_environment(self._home())["JUPYTER_RUNTIME_DIR"]
             if len(runtime) + len(KERNEL_SOCKET_NAME) > SOCKET_PATH_MAX:
                 raise RuntimeError(f"{self.user.name}'s kernels cannot listen in {runtime}: a unix socket's path "
                                    f"has at most {SOCKET_PATH_MAX} characters. Choose a shorter "
                                    f"{'HUB_HOME_BASE' if s.as_root else 'HUB_STATE'}.")
+            memory = parse_size(s.memory_max) if s.as_root else 0
+            self.cgroup = memory_cgroup(f"course-{self.user.name}", memory) if memory else None
             log_path = s.logs / f"{self.user.name}.log"
             descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
             self.popen_kwargs = {**self.popen_kwargs, "stdin": subprocess.DEVNULL, "stdout": descriptor,
@@ -681,6 +816,9 @@ def spawner_class(s: Settings) -> type:
                     if removed:
                         self.log.info("Removed %s's files in the shared temporary folders: %s", self.user.name,
                                       ", ".join(removed))
+                if getattr(self, "cgroup", None):
+                    with contextlib.suppress(OSError):  # still busy: the next start reuses it
+                        self.cgroup.rmdir()
 
     return CourseSpawner
 
@@ -703,8 +841,9 @@ def authenticator_classes() -> tuple[type, type]:
             if user.name in self.retired():
                 raise RuntimeError(f"{user.name} was removed with serve.py remove-learner; the name is retired")
             home = Path(self.home_base) / user.name
+            learner = [] if user.name in self.admin_users else ["--groups", self.learner_group]  # not the instructor
             command = ["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash",
-                       "--user-group", "--groups", self.learner_group, "--key", "UMASK=0077", user.name]
+                       "--user-group", *learner, "--key", "UMASK=0077", user.name]
             self.log.info("Creating system user %s (home %s)", user.name, home)
             result = subprocess.run(command, capture_output=True, text=True)
             if result.returncode:
@@ -731,6 +870,9 @@ def _workspace_hook(s: Settings, python: str):  # type: ignore[no-untyped-def]
             from jupyterhub.spawner import set_user_setuid
 
             home = pwd.getpwnam(name).pw_dir
+            if parse_size(s.disk_max):  # the home's own filesystem, before anything is written there
+                await asyncio.get_running_loop().run_in_executor(None, mount_home, Path(home), s.home_image(name),
+                                                                 parse_size(s.disk_max))
             become = set_user_setuid(name)
         else:
             home = str(s.state / "homes" / name)
@@ -762,11 +904,13 @@ def _workspace_hook(s: Settings, python: str):  # type: ignore[no-untyped-def]
 def configure(c: Any, s: Settings) -> str:
     """Fill the JupyterHub config ``c`` for the course; returns the note on which Python learners run."""
     check_settings(s)
-    check_private_dev_shm(s)
+    check_isolation(s)
     import course_proxy
 
     course_proxy.redact_logs()  # this process is the hub: no token in its log either (JupyterHub misses some)
     prepare_state(s)
+    if s.as_root and parse_size(s.disk_max):
+        mount_learner_homes(s.home_images)
     if s.learner_python:
         python, note = s.learner_python, f"learners run {s.learner_python} (HUB_LEARNER_PYTHON)"
     elif s.as_root:
@@ -825,6 +969,7 @@ def configure(c: Any, s: Settings) -> str:
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         *KERNELS_ON_UNIX_SOCKETS,
         *KERNELS_WITHOUT_DEBUGGER,
+        *NO_NBGITPULLER,
     ]
 
     c.JupyterHub.services = [{

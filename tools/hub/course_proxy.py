@@ -2,7 +2,7 @@
 its log.
 
 JupyterHub starts it as ``configurable-http-proxy`` (``c.ConfigurableHTTPProxy.command``). Two things in
-configurable-http-proxy 0.4.0 (the pure-Python port) are fixed here, both found by reading its source:
+configurable-http-proxy 0.4.0 (the pure-Python port) are fixed here, both found by reading its source, and one added:
 
 - **Host routing.** With ``JupyterHub.subdomain_host`` every learner's server has its own origin
   (``http://NAME.localhost:8000``), which is what keeps one learner's pages from running script with another's
@@ -10,6 +10,9 @@ configurable-http-proxy 0.4.0 (the pure-Python port) are fixed here, both found 
   *with a value* (so the proxy refuses to start), and the port looks routes up without the request's host
   (``target_for_req(None, path)``), so no host route ever matches. Here ``--host-routing`` is a flag and the lookup
   puts the request's host name first, as the Node proxy does.
+- **Who is asking.** The hub counts failed logins and sign-ups per client (tools/hub/course_auth.py). Requests for the
+  hub carry ``X-Course-Client``: the address this proxy saw, or ``uid:N`` for a process of another user on this
+  machine, which could bind any 127.x address. The hub believes it only from a process of its own user.
 - **Tokens in the log.** Tornado logs every failed request with its full URI (``?token=...``); every log record of
   this process goes through :func:`redact` first.
 
@@ -61,6 +64,8 @@ def install(argv: list[str]) -> list[str]:
     """Patch the proxy (host routing, redaction); returns the command line without the bare ``--host-routing``."""
     from configurable_http_proxy import configproxy, handlers
 
+    from course_auth import CLIENT_HEADER, connection_client  # run as a script: its folder is on the path
+
     host_routing = "--host-routing" in argv
     argv = [arg for arg in argv if arg != "--host-routing"]
 
@@ -76,6 +81,10 @@ def install(argv: list[str]) -> list[str]:
             target = urllib.parse.urlparse(self.target["target"])
             query = "&".join(q for q in (target.query, self.request.query) if q)
             proxy_path = urllib.parse.quote(path)
+            if CLIENT_HEADER in self.request.headers:  # a client's own claim: never passed on
+                del self.request.headers[CLIENT_HEADER]
+            if self.target["prefix"] == "/":  # the hub: who connected, which the hub believes from this proxy only
+                self.request.headers[CLIENT_HEADER] = connection_client(self.request)[0]
             return target._replace(query=query, path=target.path.rstrip("/") + "/" + proxy_path.lstrip("/")).geturl()
 
     original_init = configproxy.PythonProxy.__init__

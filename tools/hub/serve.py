@@ -56,6 +56,9 @@ def remove_learner(settings: course_hub.Settings, name: str) -> int:
         with tarfile.open(archive, "w:gz") as tar:
             tar.add(account.pw_dir, arcname=name)
         archive.chmod(0o600)
+    if os.path.ismount(account.pw_dir):  # the home's own filesystem (HUB_DISK_MAX): archived above
+        subprocess.run(["umount", account.pw_dir], check=True)
+    settings.home_image(name).unlink(missing_ok=True)
     with open(settings.retired_names, "a", encoding="utf-8") as handle:
         handle.write(name + "\n")
     result = subprocess.run(["userdel", "--remove", name], capture_output=True, text=True)
@@ -78,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         return remove_learner(settings, argv[1].lower())
     try:
         course_hub.check_settings(settings)
-        course_hub.check_private_dev_shm(settings)
+        course_hub.check_isolation(settings)
     except course_hub.UnsafeHub as refusal:
         print(f"make hub: refusing to start. {refusal}", file=sys.stderr)
         return 2
@@ -92,14 +95,20 @@ def main(argv: list[str] | None = None) -> int:
     password = course_hub.instructor_password(settings)
     if settings.as_root:
         ensure_group(settings.learner_group)
+        if settings.admin in grp.getgrnam(settings.learner_group).gr_mem:  # put there by an earlier make hub
+            subprocess.run(["gpasswd", "--delete", settings.admin, settings.learner_group], capture_output=True)
         isolation = (f"Each learner is a separate system user (created on first login, group "
                      f"{settings.learner_group}, home {settings.home_base}/NAME, mode 0700).")
     else:
         isolation = ("NOT ROOT: every learner runs as this account and can read and change the others' work. "
                      "Serving 127.0.0.1 only. Run as root (sudo make hub) to give each learner their own account.")
     url = f"{settings.hub_url}/hub/"
-    shm = (f"a /dev/shm of {settings.shm_max} of their own" if settings.as_root and course_hub.parse_size(settings.shm_max)
-           else "the machine's /dev/shm (shared)")
+    size = course_hub.parse_size
+    limits = ", ".join(text for value, text in (
+        (settings.memory_max, f"{settings.memory_max} of memory (shared memory included)"),
+        (settings.disk_max, f"a home of {settings.disk_max}"),
+        (settings.shm_max, f"private /dev/shm, /tmp, /var/tmp, /run/lock of {settings.shm_max} each")) if
+        settings.as_root and size(value)) or "none but the process count (not root)"
     print(f"""
 Course hub for PyTorch Hooks, hands-on -- state in {settings.state}/
   {isolation}
@@ -109,7 +118,7 @@ Course hub for PyTorch Hooks, hands-on -- state in {settings.state}/
               approve learners at {url}authorize, change your password at {url}change-password.
   Each learner's server has its own origin ({settings.hub_url.replace('://', '://NAME.')}); server logs in {settings.logs}/.
   Idle servers are stopped after {settings.cull_idle} s; each kernel uses {settings.threads} thread(s).
-  Limits per learner: {settings.tasks_max} processes, {settings.memory_max} of memory per process, {shm}.
+  Limits per learner: {settings.tasks_max} processes, {limits}.
   Ctrl-C stops the hub and every process of every learner.
 """, flush=True)
     env = dict(os.environ)
