@@ -38,7 +38,8 @@ import publish_learner_edition  # noqa: E402
 import recipe_hub  # noqa: E402  (tests/)
 
 # nativeauthenticator 1.3.0 calls locale.getdefaultlocale() at import (deprecated in Python 3.11): not ours to fix
-pytestmark = pytest.mark.filterwarnings("ignore:'locale.getdefaultlocale' is deprecated:DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:'locale.getdefaultlocale' is deprecated:DeprecationWarning"),
+              pytest.mark.reads("requirements.txt", "environment.yml", "binder/*", "deploy/*")]  # make check
 
 
 def load(path: Path) -> dict:

@@ -24,6 +24,9 @@ from course_utils.machinery.guard import SessionGuard
 from tools.i18n import messages as catalogue_tool
 from tests.fresh_python import FreshPython
 
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("course_utils/machinery/locale/*")
+
 ROOT = Path(__file__).resolve().parent.parent
 CHINESE = range(0x4E00, 0xA000)
 

@@ -33,6 +33,10 @@ from course_utils.machinery.course import course_map  # noqa: E402
 from course_utils.machinery.learner_edition import learner_notebook  # noqa: E402
 from course_utils.machinery.workspace import prepare_workspace  # noqa: E402
 
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("course_utils/course.toml", "course_utils/machinery/locale/*/generated.po",
+                              "course_utils/machinery/locale/*/tools.po")
+
 LANG = "zh"
 ENGLISH = editions.english_notebooks()
 SOURCES = editions.all_sources()
@@ -54,7 +58,7 @@ def require_translated(source: str, problems: list[str], may_lag: bool) -> None:
     what = f"{len(problems)} untranslated or outdated in {source}"
     if may_lag:
         warnings.warn(editions.UntranslatedWarning(
-            f"{what}; they show the English with a 'not yet translated' note (translations/settings.toml: "
+            f"{what}; they show the English with a 'not yet translated' note (course_utils/course.toml: "
             f"{editions.LAG_SETTING} = true):\n" + "\n".join(problems)), stacklevel=2)
         return
     pytest.fail(f"{what} (translate them: python -m tools.i18n.editions export --missing {source} > x.txt, write the "
@@ -67,18 +71,18 @@ def test_every_cell_and_paragraph_has_a_current_translation(source: str) -> None
     require_translated(source, editions.stale(LANG, source), editions.translations_may_lag())
 
 
-def test_the_setting_is_one_line_and_strict_unless_it_says_otherwise(tmp_path: Path) -> None:
+def test_the_setting_is_strict_unless_it_says_otherwise(tmp_path: Path) -> None:
     # The course commits `false` (its make test and CI strict); a fork changes this one line to `true`.
-    lines = [line for line in editions.SETTINGS.read_text(encoding="utf-8").splitlines()
-             if line.strip() and not line.lstrip().startswith("#")]
-    assert lines == [f"{editions.LAG_SETTING} = {str(editions.translations_may_lag()).lower()}"]
-    fork = tmp_path / "settings.toml"
-    fork.write_text(editions.SETTINGS.read_text(encoding="utf-8").replace("= false", "= true"), encoding="utf-8")
-    assert editions.translations_may_lag(fork) is True
-    fork.write_text(f"{editions.LAG_SETTING} = \"yes\"\n", encoding="utf-8")
+    text = editions.SETTINGS_FILE.read_text(encoding="utf-8")
+    line = f"\n{editions.LAG_SETTING} = {str(editions.translations_may_lag()).lower()}\n"
+    assert line in text, "one line, true or false"
+    fork = tmp_path / "course.toml"
+    for value in ("true", "false"):
+        fork.write_text(text.replace(line, f"\n{editions.LAG_SETTING} = {value}\n"), encoding="utf-8")
+        assert editions.translations_may_lag(fork) is (value == "true")
+    fork.write_text(text.replace(line, f"\n{editions.LAG_SETTING} = \"yes\"\n"), encoding="utf-8")
     with pytest.raises(ValueError, match="true or false"):
         editions.translations_may_lag(fork)
-    assert editions.translations_may_lag(tmp_path / "absent.toml") is False
 
 
 def test_a_fork_that_lets_the_translation_lag_gets_warnings_with_the_list() -> None:

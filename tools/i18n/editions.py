@@ -18,9 +18,9 @@ When an English unit changes, ``update`` keeps the old translation marked fuzzy 
 (an obsolete ``#~`` entry) and the build shows that unit's English under a "not yet translated" note until a
 translator fixes the entry -- unless only numbers or code names changed (``75`` -> ``85``, `` `fc1` `` -> `` `fc2` ``):
 then the translation gets the same change and stays current (:func:`carried`). ``stale`` (and the tests) name
-every unit without a current translation. Whether that fails ``make test`` is one setting, read by
-:func:`translations_may_lag` alone: ``false`` (the course's own) fails, ``true`` (a fork that ships English first)
-warns with the list; the messages of ``check()`` and ``hint()`` follow the same setting (``tools/i18n/messages.py``).
+every unit without a current translation. Whether that fails ``make test`` is one setting of
+``course_utils/course.toml``, read by :func:`translations_may_lag` alone: ``false`` (the course's own) fails, ``true``
+(a fork that ships English first) warns with the list; the messages of ``check()`` and ``hint()`` follow the same setting (``tools/i18n/messages.py``).
 A PO file of the old form (one entry per cell) is cut into today's units by ``update`` (``tools/i18n/legacy.py``).
 
 Usage::
@@ -49,7 +49,6 @@ import hashlib
 import json
 import re
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,7 +56,7 @@ from babel.messages.catalog import Catalog, Message
 from babel.messages.pofile import read_po, write_po
 
 from course_utils.machinery.course import course_map_markdown
-from course_utils.machinery.layout import NOTEBOOK_GLOB
+from course_utils.machinery.layout import NOTEBOOK_GLOB, SETTINGS, read_settings
 from course_utils.machinery.messages import LANGUAGES, N_, _, in_language
 from tools.i18n import legacy
 from tools.i18n import units as units_module
@@ -68,13 +67,8 @@ TRANSLATIONS = ROOT / "translations"
 TRANSLATED = tuple(lang for lang in LANGUAGES if lang != "en")  # the editions made from the English one
 PO_WIDTH = 100
 
-# English guides and where their translation goes (relative to the repository root).
-GUIDES: dict[str, str] = {
-    "README.md": "README.{lang}.md",
-    "notebooks/hooks_cheatsheet.md": "notebooks/{lang}/hooks_cheatsheet.md",
-    "notebooks/instructor_guide.md": "notebooks/{lang}/instructor_guide.md",
-    "tools/site/landing.md": "tools/site/landing.{lang}.md",  # the website's landing page (python -m tools.site)
-}
+# English guides and where their translation goes (relative to the repository root): course_utils/course.toml.
+GUIDES: dict[str, str] = dict(SETTINGS.guides)
 
 # <!-- cloud: ... --> ... <!-- /cloud -->   and   <!-- timings:start ... --> ... <!-- timings:end -->
 _REGION = re.compile(
@@ -89,7 +83,7 @@ _SETUP_CALL = re.compile(r"\bsetup_notebook\((\s*\)?)")
 # Chinese workspace first); the other guides' code is the English code.
 FENCES_TRANSLATED = ("README.md",)
 
-SETTINGS = TRANSLATIONS / "settings.toml"
+SETTINGS_FILE = ROOT / "course_utils" / "course.toml"
 LAG_SETTING = "translations_may_lag"
 # Shown above the English of a cell or paragraph whose translation is missing or out of date (always: with the
 # setting false, make test fails until it is translated; with it true, the edition ships that way).
@@ -102,17 +96,12 @@ class UntranslatedWarning(UserWarning):
 
 
 def translations_may_lag(settings: Path | None = None) -> bool:
-    """The fork's choice in ``translations/settings.toml`` (absent: ``False``, the course's own strict rule).
+    """The fork's choice in ``course_utils/course.toml`` (or in the settings file ``settings``).
 
     Usage: ``translations_may_lag()``
     """
-    path = SETTINGS if settings is None else settings
-    if not path.is_file():
-        return False
-    value = tomllib.loads(path.read_text(encoding="utf-8")).get(LAG_SETTING, False)
-    if not isinstance(value, bool):
-        raise ValueError(f"{path}: {LAG_SETTING} must be true or false, not {value!r}")
-    return value
+    path = SETTINGS_FILE if settings is None else settings
+    return read_settings(path.read_text(encoding="utf-8"), str(path)).translations_may_lag
 
 
 def lag_note(lang: str) -> str:
@@ -710,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(problems) if problems else f"{args.lang}: every cell and paragraph translated and current")
     if problems and translations_may_lag():
         print(f"{len(problems)} not translated yet: they show the English with a note "
-              f"({LAG_SETTING} = true in {SETTINGS.relative_to(ROOT)})")
+              f"({LAG_SETTING} = true in {SETTINGS_FILE.relative_to(ROOT)})")
         return 0
     return 1 if problems else 0
 
