@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from notebook_hygiene import GUIDE_SECTION, RULES
 
 # make check runs these tests when one of these files changes

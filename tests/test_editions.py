@@ -5,22 +5,22 @@ from local files. (The readable pages are the website's: tests/test_website.py.)
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
 import io
 import re
 import textwrap
 import tokenize
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-from tools import build_editions
-from tools.notebook_runner import run_notebook
+from learner_run import learner_run_problems  # noqa: E402
 
 from course_utils.machinery.learner_edition import learner_notebook, restore_solutions, solution_blocks, stub_source  # noqa: E402
-from learner_run import learner_run_problems  # noqa: E402
+from tools import build_editions
+from tools.notebook_runner import run_notebook
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("tools/nbconvert_templates/*", "vendor/*")

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-from tools import instructor_guide
-
 from course_utils.machinery.course import course_map  # noqa: E402
 from course_utils.machinery.layout import EXERCISE_ID  # noqa: E402
+from tools import instructor_guide
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("notebooks/instructor_guide.md", "notebooks/*/instructor_guide.md",

@@ -18,11 +18,11 @@ import pytest
 
 from course_utils.machinery import messages
 from course_utils.machinery.env_check import detect_route
+from course_utils.machinery.guard import SessionGuard
 from course_utils.machinery.learner_edition import stub_source
 from course_utils.machinery.messages import _, in_every_language, set_language
-from course_utils.machinery.guard import SessionGuard
-from tools.i18n import messages as catalogue_tool
 from tests.fresh_python import FreshPython
+from tools.i18n import messages as catalogue_tool
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("course_utils/machinery/locale/*")

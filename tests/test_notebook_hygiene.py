@@ -10,7 +10,6 @@ from typing import Any
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
-
 from notebook_hygiene import GUIDE_SECTION, RULES, problems, report
 
 _FOLDER = Path(__file__).resolve().parent.parent / "notebooks"

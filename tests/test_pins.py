@@ -18,7 +18,14 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from course_utils.machinery.pins import DISTRIBUTION, installed_ranges, parse_pins, parse_ranges, read_pins, supported_ranges
+from course_utils.machinery.pins import (
+    DISTRIBUTION,
+    installed_ranges,
+    parse_pins,
+    parse_ranges,
+    read_pins,
+    supported_ranges,
+)
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("requirements.txt", "pyproject.toml", "environment.yml")

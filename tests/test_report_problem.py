@@ -14,8 +14,14 @@ from course_utils import check
 from course_utils.machinery import report_problem as report_problem_module
 from course_utils.machinery.cloud import REPOSITORY
 from course_utils.machinery.exercises import catalogue
-from course_utils.machinery.report_problem import (ASK_FOR_VERSIONS, notebook_of, notebook_problem_url, problem_link,
-                                                   problem_url, report_problem)
+from course_utils.machinery.report_problem import (
+    ASK_FOR_VERSIONS,
+    notebook_of,
+    notebook_problem_url,
+    problem_link,
+    problem_url,
+    report_problem,
+)
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 

@@ -27,11 +27,10 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-from tools.i18n import editions, units
-
 from course_utils.machinery.course import course_map  # noqa: E402
 from course_utils.machinery.learner_edition import learner_notebook  # noqa: E402
 from course_utils.machinery.workspace import prepare_workspace  # noqa: E402
+from tools.i18n import editions, units
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("course_utils/course.toml", "course_utils/machinery/locale/*/generated.po",
@@ -223,7 +222,7 @@ def test_the_chinese_guides_are_what_the_build_makes(source: str) -> None:
         f"{target.relative_to(ROOT)} is not what tools/i18n/editions.py builds: run make translations")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def catalog_of(english: Path):  # noqa: ANN201 -- a babel Catalog
     return editions.read_catalog(editions.po_path(LANG, str(english.relative_to(ROOT))))
 
@@ -516,6 +515,7 @@ def test_a_chinese_learner_notebook_runs_with_chinese_stubs_and_checks(tmp_path:
     """The Chinese learner edition of 01, run in a kernel as a learner's workspace holds it: only the stubs fail, and
     check() reports them in Chinese (tests/learner_run.py knows both languages)."""
     from learner_run import learner_run_problems
+
     from tools.notebook_runner import execute
 
     prepare_workspace(tmp_path, quiet=True, lang=LANG)

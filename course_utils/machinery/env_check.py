@@ -286,8 +286,9 @@ def _check_widgets_frontend(route: Route) -> Finding:
 
 def _check_kernel() -> Finding:
     try:
-        import course_utils  # noqa: F401  (importable from this kernel: the kernel is the course's Python)
         import torch  # noqa: F401
+
+        import course_utils  # noqa: F401  (importable from this kernel: the kernel is the course's Python)
     except ImportError as error:  # pragma: no cover - doctor is itself in course_utils
         return Finding(_("kernel"), False, str(error), _("Choose the kernel of the course environment."))
     shell = _ipython_kind()

@@ -15,8 +15,7 @@ from collections.abc import Mapping
 
 from course_utils.machinery.exercises import catalogue
 from course_utils.machinery.messages import _
-from course_utils.machinery.progress_record import (ENV, read_record, record_path, recording_off, reset_record,
-                                                    summarise)
+from course_utils.machinery.progress_record import ENV, read_record, record_path, recording_off, reset_record, summarise
 
 __all__ = ["Progress", "progress"]
 

@@ -35,7 +35,6 @@ from typing import Any
 from urllib.parse import quote, urlparse
 
 import nbformat
-
 from chromium_path import CHROMIUM  # noqa: F401  (re-exported to the browser tests)
 from learner_run import cell_problem
 

@@ -46,7 +46,7 @@ COURSE_DEBT = re.compile(r"/(torch|torchvision|course_utils)/|ipykernel_\d+")
 TOOLS = Path(__file__).resolve().parent.parent
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(path: Path) -> ModuleType:
     """A module of the checkout, by its path (tools/notebook_runner.py, tests/learner_run.py)."""
     name = f"course_checkout_{path.stem}"  # beside, never instead of, a module of that name

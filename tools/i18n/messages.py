@@ -43,7 +43,7 @@ TOOLS = ROOT / "tools"
 LOCALE = PACKAGE / "machinery" / "locale"
 TRANSLATED = tuple(lang for lang in LANGUAGES if lang != "en")
 KEYWORDS = {"_": None, "N_": None}
-_FIXED_DATE = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+_FIXED_DATE = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
 def source_messages(files: Iterable[Path] | None = None) -> dict[str, list[str]]:
