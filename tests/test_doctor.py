@@ -39,7 +39,8 @@ def test_an_unsupported_python_is_reported_with_the_route_s_fix(version: str, mo
     assert python.fix == detect_route().fix_python
 
 
-def test_doctor_reports_a_wrong_torch_with_the_fix(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_doctor_reports_a_wrong_torch_with_the_fix(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     real = doctor_module._installed
     monkeypatch.setattr(doctor_module, "_installed", lambda name: "2.0.0" if name == "torch" else real(name))
     report = doctor()
@@ -153,7 +154,8 @@ def test_a_named_conda_environment_is_updated_from_environment_yml(tmp_path: Pat
     assert route.name == "conda"
     assert "`conda env update -n pytorch-hooks-course -f environment.yml`" in route.fix_packages
     assert "make" not in route.fix_packages + route.fix_widgets + route.fix_python
-    assert route.fix_python.startswith("In a terminal, in the course folder: `conda env remove -n pytorch-hooks-course`")
+    assert route.fix_python.startswith(
+        "In a terminal, in the course folder: `conda env remove -n pytorch-hooks-course`")
 
 
 def test_conda_s_base_environment_is_told_to_make_the_course_s_own(tmp_path: Path) -> None:
@@ -197,4 +199,5 @@ def test_doctor_here_follows_the_route_this_kernel_took(monkeypatch: pytest.Monk
     assert [f.fix for f in failing] == [detect_route().fix_widgets]
     if Path(sys.prefix).name.startswith(".venv") and sys.prefix != sys.base_prefix:  # make test's own venv
         assert detect_route().name == "make"
-        assert f"`make venv{'' if Path(sys.prefix).name == '.venv' else ' VENV=' + Path(sys.prefix).name}`" in failing[0].fix
+        venv = Path(sys.prefix).name
+        assert f"`make venv{'' if venv == '.venv' else ' VENV=' + venv}`" in failing[0].fix

@@ -39,10 +39,13 @@ def test_the_course_has_notebooks() -> None:
 def clean_notebook() -> Any:
     nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nb.cells = [
-        new_markdown_cell("# A lesson\n\nObjectives: learn a thing.\n\nEstimated time: 10 min. Binder: see binder/README.md"),
-        new_code_cell("from course_utils import check, hint, setup_notebook\nprint(setup_notebook())", execution_count=1,
+        new_markdown_cell("# A lesson\n\nObjectives: learn a thing.\n\n"
+                          "Estimated time: 10 min. Binder: see binder/README.md"),
+        new_code_cell("from course_utils import check, hint, setup_notebook\nprint(setup_notebook())",
+                      execution_count=1,
                       outputs=[new_output("stream", name="stdout", text="torch 2.14.1\n")]),
-        new_code_cell("raise ValueError('shown on purpose')", execution_count=2, metadata={"tags": ["raises-exception"]},
+        new_code_cell("raise ValueError('shown on purpose')", execution_count=2,
+                      metadata={"tags": ["raises-exception"]},
                       outputs=[new_output("error", ename="ValueError", evalue="shown on purpose", traceback=[])]),
         new_code_cell("check('99.1', answer)\nassert_no_hooks(model)", execution_count=3),
     ]
@@ -165,7 +168,8 @@ BREAKERS = {
         output_text("C:\\Users\\alice\\course"),
         output_text("File ipykernel_1234/567.py, line 3"),
     ],
-    "opening": [break_opening_not_markdown, break_opening_no_minutes, break_opening_no_objectives, break_opening_no_binder],
+    "opening": [break_opening_not_markdown, break_opening_no_minutes, break_opening_no_objectives,
+                break_opening_no_binder],
     "setup": [break_setup],
     "no-hooks-left": [break_last_cell],
     "hint": [import_without("hint"), import_without("check"), break_import_in_parentheses],
@@ -235,7 +239,8 @@ def test_a_notebook_without_exercises_needs_no_hint_import() -> None:
     nb.cells[3].source = "assert_no_hooks(model)"
     nb.cells[1].source = "from course_utils import setup_notebook\nprint(setup_notebook())"
     assert problems(nb) == []
-    nb.cells[1].source = "from course_utils import (\n    check,\n    hint,\n    setup_notebook,\n)\nprint(setup_notebook())"
+    nb.cells[1].source = ("from course_utils import (\n    check,\n    hint,\n    setup_notebook,\n)\n"
+                          "print(setup_notebook())")
     nb.cells[3].source = "check('99.1', answer)\nassert_no_hooks(model)"
     assert problems(nb) == []
 

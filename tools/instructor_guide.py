@@ -302,10 +302,10 @@ def guide_block(name: str, text: str) -> str | None:
 
 def updated_guide(text: str) -> str:
     for name, generate in GENERATED.items():
-        pattern = _block(name)
-        if not pattern.search(text):
+        match = _block(name).search(text)
+        if match is None:
             raise SystemExit(f"{GUIDE.name} lacks the <!-- {name}:start ... --> / <!-- {name}:end --> markers.")
-        text = pattern.sub(lambda m, body=generate(): f"{m.group(1)}\n{body}\n{m.group(3)}", text, count=1)
+        text = f"{text[:match.start()]}{match.group(1)}\n{generate()}\n{match.group(3)}{text[match.end():]}"
     return text
 
 

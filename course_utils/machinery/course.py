@@ -55,7 +55,8 @@ def notebooks_folder(lang: str = "en") -> Path:
 _TITLE = re.compile(r"^#\s+(.+?)\s*$", re.MULTILINE)
 # English, and the Chinese edition's "**你将学到** ..." and "**预计时间：** 35 分钟"
 _LEARN = re.compile(r"\*\*(?:You will learn|你将学[到会][:：]?)\*\*[:：]?\s*(.+?)\s*$", re.MULTILINE)
-_MINUTES = re.compile(r"\*\*(?:Estimated time:|预计时间[:：]?)\*\*[:：]?\s*(?:约\s*)?(\d+)\s*(?:min|分钟)", re.IGNORECASE)
+_MINUTES = re.compile(r"\*\*(?:Estimated time:|预计时间[:：]?)\*\*[:：]?\s*(?:约\s*)?(\d+)\s*(?:min|分钟)",
+                      re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ def _opening(path: Path) -> str:
 def read_opening(path: Path) -> NotebookInfo:
     """Title, one-line summary and minutes from a notebook's opening cell; a clear error when one is missing."""
     text = _opening(path)
-    found = {name: pattern.search(text) for name, pattern in (("title", _TITLE), ("learn", _LEARN), ("minutes", _MINUTES))}
+    patterns = (("title", _TITLE), ("learn", _LEARN), ("minutes", _MINUTES))
+    found = {name: pattern.search(text) for name, pattern in patterns}
     missing = [name for name, match in found.items() if match is None]
     if missing:
         raise ValueError(

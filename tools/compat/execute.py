@@ -10,7 +10,8 @@ on this ``sys.path``): a cell past ``--cell-timeout`` or a notebook past ``--not
 notebook, naming the cell, and its kernel is stopped; a kernel that dies before its first cell is started again, and
 the retry noted in the log.
 
-Usage (what ``tools.compat.run`` runs, by path, in the compat environment): ``python tools/compat/execute.py --folder /tmp/x --learner-run tests/learner_run.py --report /tmp/x/r.json``
+Usage (what ``tools.compat.run`` runs, by path, in the compat environment): ``python tools/compat/execute.py --folder
+/tmp/x --learner-run tests/learner_run.py --report /tmp/x/r.json``
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ KERNEL_WARNING_FILTERS = "; ".join(
     for category in ("DeprecationWarning", "FutureWarning")
 )
 EXPECTED_ERROR = "raises-exception"
-WARNING_LINE = re.compile(r"^(?P<path>\S+?):(?P<line>\d+): (?P<category>DeprecationWarning|FutureWarning): (?P<message>.*)$")
+WARNING_LINE = re.compile(r"^(?P<path>\S+?):(?P<line>\d+): "
+                          r"(?P<category>DeprecationWarning|FutureWarning): (?P<message>.*)$")
 # Where a warning is the course's debt: raised in torch or torchvision, or attributed (stacklevel) to the course's
 # own code -- a notebook cell (ipykernel_...) or course_utils -- that calls a deprecated torch API.
 COURSE_DEBT = re.compile(r"/(torch|torchvision|course_utils)/|ipykernel_\d+")

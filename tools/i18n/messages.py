@@ -49,7 +49,8 @@ _FIXED_DATE = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 def source_messages(files: Iterable[Path] | None = None) -> dict[str, list[str]]:
     """Every message marked in the code: msgid -> ["path:line", ...]."""
     found: dict[str, list[str]] = {}
-    code = [*PACKAGE.rglob("*.py"), *(path for path in TOOLS.rglob("*.py") if "hub" not in path.relative_to(TOOLS).parts)]
+    code = [*PACKAGE.rglob("*.py"),
+            *(path for path in TOOLS.rglob("*.py") if "hub" not in path.relative_to(TOOLS).parts)]
     for path in sorted(files if files is not None else code):
         if path.name == "messages.py" and path.parent.name == "machinery":
             continue  # the docstring's examples
@@ -211,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {mo_path(args.lang).relative_to(ROOT)}")
         return 0
     found, untranslated = problems(args.lang), missing(args.lang)
-    print("\n".join(found) if found else f"{args.lang}: every message translated, course.mo compiled" if not untranslated
+    print("\n".join(found) if found
+          else f"{args.lang}: every message translated, course.mo compiled" if not untranslated
           else f"{args.lang}: {len(untranslated)} messages show in English until translated (translations may lag; "
                "python -m tools.i18n.messages missing lists them), course.mo compiled")
     return 1 if found else 0

@@ -220,7 +220,7 @@ def _chunks(text: str, count: int) -> list[str]:
         if best is not None and best < len(text):
             cuts.append(best)
     cuts = sorted(set(cuts))
-    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
 
 
 def written_back(source: str, piece: Piece, translation: str) -> str:
