@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -287,7 +287,7 @@ def timings_markdown(notebooks_dir: Path | None = None, timings: dict[str, int] 
 
 
 # -- the guide ----------------------------------------------------------------------------------------------
-GENERATED = {"timings": timings_markdown, "agendas": agendas_markdown}
+GENERATED: dict[str, Callable[..., str]] = {"timings": timings_markdown, "agendas": agendas_markdown}
 
 
 def _block(name: str) -> re.Pattern[str]:

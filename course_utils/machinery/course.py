@@ -88,7 +88,9 @@ def read_opening(path: Path) -> NotebookInfo:
             f"{path.name}: the opening cell lacks {', '.join(missing)} "
             "(expected '# Title', '**You will learn** ...' and '**Estimated time:** N min')."
         )
-    return NotebookInfo(path.name, found["title"].group(1), found["learn"].group(1), int(found["minutes"].group(1)))
+    title, learn, minutes = found["title"], found["learn"], found["minutes"]
+    assert title and learn and minutes  # none is missing
+    return NotebookInfo(path.name, title.group(1), learn.group(1), int(minutes.group(1)))
 
 
 def course_map(notebooks_dir: Path | None = None) -> list[NotebookInfo]:

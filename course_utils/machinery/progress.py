@@ -20,7 +20,7 @@ from course_utils.machinery.progress_record import ENV, read_record, record_path
 __all__ = ["Progress", "progress"]
 
 
-class Progress(dict):  # type: ignore[type-arg]
+class Progress(dict):
     """What :func:`progress` returns: per notebook number, ``{"done": [...], "tried": [...], "not started": [...]}``.
     A dict that a notebook does not show again (``progress()`` printed it as a table already)."""
 

@@ -86,7 +86,8 @@ def warnings_seen(executed: nbformat.NotebookNode) -> tuple[list[str], list[str]
     """(debt, other): DeprecationWarning/FutureWarning lines a cell wrote to stderr (the kernel starts with
     :data:`KERNEL_WARNING_FILTERS`), split into the course's debt (torch, torchvision, course code) and the rest.
     Lessons that teach a warning catch it with print_warnings(), which prints to stdout: not counted."""
-    debt, other = [], []
+    debt: list[str] = []
+    other: list[str] = []
     for index, cell in enumerate(executed.cells):
         if cell.cell_type != "code":
             continue

@@ -29,6 +29,7 @@ import io
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import cast
 
 from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_file
@@ -82,10 +83,11 @@ def merged(lang: str) -> tuple[Catalog, list[str]]:
         for message in read_part(path):
             if not message.id or not message.string or message.fuzzy:
                 continue
-            if message.id in seen and seen[message.id][0] != message.string:
-                problems.append(f"{path.name} and {seen[message.id][1]} translate {message.id[:60]!r} differently")
+            msgid, string = cast(str, message.id), cast(str, message.string)  # the course has no plural forms
+            if msgid in seen and seen[msgid][0] != string:
+                problems.append(f"{path.name} and {seen[msgid][1]} translate {msgid[:60]!r} differently")
                 continue
-            seen[message.id] = (message.string, path.name)
+            seen[msgid] = (string, path.name)
             catalog.add(message.id, message.string)
     return catalog, problems
 
