@@ -52,6 +52,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from babel.messages.catalog import Catalog, Message
 from babel.messages.pofile import read_po, write_po
@@ -61,6 +62,7 @@ from course_utils.machinery.layout import NOTEBOOK_GLOB, SETTINGS, read_settings
 from course_utils.machinery.messages import LANGUAGES, N_, _, in_language
 from tools.i18n import legacy
 from tools.i18n import units as units_module
+from tools.i18n.units import as_text
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -267,7 +269,8 @@ def update(lang: str, source: str) -> tuple[int, int]:
             added += 1
         elif before.id == unit.english:
             message.string, message.flags = before.string, set(before.flags)
-        elif not before.fuzzy and (same := carried(before.id, unit.english, before.string)) is not None:
+        elif not before.fuzzy and (same := carried(as_text(before.id), unit.english,
+                                                   as_text(before.string))) is not None:
             message.string = same
         else:
             changed += 1
@@ -277,7 +280,7 @@ def update(lang: str, source: str) -> tuple[int, int]:
             # it: the translator compares the two Englishes (Babel cannot round-trip a multi-line "#| msgid").
             was = (_was(old, before) if before.fuzzy else None) or Message(before.id, string=before.string,
                                                                            context=unit.context)
-            new_catalog.obsolete[was.id if unit.context is None else (was.id, unit.context)] = was
+            new_catalog.obsolete[as_text(was.id) if unit.context is None else (as_text(was.id), unit.context)] = was
         if new_catalog.get(message.id, context=message.context) is None:
             new_catalog[message.id] = message
     write_catalog(path, new_catalog)
@@ -335,7 +338,7 @@ def previous_english(catalog: Catalog, context: str | None, english: str | None 
     message = next((m for m in catalog if m.id and m.context == context and m.fuzzy
                     and english in (None, m.id)), None)
     was = _was(catalog, message) if message is not None else None
-    return was.id if was is not None else None
+    return as_text(was.id) if was is not None else None
 
 
 def stale(lang: str, source: str) -> list[str]:
@@ -365,7 +368,7 @@ def is_translated(catalog: Catalog, unit: Unit) -> bool:
 def translation(lang: str, catalog: Catalog, unit: Unit) -> str:
     if not is_translated(catalog, unit):
         return unit.english  # not translated (yet): the English, never an outdated translation
-    return catalog.get(unit.english, context=unit.context).string
+    return as_text(cast(Message, catalog.get(unit.english, context=unit.context)).string)
 
 
 def with_lag_note(text: str, lang: str) -> str:
@@ -626,13 +629,14 @@ def export_text(lang: str, source: str, *, only_missing: bool = False) -> str:
     for key, message in keyed.items():
         if only_missing and message.string and not message.fuzzy:
             continue
-        note = _KIND_NOTES.get(kinds.get((message.context, message.id), "").replace("fstring", "string"))
+        english = as_text(message.id)
+        note = _KIND_NOTES.get(kinds.get((message.context, english), "").replace("fstring", "string"))
         key = f"{key}\n{note}" if note else key
         if message.fuzzy and message.string:
             was = _was(catalog, message)
-            context = _quoted("The English changed since it was translated. The English now:", message.id)
+            context = _quoted("The English changed since it was translated. The English now:", english)
             if was is not None:
-                context += _quoted("The English before:", was.id)
+                context += _quoted("The English before:", as_text(was.id))
             context += f"{_NOTE} Its old translation, to bring up to date (left as it is, it stays out of date):\n"
             out.append(f"@@ {key}\n{context}{message.string}\n\n")
         else:
@@ -655,12 +659,13 @@ def import_text(lang: str, source: str, text: str, unchanged: list[str] | None =
             raise ValueError(f"{source} has no entry {key!r}: keys are {', '.join(keyed)}")
         message = keyed[key]
         body = "\n".join(line for line in body.split("\n") if not line.startswith(_NOTE)).strip("\n")
-        english_regions = set(_PLACEHOLDER.findall(message.id))
+        english = as_text(message.id)
+        english_regions = set(_PLACEHOLDER.findall(english))
         if set(_PLACEHOLDER.findall(body)) != english_regions:
             raise ValueError(f"entry {key}: keep the placeholders {sorted(english_regions)} exactly as in the English")
-        if kinds.get((message.context, message.id)) in ("string", "fstring"):
-            check_string(message.id, body, f"entry {key}", kinds[message.context, message.id] == "fstring")
-        if message.fuzzy and body == message.string.strip("\n"):
+        if kinds.get((message.context, english)) in ("string", "fstring"):
+            check_string(english, body, f"entry {key}", kinds[message.context, english] == "fstring")
+        if message.fuzzy and body == as_text(message.string).strip("\n"):
             if unchanged is not None:
                 unchanged.append(key)
             continue
@@ -668,7 +673,7 @@ def import_text(lang: str, source: str, text: str, unchanged: list[str] | None =
         message.string = body
         message.flags.discard("fuzzy")
         if was is not None:
-            del catalog.obsolete[(was.id, was.context) if was.context is not None else was.id]
+            del catalog.obsolete[(as_text(was.id), was.context) if was.context is not None else as_text(was.id)]
         count += 1
     write_catalog(po_path(lang, source), catalog)
     return count
