@@ -206,22 +206,15 @@ def test_schema_problem_says_where_the_notebook_is_invalid() -> None:
     )
 
 
-def test_urls_and_ratios_are_not_paths() -> None:
-    nb = clean_notebook()
-    output_text("see github.com/pytorch/pytorch/pull/30531 and https://docs.pytorch.org/a/b/c; 1/2/3")(nb)
-    assert problems(nb) == []
-
-
-def test_bounds_rounded_values_and_versions_are_not_noise() -> None:
-    nb = clean_notebook()
+@pytest.mark.parametrize("change", [
+    output_text("see github.com/pytorch/pytorch/pull/30531 and https://docs.pytorch.org/a/b/c; 1/2/3"),  # not paths
     output_text("max difference < 1e-6; tolerance 1e-05; 2.5e-03; loss 0.073; 1,797 digits; torch 2.14.1; "
-                "127.0.0.1; 12345678 bytes; 3.1415927; id 0.12345678")(nb)
-    assert problems(nb) == []
-
-
-def test_digits_allowed_with_a_reason() -> None:
+                "127.0.0.1; 12345678 bytes; 3.1415927; id 0.12345678"),  # bounds, rounded values, versions
+    allow_digits("float64 rounding is the lesson: the same on every CPU"),  # digits allowed with a reason
+], ids=["urls-and-ratios", "bounds-and-versions", "digits-with-a-reason"])
+def test_what_looks_like_a_problem_but_is_not(change: Callable[[Any], None]) -> None:
     nb = clean_notebook()
-    allow_digits("float64 rounding is the lesson: the same on every CPU")(nb)
+    change(nb)
     assert problems(nb) == []
 
 

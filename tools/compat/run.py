@@ -35,6 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
+from course_utils.machinery.pins import parse_pins
+
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = ROOT / "tools" / "compat" / "colab-packages.txt"
 VERIFIED = ROOT / "tools" / "compat" / "verified.json"
@@ -74,22 +78,13 @@ def find_python(given: str | None) -> str:
 
 
 def snapshot_pins() -> dict[str, str]:
-    pins = {}
-    for raw in SNAPSHOT.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if line:
-            name, version = line.split("==")
-            pins[canonical(name)] = version
-    return pins
-
-
-def canonical(name: str) -> str:
-    return name.lower().replace("_", "-").replace(".", "-")
+    """Colab's packages, ``{normalised name: version}``, read as the course reads its own lock."""
+    return parse_pins(SNAPSHOT.read_text(encoding="utf-8").splitlines())
 
 
 def freeze(python: Path) -> dict[str, str]:
     out = sh([str(python), *PIP, "list", "--format", "json"]).stdout
-    return {canonical(item["name"]): item["version"] for item in json.loads(out)}
+    return {canonicalize_name(item["name"]): item["version"] for item in json.loads(out)}
 
 
 def base_environment(python_exe: str, cache: Path) -> tuple[Path, dict[str, str]]:
