@@ -254,26 +254,23 @@ def test_each_rule_catches_a_notebook_that_breaks_it(rule: str, breaker: Callabl
     assert any(p.startswith(f"{rule}:") for p in found), found
 
 
-def _refresh_coalesce_streams():  # type: ignore[no-untyped-def]
-    """tools.refresh_notebooks.coalesce_streams."""
+@pytest.mark.parametrize(("texts", "stored"), [
+    # chunks of one stream are merged; a chunk of another stream stays between them
+    ([("stdout", "first line"), ("stdout", "\nsecond\n"), ("stderr", "err\n"), ("stdout", "after\n")],
+     [("stdout", "first line\nsecond\n"), ("stderr", "err\n"), ("stdout", "after\n")]),
+    # a text progress bar redraws its line with \r at moments that depend on timing (notebook 07's tqdm bar):
+    # only the last state of the line is stored, so re-running gives the same file
+    ([("stdout", "\repochs:   0%| 0/4\repochs:  50%| 2/4"), ("stdout", "\repochs: 100%| 4/4\repochs: 100%| 4/4\n"),
+      ("stdout", "trained\r\n")],
+     [("stdout", "epochs: 100%| 4/4\ntrained\r\n")]),
+], ids=["merges-chunks", "keeps-the-finished-progress-bar"])
+def test_refresh_stores_streams_as_they_end(texts: list[tuple[str, str]], stored: list[tuple[str, str]]) -> None:
     from tools.refresh_notebooks import coalesce_streams
 
-    return coalesce_streams
-
-
-def test_refresh_merges_stream_chunks() -> None:
-    coalesce_streams = _refresh_coalesce_streams()
     nb = clean_notebook()
-    nb.cells[1].outputs = [
-        new_output("stream", name="stdout", text="first line"),
-        new_output("stream", name="stdout", text="\nsecond\n"),
-        new_output("stream", name="stderr", text="err\n"),
-        new_output("stream", name="stdout", text="after\n"),
-    ]
+    nb.cells[1].outputs = [new_output("stream", name=name, text=text) for name, text in texts]
     coalesce_streams(nb)
-    assert [(o.name, o.text) for o in nb.cells[1].outputs] == [
-        ("stdout", "first line\nsecond\n"), ("stderr", "err\n"), ("stdout", "after\n")
-    ]
+    assert [(o.name, o.text) for o in nb.cells[1].outputs] == stored
 
 
 def test_refresh_names_a_solution_cell_whose_stored_output_is_not_a_pass() -> None:
@@ -290,15 +287,3 @@ def test_refresh_names_a_solution_cell_whose_stored_output_is_not_a_pass() -> No
     assert failed_checks(nb) == ["cell missing: printed \"✗ There is no exercise '13.1'. Did you mean '12.1'?\""]
 
 
-def test_refresh_keeps_only_the_finished_progress_bar() -> None:
-    # A text progress bar redraws its line with \r at moments that depend on timing (notebook 07's tqdm bar):
-    # refresh stores only the last state of the line, so re-running gives the same file.
-    coalesce_streams = _refresh_coalesce_streams()
-    nb = clean_notebook()
-    nb.cells[1].outputs = [
-        new_output("stream", name="stdout", text="\repochs:   0%| 0/4\repochs:  50%| 2/4"),
-        new_output("stream", name="stdout", text="\repochs: 100%| 4/4\repochs: 100%| 4/4\n"),
-        new_output("stream", name="stdout", text="trained\r\n"),
-    ]
-    coalesce_streams(nb)
-    assert [o.text for o in nb.cells[1].outputs] == ["epochs: 100%| 4/4\ntrained\r\n"]
