@@ -542,8 +542,9 @@ def _kv_test(generate_steered: Callable[..., Any]) -> Verdict:
                                                                       True, mistake), message)
                                   for mistake, message in (
             ("slice", N_("output[:, start:] assumes the output holds every position. With the KV cache each step's "
-                         "output holds only the new position, so the slice is empty and nothing is steered. Use the "
-                         "absolute positions the block is called with (kwargs['positions'], with_kwargs=True).")),
+                         "output holds only the new position, so after the prompt the slice is empty and no generated "
+                         "position is steered. Use the absolute positions the block is called with "
+                         "(kwargs['positions'], with_kwargs=True).")),
             ("everywhere", N_("You steered every position: only positions >= start ({start}) get the vector.")),
             ("after", N_("You steered the positions after start, not from start on: position {start} itself gets the "
                          "vector too.")),
