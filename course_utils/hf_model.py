@@ -17,7 +17,8 @@ Weights: GPT-2's ``Conv1D`` stores its weight as ``(in_features, out_features)``
 Nothing is downloaded: the weights are the package's (``course_utils.transformer.induction_transformer``), the
 tokens are integers (no tokenizer).
 
-Usage: ``model = induction_gpt2()`` (``attn_implementation="sdpa"`` for the fused kernel); ``to_gpt2(other_model)``
+Usage: ``model = induction_gpt2()`` (``attn_implementation="sdpa"`` for the fused kernel);
+``to_gpt2(InductionTransformer(n_layers=3))`` for another size
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def gpt2_state_dict(model: InductionTransformer) -> dict[str, torch.Tensor]:
 def to_gpt2(model: InductionTransformer, attn_implementation: str = "eager"):  # type: ignore[no-untyped-def]
     """A ``GPT2LMHeadModel`` (in eval mode) that computes what ``model`` computes; every key must match.
 
-    Usage: ``to_gpt2(induction_transformer())(tokens).logits``"""
+    Usage: ``to_gpt2(induction_transformer()).config.n_layer`` -> 2"""
     transformers = _require_transformers()
     gpt2 = transformers.GPT2LMHeadModel(gpt2_config(model, attn_implementation)).eval()
     gpt2.load_state_dict(gpt2_state_dict(model), strict=True)
