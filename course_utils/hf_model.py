@@ -11,6 +11,9 @@ attention scaled by ``1/sqrt(d_head)``, a GELU MLP and a final LayerNorm. What a
   and no per-layer scaling, ``n_inner`` the MLP's width, no special tokens (the vocabulary is 64 integers; GPT-2's
   default ``bos``/``eos`` id 50256 lies outside it and ``generate()`` would look for it).
 
+The causal mask needs nothing: transformers 5 builds it from the positions at every call
+(``masking_utils.create_causal_mask``), as the course model does; GPT-2's old ``attn.bias`` buffer is gone.
+
 Weights: GPT-2's ``Conv1D`` stores its weight as ``(in_features, out_features)`` and computes ``x @ W + b``: every
 ``nn.Linear`` weight goes in transposed. ``c_attn`` holds query, key and value side by side in that order, as
 ``in_proj`` does; the heads are split the same way (head ``h`` owns features ``h*d_head:(h+1)*d_head``).
