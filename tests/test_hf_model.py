@@ -111,3 +111,22 @@ def test_generate_with_the_kv_cache_continues_the_repeat_as_the_course_model_doe
     uncached = gpt2.generate(prompt, max_new_tokens=7, do_sample=False, use_cache=False)
     assert torch.equal(theirs, generate(course, prompt, 7)) and torch.equal(theirs, uncached)
     assert torch.equal(theirs, sequences)
+
+
+def test_the_hf_extra_admits_colab_s_versions_and_the_lock() -> None:
+    # a learner's `pip install "course-utils[hf]"` on Colab replaces none of its transformers, accelerate, peft
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    from course_utils.machinery.pins import parse_pins, read_pins
+
+    root = Path(__file__).resolve().parent.parent
+    extra = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]["hf"]
+    colab = parse_pins((root / "tools" / "compat" / "colab-packages.txt").read_text(encoding="utf-8").splitlines())
+    lock = read_pins()
+    for requirement in map(Requirement, extra):
+        assert requirement.specifier.contains(colab[requirement.name]), (requirement, colab[requirement.name])
+        assert requirement.specifier.contains(lock[requirement.name]), (requirement, lock[requirement.name])
+    assert sorted(Requirement(line).name for line in extra) == ["accelerate", "peft", "transformers"]
