@@ -4,13 +4,18 @@ generation with the KV cache -- for the shipped model and for other sizes, with 
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn as nn
 import transformers
+from packaging.requirements import Requirement
 
 from course_utils.hf_model import gpt2_config, gpt2_state_dict, induction_gpt2, to_gpt2
 from course_utils.hooks import assert_no_hooks
+from course_utils.machinery.pins import parse_pins, read_pins
 from course_utils.transformer import (InductionTransformer, generate, induction_loss, induction_transformer,
                                       repeated_sequences)
 
@@ -115,13 +120,6 @@ def test_generate_with_the_kv_cache_continues_the_repeat_as_the_course_model_doe
 
 def test_the_hf_extra_admits_colab_s_versions_and_the_lock() -> None:
     # a learner's `pip install "course-utils[hf]"` on Colab replaces none of its transformers, accelerate, peft
-    import tomllib
-    from pathlib import Path
-
-    from packaging.requirements import Requirement
-
-    from course_utils.machinery.pins import parse_pins, read_pins
-
     root = Path(__file__).resolve().parent.parent
     extra = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]["hf"]
     colab = parse_pins((root / "tools" / "compat" / "colab-packages.txt").read_text(encoding="utf-8").splitlines())
