@@ -12,7 +12,7 @@ author = "the course's authors"
 copyright = "the course's authors, MIT licence"  # noqa: A001 (Sphinx's name)
 language = "en"
 
-extensions = ["myst_nb", "tools.site.extension"]
+extensions = ["myst_nb", "sphinx_copybutton", "tools.site.extension"]
 root_doc = "index"
 exclude_patterns: list[str] = []
 
@@ -31,8 +31,10 @@ html_theme = "sphinx_book_theme"
 html_title = project
 html_static_path = ["static"]
 html_css_files = ["course.css"]
+html_js_files = [("course.js", {"defer": "defer"})]
+html_favicon = "static/favicon.svg"
 templates_path = ["templates"]
-html_copy_source = True  # the .ipynb download button
+html_copy_source = True  # _sources/NN.ipynb: the complete notebook, second in the download menu
 html_show_sourcelink = False
 html_last_updated_fmt = None
 html_theme_options = {
@@ -50,5 +52,8 @@ html_sidebars = {"**": ["course-home.html", "search-button-field.html", "sbt-sid
 html_use_index = False  # no index entries: no empty genindex page
 # A heading's permalink is named by its title ("Link to this heading"), not read out as "#"
 html_permalinks_icon = '<span aria-hidden="true">#</span>'
-# Maths: the vendored KaTeX (vendor/katex, as in the slides), typeset in the browser without a network.
-html_math_renderer = "katex"
+# A copy button on each code cell, not on its outputs (sphinx-copybutton), leaving out the ">>> " of a pasted session
+copybutton_selector = "div:not(.output) > div.highlight pre"
+copybutton_prompt_text = ">>> "
+# Formulas as MathML (tools/site/extension.py), typeset by the browser itself: no script or font on any page.
+html_math_renderer = "mathml"
