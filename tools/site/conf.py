@@ -7,6 +7,8 @@ Nothing is executed: myst-nb renders the outputs stored in the notebooks, which 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 project = "PyTorch Hooks, hands-on"
 author = "the course's authors"
 copyright = "the course's authors, MIT licence"  # noqa: A001 (Sphinx's name)
@@ -46,9 +48,13 @@ html_theme_options = {
     "show_toc_level": 2,
     "navigation_with_keys": False,
     "navbar_persistent": [],  # the search field is in the sidebar: no second one in a header bar
+    # The cheat-sheet's tables, six columns of code, take the width of the page's contents column (readable at 1366 px)
+    "secondary_sidebar_items": {"**": ["page-toc.html"], "hooks_cheatsheet": []},
 }
 # The book theme's sidebar, with the course's title inside a landmark (templates/course-home.html)
 html_sidebars = {"**": ["course-home.html", "search-button-field.html", "sbt-sidebar-nav.html"]}
+# The chapter whose title holds the query first, and snippets from the article (search.js)
+html_search_scorer = str(Path(__file__).with_name("search.js"))
 html_use_index = False  # no index entries: no empty genindex page
 # A heading's permalink is named by its title ("Link to this heading"), not read out as "#"
 html_permalinks_icon = '<span aria-hidden="true">#</span>'

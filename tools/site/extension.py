@@ -30,12 +30,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+import imagesize
 from docutils import nodes
 from docutils.utils.math.latex2mathml import tex2mathml
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.search.zh import SearchChinese
 from sphinx.transforms.post_transforms.images import DataURIExtractor
+
+from myst_nb.sphinx_ import HideCodeCellNode, depart_HideCellInput, visit_HideCellInput
 
 from course_utils.machinery import cloud
 from course_utils.machinery.course import course_map
@@ -211,6 +214,13 @@ def page_source(app: Sphinx, docname: str, source: list[str]) -> None:
         source[0] = json.dumps(notebook)
 
 
+def folded_cell(self: Any, node: HideCodeCellNode) -> None:
+    """myst-nb's folded cell, its ``<summary>`` named by the prompt it shows ("Show the solution"): myst-nb names
+    each one "Toggle hidden content", which axe-core reports (label-content-name-mismatch, WCAG 2.5.3)."""
+    visit_HideCellInput(self, node)
+    self.body[-4] = self.body[-4].replace(' aria-label="Toggle hidden content"', "")
+
+
 # -- figures: image files with their alt text ------------------------------------------------------------------
 def output_alt(output: Any, mime_type: str, cell_metadata: dict[str, Any]) -> str | None:
     """The alt text an image output carries: its metadata for the MIME type, the output's own ``alt``, the cell's."""
@@ -226,9 +236,7 @@ def figure_image(html_text: str) -> nodes.image | None:
     found = FIGURE.fullmatch(html_text.strip())
     if found is None:
         return None
-    from PIL import Image
-
-    width, height = Image.open(io.BytesIO(base64.b64decode(found[1].partition(",")[2]))).size
+    width, height = imagesize.get(io.BytesIO(base64.b64decode(found[1].partition(",")[2])))
     return nodes.image(uri=found[1], alt=html.unescape(found[2]), width=str(width), height=str(height),
                        loading="lazy", candidates={"?": found[1]})
 
@@ -323,11 +331,28 @@ def notebook_buttons(app: Sphinx, pagename: str, templatename: str, context: dic
                 {**source, "text": words["complete"], "tooltip": words["complete_tip"]}, pdf]
 
 
+def formula_lines(tex: str) -> list[str]:
+    """An inline formula cut before each ``=`` outside braces and environments, where a line may break (as KaTeX
+    breaks a long formula): a browser does not break a MathML formula, which would widen a phone's page.
+
+    Usage: ``formula_lines("a = b_{i=1} = c")`` -> ``["a ", "= b_{i=1} ", "= c"]``
+    """
+    parts, depth, start = [], 0, 0
+    for token in re.finditer(r"\\(begin|end)\{\w+\*?\}|[{}=]", tex):
+        depth += {"{": 1, "}": -1, "=": 0}.get(token[0], 1 if token[1] == "begin" else -1)
+        if token[0] == "=" and depth == 0 and tex[start:token.start()].strip():
+            parts.append(tex[start:token.start()])
+            start = token.start()
+    return [*parts, tex[start:]]
+
+
 def mathml(self: Any, node: nodes.Element) -> None:
     """A formula as MathML (docutils' LaTeX converter), which every current browser typesets itself: no script, no
     font to fetch, and a screen reader reads it."""
-    block = isinstance(node, nodes.math_block)
-    self.body.append(tex2mathml(node.astext(), as_block=block))
+    if isinstance(node, nodes.math_block):
+        self.body.append(tex2mathml(node.astext(), as_block=True))
+    else:
+        self.body.append("<wbr>".join(tex2mathml(part) for part in formula_lines(node.astext())))
     raise nodes.SkipNode
 
 
@@ -341,6 +366,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("config-inited", configure)
     app.add_search_language(chinese_search(search_synonyms()))
     app.connect("source-read", page_source)
+    app.add_node(HideCodeCellNode, override=True, html=(folded_cell, depart_HideCellInput))
     app.connect("doctree-read", notebook_figures)
     app.add_post_transform(FigureFiles)
     # before the theme drops the header templates that render empty (500); after it fills its header buttons (501)

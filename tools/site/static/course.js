@@ -3,14 +3,16 @@
 // twin page turns that number back into its own heading's anchor.
 (() => {
   const sections = () => [...document.querySelectorAll("article section[id]")];
-  const reading = () => {  // the last section whose heading is at or above the top of the window
-    const top = document.querySelector(".bd-header-article")?.getBoundingClientRect().bottom ?? 0;
-    return sections().filter((section) => section.getBoundingClientRect().top <= top + 8).length - 1;
-  };
   const toggle = document.querySelector("a.course-language-switch");
+  let reading = 0;  // the last section whose heading is at or above where a link puts a heading
+  const update = () => {
+    if (document.activeElement === toggle) return;  // focusing the switch in its sticky header scrolls the page
+    const top = parseFloat(getComputedStyle(document.documentElement).scrollPaddingTop) || 0;
+    reading = sections().filter((section) => section.getBoundingClientRect().top <= top + 8).length - 1;
+  };
+  addEventListener("scroll", update, { passive: true });
   toggle?.addEventListener("click", () => {
-    const index = reading();
-    toggle.hash = index > 0 ? `section-${index}` : "";
+    toggle.hash = reading > 0 ? `section-${reading}` : "";
   });
   const asked = /^#section-(\d+)$/.exec(location.hash);
   const section = asked && sections()[Number(asked[1])];
@@ -18,4 +20,5 @@
     history.replaceState(null, "", `#${section.id}`);
     section.scrollIntoView();
   }
+  update();
 })();
