@@ -139,17 +139,12 @@ _IMG = re.compile(r'^<img src="data:image/[\w+.-]+;base64,[A-Za-z0-9+/=]+" alt="
 
 
 def alt_of(output: dict[str, Any]) -> str | None:
-    """The alt text of a stored notebook output: its figure's ``<img alt>`` (:func:`figure_output`), or what an image
-    output's metadata carries (``IPython.display.Image(..., alt=...)``); None for an output with neither.
+    """The alt text of a stored notebook output: its figure's ``<img alt>`` (:func:`figure_output`), else None.
 
     Usage: ``[alt_of(o) for o in cell["outputs"]]``
     """
     found = _IMG.match("".join((output.get("data") or {}).get("text/html", "")))
-    if found:
-        return html.unescape(found[1])
-    metadata = output.get("metadata") or {}
-    value = (metadata.get("image/png") or {}).get(ALT_KEYWORD) or metadata.get(ALT_KEYWORD)
-    return value if isinstance(value, str) else None
+    return html.unescape(found[1]) if found else None
 
 
 @dataclass(frozen=True)

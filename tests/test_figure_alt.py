@@ -68,7 +68,7 @@ def figure_problems(nb: Any, chinese: bool = False) -> list[str]:
             alt = alt_of(output)
             data = output["data"]
             if not alt:
-                problems.append(f"{where}: a figure without alt text (an <img alt> in its text/html)")
+                problems.append(f"{where}: a figure without alt text: show it with show_figure(fig, alt=...)")
                 continue
             if stored := [t for t in IMAGE_TYPES if t in data]:
                 problems.append(f"{where}: the figure is stored twice, as {stored[0]} beside its <img>")

@@ -299,32 +299,34 @@ def test_chinese_search_names_the_stemmer_it_loads(site: Path) -> None:
     assert assigned and all(re.search(rf"var\s+{name}\s*=", data) for name in assigned), assigned
 
 
-# -- alt text from wherever an output carries it: a fixture site ----------------------------------------------------
+# -- a fixture site: a figure as a file, a broken section link ------------------------------------------------------
 def fixture_notebook() -> nbformat.NotebookNode:
-    def image(metadata: dict | None = None) -> nbformat.NotebookNode:
-        return new_output("display_data", data={"image/png": PNG, "text/plain": "<Figure>"}, metadata=metadata or {})
+    import matplotlib
 
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from course_utils.figures import figure_output
+
+    fig, ax = plt.subplots(figsize=(2, 1))
+    ax.plot([0, 1], [0, 1])
+    data, metadata = figure_output(fig, alt="A line rising from zero to one: the figure's alt text, as it is stored.")
+    plt.close(fig)
     nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nb.cells = [
         new_markdown_cell("# 01 · Fixture\n\n**You will learn** alt text.\n\n**Estimated time:** 1 min\n\n"
-                          "Inline $\\partial y / \\partial x$.\n\n## 1 · Two figures"),
-        new_code_cell("show()", execution_count=1, outputs=[
-            image({"image/png": {"alt": "A bar chart: output metadata"}}), image({"alt": "Second: the output's own alt"})]),
-        new_code_cell("show()", execution_count=2, outputs=[image()],
-                      metadata={"mystnb": {"image": {"alt": "Third: myst-nb's cell metadata"}}}),
-        new_code_cell("show()", execution_count=3, outputs=[image()], metadata={"alt": "Fourth: nbconvert's cell alt"}),
-        new_code_cell("show_figure()", execution_count=4, outputs=[new_output(
-            "display_data", data={"image/png": PNG, "text/plain": "Fifth: show_figure's <img alt>",
-                                  "text/html": f'<img src="data:image/png;base64,{PNG}" alt="Fifth: show_figure&#x27;s '
-                                               '&lt;img alt&gt;"/>'},
-            metadata={"image/png": {"alt": "Fifth: show_figure's <img alt>"}})]),
-        new_code_cell("show()", execution_count=5, outputs=[image()]),
-        new_markdown_cell("See [the first section](#1-·-Two-figures), not [a section that is gone](#2-·-Gone)."),
+                          "Inline $\\partial y / \\partial x = 2$.\n\n## 1 · A figure"),
+        new_code_cell("show_figure(fig, alt=...)", execution_count=1,
+                      outputs=[new_output("display_data", data=data, metadata=metadata)]),
+        new_code_cell("plt.show()", execution_count=2, outputs=[new_output(
+            "display_data", data={"image/png": PNG, "text/plain": "<Figure size 640x480 with 1 Axes>"})]),
+        new_markdown_cell("See [the first section](#1-·-A-figure), not [a section that is gone](#2-·-Gone)."),
     ]
     return nb
 
 
-def test_the_site_renders_the_alt_text_an_output_carries_and_fails_on_a_broken_section_link(tmp_path: Path) -> None:
+def test_the_site_writes_a_figure_as_a_lazy_file_with_its_alt_text_and_fails_on_a_broken_section_link(
+        tmp_path: Path) -> None:
     edition = Edition("en", tmp_path / "site", tmp_path / "cache")
     edition.src.mkdir(parents=True)
     nbformat.write(fixture_notebook(), edition.src / "01_fixture.ipynb")
@@ -333,10 +335,14 @@ def test_the_site_renders_the_alt_text_an_output_carries_and_fails_on_a_broken_s
     warnings = [line for line in (result.stdout + result.stderr).splitlines() if "WARNING" in line]
     assert result.returncode != 0, "a link to a section that is gone must fail the build"
     assert len(warnings) == 1 and "01_fixture.ipynb" in warnings[0] and "2-·-Gone" in warnings[0], warnings
-    found = [alt for _src, alt in figures((edition.html / "01_fixture.html").read_text(encoding="utf-8"))]
-    assert found[:5] == ["A bar chart: output metadata", "Second: the output's own alt", "Third: myst-nb's cell metadata",
-                         "Fourth: nbconvert's cell alt", "Fifth: show_figure's <img alt>"], found
-    assert not is_description(found[5], "_images/x.png"), "a figure without alt text must be found by the test above"
+    text = (edition.html / "01_fixture.html").read_text(encoding="utf-8")
+    (src, alt), (_plain, none) = figures(text)
+    assert alt == "A line rising from zero to one: the figure's alt text, as it is stored."
+    assert src.startswith("_images/") and (edition.html / src).is_file() and "data:image" not in text
+    assert re.search(rf'<img alt="[^"]*"[^>]* height="\d+" loading="lazy" src="{src}" width="\d+"', text), text
+    assert not is_description(none, "_images/x.png"), "a figure without alt text must be found by the site's test"
+    assert extension.formula_lines("a = b_{i=1} = c") == ["a ", "= b_{i=1} ", "= c"]
+    assert text.count("<math") == 2 and "<wbr>" in text  # one formula, which a line may break after its "="
 
 
 def test_make_site_puts_the_slides_beside_the_pages_of_each_language(tmp_path: Path) -> None:

@@ -10,8 +10,7 @@
   whose first entry is that edition and whose second is the complete notebook;
 - every exercise's solution folded (myst-nb's ``hide-cell``, "Show the solution"): a reader opens one on purpose;
 - each figure (``course_utils.figures``: an ``<img>`` with a ``data:`` URI and its alt text) written as an image file
-  in ``_images/``, with its alt text, its size and ``loading="lazy"``; an image output's alt text from its metadata
-  or its cell's (``IPython.display.Image(..., alt=...)``, nbconvert's ``alt``);
+  in ``_images/``, with its alt text, its size and ``loading="lazy"``;
 - formulas as MathML, which the browser typesets with nothing to fetch;
 - Chinese search: Sphinx's splitter (jieba) with the glossary as its user dictionary, so that 前向钩子 or 梯度裁剪 are
   words of the index and not only their pieces, and the words readers type for a term (显存 for 内存) indexed
@@ -222,15 +221,6 @@ def folded_cell(self: Any, node: HideCodeCellNode) -> None:
 
 
 # -- figures: image files with their alt text ------------------------------------------------------------------
-def output_alt(output: Any, mime_type: str, cell_metadata: dict[str, Any]) -> str | None:
-    """The alt text an image output carries: its metadata for the MIME type, the output's own ``alt``, the cell's."""
-    metadata = output.get("metadata", {})
-    for found in ((metadata.get(mime_type) or {}).get("alt"), metadata.get("alt"), cell_metadata.get("alt")):
-        if isinstance(found, str) and found.strip():
-            return found.strip()
-    return None
-
-
 def figure_image(html_text: str) -> nodes.image | None:
     """An image node for a figure's ``<img src="data:..." alt="...">`` (its size read from the image), or None."""
     found = FIGURE.fullmatch(html_text.strip())
@@ -242,30 +232,11 @@ def figure_image(html_text: str) -> nodes.image | None:
 
 
 def notebook_figures(app: Sphinx, doctree: nodes.document) -> None:
-    """Each figure of a notebook page as an image node (``FigureFiles`` writes it to a file), lazily loaded; each
-    other image with the alt text its output carries (myst-nb reads only the cell's ``mystnb``)."""
-    path = Path(app.env.doc2path(app.env.docname))
-    if path.suffix != ".ipynb":
-        return
-    for raw in list(doctree.findall(nodes.raw)):
-        if raw.get("format") == "html" and (image := figure_image(raw.astext())) is not None:
-            raw.replace_self(image)
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    for cell_node in doctree.findall(lambda n: isinstance(n, nodes.container) and n.get("nb_element") == "cell_code"):
-        cell = cells[cell_node["cell_index"]]
-        displays = iter([o for o in cell.get("outputs", []) if o.get("output_type") in ("display_data", "execute_result")])
-        bundles = cell_node.findall(lambda n: isinstance(n, nodes.container) and n.get("nb_element") == "mime_bundle")
-        for bundle in bundles:
-            mime_types = [child.get("mime_type") for child in bundle.children]
-            output = next((o for o in displays if set(mime_types) <= set(o.get("data", {}))), None)
-            if output is None:  # not the outputs myst-nb rendered: leave the images as they are
-                break
-            for container in bundle.children:
-                for image in container.findall(nodes.image):
-                    image.setdefault("loading", "lazy")
-                    alt = output_alt(output, container["mime_type"], cell.get("metadata", {}))
-                    if alt and not image.get("alt"):
-                        image["alt"] = alt
+    """Each figure of a notebook page as an image node, lazily loaded (``FigureFiles`` writes it to a file)."""
+    if Path(app.env.doc2path(app.env.docname)).suffix == ".ipynb":
+        for raw in list(doctree.findall(nodes.raw)):
+            if raw.get("format") == "html" and (image := figure_image(raw.astext())) is not None:
+                raw.replace_self(image)
 
 
 class FigureFiles(DataURIExtractor):
@@ -376,5 +347,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
 
 
-__all__ = ["course_map_table", "glossary_page", "glossary_terms", "jupyterlab_anchor", "notebook_figures", "output_alt",
+__all__ = ["course_map_table", "formula_lines", "glossary_page", "glossary_terms", "jupyterlab_anchor", "notebook_figures",
            "search_synonyms", "setup", "twin_url"]
