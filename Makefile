@@ -24,9 +24,9 @@ export PYTHONHASHSEED := 0
 export JUPYTER_PLATFORM_DIRS := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 CELL_TIMEOUT ?= 300
-# The English notebooks, then the Chinese edition made from them (notebooks/zh/, tools/i18n/editions.py). The pattern
-# is course_utils/machinery/layout.py's NOTEBOOK_GLOB (tests/test_structure.py keeps the two the same).
-NOTEBOOK_GLOB := [0-9][0-9]_*.ipynb
+# The English notebooks, then the Chinese edition made from them (notebooks/zh/, tools/i18n/editions.py); the pattern
+# is notebook_pattern in course_utils/course.toml, the course's settings.
+NOTEBOOK_GLOB := $(shell sed -n 's/^notebook_pattern *= *"\(.*\)".*/\1/p' course_utils/course.toml)
 NOTEBOOKS := $(sort $(wildcard notebooks/$(NOTEBOOK_GLOB))) $(sort $(wildcard notebooks/zh/$(NOTEBOOK_GLOB)))
 # The edition make lab, learner and slides work on: COURSE_LANG=zh for the Chinese one (default English)
 COURSE_LANG ?=
@@ -35,7 +35,7 @@ NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: sync check translations help venv lab lab-complete test test-profile test-browser test-compat unit nbval nbval-portable refresh bench learner slides site html timings clean hub hub-remove-learner
+.PHONY: sync check translations help venv lab lab-complete test test-profile test-browser test-hub test-compat unit nbval nbval-portable refresh bench learner slides site html timings clean hub hub-remove-learner
 
 help:
 	@echo "make lab      create .venv if needed, prepare your workspace/ (exercises), open JupyterLab on it (127.0.0.1)"
@@ -49,15 +49,17 @@ help:
 	@echo "make refresh  re-execute notebooks in place with CI's settings (NB=notebooks/01_x.ipynb for one)"
 	@echo "make learner  learner edition (solutions replaced by stubs) in build/learner"
 	@echo "              COURSE_LANG=zh with make lab, learner, slides: the Chinese edition (notebooks/zh/, build/zh/)"
-	@echo "make sync    after any change: run every generator (course map, cloud links, agendas, Chinese edition, messages,"
-	@echo "             learner editions); prints what changed and what still needs you (translate, refresh, git add)"
+	@echo "              AGENDA=half-day (an agenda of the instructor guide) or NB=\"03 06\" with learner, slides: only those"
+	@echo "make sync    after any change: run the generators whose inputs changed (course map, cloud links, agendas, Chinese"
+	@echo "             edition, messages, learner editions); prints what changed and what still needs you"
 	@echo "make check   the tests of what you changed since the last commit (BASE=main: since main), in minutes, not the course's"
-	@echo "make translations  after editing English: update translations/zh/, rebuild notebooks/zh/, list what to translate"
+	@echo "make translations  the same as make sync (which updates translations/zh/, rebuilds notebooks/zh/, lists what to translate)"
 	@echo "make slides   reveal.js slides per notebook in build/slides (offline)"
 	@echo "make site     the course's website in build/site: every page in English and (zh/) Chinese, search, slides (make html: the same)"
 	@echo "make timings  measure each notebook's execution time (for the instructor guide)"
 	@echo "make bench    time course_utils.saliency against captum and pytorch-grad-cam (a few minutes)"
-	@echo "make unit     unit tests only;  make nbval  notebook checks only;  make clean  remove .venv, build/ and node_modules/"
+	@echo "make unit     unit tests only;  make nbval  notebook checks only;  make test-hub  the hub's own tests (sudo)"
+	@echo "make clean    remove .venv, build/ and node_modules/;  python -m tools  lists the verbs these targets run"
 	@echo "make nbval-portable  strict nbval with another CPU's kernels (no AVX2/AVX-512): outputs must not depend on the CPU"
 	@echo "Another Python (3.11, 3.12, 3.13), one folder each: make test PYTHON=python3.12 VENV=.venv312"
 
@@ -81,15 +83,19 @@ $(STAMP): requirements.txt pyproject.toml
 
 WORKSPACE ?= $(if $(filter zh,$(EDITION)),workspace-zh,workspace)
 
+# nbgitpuller's /git-pull page off: any web page could send your browser there and have it pull a repository into
+# your kernel spec (issue 41; it is installed for the deploy/ recipes' gitpuller command).
+NO_NBGITPULLER = --ServerApp.jpserver_extensions=nbgitpuller=False
+
 # Self-learners get their own copy of the learner edition (never overwritten); complete notebooks in $(WORKSPACE)/complete.
 lab: venv
 	$(PY) -m course_utils.machinery.workspace $(WORKSPACE) --lang $(EDITION)
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=$(WORKSPACE) $(ROOT_FLAG) \
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=$(WORKSPACE) $(ROOT_FLAG) $(NO_NBGITPULLER) \
 	    --LabApp.default_url=/lab/tree/00_start_here.ipynb
 
 # The instructor's view: the teaching notebooks with every solution.
 lab-complete: venv
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(NO_NBGITPULLER)
 
 # Debian's chromium-headless-shell when installed (a JupyterLab page load costs it about 2.9 CPU-s against 4.5 for the
 # full browser's headless mode), else Debian's chromium, as tests/chromium_path.py chooses outside make;
@@ -137,11 +143,16 @@ COMPAT_CACHE ?= $(HOME)/.cache/course-compat
 COMPAT_PYTHON ?=
 COMPAT_NOTEBOOK_TIMEOUT ?= 900
 test-compat: venv
-	$(PY) -m tools.compat.run --cache $(COMPAT_CACHE) --lock-python $(PY) $(if $(COMPAT_PYTHON),--python $(COMPAT_PYTHON)) \
+	$(PY) -m tools compat --cache $(COMPAT_CACHE) --lock-python $(PY) $(if $(COMPAT_PYTHON),--python $(COMPAT_PYTHON)) \
 	    --cell-timeout $(CELL_TIMEOUT) --notebook-timeout $(COMPAT_NOTEBOOK_TIMEOUT)
 
+# The tests split by cost (pyproject.toml's markers, set in tests/conftest.py), each runnable alone: unit, nbval
+# (notebooks), test-browser, test-hub.
 unit: venv
-	$(PY) -m pytest -n $(WORKERS) tests --ignore=tests/browser
+	$(PY) -m pytest -n $(WORKERS) -m unit tests --ignore=tests/browser
+
+test-hub: venv
+	$(PY) -m pytest -m hub tests $(TIMEOUTS)
 
 nbval: venv
 	$(PY) -m pytest -n $(WORKERS) --dist loadfile $(NB) --nbval --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT)
@@ -154,48 +165,43 @@ nbval-portable: venv
 	$(PORTABLE_CPU) $(PY) -m pytest -n $(WORKERS) --dist loadfile $(NB) --nbval --nbval-current-env \
 	    --nbval-cell-timeout=$(CELL_TIMEOUT) $(TIMEOUTS)
 
-# check() records progress in a learner's workspace; never while the course's own notebooks are re-executed
-refresh timings: export COURSE_PROGRESS := off
-
 refresh: venv
-	$(PY) -m tools.refresh_notebooks --timeout $(CELL_TIMEOUT) $(NB)
+	$(PY) -m tools refresh --timeout $(CELL_TIMEOUT) $(NB)
 
+# AGENDA=name (an agenda of the instructor guide) or NB="03 06" (notebook numbers): only those notebooks
+AGENDA ?=
 learner slides: venv
-	$(PY) -m tools.build_editions $@ --lang $(EDITION)
+	$(PY) -m tools $@ --lang $(EDITION) $(if $(AGENDA),--agenda $(AGENDA)) \
+	    $(if $(filter command line,$(origin NB)),--notebooks $(NB))
 
 # The course's website, both languages, from the notebooks' stored outputs (myst-nb and the Sphinx book theme, offline;
 # tools/site/): build/site/index.html, the Chinese edition in build/site/zh/, the slides beside each. A second build
 # rereads only what changed. `make html` is the same (the static pages it used to make are these now).
 site: venv
-	$(PY) -m tools.site
+	$(PY) -m tools site
 
 html: site
 
-# Every generator of the course, in order (tools/sync.py, CONTRIBUTING.md "How the course is built"): solution cells'
-# metadata, cloud links and the verified table, the README's course map, the guide's timings and agendas, translations/zh/,
-# the Chinese edition, the message catalogue, the learner editions. Then: what changed, and what still needs a person.
+# Every generator of the course, in order (tools/sync.py, CONTRIBUTING.md "How the course is built"), each only when its
+# inputs changed since it last ran (stamps in build/sync/): the message catalogue, solution cells' metadata, cloud links
+# and the verified table, the README's course map, the guide's timings and agendas, translations/zh/, the Chinese
+# edition, the learner editions. Then: what changed, and what still needs a person.
 sync: venv
-	$(PY) -m tools.sync
+	$(PY) -m tools sync
 
 # The tests of what changed since the last commit (BASE=main: since the branch left main), read from git: nbval of the
-# changed notebooks in both languages, their exercise checks, hygiene and translations, the tests of the changed
-# modules (tools/check_change.py; --dry-run lists them). make test still runs everything.
+# changed notebooks in both languages, their share of the per-notebook tests, the tests of the changed modules and the
+# tests marked as reading a changed file (tools/check.py; python -m tools check --dry-run lists them).
 BASE ?=
 check: venv
-	$(PY) -m tools.check_change $(if $(BASE),--base $(BASE)) $(if $(filter command line,$(origin WORKERS)),--workers $(WORKERS)) \
+	$(PY) -m tools check $(if $(BASE),--base $(BASE)) $(if $(filter command line,$(origin WORKERS)),--workers $(WORKERS)) \
 	    --cell-timeout $(CELL_TIMEOUT)
 
-# After editing an English notebook or guide (make sync does this and more): bring translations/zh/ in line (a changed cell keeps its old translation,
-# marked fuzzy), rebuild notebooks/zh/ and the Chinese guides, compile the message catalogue; then translate what
-# `python -m tools.i18n.editions stale` lists and `make refresh NB="notebooks/zh/..."` the notebooks whose code changed.
-translations: venv
-	$(PY) -m tools.i18n.editions update
-	$(PY) -m tools.i18n.editions build
-	$(PY) -m tools.i18n.messages compile
-	@$(PY) -m tools.i18n.editions stale || echo "Translate the entries above (python -m tools.i18n.editions export/import), then make translations again."
+# The same as make sync (which brings translations/zh/ in line, rebuilds notebooks/zh/ and lists what to translate).
+translations: sync
 
 timings: venv
-	$(PY) -m tools.time_notebooks
+	$(PY) -m tools timings
 
 bench: venv
 	$(PY) benchmarks/bench_saliency.py
@@ -203,12 +209,12 @@ bench: venv
 # The classroom: JupyterHub for a room, on 127.0.0.1:8000 unless HUB_IP says otherwise (see tools/hub/serve.py and the
 # instructor guide, "Serving a room with JupyterHub"); state in .hub/; Ctrl-C stops the hub and every learner's server.
 hub: venv
-	$(PY) tools/hub/serve.py
+	$(PY) -m tools.hub.serve
 
 # Archive a learner's home into .hub/private/archive/, end their processes, remove the system account, retire the name.
 hub-remove-learner: venv
 	@test -n "$(LEARNER)" || { echo "usage: sudo make hub-remove-learner LEARNER=name" >&2; exit 2; }
-	$(PY) tools/hub/serve.py remove-learner $(LEARNER)
+	$(PY) -m tools.hub.serve remove-learner $(LEARNER)
 
 clean:
 	rm -rf $(VENV) build node_modules

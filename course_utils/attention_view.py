@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from course_utils.machinery.messages import _
 from course_utils.widgets import FigureExplorer
 
 __all__ = ["attention_explorer", "draw_pattern", "pattern_figure"]
@@ -31,8 +32,8 @@ def draw_pattern(ax: Any, pattern: torch.Tensor, title: str, repeat_start: int |
     Returns the image (for a colour bar). Usage: ``draw_pattern(ax, patterns[0][0, 3], "layer 0, head 3", 20)``"""
     image = ax.imshow(pattern.detach().numpy(), cmap="viridis", vmin=0, vmax=1)
     ax.set_title(title, fontsize=9)
-    ax.set_xlabel("key position (attended to)", fontsize=8)
-    ax.set_ylabel("query position", fontsize=8)
+    ax.set_xlabel(_("key position (attended to)"), fontsize=8)
+    ax.set_ylabel(_("query position"), fontsize=8)
     if repeat_start is not None:
         for line in (ax.axhline, ax.axvline):
             line(repeat_start - 0.5, color="white", linestyle="--", linewidth=0.8)
@@ -53,9 +54,9 @@ def pattern_figure(patterns: Mapping[int, torch.Tensor], lengths: torch.Tensor, 
     repeat = int(lengths[sequence])
     fig = Figure(figsize=(3.8, 3.6), layout="constrained")
     ax = fig.subplots()
-    image = draw_pattern(ax, patterns[layer][sequence, head], f"layer {layer}, head {head}, sequence {sequence}",
+    image = draw_pattern(ax, patterns[layer][sequence, head], _("layer {layer}, head {head}, sequence {sequence}").format(layer=layer, head=head, sequence=sequence),
                          repeat_start=size - repeat)
-    fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
+    fig.colorbar(image, ax=ax, shrink=0.8, label=_("attention weight"))
     return fig, {"size": size, "repeat": repeat, "start": size - repeat}
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from course_utils.machinery.messages import _
+
 __all__ = ["checkpoint_bars", "feature_histograms", "graphs_per_call"]
 
 NOTHING = "—"
@@ -42,15 +44,16 @@ def feature_histograms(features: Mapping[str, Mapping[str, torch.Tensor]], layer
     truth = tensors[0]
     wrong = [way for way, tensor in zip(ways[1:], tensors[1:]) if not torch.equal(tensor, truth)]
     for ax, way, tensor in zip(axes, ways, tensors):
-        counts, _ = torch.histogram(tensor, bins=edges)
+        counts, _edges = torch.histogram(tensor, bins=edges)
         differs = way in wrong
         ax.stairs(counts.numpy(), edges.numpy(), fill=True, color="tab:red" if differs else "tab:blue", alpha=0.7)
         ax.axvline(0.0, color="black", lw=0.8, ls=":")
-        ax.set_title(f"{way}\n{'differs from' if differs else 'same as'} {ways[0]}" if way != ways[0] else way,
+        ax.set_title((_("{way}\ndiffers from {first}") if differs else _("{way}\nsame as {first}")).format(
+                     way=way, first=ways[0]) if way != ways[0] else way,
                      fontsize=9)
-        ax.set_xlabel("value")
-    axes[0].set_ylabel("how many")
-    figure.suptitle(f"{layer}: the values of its output", fontsize=10)
+        ax.set_xlabel(_("value"))
+    axes[0].set_ylabel(_("how many"))
+    figure.suptitle(_("{layer}: the values of its output").format(layer=layer), fontsize=10)
     below = [float((tensor < 0).float().mean()) for tensor in tensors]
     return figure, {"count": truth.numel(), "wrong": ", ".join(wrong) or NOTHING, "below": below}
 
@@ -69,16 +72,16 @@ def checkpoint_bars(memory: Mapping[int, tuple[int, int]], forwards: Mapping[int
     lowest = min(checkpointed.values())
     best = [s for s, p in checkpointed.items() if p == lowest]
     figure, ax = _figure(max(4.5, 0.75 * len(settings) + 2.0), 3.4)
-    labels = ["none" if s == 0 else str(s) for s in settings]
-    ax.bar(labels, kept, color="tab:blue", label="kept from forward until backward")
-    ax.bar(labels, extra, bottom=kept, color="tab:orange", label="held while backward recomputes one segment")
+    labels = [_("none") if s == 0 else str(s) for s in settings]
+    ax.bar(labels, kept, color="tab:blue", label=_("kept from forward until backward"))
+    ax.bar(labels, extra, bottom=kept, color="tab:orange", label=_("held while backward recomputes one segment"))
     for index, s in enumerate(settings):
-        note = (f"{forwards[s]} fwd" if forwards else "") + ("\nlowest" if s in best else "")
+        note = (_("{count} fwd").format(count=forwards[s]) if forwards else "") + ("\n" + _("lowest") if s in best else "")
         if note:
             ax.annotate(note.strip(), (index, kept[index] + extra[index]), ha="center", va="bottom", fontsize=8,
                         xytext=(0, 2), textcoords="offset points")
-    ax.set_xlabel("checkpoint segments")
-    ax.set_ylabel("activation memory (MB)")
+    ax.set_xlabel(_("checkpoint segments"))
+    ax.set_ylabel(_("activation memory (MB)"))
     ax.set_ylim(0, max(k + e for k, e in zip(kept, extra)) * 1.3)
     ax.legend(fontsize=8, loc="upper center")
     if title:
@@ -97,8 +100,8 @@ def graphs_per_call(counts: Mapping[str, Sequence[int]], chosen: str, title: str
         calls = range(1, len(totals) + 1)
         bold = pattern == chosen
         ax.plot(calls, totals, marker="o", lw=2.5 if bold else 1.0, alpha=1.0 if bold else 0.35, label=pattern)
-    ax.set_xlabel("call")
-    ax.set_ylabel("graphs built so far")
+    ax.set_xlabel(_("call"))
+    ax.set_ylabel(_("graphs built so far"))
     ax.set_xticks(range(1, max(len(t) for t in counts.values()) + 1))
     ax.set_ylim(0, max(max(t) for t in counts.values()) + 1)
     ax.legend(fontsize=8, loc="upper left")

@@ -29,26 +29,29 @@ import torch.nn as nn
 import torch.nn.modules.module as module_globals
 
 from course_utils.hooks import HookRegistry, LayerSpec, resolve_layers
+from course_utils.machinery.messages import N_, _
 
 __all__ = ["HookEvent", "HookTimeline", "KIND_ORDER"]
 
 # Lanes of the figure, top to bottom.
 KIND_ORDER = (
-    "global forward pre-hook",
-    "forward pre-hook",
-    "forward hook",
-    "global forward hook",
-    "global backward pre-hook",
-    "backward pre-hook",
-    "tensor hook",
+    N_("global forward pre-hook"),
+    N_("forward pre-hook"),
+    N_("forward hook"),
+    N_("global forward hook"),
+    N_("global backward pre-hook"),
+    N_("backward pre-hook"),
+    N_("tensor hook"),
     "retain_grad",
-    "grad_fn pre-hook",
-    "grad_fn hook",
-    "full backward hook",
-    "global backward hook",
-    "post-accumulate hook",
-    "your hook",
+    N_("grad_fn pre-hook"),
+    N_("grad_fn hook"),
+    N_("full backward hook"),
+    N_("global backward hook"),
+    N_("post-accumulate hook"),
+    N_("your hook"),
 )
+# The figure's words for the passes and their colours (the events keep the English: code compares them).
+_FIGURE_WORDS = (N_("forward"), N_("backward"), N_("blue"), N_("red"))
 
 
 @dataclass(frozen=True)
@@ -215,8 +218,9 @@ class HookTimeline:
     def _xlabel(self, colours: dict[str, str]) -> str:
         """The x-axis label, naming the colour of each pass that has events (only those)."""
         passes = [phase for phase in colours if any(e.phase == phase for e in self.events)]
-        key = ", ".join(f"{colours[phase].removeprefix('tab:')}: {phase} pass" for phase in passes)
-        return f"firing order ({key})" if key else "firing order"
+        key = _(", ").join(_("{colour}: {phase} pass").format(colour=_(colours[phase].removeprefix("tab:")), phase=_(phase))
+                           for phase in passes)
+        return _("firing order ({key})").format(key=key) if key else _("firing order")
 
     def plot(self, ax: Any = None, title: str = "Which hook fires when", upto: int | None = None) -> Any:
         """Draw the events: x = firing order, one lane per hook kind, each dot labelled with its target.
@@ -232,7 +236,7 @@ class HookTimeline:
         lane = {kind: index for index, kind in enumerate(kinds)}
         if ax is None:
             width = max(6.0, 0.7 * len(self.events) + 3.0)
-            _, ax = plt.subplots(figsize=(width, 0.6 * len(kinds) + 1.4))
+            _figure, ax = plt.subplots(figsize=(width, 0.6 * len(kinds) + 1.4))
         colours = {"forward": "tab:blue", "backward": "tab:red"}
         if upto is not None and not 1 <= upto <= len(self.events):
             raise ValueError(f"upto must be a step from 1 to {len(self.events)}, got {upto}.")
@@ -249,7 +253,7 @@ class HookTimeline:
         backward_steps = [e.step for e in self.events if e.phase == "backward"]
         if backward_steps:
             ax.axvspan(min(backward_steps) - 0.5, max(backward_steps) + 0.5, color="tab:red", alpha=0.06)
-        ax.set_yticks(range(len(kinds)), kinds)
+        ax.set_yticks(range(len(kinds)), [_(kind) for kind in kinds])
         ax.set_ylim(len(kinds) - 0.4, -0.8)
         ax.set_xticks(range(1, len(self.events) + 1))
         ax.set_xlabel(self._xlabel(colours))

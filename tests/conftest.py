@@ -1,6 +1,7 @@
-"""Make tests/ importable (notebook_hygiene) and the repository root (tests.exercise_cases); order and group the work
-of ``make test`` so that its two workers finish together (``work_unit``, ``pytest_collection_modifyitems``,
-``pytest_xdist_make_scheduler``)."""
+"""Make tests/ importable (notebook_hygiene) and the repository root (tests.exercise_cases); mark each test with its
+cost (unit, notebooks, browser, hub: ``make unit``, ``make nbval``, ``make test-browser``, ``make test-hub``); order
+and group the work of ``make test`` so that its two workers finish together (``work_unit``,
+``pytest_collection_modifyitems``, ``pytest_xdist_make_scheduler``)."""
 
 from __future__ import annotations
 
@@ -109,8 +110,20 @@ def _rank(unit: str, seconds: dict[str, float]) -> tuple[int, float]:
     return 2, 0.0
 
 
+COSTS = ("notebooks", "browser", "hub")  # pyproject.toml's markers; the rest is "unit" (make unit, nbval, ...)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by these markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Longest units first, each unit's tests together and in their own order (a stable sort)."""
+    """Each test's cost marker (nbval's cells: ``notebooks``; tests/browser: ``browser``; ``hub``: set by its files;
+    else ``unit``); then the longest units first, each unit's tests together and in their own order (a stable sort)."""
+    for item in items:
+        if item.nodeid.split("::", 1)[0].endswith(".ipynb"):
+            item.add_marker("notebooks")
+        elif item.nodeid.startswith("tests/browser/"):
+            item.add_marker("browser")
+        if not any(item.get_closest_marker(name) for name in COSTS):
+            item.add_marker("unit")
     seconds = notebook_seconds()
     position = {id(item): index for index, item in enumerate(items)}
     items.sort(key=lambda item: (*_rank(work_unit(item.nodeid), seconds), work_unit(item.nodeid),

@@ -27,8 +27,8 @@ from requests.adapters import HTTPAdapter
 XSRF_FIELD = re.compile(r'name="_xsrf"\s+value="([^"]+)"')
 
 
-def wait_until_healthy(url: str, process: subprocess.Popen, timeout: float) -> bool:
-    """Poll ``{url}/hub/health`` until it answers 200 (True), or until ``process`` exits or ``timeout`` seconds pass
+def wait_until_healthy(url: str, process: subprocess.Popen, timeout: float, path: str = "/hub/health") -> bool:
+    """Poll ``{url}{path}`` until it answers 200 (True), or until ``process`` exits or ``timeout`` seconds pass
     (False; the caller raises with its log).
 
     Usage: ``if not wait_until_healthy("http://127.0.0.1:8000", process, 120): raise RuntimeError(log)``
@@ -36,7 +36,7 @@ def wait_until_healthy(url: str, process: subprocess.Popen, timeout: float) -> b
     deadline = time.monotonic() + timeout
     while process.poll() is None and time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(f"{url}/hub/health", timeout=5) as response:
+            with urllib.request.urlopen(f"{url}{path}", timeout=5) as response:
                 if response.status == 200:
                     return True
         except OSError:
@@ -101,3 +101,52 @@ class HubClient:
     def sign_up(self, name: str, password: str) -> requests.Response:
         return self.post("/hub/signup", {"username": name, "signup_password": password,
                                          "signup_password_confirmation": password}, xsrf=self.xsrf("/hub/signup"))
+
+
+# What a learner runs from their terminal (any Python, the standard library only): COUNT logins (for NAME, a wrong
+# password each) or sign-ups (as NAME0, NAME1, ...) at BASE (the hub's own port, which is in every learner's
+# JUPYTERHUB_API_URL, or the room's), each claiming another X-Forwarded-For and X-Real-Ip; with SOURCE=rotate each
+# from another 127.0.0.x address, with SOURCE=an address from that one. Prints a JSON list: [status, a password was
+# checked, an account was made] per attempt.
+FLOOD = r"""
+import http.client, json, re, secrets, sys, urllib.parse
+base, host, what, name, count, source = sys.argv[1:7]
+where = urllib.parse.urlsplit(base)
+page = "/hub/signup" if what == "signup" else "/hub/login"
+
+
+def ask(i, method, body=None, cookie=""):
+    bind = (f"127.0.0.{2 + i % 250}" if source == "rotate" else source, 0) if source else None
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=60, source_address=bind)
+    headers = {"Host": host, "Cookie": cookie, "X-Forwarded-For": f"198.51.100.{i % 250}",
+               "X-Real-Ip": f"203.0.113.{i % 250}", "Content-Type": "application/x-www-form-urlencoded"}
+    connection.request(method, page, body=body, headers=headers)
+    answer = connection.getresponse()
+    text, cookies = answer.read().decode(errors="replace"), answer.headers.get_all("Set-Cookie") or []
+    connection.close()
+    return answer.status, text, "; ".join(c.split(";")[0] for c in cookies)
+
+
+results = []
+for i in range(int(count)):
+    _, text, cookie = ask(i, "GET")
+    form = {"_xsrf": re.search(r'name="_xsrf"\s+value="([^"]+)"', text).group(1)}
+    password = secrets.token_urlsafe(12)
+    form.update({"username": f"{name}{i}", "signup_password": password, "signup_password_confirmation": password}
+                if what == "signup" else {"username": name, "password": password})
+    status, text, _ = ask(i, "POST", urllib.parse.urlencode(form), cookie)
+    results.append([status, "Invalid username or password" in text, "sent to the admin" in text])
+print(json.dumps(results))
+"""
+
+
+def flood_as(user: str, base: str, host: str, what: str, name: str, count: int, source: str = "") -> list[list]:
+    """Run :data:`FLOOD` as the system user ``user`` (``runuser``, with the system's Python). Usage:
+    ``flood_as("mallory", "http://127.0.0.1:8081", "localhost:8000", "login", "instructor", 30)``"""
+    import json
+
+    done = subprocess.run(["runuser", "-u", user, "--", "/usr/bin/python3", "-c", FLOOD, base, host, what, name,
+                           str(count), source], capture_output=True, text=True, timeout=600, cwd="/")
+    if done.returncode:
+        raise AssertionError(f"the flood as {user} failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

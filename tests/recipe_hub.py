@@ -1,4 +1,5 @@
-"""JupyterHub started here with a ``deploy/`` recipe's own settings, for tests/test_deploy_configs.py.
+"""JupyterHub's own ``MockHub`` (jupyterhub.tests.mocking) with a ``deploy/`` recipe's settings, for
+tests/test_deploy_configs.py.
 
 The Littlest JupyterHub needs a VM with systemd and Zero to JupyterHub a Kubernetes cluster; neither runs here. What
 they do with the recipe's files is small, and read from their source:
@@ -11,29 +12,33 @@ they do with the recipe's files is small, and read from their source:
   ``hub.extraFiles``, on the Python path, passes ``hub.config`` through section by section, then runs each
   ``hub.extraConfig`` in key order.
 
-:func:`tljh_config` and :func:`z2jh_config` do exactly that. :class:`RecipeHub` starts a real JupyterHub with it on
-127.0.0.1, with a local spawner in place of SystemdSpawner or KubeSpawner, no proxy (the tests talk to the hub's own
-port) and the site's REPLACE-ME host replaced by the local one; stopped on exit. ``COURSE_RECIPE_HUB_PYTHON`` names
-another Python to run the hub (one with the JupyterHub that TLJH or the chart ships, say); the default is this one.
+:func:`tljh_config` and :func:`z2jh_config` do exactly that. :func:`recipe_hub` runs JupyterHub's MockHub with it,
+in a thread of this process, on 127.0.0.1: a local spawner in place of SystemdSpawner or KubeSpawner, no proxy (the
+tests talk to the hub's own port) and the site's REPLACE-ME host replaced by the local one; stopped on exit.
 
 Usage::
 
-    with RecipeHub("z2jh", tmp_path) as hub:
-        hub.start()
-        hub.client().log_in("instructor", hub.instructor_password())
+    with recipe_hub("z2jh", tmp_path) as hub:
+        hub.client("127.0.0.2").log_in("instructor", hub.instructor_password())
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-import signal
-import socket
-import subprocess
+import sqlite3
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from hub_client import HubClient
+from tools.hub.course_hub import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -119,98 +124,61 @@ def run_here(c: Any, state: Path, port: int) -> None:
     c.JupyterHub.spawner_class = "jupyterhub.spawner.SimpleLocalProcessSpawner"  # for SystemdSpawner / KubeSpawner
     c.SimpleLocalProcessSpawner.home_dir_template = str(state / "homes" / "{username}")
     c.JupyterHub.proxy_class = no_proxy()
-    c.JupyterHub.hub_ip = "127.0.0.1"
-    c.JupyterHub.hub_port = port
+    c.JupyterHub.hub_ip, c.JupyterHub.hub_port = "127.0.0.1", port
+    c.JupyterHub.bind_url = f"http://127.0.0.1:{port}/"
     c.JupyterHub.subdomain_host = f"http://localhost:{port}"  # the recipe's https://REPLACE-ME.example.org
-    c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
     c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
-    c.JupyterHub.pid_file = str(state / "jupyterhub.pid")
     # the TLJH dashboard runs TLJH's user environment's Python (/opt/tljh/user), which is not here
     c.JupyterHub.services = []
     c.JupyterHub.load_roles = []
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+@dataclass
+class RunningHub:
+    """A recipe's hub, running: its state folder, its own port's URL, and the ``Host`` a browser would send."""
 
+    app: Any
+    state: Path
+    url: str
+    host: str
 
-CONFIG = """# written by tests/recipe_hub.py: the {recipe} recipe's settings, then the local stand-ins
-import sys
-sys.path.insert(0, {tests!r})
-import recipe_hub
-from pathlib import Path
-c = get_config()
-recipe_hub.{recipe}_config(c, {where!r})
-for line in {overrides!r}:
-    exec(line)
-recipe_hub.run_here(c, Path({state!r}), {port})
-"""
-
-
-class RecipeHub:
-    """JupyterHub with ``recipe``'s settings (``tljh`` or ``z2jh``) on 127.0.0.1, its files under ``base``.
-    ``overrides``: config lines run after the recipe's (e.g. a smaller block for a quicker test)."""
-
-    def __init__(self, recipe: str, base: Path, overrides: tuple[str, ...] = ()) -> None:
-        if recipe not in RECIPES:
-            raise ValueError(f"recipe is one of {RECIPES}")
-        self.recipe, self.base, self.port = recipe, Path(base), free_port()
-        # the hub's state folder and working directory: TLJH's /opt/tljh/state, Z2JH's /srv/jupyterhub
-        self.state = self.base / "tljh" / "state" if recipe == "tljh" else self.base / "srv-jupyterhub"
-        self.state.mkdir(parents=True, mode=0o700)
-        where = str(self.state.parent) if recipe == "tljh" else str(self.state)  # TLJH_INSTALL_PREFIX, or the state
-        self.config = self.base / "jupyterhub_config.py"
-        self.config.write_text(CONFIG.format(recipe=recipe, tests=str(Path(__file__).resolve().parent), where=where,
-                                             overrides=tuple(overrides), state=str(self.state), port=self.port))
-        self.log_path = self.base / "hub.log"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.host = f"localhost:{self.port}"
-
-    def start(self, timeout: float = 90) -> None:
-        env = dict(os.environ)
-        with open(self.log_path, "wb") as log:
-            python = os.environ.get("COURSE_RECIPE_HUB_PYTHON") or sys.executable
-            self.process = subprocess.Popen([python, "-m", "jupyterhub", "-f", str(self.config)],
-                                            cwd=self.state, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
-        from hub_client import wait_until_healthy
-
-        if not wait_until_healthy(self.url, self.process, timeout):
-            raise RuntimeError(f"the {self.recipe} hub did not start (exit {self.process.poll()}):\n"
-                               f"{self.log()[-4000:]}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def client(self, source: str = "127.0.0.1") -> Any:
-        from hub_client import HubClient
-
+    def client(self, source: str = "127.0.0.1") -> HubClient:
         return HubClient(self.url, host=self.host, source=source)
 
     def instructor_password(self) -> str:
         return (self.state / "instructor-password").read_text().strip()
 
     def db(self, query: str, *args: object) -> list[tuple]:
-        import sqlite3
-
-        with sqlite3.connect(f"file:{self.state / 'jupyterhub.sqlite'}?mode=ro", uri=True) as db:
+        with sqlite3.connect(f"file:{self.app.db_url.removeprefix('sqlite:///')}?mode=ro", uri=True) as db:
             return db.execute(query, args).fetchall()
 
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
 
-    def __enter__(self) -> RecipeHub:
-        return self
+@contextlib.contextmanager
+def recipe_hub(recipe: str, base: Path, overrides: Callable[[Any], None] = lambda c: None) -> Iterator[RunningHub]:
+    """MockHub with ``recipe``'s settings (``tljh`` or ``z2jh``), then ``overrides(c)`` (a smaller block for a quicker
+    test, say), its files under ``base``, running in a thread until the ``with`` block ends."""
+    from jupyterhub.tests.mocking import MockHub
+    from traitlets.config import Config
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    if recipe not in RECIPES:
+        raise ValueError(f"recipe is one of {RECIPES}")
+    # the hub's state folder: TLJH's /opt/tljh/state, Z2JH's /srv/jupyterhub
+    state = base / "tljh" / "state" if recipe == "tljh" else base / "srv-jupyterhub"
+    state.mkdir(parents=True, mode=0o700)
+    c = tljh_config(Config(), str(state.parent)) if recipe == "tljh" else z2jh_config(Config(), str(state))
+    overrides(c)
+    port = free_port()
+    run_here(c, state, port)
+    loop = asyncio.new_event_loop()
+    app = MockHub(config=c)
+    loop.run_until_complete(app.initialize([]))
+    loop.run_until_complete(app.start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield RunningHub(app, state, f"http://127.0.0.1:{port}", f"localhost:{port}")
+    finally:
+        asyncio.run_coroutine_threadsafe(app.stop(), loop).result(timeout=60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        loop.close()

@@ -14,6 +14,10 @@ from urllib.parse import quote
 
 import pytest
 
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("notebooks/hooks_cheatsheet.md", "notebooks/*/hooks_cheatsheet.md",
+                              "translations/*/hooks_cheatsheet.po")
+
 ROOT = Path(__file__).resolve().parent.parent
 CHEATSHEET = ROOT / "notebooks" / "hooks_cheatsheet.md"
 API = re.compile(r"`(torch(?:\.\w+)+)`")

@@ -17,6 +17,9 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 ROOT = Path(__file__).resolve().parent.parent
 from tools.compat import execute, run
 
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("tools/compat/*.json", "tools/compat/*.txt")
+
 
 def notebook(*cells: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return new_notebook(cells=list(cells))

@@ -8,12 +8,17 @@ import importlib.util
 import re
 from pathlib import Path
 
+import pytest
+
 from notebook_hygiene import GUIDE_SECTION, RULES
+
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("CONTRIBUTING.md", "Makefile")
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "CONTRIBUTING.md"
-RECIPES = ("Change prose", "Add or change an exercise", "Add a notebook", "Add a figure with alt text",
-           "Update a translation", "A fork whose translation lags")
+RECIPES = ("Change prose", "Add or change an exercise", "Add a notebook", "Remove a notebook",
+           "Add a figure with alt text", "Update a translation", "A fork whose translation lags")
 
 
 def text() -> str:

@@ -6,16 +6,13 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 from traitlets.config import Config
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools" / "hub"))
-import dashboard  # noqa: E402
-
-from course_utils.machinery.progress_record import Attempt  # noqa: E402
+from course_utils.machinery.progress_record import Attempt
+from tools.hub import dashboard
 
 NOW = datetime.datetime(2026, 11, 25, 12, 0, 0, tzinfo=datetime.timezone.utc)
 

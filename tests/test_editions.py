@@ -22,6 +22,9 @@ from tools.refresh_notebooks import execute_in_current_env
 from course_utils.machinery.learner_edition import learner_notebook, restore_solutions, solution_blocks, stub_source  # noqa: E402
 from learner_run import learner_run_problems  # noqa: E402
 
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("tools/nbconvert_templates/*", "vendor/*")
+
 NOTEBOOKS = build_editions.course_notebooks()
 
 

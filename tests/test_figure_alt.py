@@ -45,6 +45,8 @@ def is_figure(output: dict) -> bool:
     """An image output, or an HTML one that embeds an image (what ``show_figure`` stores)."""
     data = output.get("data", {})
     return any(t in data for t in IMAGE_TYPES) or bool(_EMBEDDED.search("".join(data.get("text/html", ""))))
+
+
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
@@ -227,27 +229,30 @@ def test_the_chinese_build_writes_the_translated_alt_text_into_the_code() -> Non
     source = ('show_figure(fig, alt="Two bars: {a} and {b}, "\n'
               '                     "the second the taller one by far, as the text says.", a=1, b=2)\n')
     catalog = Catalog(locale="zh")
-    english = alt_literals(source)[0].text
-    catalog.add(english, "两根柱子：{a} 和 {b}，第二根高得多，正如正文所说。这是一段足够长的中文说明文字，用来测试换行。",
-                context="c1/alt1")
-    built = editions.translated_alts(source, "c1", "zh", catalog)
+    english = "Two bars: {a} and {b}, the second the taller one by far, as the text says."
+    catalog.add(english, "两根柱子：{a} 和 {b}，第二根高得多，正如正文所说。这是一段足够长的中文说明文字，用来测试换行，"
+                "占位符 {a_long_field_name} 绝不能被切开。", context="c1")
+    built = editions.translated_code(source, "c1", "zh", catalog)
     assert alt_literals(built)[0].text.startswith("两根柱子：{a} 和 {b}")
-    assert ast.parse(built) and built.endswith(", a=1, b=2)\n")
-    assert editions.translated_alts(source, "c2", "zh", catalog) == source  # no translation: the English stays
+    assert ast.parse(built) and built.endswith(", a=1, b=2)\n") and built.count("\n") == 2, built
+    for line in built.splitlines():  # issue 43: no {field} cut over two literals ({st" "art})
+        assert line.count("{") == line.count("}"), line
+    assert editions.translated_code(source, "c2", "zh", catalog) == source  # no translation: the English stays
 
 
-def test_the_chinese_alt_texts_keep_the_english_fields() -> None:
-    """A translated alt text with other {fields} than the English would fail at run time, or say other numbers."""
-    from tools.i18n import editions
+def test_the_chinese_strings_keep_the_english_fields() -> None:
+    """A translated alt text or printed string with other {fields} than the English would fail at run time, or say
+    other numbers."""
+    from tools.i18n import editions, units
 
-    fields = re.compile(r"\{([^{}:!]*)")
     for english in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         catalog = editions.read_catalog(editions.po_path("zh", str(english.relative_to(ROOT))))
         for unit in editions.notebook_units(english):
-            if unit.context and "/alt" in unit.context:
-                message = catalog.get(unit.english, context=unit.context)
-                if message is not None and message.string:
-                    assert sorted(fields.findall(message.string)) == sorted(fields.findall(unit.english)), unit.where
+            message = catalog.get(unit.english, context=unit.context)
+            if unit.kind == "string" and message is not None and message.string:
+                fstring = unit.fstring
+                assert sorted(units.fields(message.string, fstring)) == sorted(units.fields(unit.english, fstring)), \
+                    unit.where
 
 
 def test_nbconvert_html_carries_the_alt_text() -> None:

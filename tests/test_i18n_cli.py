@@ -63,3 +63,39 @@ def test_editions_takes_missing_before_or_after_the_command() -> None:
             assert editions.main([*argv[:-1], str(ROOT / argv[-1])]) == 0
         outputs.append(out.getvalue())
     assert outputs[0] == outputs[1]
+
+
+def test_a_lagging_fork_adds_a_message_once_and_it_shows_in_english(locale: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46: messages lag like cells. A new message fails the strict rule; where the translation may lag it is no
+    problem, it shows in English and stays listed as missing, and once ``add`` has listed it make sync asks for the
+    msgstr only, never for the ``add`` again."""
+    from tools import sync
+
+    code = tmp_path / "course_utils" / "machinery" / "exercises" / "nb99.py"
+    code.parent.mkdir(parents=True)
+    code.write_text('from course_utils.machinery.messages import N_\nX = N_("A new message of a fork.")\n')
+    monkeypatch.setattr(messages, "ROOT", tmp_path)
+    monkeypatch.setattr(messages, "PACKAGE", tmp_path / "course_utils")
+    monkeypatch.setattr(messages, "TOOLS", tmp_path / "tools")
+    new = "A new message of a fork."
+    assert new in messages.unlisted("zh") and new in messages.missing("zh")
+    assert any(new in problem for problem in messages.problems("zh", may_lag=False))
+    assert not any(new in problem for problem in messages.problems("zh", may_lag=True))
+
+    assert messages.add("zh", "nb99.po", [code]) == 1
+    assert new not in messages.unlisted("zh"), "make sync would ask for the add again"
+    assert new in messages.missing("zh"), "python -m tools.i18n.messages missing no longer lists it"
+    assert messages.to_write("zh") == {"nb99.po": [new]}
+    assert not any(new in problem for problem in messages.problems("zh", may_lag=True))
+    import gettext
+    import io
+
+    assert gettext.GNUTranslations(io.BytesIO(messages.compiled("zh"))).gettext(new) == new  # English stands in
+    import dataclasses
+
+    for lag in (True, False):
+        monkeypatch.setattr(sync, "SETTINGS", dataclasses.replace(sync.SETTINGS, translations_may_lag=lag))
+        text = "\n".join(sync.messages_to_do())
+        assert "nb99.po: 1 empty msgstr" in text and "tools.i18n.messages add" not in text
+        assert ("show in English" in text) is lag

@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("pyproject.toml", "course_utils/course.toml")
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 

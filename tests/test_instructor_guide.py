@@ -14,6 +14,11 @@ from tools import instructor_guide
 
 from course_utils.machinery.course import course_map  # noqa: E402
 
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("notebooks/instructor_guide.md", "notebooks/*/instructor_guide.md",
+                              "translations/*/instructor_guide.po", "tools/notebook_timings.json",
+                              "course_utils/machinery/locale/*/generated.po", "notebooks/[0-9][0-9]_*.ipynb")
+
 FIX = "run `.venv/bin/python -m tools.instructor_guide` (or `make timings` to measure again)"
 
 
@@ -41,8 +46,9 @@ def test_agenda_times_add_up_when_read_back_from_the_text() -> None:
 
 def assert_times_add_up(text: str) -> None:
     agendas = re.findall(r"\*\*([^*(]+) \(([^)]+?)(?: with breaks)?\)\*\*.*?\n\n((?:\|.*\n?)+)", text)
-    assert [a[0] for a in agendas][:2] == ["Half day", "Full day"]
-    assert len(agendas) == 2 + ("Optional advanced block" in text)
+    names = [name for name, _purpose, _blocks in instructor_guide.AGENDAS.values()]
+    assert [a[0] for a in agendas][:len(names)] == names  # an instructor's own agenda too
+    assert len(agendas) == len(names) + ("Optional advanced block" in text)
     for name, total, table in agendas:
         rows = re.findall(r"^\| (\d+):(\d\d) \| .*\((\d+) min\) \|$", table, re.MULTILINE)
         assert rows, name
@@ -88,7 +94,7 @@ def test_new_notebooks_join_the_advanced_block_and_the_timings(tmp_path: Path) -
     agendas = instructor_guide.agendas_markdown(tmp_path)
     advanced = agendas.split("**Optional advanced block")[1]
     assert_times_add_up(agendas)
-    extra = len(course_map(tmp_path)) - len([b for b in instructor_guide.FULL_DAY if b.notebook])
+    extra = len(course_map(tmp_path)) - len(instructor_guide.agenda_notebooks("full-day"))
     assert advanced.count("| break (10 min) |") == (extra - 1) // 2  # one after every second notebook
     assert all(f"`{n}_extra` (30 min)" in advanced for n in ("91", "92", "93"))
     assert "`91_extra`" in agendas.split("**Full day")[0]  # the half day points to it for self-study
@@ -119,3 +125,29 @@ def test_the_chinese_guide_gets_the_tables_generated_in_chinese_and_never_transl
         assert chinese in built, f"the Chinese guide's {name} are not the generated Chinese ones"
     units = "\n".join(unit.english for unit in editions.guide_units("notebooks/instructor_guide.md"))
     assert "| 0:00 |" not in units and "| `00_start_here` |" not in units
+
+
+def test_each_agenda_names_the_exercises_in_the_room_and_builds_its_own_editions(tmp_path: Path) -> None:
+    """The exercises of a row are those its notebook poses in the sections the row covers, but the stretch one; the
+    agenda's key, shown in its title, builds the learner edition of its notebooks only."""
+    from tools import build_editions
+
+    text = instructor_guide.agendas_markdown()
+    for key in (*instructor_guide.AGENDAS, instructor_guide.ADVANCED):
+        assert f"`AGENDA={key}`" in text
+    rows = re.findall(r"^\| \d+:\d\d \| `(\d\d)_\w+`(.*?)\((\d+) min\) \|$", text, re.MULTILINE)
+    for number, row, _minutes in rows:
+        path = next(instructor_guide.NOTEBOOKS_DIR.glob(f"{number}_*.ipynb"))
+        posed = {exercise: (section, stretch) for section, exercise, stretch in instructor_guide.posed_exercises(path)}
+        named = re.findall(r"\d\d\.\d+", row.split("in the room:")[1]) if "in the room:" in row else []
+        assert set(named) <= set(posed) and not any(posed[e][1] for e in named), row
+        covered = [int(n) for n in re.findall(r"\d+", row.split("sections ")[1].split(";")[0])] if "sections" in row else []
+        assert all(posed[e][0] in covered for e in named) if covered else True, row
+    assert any("in the room: exercises" in row for _number, row, _minutes in rows)
+    half_day = instructor_guide.agenda_notebooks("half-day")
+    build_editions.main(["learner", "--agenda", "half-day", "--out", str(tmp_path)])
+    assert sorted(p.name[:2] for p in (tmp_path / "learner").glob("*.ipynb")) == sorted(half_day)
+    build_editions.main(["learner", "--notebooks", "1", "--lang", "zh", "--out", str(tmp_path)])
+    assert [p.name[:2] for p in (tmp_path / "zh" / "learner").glob("*.ipynb")] == ["01"]
+    with pytest.raises(ValueError, match="no agenda 'nope': the instructor guide's agendas are half-day"):
+        instructor_guide.agenda_notebooks("nope")

@@ -20,6 +20,9 @@ from packaging.version import Version
 
 from course_utils.machinery.pins import DISTRIBUTION, installed_ranges, parse_pins, parse_ranges, read_pins, supported_ranges
 
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("requirements.txt", "pyproject.toml", "environment.yml")
+
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 COLAB = ROOT / "tools" / "compat" / "colab-packages.txt"

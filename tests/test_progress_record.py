@@ -17,8 +17,10 @@ from course_utils.machinery.progress_record import RECORD_NAME, parse_line, read
 
 @pytest.fixture(autouse=True)
 def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A learner's workspace (its manifest marks it) as the working directory."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("COURSE_PROGRESS", raising=False)
+    (tmp_path / ".course-manifest.json").write_text("{}")
     return tmp_path
 
 
@@ -37,10 +39,34 @@ def test_each_record_is_one_line_with_the_attempt_number_and_nothing_else(in_tmp
 
 
 def test_the_record_lives_in_the_workspace_above_the_working_directory(in_tmp: Path) -> None:
-    (in_tmp / ".course-manifest.json").write_text("{}")
     (in_tmp / "complete").mkdir()
     assert record_path(in_tmp / "complete") == in_tmp / RECORD_NAME
     assert record_path(in_tmp) == in_tmp / RECORD_NAME
+
+
+def test_nothing_is_recorded_in_the_courses_checkout_unless_the_learner_asks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The course's checkout (read-only or not) is no workspace: check() there writes nothing, and says nothing; a
+    folder of the learner's own, where the course is installed as a package (Colab, a TLJH clone), is one."""
+    from course_utils import check
+
+    notebooks = progress_record.REQUIREMENTS_FILE.parent / "notebooks"
+    monkeypatch.chdir(notebooks)
+    before = set(notebooks.parent.rglob(RECORD_NAME))
+    assert record_path() is None and record("01.1", True) is None
+    check("01.1", "not a hook")
+    assert "not recorded" not in capsys.readouterr().out and set(notebooks.parent.rglob(RECORD_NAME)) == before
+    progress()
+    assert "not in the course's own folder" in capsys.readouterr().out
+    monkeypatch.setenv("COURSE_PROGRESS", str(tmp_path / "asked.jsonl"))
+    assert record("01.1", True) is None and lines(tmp_path / "asked.jsonl")[0]["exercise"] == "01.1"
+    monkeypatch.delenv("COURSE_PROGRESS")
+    (tmp_path / ".course-manifest.json").unlink()
+    monkeypatch.chdir(tmp_path)  # no manifest, outside the checkout: the learner's own folder
+    assert record_path() == tmp_path / RECORD_NAME
+    monkeypatch.setattr(progress_record, "in_checkout", lambda: False)  # the course installed from its wheel
+    monkeypatch.chdir(notebooks)
+    assert record_path() == notebooks / RECORD_NAME
 
 
 def test_off_and_another_file(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -82,7 +82,8 @@ def run_make(*args: str, path: str) -> subprocess.CompletedProcess[str]:
                           env=env, timeout=60, check=False)
 
 
-pytestmark = pytest.mark.skipif(MAKE is None, reason="make is not installed")
+pytestmark = [pytest.mark.skipif(MAKE is None, reason="make is not installed"),
+              pytest.mark.reads("requirements.txt", "pyproject.toml")]  # make check: these files
 
 
 def test_the_makefile_hashes_the_pins_with_python_not_sha256sum(tmp_path: Path) -> None:

@@ -7,8 +7,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from course_utils.machinery import cloud
 from course_utils.machinery.course import course_map, course_map_markdown
+
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("README.md", "README.*.md", "translations/*/README.po", "notebooks/[0-9][0-9]_*.ipynb",
+                              "Makefile")
 
 ROOT = Path(__file__).resolve().parent.parent
 # The learner's part: everything above the course map. One screen of a laptop, about 2,500 characters of text.

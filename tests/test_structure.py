@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from course_utils.machinery import layout
 
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("Makefile", "course_utils/course.toml")
+
 ROOT = Path(__file__).resolve().parent.parent
-_HUB = ROOT / "tools" / "hub"  # JupyterHub's files, run by path: not part of the tools package
+_HUB_CONFIG = ROOT / "tools" / "hub" / "jupyterhub_config.py"  # JupyterHub loads it by path: it may set the path
 
 
 def _modules() -> dict[str, Path]:
-    """course_utils' and tools' modules by dotted name (tools/hub aside)."""
+    """course_utils' and tools' modules by dotted name (the hub's JupyterHub config file aside)."""
     found = {}
     for path in [*(ROOT / "course_utils").rglob("*.py"), *(ROOT / "tools").rglob("*.py")]:
-        if _HUB in path.parents:
+        if path == _HUB_CONFIG:
             continue
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
@@ -87,11 +93,23 @@ def test_the_file_names_are_written_once() -> None:
     assert not copies, "use course_utils.machinery.layout instead of a copy:\n" + "\n".join(copies)
 
 
-def test_the_makefile_mirrors_the_notebook_pattern() -> None:
-    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    assert re.search(r"^NOTEBOOK_GLOB := (.+)$", makefile, re.MULTILINE)[1] == layout.NOTEBOOK_GLOB
-    notebooks = re.search(r"^NOTEBOOKS := (.+)$", makefile, re.MULTILINE)[1]
+def test_the_makefile_reads_the_notebook_pattern_from_the_settings() -> None:
+    shown = subprocess.run(["make", "-s", "--no-print-directory", "--eval=shown: ; @echo '$(NOTEBOOK_GLOB)'", "shown"],
+                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    assert shown == layout.NOTEBOOK_GLOB == layout.SETTINGS.notebook_pattern
+    notebooks = re.search(r"^NOTEBOOKS := (.+)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.MULTILINE)[1]
     assert notebooks == "$(sort $(wildcard notebooks/$(NOTEBOOK_GLOB))) $(sort $(wildcard notebooks/zh/$(NOTEBOOK_GLOB)))"
+
+
+def test_the_settings_are_checked_and_say_what_is_wrong() -> None:
+    text = (ROOT / "course_utils" / "course.toml").read_text(encoding="utf-8")
+    assert layout.read_settings(text) == layout.SETTINGS and layout.SETTINGS.languages[0] == "en"
+    for wrong, words in ((text.replace('branch = "main"', 'branch = 3'), "branch must be a str"),
+                         (text.replace("repository =", "repo ="), "unknown setting 'repo'; repository is missing"),
+                         (text.replace('"pytorch-hooks-course/', '"https://github.com/'), "owner/name"),
+                         (text.replace('["en", "zh"]', '["zh", "en"]'), 'must start with "en"')):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            layout.read_settings(wrong)
 
 
 def test_the_tools_are_a_package_that_edits_no_sys_path() -> None:
@@ -103,5 +121,5 @@ def test_the_tools_are_a_package_that_edits_no_sys_path() -> None:
              and node.value.id == "sys"]
     assert not edits, f"tools run with python -m tools.X from the repository root, no sys.path edits: {edits}"
     make_lines = [line.strip() for line in (ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
-                  if line.startswith("\t") and re.search(r"\$\(PY\) tools/(?!hub/)", line)]
+                  if line.startswith("\t") and re.search(r"\$\(PY\) tools/", line)]
     assert not make_lines, f"the Makefile runs the tools as modules: {make_lines}"

@@ -1,6 +1,7 @@
-"""``make sync`` (tools/sync.py): every generated region names it, its own generators do what they say, and it tells
-an author what still needs a person -- a code cell to refresh, a file to git add, text and messages to translate.
-Cheap: nothing here runs a generator on the checkout or starts a kernel (the other tests check each generated file)."""
+"""``make sync`` (tools/sync.py): every generated region names it, its own generators do what they say, a step runs
+only when what it reads or writes changed, and it tells an author what still needs a person -- a code cell to refresh,
+a file to git add, text and messages to translate, what a removed notebook left behind. Cheap: nothing here runs a
+generator on the checkout or starts a kernel (the other tests check each generated file)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import re
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from tools import sync
+from course_utils.machinery.course import course_map_markdown
+from course_utils.machinery.layout import NOTEBOOK_GLOB
+from tools import check, sync
 from tools.i18n import editions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,8 +25,8 @@ REGION_START = re.compile(r"<!-- ([\w-]+)(?::start\b|: )[^\n]*?-->")
 def test_every_generated_region_names_make_sync() -> None:
     texts = {name: (ROOT / name).read_text(encoding="utf-8")
              for name in ("README.md", "README.zh.md", "notebooks/instructor_guide.md")}
-    for path in [*sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")),
-                 *sorted((ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))]:
+    notebooks = sorted([*(ROOT / "notebooks").glob(NOTEBOOK_GLOB), *(ROOT / "notebooks/zh").glob(NOTEBOOK_GLOB)])
+    for path in notebooks:
         notebook = json.loads(path.read_text(encoding="utf-8"))
         texts[str(path.relative_to(ROOT))] = "\n".join("".join(cell["source"]) for cell in notebook["cells"])
         if path.parent.name == "zh":
@@ -36,7 +40,7 @@ def test_every_generated_region_names_make_sync() -> None:
         for line in text.splitlines():
             if line.startswith("# --- cloud install"):
                 assert "make sync" in line, f"{name}: {line!r}"
-    assert found >= 2 * 13 + 6, found  # each notebook's cloud block in two languages, the READMEs' and guide's tables
+    assert found >= len(notebooks) + 6, found  # each notebook's cloud block, the READMEs' and the guides' tables
     for pattern in editions.GUIDES.values():
         first = (ROOT / pattern.format(lang="zh")).read_text(encoding="utf-8").splitlines()[0]
         assert "make sync" in first, f"{pattern}: {first!r}"
@@ -93,31 +97,37 @@ def test_it_names_the_start_notebook_when_its_course_map_is_old(tmp_path: Path, 
     monkeypatch.setattr(sync, "ROOT", tmp_path)
     monkeypatch.setattr(sync, "NOTEBOOKS", tmp_path / "notebooks")
     for lang, name in (("en", "notebooks/00_start_here.ipynb"), ("zh", "notebooks/zh/00_start_here.ipynb")):
-        nbformat.write(start(sync.course_map_markdown(lang=lang)), tmp_path / name)
+        nbformat.write(start(course_map_markdown(lang=lang)), tmp_path / name)
     assert sync.stale_course_maps() == {}
     # the Chinese notebook showing the English map (as it once did) is stale on its own
-    nbformat.write(start(sync.course_map_markdown(lang="en")), tmp_path / "notebooks/zh/00_start_here.ipynb")
+    nbformat.write(start(course_map_markdown(lang="en")), tmp_path / "notebooks/zh/00_start_here.ipynb")
     assert sync.stale_course_maps() == {"notebooks/zh/00_start_here.ipynb": ["map"]}
     nbformat.write(start("| notebook | ... before a notebook was added |"), tmp_path / "notebooks/00_start_here.ipynb")
     assert sync.stale_course_maps() == {"notebooks/00_start_here.ipynb": ["map"],
                                         "notebooks/zh/00_start_here.ipynb": ["map"]}
 
 
-def test_the_report_says_what_needs_a_person_with_the_commands() -> None:
-    needs = sync.Todo(
-        translations={"notebooks/02_hook_lifecycle.ipynb": ["notebooks/02_hook_lifecycle.ipynb cell c028: not translated yet"]},
-        messages={"course_utils/machinery/exercises/nb02.py": ["Write a hook."]},
-        refresh={"notebooks/02_hook_lifecycle.ipynb": ["c028b"], "notebooks/zh/02_hook_lifecycle.ipynb": ["c028b"]},
-        untracked=["notebooks/13_new.ipynb"],
-    )
-    text = sync.report({"cloud links": ["notebooks/13_new.ipynb"], "course map": []}, needs, 1.0, lag=False)
-    assert "cloud links: notebooks/13_new.ipynb" in text and "course map" not in text
-    assert "python -m tools.i18n.editions export --missing notebooks/02_hook_lifecycle.ipynb > 02.txt" in text
-    assert "translations_may_lag = false" in text
-    assert "python -m tools.i18n.messages add nb02.po course_utils/machinery/exercises/nb02.py" in text
-    assert 'make refresh NB="notebooks/02_hook_lifecycle.ipynb notebooks/zh/02_hook_lifecycle.ipynb"' in text
+def test_the_report_says_what_needs_a_person_with_the_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tools.i18n import messages
+
+    lifecycle = "notebooks/02_hook_lifecycle.ipynb"
+    monkeypatch.setattr(editions, "stale", lambda lang, source: [f"{source} cell c0: not yet"] * (source == lifecycle))
+    monkeypatch.setattr(messages, "unlisted", lambda lang: {"Hook.": ["course_utils/machinery/exercises/nb02.py:7"]})
+    monkeypatch.setattr(messages, "to_write", lambda lang: {"nb03.po": ["Listed, not translated."]})
+    monkeypatch.setattr(messages, "problems", lambda lang: [])
+    monkeypatch.setattr(sync, "changes", lambda: {"notebooks/13_new.ipynb": "?", lifecycle: "M"})
+    monkeypatch.setattr(sync, "notebooks_to_refresh", lambda changed: {lifecycle: ["c028b"]})
+    found = {"translations to do": sync.translations_to_do(), "messages to translate": sync.messages_to_do(),
+             "course maps shown": {"notebooks/zh/00_start_here.ipynb": ["c005"]}}
+    text = sync.report({"cloud links": ["notebooks/13_new.ipynb"], "course map": None}, sync.needs(found, []), 1.0)
+    assert "cloud links: notebooks/13_new.ipynb" in text and "course map" not in text and "1 with something" in text
+    assert f"-m tools.i18n.editions export --missing {lifecycle} > 02.txt" in text
+    assert "course_utils/course.toml: translations_may_lag = false" in text
+    assert "-m tools.i18n.messages add nb02.po course_utils/machinery/exercises/nb02.py" in text
+    assert "course_utils/machinery/locale/zh/nb03.po: 1 empty msgstr" in text
+    assert f'make refresh NB="{lifecycle} notebooks/zh/00_start_here.ipynb"' in text
     assert "git add notebooks/13_new.ipynb" in text
-    quiet = sync.report({"cloud links": []}, sync.Todo(), 1.0, lag=False)
+    quiet = sync.report({"cloud links": None}, {"failed": []}, 1.0)
     assert "nothing needs a person" in quiet and "changed: nothing" in quiet
 
 
@@ -131,7 +141,7 @@ def test_it_says_where_an_exercise_a_notebook_checks_must_be_defined() -> None:
     assert found[1].startswith("15_new.ipynb: check() of 15.1, 15.2,")
     assert "write course_utils/machinery/exercises/nb15.py" in found[1] and "tests/exercise_cases/nb15.py" in found[1]
     assert sync.exercises_to_define() == [], "every exercise the course's notebooks check is defined"
-    text = sync.report({}, sync.Todo(exercises=found[1:]), 1.0, lag=False)
+    text = sync.report({}, {"exercises to define": found[1:]}, 1.0)
     assert "define the exercises the notebooks check" in text
     assert "write course_utils/machinery/exercises/nb15.py" in text
 
@@ -150,23 +160,107 @@ def test_messages_go_to_the_part_of_their_module() -> None:
     assert sync.message_part("course_utils/machinery/checks.py") == "machinery.po"
 
 
-def test_make_sync_runs_every_generator_and_make_test_is_unchanged() -> None:
-    names = [generator.name for generator in sync.generators()]
+def test_make_sync_runs_every_generator_in_order_through_the_one_command() -> None:
+    names = [step.name for step in sync.generators()]
     # The message catalogue compiles first: the generated regions' Chinese is read from it.
     assert names == ["message catalogue", "solution cells", "cloud links", "course map", "timings and agendas",
-                     "translations", "Chinese edition", "learner editions"]
+                     "translations", "translated editions", "learner editions"]
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    assert re.search(r"^sync: venv\n\t\$\(PY\) -m tools\.sync$", makefile, re.MULTILINE)
+    assert re.search(r"^sync: venv\n\t\$\(PY\) -m tools sync$", makefile, re.MULTILINE)
 
 
-def test_a_chinese_code_cell_whose_code_changed_is_listed_for_refresh(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_a_step_runs_only_when_what_it_reads_or_writes_changed(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(sync, "ROOT", tmp_path)
+    monkeypatch.setattr(sync, "CODE", ("code/*.py",))
+    (tmp_path / "in").mkdir()
+    (tmp_path / "code").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("one")
+    (tmp_path / "code" / "tool.py").write_text("# the generator's code")
+    runs = []
+
+    def generate() -> None:  # out/all.txt: the inputs, joined
+        runs.append(1)
+        (tmp_path / "out").mkdir(exist_ok=True)
+        (tmp_path / "out" / "all.txt").write_text("".join(p.read_text() for p in sorted((tmp_path / "in").glob("*"))))
+
+    step = sync.Step("join", ("in/*.txt",), generate, ("out/*.txt",))
+    stamps: dict = {}
+
+    def run() -> object:
+        return sync.run_steps([step], stamps, [])["join"]
+
+    assert run() == ["out/all.txt"] and run() is None and len(runs) == 1, "nothing changed: not run again"
+    (tmp_path / "in" / "b.txt").write_text("two")
+    assert run() == ["out/all.txt"] and (tmp_path / "out" / "all.txt").read_text() == "onetwo", "a new input"
+    (tmp_path / "out" / "all.txt").write_text("edited by hand")
+    assert run() == ["out/all.txt"] and (tmp_path / "out" / "all.txt").read_text() == "onetwo", "an output edited"
+    (tmp_path / "code" / "tool.py").write_text("# the generator changed")
+    assert run() == [] and len(runs) == 4, "the course's code changed: run, and its output was the same"
+    assert run() is None and len(runs) == 4
+    failing = sync.Step("fails", (), lambda: (_ for _ in ()).throw(ValueError("an agenda names notebook 77")))
+    problems: list[str] = []
+    assert sync.run_steps([failing], stamps, problems) == {} and "fails" not in stamps
+    assert problems == ["fails: an agenda names notebook 77"]
+
+
+def test_a_removed_notebook_leaves_a_list_behind(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """What an instructor who deletes notebook 02 must change: a small course in a temporary folder."""
+    def notebook(*sources: str) -> str:  # a code cell where the source starts with "from"
+        cells = [{"cell_type": "code" if s.startswith("from") else "markdown", "id": f"c{i}", "metadata": {},
+                  "source": s, "outputs": [], "execution_count": 1} for i, s in enumerate(sources)]
+        return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+    files = {
+        "notebooks/00_start.ipynb": notebook("# 00 · Start", "Then notebook 01 and notebook 02, or 00–02.",
+                                             "from course_utils.used import X"),
+        "notebooks/01_next.ipynb": notebook("# 01 · Next", "As exercise 02.1 showed, see `02_gone.ipynb`.\n"
+                                            "Exercise 01.1 and notebook 00 stay, in 00–01, for 45–60 min.",
+                                            "from course_utils.uses_helper import Y"),
+        "notebooks/zh/02_gone.ipynb": "{}", "translations/zh/02_gone.po": "",
+        "tests/exercise_cases/nb02.py": "",
+        "course_utils/machinery/exercises/nb01.py": "", "course_utils/__init__.py": "",
+        "course_utils/used.py": "X = 1", "course_utils/helper.py": "Y = 2",
+        "course_utils/only_gone.py": "from course_utils.gone_too import W", "course_utils/gone_too.py": "W = 4",
+        "course_utils/machinery/exercises/nb02.py": "from course_utils.only_gone import Z",
+        "course_utils/uses_helper.py": "from course_utils.helper import Y",
+        "tests/test_only_gone.py": "from course_utils.only_gone import Z",
+        "CONTRIBUTING.md": "Notebook 02 is the example here.\n<!-- generated by make sync: notebook 02 -->\n",
+    }
+    files.update({guide: "A guide.\n" for guide in sync.SETTINGS.guides})
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    for module in (sync, check):
+        monkeypatch.setattr(module, "ROOT", tmp_path)
+    monkeypatch.setattr(sync, "NOTEBOOKS", tmp_path / "notebooks")
+    assert sync.leftovers() == [
+        "notebooks/00_start.ipynb cell c1: mentions 00–02, notebook 02",
+        "notebooks/01_next.ipynb cell c1: mentions 02_gone.ipynb, exercise 02",
+        "CONTRIBUTING.md line 1: mentions Notebook 02",
+        "course_utils/machinery/exercises/nb02.py: belongs to a notebook the course no longer has",
+        "notebooks/zh/02_gone.ipynb: belongs to a notebook the course no longer has",
+        "tests/exercise_cases/nb02.py: belongs to a notebook the course no longer has",
+        "translations/zh/02_gone.po: belongs to a notebook the course no longer has",
+        "course_utils/gone_too.py: no notebook imports it, nor a module one imports (its tests: "
+        "tests/test_only_gone.py)",
+        "course_utils/only_gone.py: no notebook imports it, nor a module one imports (its tests: "
+        "tests/test_only_gone.py)",
+    ]
+    text = sync.report({}, {"leftovers": sync.leftovers()}, 1.0)
+    assert "CONTRIBUTING.md, \"Remove a notebook\"" in text and "course_utils/only_gone.py" in text
+
+
+def test_a_chinese_code_cell_whose_code_changed_is_listed_for_refresh(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A changed Chinese code cell (e.g. a new alt text) carries the English outputs until `make refresh`: the build
     marks it never run, so make sync's report names it instead of saying nothing needs a person."""
-    english = ROOT / "notebooks" / "01_tensor_hooks.ipynb"
-    stored = json.loads((ROOT / "notebooks" / "zh" / english.name).read_text(encoding="utf-8"))
-    english_outputs = {c["id"]: c.get("outputs") for c in json.loads(english.read_text(encoding="utf-8"))["cells"]}
-    changed = next(c for c in stored["cells"] if c["cell_type"] == "code" and c["execution_count"]
-                   and c["outputs"] != english_outputs[c["id"]])  # a cell that prints Chinese
+    for english in sorted((ROOT / "notebooks").glob(NOTEBOOK_GLOB)):  # a notebook with a cell that prints Chinese
+        stored = json.loads((ROOT / "notebooks" / "zh" / english.name).read_text(encoding="utf-8"))
+        english_outputs = {c["id"]: c.get("outputs") for c in json.loads(english.read_text(encoding="utf-8"))["cells"]}
+        changed = next((c for c in stored["cells"] if c["cell_type"] == "code" and c["execution_count"]
+                        and c["outputs"] != english_outputs[c["id"]]), None)
+        if changed:
+            break
     changed["source"] = ["# an older version of this cell\n"]
     (tmp_path / "zh").mkdir()
     (tmp_path / "zh" / english.name).write_text(json.dumps(stored), encoding="utf-8")

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.reads("Makefile")  # make check runs these tests when one of these files changes
+
 ROOT = Path(__file__).resolve().parent.parent
 # What the examples stand for, never defined by the module they document.
 EXAMPLES = {
@@ -180,7 +182,7 @@ def _problem(module_name: str, code: str) -> tuple[str | None, bool]:
 
 def test_usage_lines_are_found() -> None:
     names = {name for name, _code in SNIPPETS}
-    assert len(SNIPPETS) > 100 and {"course_utils.hooks", "course_utils.distributed", "tools.build_editions"} <= names
+    assert len(SNIPPETS) > 100 and {"course_utils.hooks", "tools.build_editions"} <= names
 
 
 def test_every_usage_line_names_what_exists_and_those_that_can_run_do(tmp_path: Path) -> None:
@@ -214,8 +216,8 @@ def test_every_usage_line_names_what_exists_and_those_that_can_run_do(tmp_path: 
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("line", ["from course_utils.comm_hooks import train_with_hook",
-                                  "run_workers(train_with_hook, world_size=2)"])
+@pytest.mark.parametrize("line", ["from course_utils.hooks import train_with_hook",
+                                  "count_hooks(train_with_hook)"])
 def test_a_usage_line_naming_what_does_not_exist_is_caught(line: str) -> None:
-    problem, _can_run = _problem("course_utils.distributed", line)
+    problem, _can_run = _problem("course_utils.hooks", line)
     assert problem is not None and "train_with_hook" in problem

@@ -27,11 +27,15 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-from tools.i18n import editions
+from tools.i18n import editions, units
 
 from course_utils.machinery.course import course_map  # noqa: E402
 from course_utils.machinery.learner_edition import learner_notebook  # noqa: E402
 from course_utils.machinery.workspace import prepare_workspace  # noqa: E402
+
+# make check runs these tests when one of these files changes
+pytestmark = pytest.mark.reads("course_utils/course.toml", "course_utils/machinery/locale/*/generated.po",
+                              "course_utils/machinery/locale/*/tools.po")
 
 LANG = "zh"
 ENGLISH = editions.english_notebooks()
@@ -54,7 +58,7 @@ def require_translated(source: str, problems: list[str], may_lag: bool) -> None:
     what = f"{len(problems)} untranslated or outdated in {source}"
     if may_lag:
         warnings.warn(editions.UntranslatedWarning(
-            f"{what}; they show the English with a 'not yet translated' note (translations/settings.toml: "
+            f"{what}; they show the English with a 'not yet translated' note (course_utils/course.toml: "
             f"{editions.LAG_SETTING} = true):\n" + "\n".join(problems)), stacklevel=2)
         return
     pytest.fail(f"{what} (translate them: python -m tools.i18n.editions export --missing {source} > x.txt, write the "
@@ -67,18 +71,18 @@ def test_every_cell_and_paragraph_has_a_current_translation(source: str) -> None
     require_translated(source, editions.stale(LANG, source), editions.translations_may_lag())
 
 
-def test_the_setting_is_one_line_and_strict_unless_it_says_otherwise(tmp_path: Path) -> None:
+def test_the_setting_is_strict_unless_it_says_otherwise(tmp_path: Path) -> None:
     # The course commits `false` (its make test and CI strict); a fork changes this one line to `true`.
-    lines = [line for line in editions.SETTINGS.read_text(encoding="utf-8").splitlines()
-             if line.strip() and not line.lstrip().startswith("#")]
-    assert lines == [f"{editions.LAG_SETTING} = {str(editions.translations_may_lag()).lower()}"]
-    fork = tmp_path / "settings.toml"
-    fork.write_text(editions.SETTINGS.read_text(encoding="utf-8").replace("= false", "= true"), encoding="utf-8")
-    assert editions.translations_may_lag(fork) is True
-    fork.write_text(f"{editions.LAG_SETTING} = \"yes\"\n", encoding="utf-8")
+    text = editions.SETTINGS_FILE.read_text(encoding="utf-8")
+    line = f"\n{editions.LAG_SETTING} = {str(editions.translations_may_lag()).lower()}\n"
+    assert line in text, "one line, true or false"
+    fork = tmp_path / "course.toml"
+    for value in ("true", "false"):
+        fork.write_text(text.replace(line, f"\n{editions.LAG_SETTING} = {value}\n"), encoding="utf-8")
+        assert editions.translations_may_lag(fork) is (value == "true")
+    fork.write_text(text.replace(line, f"\n{editions.LAG_SETTING} = \"yes\"\n"), encoding="utf-8")
     with pytest.raises(ValueError, match="true or false"):
         editions.translations_may_lag(fork)
-    assert editions.translations_may_lag(tmp_path / "absent.toml") is False
 
 
 def test_a_fork_that_lets_the_translation_lag_gets_warnings_with_the_list() -> None:
@@ -95,33 +99,43 @@ _ROW = re.compile(r"^\| (.+?) \| (.+?) \|$")
 _COMMA = re.compile(r"[\u4e00-\u9fff] ?,|, ?[\u4e00-\u9fff]")  # an ASCII comma next to a Chinese character
 # a space between two Chinese characters (or full-width punctuation), left where a term was replaced: "一个 梯度累加后钩子"
 _EMPHASIS = re.compile(r"(?<![A-Za-z0-9_*])\*[^*\s][^*]*\*(?![A-Za-z0-9_*])")  # *...*, not (x*w)**2
+_QUOTED = re.compile(r'\*[^*]+\*|“[^”]*”|"[^"]*"|`[^`]*`|\]\([^)]*\)')  # titles, quotes, code, link targets
 _SPACE = re.compile(r"[\u4e00-\u9fff，。：；、（）“”] +[\u4e00-\u9fff，。：；、（）“”]")
 
 
 @functools.cache
-def glossary_tables() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """The rows of GLOSSARY.md's "Recurring labels" table and of its "Words a translation must not use" table."""
-    tables: dict[str, list[tuple[str, str]]] = {"labels": [], "avoid": []}
+def glossary_tables() -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str]]]:
+    """The rows of GLOSSARY.md's "Recurring labels" table, of its "Terms the test checks" table and of its "Words a
+    translation must not use" table."""
+    tables: dict[str, list[tuple[str, str]]] = {"labels": [], "terms": [], "avoid": []}
     current = None
     for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
         if line.startswith("Recurring labels"):
             current = "labels"
+        elif line.startswith("Terms the test checks"):
+            current = "terms"
         elif line.startswith("Words a translation must not use"):
             current = "avoid"
         elif current and (row := _ROW.match(line)) and not set(row.group(1)) <= set("-|") \
                 and row.group(1) not in ("English", "avoid"):
             tables[current].append((row.group(1), row.group(2)))
-    assert tables["labels"] and tables["avoid"], f"{GLOSSARY.relative_to(ROOT)} lost one of its tables"
-    return tables["labels"], tables["avoid"]
+    assert all(tables.values()), f"{GLOSSARY.relative_to(ROOT)} lost one of its tables"
+    return tables["labels"], tables["terms"], tables["avoid"]
 
 
-def glossary_problems(english: str, chinese: str) -> list[str]:
-    """What in ``chinese`` (the translation of ``english``) goes against the glossary."""
-    labels, avoid = glossary_tables()
+def glossary_problems(english: str, chinese: str, prose: bool = True) -> list[str]:
+    """What in ``chinese`` (the translation of ``english``) goes against the glossary. A term in a title the English
+    quotes (``*Sanity Checks for Saliency Maps*``) is the title's, not the course's. A string of the code
+    (``prose=False``) may align columns with spaces and write a tuple with ASCII commas."""
+    labels, terms, avoid = glossary_tables()
     problems = [f"{word!r} (write {instead})" for word, instead in avoid if word in chinese]
-    prose = re.sub(r"```.*?```|`[^`]*`", "x", chinese, flags=re.S)  # code: a placeholder, not a gap
-    problems += [f"an ASCII comma in Chinese text: {match.group(0)!r}" for match in _COMMA.finditer(prose)]
-    problems += [f"a space between Chinese characters: {match.group(0)!r}" for match in _SPACE.finditer(prose)]
+    prose_english = _QUOTED.sub(" ", english).lower()
+    problems += [f"{term!r} not translated as {translated!r}" for term, translated in terms
+                 if term.lower() in prose_english and translated not in chinese]
+    text = re.sub(r"```.*?```|`[^`]*`", "x", chinese, flags=re.S)  # code: a placeholder, not a gap
+    if prose:
+        problems += [f"an ASCII comma in Chinese text: {match.group(0)!r}" for match in _COMMA.finditer(text)]
+        problems += [f"a space between Chinese characters: {match.group(0)!r}" for match in _SPACE.finditer(text)]
     problems += [f"{label!r} not translated as {translated!r}" for label, translated in labels
                  if "..." not in label and not re.search(r"\d", label) and label in english
                  and translated not in chinese]
@@ -133,10 +147,12 @@ def test_the_translation_keeps_the_glossary(source: str) -> None:
     """Issue 36: one term, one translation (the post-accumulate-grad hook, clamp, dead ReLU, the then-vs-now label, the
     Binder sentence, ...), Chinese punctuation, in every notebook and guide of the Chinese edition."""
     catalog = editions.read_catalog(editions.po_path(LANG, source))
+    strings = {unit.english for unit in editions.units_of(source) if unit.kind == "string"}
     problems = [f"{message.context or 'paragraph'}: {problem}" for message in catalog if message.id and message.string
-                for problem in glossary_problems(message.id, message.string)]
-    problems += [f"{message.context}: alt text is plain text, no Markdown emphasis (*...*)" for message in catalog
-                 if message.context and "/alt" in message.context and _EMPHASIS.search(message.string or "")]
+                for problem in glossary_problems(message.id, message.string, prose=message.id not in strings)]
+    problems += [f"{message.context}: a string the code prints or draws (an alt text...) is plain text, no Markdown "
+                 "emphasis (*...*)" for message in catalog
+                 if message.id in strings and message.string and _EMPHASIS.search(message.string)]
     assert not problems, f"{source} (see {GLOSSARY.relative_to(ROOT)}):\n" + "\n".join(problems)
 
 
@@ -176,6 +192,11 @@ def test_the_glossary_check_finds_what_it_is_for() -> None:
     assert glossary_problems("forward failed", "forward 失败了")
     assert glossary_problems("dead ReLU units", "死掉的 ReLU 单元")
     assert glossary_problems("(name, shape)", "(名称, 形状)")
+    assert glossary_problems("Two kinds of raw hooks catch all of it", "两种原始钩子就能把它全部接住")
+    assert glossary_problems("match nnsight to 1e-5", "与 nnsight 的结果吻合到 1e-5")
+    assert glossary_problems("when GPU memory is what limits", "当 GPU 内存是瓶颈时")
+    assert glossary_problems("Raw hooks first", "先写钩子")  # the term, at a sentence's start, left out
+    assert not glossary_problems("*Sanity Checks for Saliency Maps*", "*Sanity Checks for Saliency Maps*")
     assert glossary_problems("another post-accumulate-grad hook", "另一个 梯度累加后钩子")
     assert not glossary_problems("the hook on `x`", "`x` 上的钩子，`fc1.weight` 的梯度累加后钩子，`y` 的 `z` 钩子")
     assert not glossary_problems("`(x, y)`", "`(x, y)` 与 (bias, x, Wᵀ)")
@@ -208,18 +229,51 @@ def catalog_of(english: Path):  # noqa: ANN201 -- a babel Catalog
 
 
 def built_code(english: Path, cell: dict) -> str:
-    """The Chinese code of an English code cell: setup_notebook(lang="zh"), and its alt texts translated."""
-    catalog = catalog_of(english)
-    source = "".join(cell["source"])
-    return editions.localized_code(editions.translated_alts(source, cell["id"], LANG, catalog), LANG)
+    """The Chinese code of an English code cell: setup_notebook(lang="zh"), its comments and shown strings translated."""
+    return editions.translated_code("".join(cell["source"]), cell["id"], LANG, catalog_of(english))
 
 
-def without_alt_literals(source: str) -> str:
-    from course_utils.figures import alt_literals
+def code_tokens(source: str) -> list[tuple[int, str]]:
+    """(type, text) of each token that runs, a run of adjacent string literals as one (its literals' bodies joined);
+    comments and line breaks left out."""
+    import tokenize
 
-    for literal in reversed(alt_literals(source)):
-        source = source[:literal.start] + source[literal.end:]
-    return source
+    out: list[tuple[int, str]] = []
+    for kind, text, _start, _end in units._tokens(source):
+        if kind in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT):
+            continue
+        if kind == tokenize.STRING:
+            literal = units._LITERAL.match(text)
+            body = literal["prefix"].lower() + "|" + literal["body"]
+            if out and out[-1][0] == tokenize.STRING:
+                body = out.pop()[1] + literal["body"]
+            out.append((kind, body))
+        else:
+            out.append((kind, text))
+    return out
+
+
+def code_differences(english: str, chinese: str) -> list[str]:
+    """What differs between an English code cell and its Chinese twin beyond translated comments and shown strings
+    (each of the same kind, with the same ``{fields}``) and ``setup_notebook(lang="zh")``: tokenized, not compared
+    as text."""
+    import tokenize
+
+    shown = {piece.text for piece in units.code_pieces(english) if piece.kind == "string"}
+    ours, theirs = code_tokens(editions.localized_code(english, LANG)), code_tokens(chinese)
+    if len(ours) != len(theirs):
+        return [f"{len(ours)} tokens in English, {len(theirs)} in Chinese"]
+    problems = []
+    for (kind, en), (_kind, zh) in zip(ours, theirs):
+        if en == zh:
+            continue
+        en_prefix, _bar, en_body = en.partition("|")
+        zh_prefix, _bar, zh_body = zh.partition("|")
+        if kind != tokenize.STRING or en_body not in shown or en_prefix != zh_prefix:
+            problems.append(f"{en[:60]!r} became {zh[:60]!r}")
+        elif sorted(units.fields(en_body, "f" in en_prefix)) != sorted(units.fields(zh_body, "f" in en_prefix)):
+            problems.append(f"the fields of {en_body[:60]!r} changed: {zh_body[:60]!r}")
+    return problems
 
 
 @pytest.mark.parametrize("english", ENGLISH, ids=[p.name for p in ENGLISH])
@@ -232,12 +286,26 @@ def test_parity_same_cells_tags_headings_and_code(english: Path) -> None:
         assert en["metadata"] == zh["metadata"], f"{where}: metadata (tags, slideshow, ...) differ"
         en_text, zh_text = "".join(en["source"]), "".join(zh["source"])
         if en["cell_type"] == "code":
-            assert zh_text == built_code(english, en), f"{where}: the code differs from the English"
-            outside_alt = without_alt_literals(zh_text)
-            assert not _CJK.search(outside_alt), f"{where}: code stays English (only figures' alt text is translated)"
+            assert zh_text == built_code(english, en), f"{where}: the code is not what the build makes"
+            assert not code_differences(en_text, zh_text), f"{where}: {code_differences(en_text, zh_text)}"
+            for _kind, text, *_ in units._tokens(zh_text):  # issue 43: no {field} cut over two literals ({st" "art})
+                literal = units._LITERAL.match(text) if _kind == 3 else None
+                assert literal is None or literal["body"].count("{") == literal["body"].count("}"), f"{where}: {text}"
         else:
             levels = [level for level, _ in editions.headings(en_text)]
             assert [level for level, _ in editions.headings(zh_text)] == levels, f"{where}: heading levels differ"
+
+
+def test_the_code_comparison_finds_what_it_is_for() -> None:
+    english = 'x = f"layer {i}: {v:.2f} done"  # the value\nprint("a sum of two things", x)\n'
+    chinese = 'x = f"第 {i} 层：{v:.2f} 完成"  # 取值\nprint("两样东西之和", x)\n'
+    assert code_differences(english, chinese) == []
+    assert code_differences(english, chinese.replace("{v:.2f}", "{v:.3f}"))  # a field changed
+    assert code_differences(english, chinese.replace("x)", "y)"))  # the code changed
+    assert code_differences(english, chinese.replace('f"第', '"第'))  # no longer an f-string
+    assert code_differences('d = {"key one": 1}\n', 'd = {"键": 1}\n')  # a dict's key is data, even with two words
+    assert code_differences('if x == "some words": pass\n', 'if x == "几个词": pass\n')  # so is what is compared
+    assert code_differences('print("some words")\n', 'print("几个词")\n') == []
 
 
 def test_setup_is_the_only_code_change_and_selects_chinese() -> None:
@@ -326,7 +394,18 @@ def test_a_chinese_workspace_is_made_and_never_overwrites(tmp_path: Path) -> Non
 
 
 # -- staleness, end to end on a copy: change an English cell, watch it fail, translate it again ------------------------
-def test_a_changed_english_cell_is_named_until_its_translation_is_updated(tmp_path: Path, monkeypatch) -> None:
+def _translate_everything(source: str) -> None:
+    """Give every entry of ``source`` a made-up translation that keeps its placeholders and fields."""
+    _catalog, keyed = editions._keyed(LANG, source)
+    editions.import_text(LANG, source, "".join(
+        f"@@ {key}\n" + " ".join(["译文", key, *units.fields(m.id)]) + "".join(
+            f"\n<!-- generated: {name} -->" for name in editions._PLACEHOLDER.findall(m.id)) + "\n\n"
+        for key, m in keyed.items()))
+
+
+@pytest.fixture()
+def notebook_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of notebook 01 whose translation the test makes up (translations/ in tmp_path)."""
     (tmp_path / "notebooks").mkdir()
     english = tmp_path / "notebooks" / "01_tensor_hooks.ipynb"
     shutil.copy(ROOT / "notebooks" / english.name, english)
@@ -334,38 +413,47 @@ def test_a_changed_english_cell_is_named_until_its_translation_is_updated(tmp_pa
     monkeypatch.setattr(editions, "NOTEBOOKS", tmp_path / "notebooks")
     monkeypatch.setattr(editions, "TRANSLATIONS", tmp_path / "translations")
     monkeypatch.setattr(editions, "GUIDES", {})
-    source = "notebooks/01_tensor_hooks.ipynb"
-    editions.update(LANG, source)
-    units = editions.notebook_units(english)
-    keys = [unit.context for unit in units]
-    placeholders = {u.context: " ".join(editions._PLACEHOLDER.findall(u.english)) for u in units}
-    editions.import_text(LANG, source, "".join(
-        f"@@ {key}\n译文 {key}\n" + "".join(f"<!-- generated: {name} -->\n" for name in placeholders[key].split())
-        + "\n" for key in keys))
-    assert editions.stale(LANG, source) == []
+    editions.update(LANG, "notebooks/01_tensor_hooks.ipynb")
+    _translate_everything("notebooks/01_tensor_hooks.ipynb")
+    assert editions.stale(LANG, "notebooks/01_tensor_hooks.ipynb") == []
+    return english
 
+
+def _edit_cell(english: Path, cell_id: str, change) -> str:  # noqa: ANN001 -- change: str -> str
     notebook = json.loads(english.read_text())
-    cell = next(c for c in notebook["cells"] if c["cell_type"] == "markdown" and c["id"] != keys[0])
-    old_english = "".join(cell["source"])
-    cell["source"] = old_english + "\nOne more English sentence.\n"
+    cell = next(c for c in notebook["cells"] if c["id"] == cell_id)
+    cell["source"] = change("".join(cell["source"]))
     english.write_text(json.dumps(notebook))
+    return cell["source"]
+
+
+def test_a_changed_sentence_puts_only_its_paragraph_in_english(notebook_copy: Path) -> None:
+    """Issue 46: one changed sentence of a cell with a heading and paragraphs makes only its paragraph untranslated;
+    the heading and the other paragraphs stay Chinese, and the old translation is kept, fuzzy, until updated."""
+    english, source = notebook_copy, "notebooks/01_tensor_hooks.ipynb"
+    notebook = json.loads(english.read_text())
+    cell = next(c for c in notebook["cells"] if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("## ")
+                and len(units.markdown_blocks("".join(c["source"]))) >= 3)
+    blocks = units.markdown_blocks("".join(cell["source"]))
+    changed = blocks[1].text
+    _edit_cell(english, cell["id"], lambda text: text.replace(changed, changed + " One more English sentence."))
     problems = editions.stale(LANG, source)
-    assert len(problems) == 1 and f"01_tensor_hooks.ipynb cell {cell['id']}" in problems[0], problems
+    assert len(problems) == 1 and f"cell {cell['id']} line" in problems[0], problems
 
-    editions.update(LANG, source)  # keeps the old translation, fuzzy, with the old English beside it
+    assert editions.update(LANG, source) == (0, 1)  # keeps the old translation, fuzzy, with the old English beside it
     catalog = editions.read_catalog(editions.po_path(LANG, source))
-    message = catalog.get(editions.without_regions(cell["source"])[0], context=cell["id"])
-    assert message.fuzzy and message.string == f"译文 {cell['id']}"
-    assert editions.previous_english(catalog, cell["id"]) == old_english, "the English it was translated from is kept"
-    built = {c["id"]: "".join(c["source"]) for c in editions.built_notebook(LANG, english)["cells"]}
-    assert f"译文 {cell['id']}" not in built[cell["id"]], "an outdated translation must never be shown"
-    assert old_english.split("\n", 1)[0] in built[cell["id"]] and "One more English sentence." in built[cell["id"]]
-    assert editions.lag_note(LANG) in built[cell["id"]], "the English shows under a visible 'not yet translated' note"
-    assert built[keys[0]].startswith("译文") and "<!-- cloud:" in built[keys[0]], "the cloud block is put back"
-    assert "fuzzy" in (editions.po_path(LANG, source)).read_text()
-
+    new_english = changed + " One more English sentence."
+    message = catalog.get(new_english, context=cell["id"])
+    assert message.fuzzy and message.string.startswith("译文")
+    assert editions.previous_english(catalog, cell["id"], new_english) == changed, "the English before is kept"
+    built = {c["id"]: "".join(c["source"]) for c in editions.built_notebook(LANG, english)["cells"]}[cell["id"]]
+    assert built.startswith(f"译文 {cell['id']}\n"), "the heading stays translated"
+    assert message.string not in built and "One more English sentence." in built, "outdated Chinese is never shown"
+    assert editions.lag_note(LANG) in built and built.count(editions.lag_note(LANG)) == 1
+    assert all(f"译文 {cell['id']}.{n}" in built for n in range(3, len(blocks) + 1)), "the other blocks stay Chinese"
+    assert "fuzzy" in editions.po_path(LANG, source).read_text()
     editions.update(LANG, source)  # a second update keeps the same old English
-    assert editions.previous_english(editions.read_catalog(editions.po_path(LANG, source)), cell["id"]) == old_english
+    assert editions.previous_english(editions.read_catalog(editions.po_path(LANG, source)), cell["id"]) == changed
 
     # The translator's export: the English now and before on @| lines, then the old translation to edit; the
     # documented order of the arguments works (export --missing SOURCE), and giving it back unchanged changes nothing.
@@ -373,17 +461,42 @@ def test_a_changed_english_cell_is_named_until_its_translation_is_updated(tmp_pa
     with contextlib.redirect_stdout(out):
         assert editions.main(["export", "--missing", str(english)]) == 0
     exported = out.getvalue()
-    assert exported.startswith(f"@@ {cell['id']}\n") and exported.count("@@ ") == 1, exported
-    assert "@|   One more English sentence." in exported and "@| The English before:" in exported
-    assert exported.rstrip().endswith(f"译文 {cell['id']}"), "the old translation is there to start from"
+    key = f"{cell['id']}.2"
+    assert exported.startswith(f"@@ {key}\n") and exported.count("@@ ") == 1, exported
+    assert "@|   " + new_english.split("\n")[-1] in exported and "@| The English before:" in exported
+    assert exported.rstrip().endswith(message.string), "the old translation is there to start from"
     unchanged: list[str] = []
-    assert editions.import_text(LANG, source, exported, unchanged) == 0 and unchanged == [cell["id"]]
+    assert editions.import_text(LANG, source, exported, unchanged) == 0 and unchanged == [key]
     assert len(editions.stale(LANG, source)) == 1, "an old translation imported unchanged stays out of date"
-    editions.import_text(LANG, source, f"@@ {cell['id']}\n新的译文\n")
+    editions.import_text(LANG, source, f"@@ {key}\n新的译文\n")
     assert editions.stale(LANG, source) == []
     assert editions.previous_english(editions.read_catalog(editions.po_path(LANG, source)), cell["id"]) is None
-    with pytest.raises(ValueError, match="placeholders"):
-        editions.import_text(LANG, source, f"@@ {keys[0]}\n丢了占位符\n")
+    kinds = editions._kinds(source)
+    with_fields = next(k for k, m in editions._keyed(LANG, source)[1].items()
+                       if units.fields(m.id) and kinds[m.context, m.id] == "fstring")
+    with pytest.raises(ValueError, match="keep the fields"):
+        editions.import_text(LANG, source, f"@@ {with_fields}\n丢了字段\n")
+
+
+def test_numbers_and_code_names_changed_in_english_are_carried_into_the_translation(notebook_copy: Path) -> None:
+    """Issue 46: the opening's minutes 40 -> 85, or a renamed `name`, need no translator; a changed word does."""
+    english, source = notebook_copy, "notebooks/01_tensor_hooks.ipynb"
+    opening = json.loads(english.read_text())["cells"][0]
+    minutes = re.search(r"\*\*Estimated time:\*\* (\d+) min", "".join(opening["source"]))
+    _catalog, keyed = editions._keyed(LANG, source)
+    key = next(k for k, m in keyed.items() if m.id == minutes[0])
+    editions.import_text(LANG, source, f"@@ {key}\n**预计时间：** {minutes[1]} 分钟\n")
+    _edit_cell(english, opening["id"], lambda text: text.replace(minutes[0], "**Estimated time:** 85 min"))
+    assert editions.update(LANG, source) == (0, 0) and editions.stale(LANG, source) == []
+    built = "".join(editions.built_notebook(LANG, english)["cells"][0]["source"])
+    assert "**预计时间：** 85 分钟" in built and editions.lag_note(LANG) not in built
+
+    assert editions.carried("hook `fc1` fires 2 times", "hook `fc2` fires 3 times", "`fc1` 上的钩子触发 2 次") \
+        == "`fc2` 上的钩子触发 3 次"
+    assert editions.carried("layer_1 of 12", "layer_2 of 12", "12 层中的 layer_1") == "12 层中的 layer_2"
+    assert editions.carried("75 min", "75 hours", "75 分钟") is None  # a word changed
+    assert editions.carried("75 min, 75 tokens", "85 min, 75 tokens", "75 分钟，75 个词元") is None  # which 75?
+    assert editions.carried("0.5 of it", "0.25 of it", "它的一半") is None  # the translation writes it otherwise
 
 
 def test_make_learner_builds_the_chinese_edition(tmp_path: Path) -> None:
@@ -448,3 +561,26 @@ def test_a_changed_guide_paragraph_keeps_its_translation_fuzzy(tmp_path: Path, m
     assert changed.fuzzy and changed.string == "第一段讲钩子的一件事。", "the old translation was lost"
     assert "The first paragraph says one thing about hooks." in catalog.obsolete, "the old English was lost"
     assert "The first paragraph says one more thing" in editions.built_guide(LANG, "GUIDE.md"), "outdated Chinese shown"
+
+
+def test_a_po_file_of_the_old_form_is_migrated_without_losing_a_translation() -> None:
+    """Issue 46: entries of the old form (a whole cell; an alt text as cell-id/alt1) become entries of today's units,
+    each block paired with its translation, and an extra block of the translation stays with the one before it."""
+    from babel.messages.catalog import Catalog
+
+    from tools.i18n import legacy
+
+    cells = [{"id": "m1", "cell_type": "markdown", "source": "## Title\n\nOne paragraph.\n\n- an item\n- another"},
+             {"id": "c1", "cell_type": "code", "source": 'show_figure(fig, alt="Two bars: {a}.", a=1)'}]
+    old = Catalog(locale="zh")
+    old.add("## Title\n\nOne paragraph.\n\n- an item\n- another", "## 标题\n\n一段。\n\n补充的一段。\n\n- 一项\n- 另一项",
+            context="m1")
+    old.add("Two bars: {a}.", "两根柱子：{a}。", context="c1/alt1")
+    new = legacy.in_units(old, cells, fences=True)
+    assert [m.id for m in new if m.id] == ["## Title", "One paragraph.", "- an item", "- another", "Two bars: {a}."]
+    assert new.get("- an item", context="m1").string == "- 一项" and new.get("Two bars: {a}.", context="c1").string \
+        == "两根柱子：{a}。"
+    english = cells[0]["source"]
+    built = editions.translated_markdown(english, units.markdown_blocks(english), "m1", LANG, new)
+    assert built == "## 标题\n\n一段。\n\n补充的一段。\n\n- 一项\n- 另一项", "the cell reads as its old translation"
+    assert legacy.in_units(new, cells, fences=True) is new, "a catalogue of today's form is left as it is"

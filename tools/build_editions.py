@@ -17,10 +17,11 @@ the Sphinx book theme), which puts these slides beside its pages and links them 
 
 Each builder takes an :class:`Edition`: the language, and so where its notebooks are (``notebooks/``, or
 ``notebooks/zh/`` for ``--lang zh``) and where it is written (``build/``, ``build/zh/``; ``make learner
-COURSE_LANG=zh``).
+COURSE_LANG=zh``), and which notebooks (all, or those of an agenda of the instructor guide, ``--agenda half-day``,
+or some by number, ``--notebooks 03 06``; ``make learner AGENDA=half-day``, ``make slides NB="03 06"``).
 
-Usage: ``python -m tools.build_editions learner|slides [--out build] [--lang zh]``  (``make learner``,
-``make slides``)
+Usage: ``python -m tools learner|slides [--out build] [--lang zh] [--agenda KEY | --notebooks NN ...]``  (``make
+learner``, ``make slides``)
 """
 
 from __future__ import annotations
@@ -42,10 +43,7 @@ from course_utils.machinery.messages import LANGUAGES
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-REVEAL = ROOT / "vendor" / "reveal.js"
-REQUIRE = ROOT / "vendor" / "requirejs"
-JQUERY = ROOT / "vendor" / "jquery"
-KATEX = ROOT / "vendor" / "katex"
+VENDOR = ROOT / "vendor"  # reveal.js, require.js, jQuery and KaTeX, for offline decks
 PAGE_STYLE = (
     "body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;line-height:1.5}"
     "table{border-collapse:collapse;font-size:0.85em;margin:1em 0}th,td{border:1px solid #ccc;padding:0.3em 0.5em;"
@@ -62,6 +60,7 @@ class Edition:
     Usage: ``build_slides(Path("build"), Edition("zh"))`` writes ``build/zh/slides/`` from ``notebooks/zh/``"""
 
     lang: str = "en"
+    only: tuple[str, ...] = ()  # notebook numbers ("03", "06"); empty: every notebook
 
     def __post_init__(self) -> None:
         if self.lang not in LANGUAGES:
@@ -76,11 +75,13 @@ class Edition:
         return self.notebooks_dir / "hooks_cheatsheet.md"
 
     def notebooks(self) -> list[Path]:
-        """The edition's teaching notebooks, in order."""
+        """The edition's teaching notebooks (``only`` those), in order."""
         found = sorted(self.notebooks_dir.glob(NOTEBOOK_GLOB))
-        if not found:
-            raise SystemExit(f"No course notebooks in {self.notebooks_dir}.")
-        return found
+        unknown = sorted(set(self.only) - {path.name[:2] for path in found})
+        if not found or unknown:
+            raise SystemExit(f"No course notebook {', '.join(unknown)} in {self.notebooks_dir}." if unknown
+                             else f"No course notebooks in {self.notebooks_dir}.")
+        return [path for path in found if not self.only or path.name[:2] in self.only]
 
     def folder(self, out: Path, name: str) -> Path:
         """``out/name`` (``out/<lang>/name`` for a translation), emptied and made anew."""
@@ -99,26 +100,9 @@ def course_notebooks(lang: str = "en") -> list[Path]:
 # -- learner edition ------------------------------------------------------------------------------------------
 def build_learner(out: Path, edition: Edition = Edition()) -> list[Path]:
     target = edition.folder(out, "learner")
-    written = []
     for path in edition.notebooks():
-        learner = learner_notebook(nbformat.read(path, as_version=4))
-        nbformat.write(learner, target / path.name)
-        written.append(target / path.name)
-    return written
-
-
-def copy_scripts(target: Path) -> None:
-    """require.js, jQuery and KaTeX next to the pages (the templates load them; vendored for offline use)."""
-    if not (KATEX / "katex.min.js").exists():
-        raise SystemExit(f"KaTeX is missing from {KATEX}: it ships with the repository (vendor/).")
-    shutil.copytree(REQUIRE, target / "requirejs")
-    shutil.copytree(JQUERY, target / "jquery")
-    shutil.copytree(KATEX, target / "katex")
-
-
-def page_resources(path: Path) -> dict[str, Any]:
-    """The browser tab shows the notebook's title (nbconvert's default is "Notebook")."""
-    return {"metadata": {"name": read_opening(path).title}}
+        nbformat.write(learner_notebook(nbformat.read(path, as_version=4)), target / path.name)
+    return [target / path.name for path in edition.notebooks()]
 
 
 def slides_exporter() -> Any:
@@ -165,17 +149,19 @@ def with_slide_boundaries(notebook: nbformat.NotebookNode) -> nbformat.NotebookN
 
 
 def build_slides(out: Path, edition: Edition = Edition()) -> list[Path]:
-    if not (REVEAL / "dist" / "reveal.js").exists():
-        raise SystemExit(f"reveal.js is missing from {REVEAL}: it ships with the repository (vendor/).")
+    """The decks, with reveal.js, require.js, jQuery and KaTeX beside them (the templates load them)."""
+    missing = [name for name in ("reveal.js/dist/reveal.js", "katex/katex.min.js") if not (VENDOR / name).exists()]
+    if missing:
+        raise SystemExit(f"{', '.join(missing)} missing from {VENDOR}: it ships with the repository.")
     target = edition.folder(out, "slides")
-    shutil.copytree(REVEAL, target / "reveal.js")
-    copy_scripts(target)
+    for name in ("reveal.js", "requirejs", "jquery", "katex"):
+        shutil.copytree(VENDOR / name, target / name)
     exporter = slides_exporter()
     written = []
     rows = []
     for path in edition.notebooks():
-        deck = with_slide_boundaries(nbformat.read(path, as_version=4))
-        body, _ = exporter.from_notebook_node(deck, resources=page_resources(path))
+        deck = with_slide_boundaries(nbformat.read(path, as_version=4))  # the tab shows the notebook's title
+        body, _ = exporter.from_notebook_node(deck, resources={"metadata": {"name": read_opening(path).title}})
         page = target / f"{path.stem}.slides.html"
         page.write_text(body, encoding="utf-8")
         written.append(page)
@@ -191,15 +177,25 @@ def build_slides(out: Path, edition: Edition = Edition()) -> list[Path]:
     return written
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tools", description=__doc__.splitlines()[0])
     parser.add_argument("edition", choices=["learner", "slides"])
     parser.add_argument("--out", type=Path, default=ROOT / "build")
     parser.add_argument("--lang", choices=LANGUAGES, default="en", help="zh: the Chinese edition (notebooks/zh/)")
-    args = parser.parse_args()
-    edition = Edition(args.lang)  # the same builders, reading notebooks/<lang>/ and writing under build/<lang>/
-    builder = {"learner": build_learner, "slides": build_slides}[args.edition]
-    written = builder(args.out, edition)
+    part = parser.add_mutually_exclusive_group()
+    part.add_argument("--agenda", help="only the notebooks of this agenda of the instructor guide (half-day, ...)")
+    part.add_argument("--notebooks", nargs="+", default=(), metavar="NN", help="only these notebooks, by number")
+    args = parser.parse_args(argv)
+    only = tuple(number.zfill(2) for number in args.notebooks)
+    if args.agenda:
+        from tools.instructor_guide import agenda_notebooks
+
+        try:
+            only = tuple(agenda_notebooks(args.agenda))
+        except ValueError as error:
+            parser.error(str(error))
+    # the same builders, reading notebooks/<lang>/ and writing under build/<lang>/
+    written = {"learner": build_learner, "slides": build_slides}[args.edition](args.out, Edition(args.lang, only))
     print(f"{args.edition}: wrote {len(written)} files under {written[0].parent}")
 
 

@@ -2,17 +2,19 @@
 
 Sums, start times and durations are computed here, never typed: the notebooks, their order and their minutes come
 from the course map (each notebook's opening cell, ``course_utils.machinery.course``), the measured run times from
-``tools/notebook_timings.json`` (written by ``make timings``), and the agendas from the blocks below. A notebook
-that is in the course map but in no agenda block (notebooks 08 and later, say) lands in the optional advanced
-block by itself. ``tests/test_instructor_guide.py`` keeps the guide equal to what this prints.
+``tools/notebook_timings.json`` (written by ``make timings``), and the agendas from the blocks below. Each notebook
+row names the exercises done in the room: those posed in the sections it covers, but the stretch one, unless the
+block lists its own (``exercises=("06.1",)``; ``()`` for none). A notebook that is in the course map but in no
+agenda block (notebooks 08 and later, say) lands in the optional advanced block by itself. Each agenda has a key:
+``make learner slides AGENDA=half-day`` builds its notebooks only (:func:`agenda_notebooks`).
+``tests/test_instructor_guide.py`` keeps the guide equal to what this prints.
 
 The words of the tables are messages (``N_``/``_``, in the catalogue of ``tools/i18n/messages.py``): the Chinese
 guide gets the same tables generated in Chinese (``lang="zh"``) when ``tools.i18n.editions`` builds it, so a changed
 number or an added notebook needs no new translation.
 
-Usage: ``python -m tools.instructor_guide`` rewrites the tables between the ``<!-- timings:start ... -->`` /
-``<!-- agendas:start ... -->`` markers of ``notebooks/instructor_guide.md`` (``make sync`` runs it); ``--check``
-only says whether they are current.
+Usage: ``python -m tools.instructor_guide`` (``make sync`` runs it) rewrites the tables between the
+``<!-- timings:start ... -->`` / ``<!-- agendas:start ... -->`` markers of ``notebooks/instructor_guide.md``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class Block:
     """One row of an agenda: a notebook (``notebook="03"``) or anything else (a break, questions).
 
     A notebook block lasts the notebook's estimated minutes unless ``minutes`` says otherwise (when only some
-    ``sections`` are covered; the rest are named as homework).
+    ``sections`` are covered; the rest are named as homework); ``exercises``: those done in the room (None: the
+    ones posed in its sections, but the stretch one).
     """
 
     text: str = ""
@@ -46,6 +49,7 @@ class Block:
     notebook: str | None = None
     sections: tuple[int, ...] = ()
     self_study: bool = False  # "point to <the notebooks this agenda leaves out> for self-study"
+    exercises: tuple[str, ...] | None = None
 
 
 HALF_DAY = (
@@ -56,7 +60,7 @@ HALF_DAY = (
     Block(notebook="03"),
     Block(notebook="04", sections=(1, 2, 5), minutes=30),
     Block(N_("break"), 10),
-    Block(N_("as a guided demo"), notebook="06", sections=(1, 2, 5), minutes=35),
+    Block(N_("as a guided demo"), notebook="06", sections=(1, 2, 5), minutes=35, exercises=()),
     Block(N_("questions"), 15, self_study=True),
 )
 FULL_DAY = (
@@ -73,10 +77,11 @@ FULL_DAY = (
     Block(notebook="07"),
     Block(N_("open questions, wrap-up"), 20),
 )
-AGENDAS = (
-    (N_("Half day"), N_("the hook system, then one application."), HALF_DAY),
-    (N_("Full day"), N_("notebooks 00–07, in order."), FULL_DAY),
-)
+AGENDAS = {  # key (make learner AGENDA=key): name, purpose, blocks
+    "half-day": (N_("Half day"), N_("the hook system, then one application."), HALF_DAY),
+    "full-day": (N_("Full day"), N_("notebooks 00–07, in order."), FULL_DAY),
+}
+ADVANCED = "advanced"  # the key of the optional advanced block
 ADVANCED_BREAK_EVERY = 2  # a 10-minute break after every second advanced notebook
 
 
@@ -127,12 +132,27 @@ def _sections(numbers: Sequence[int]) -> str:
     return (_("sections {numbers}") if len(numbers) > 1 else _("section {numbers}")).format(numbers=_ranges(numbers))
 
 
+def _markdown(path: Path) -> str:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
 def notebook_sections(path: Path) -> list[int]:
     """The numbers of a notebook's ``## N · Title`` sections."""
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    text = "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-                     for c in cells if c["cell_type"] == "markdown")
-    return [int(n) for n in re.findall(r"^##\s+(\d+)\s+·", text, re.MULTILINE)]
+    return [int(n) for n in re.findall(r"^##\s+(\d+)\s+·", _markdown(path), re.MULTILINE)]
+
+
+def posed_exercises(path: Path) -> list[tuple[int, str, bool]]:
+    """(section, exercise id, stretch) of each exercise a notebook poses (``**Exercise 02.3 (stretch)**``, in any of
+    the course's languages), in order; section 0 before the first ``## N ·`` heading."""
+    found, section = [], 0
+    for line in _markdown(path).splitlines():
+        if heading := re.match(r"##\s+(\d+)\s+·", line):
+            section = int(heading[1])
+        for match in re.finditer(r"\*\*[^*\d]+?(\d\d\.\d+)([^*]*)\*\*", line):
+            if match[1].startswith(path.name[:2] + "."):
+                found.append((section, match[1], bool(match[2].strip())))
+    return found
 
 
 def _with_minutes(text: str, minutes: int) -> str:
@@ -163,6 +183,13 @@ def _block_row(block: Block, notebooks: dict[str, NotebookInfo], left_out: list[
         if rest:
             covered = _("{covered}; {rest} as homework").format(covered=covered, rest=_sections(rest))
         row = _("{row}, {part}").format(row=row, part=covered)
+    exercises = block.exercises
+    if exercises is None:
+        exercises = tuple(exercise for section, exercise, stretch in posed_exercises(folder / info.file)
+                          if not stretch and (not block.sections or section in block.sections))
+    if exercises:
+        listed = (_("exercises {ids}") if len(exercises) > 1 else _("exercise {ids}")).format(ids=_and(exercises))
+        row = _("{row}; in the room: {exercises}").format(row=row, exercises=listed)
     minutes = info.minutes if block.minutes is None else block.minutes
     return _with_minutes(row, minutes), minutes
 
@@ -183,7 +210,7 @@ def agenda_table(blocks: Sequence[Block], notebooks: Sequence[NotebookInfo], fol
 
 def advanced_blocks(notebooks: Sequence[NotebookInfo]) -> list[Block]:
     """Every course-map notebook that the full day leaves out, a break after every second one."""
-    in_full_day = {b.notebook for b in FULL_DAY if b.notebook}
+    in_full_day = {b.notebook for b in AGENDAS["full-day"][2] if b.notebook}
     blocks: list[Block] = []
     extra = [info for info in notebooks if info.file[:2] not in in_full_day]
     for index, info in enumerate(extra, start=1):
@@ -198,6 +225,19 @@ def _agenda_title(name: str, total: int, purpose: str, breaks: bool) -> str:
     return title.format(name=name, duration=duration(total), purpose=purpose)
 
 
+def agenda_notebooks(key: str, notebooks_dir: Path | None = None) -> list[str]:
+    """The notebook numbers an agenda covers, in its order (``make learner AGENDA=key``); a ValueError naming the
+    agendas there are for an unknown key. Usage: ``agenda_notebooks("half-day")`` -> ``["00", "01", ...]``"""
+    if key == ADVANCED:
+        blocks = advanced_blocks(course_map(notebooks_dir))
+    elif key in AGENDAS:
+        blocks = list(AGENDAS[key][2])
+    else:
+        raise ValueError(f"no agenda {key!r}: the instructor guide's agendas are {', '.join([*AGENDAS, ADVANCED])} "
+                         "(tools/instructor_guide.py)")
+    return list(dict.fromkeys(block.notebook for block in blocks if block.notebook))
+
+
 def agendas_markdown(notebooks_dir: Path | None = None, lang: str = "en") -> str:
     """The guide's agendas: half day, full day, and (when the course has notebooks beyond the full day) the
     optional advanced block; ``lang="zh"``: in Chinese, from the Chinese notebooks' sections."""
@@ -205,16 +245,16 @@ def agendas_markdown(notebooks_dir: Path | None = None, lang: str = "en") -> str
     notebooks = course_map(folder)
     out: list[str] = []
     with in_language(lang):
-        for name, purpose, blocks in AGENDAS:
+        for key, (name, purpose, blocks) in AGENDAS.items():
             rows, total = agenda_table(blocks, notebooks, folder)
-            out += [_agenda_title(_(name), total, _(purpose), breaks=True), "", *rows, ""]
+            out += [f"{_agenda_title(_(name), total, _(purpose), breaks=True)} `AGENDA={key}`", "", *rows, ""]
         extra = advanced_blocks(notebooks)
         if extra:
             rows, total = agenda_table(extra, notebooks, folder)
             breaks = any(block.notebook is None for block in extra)
-            out += [_agenda_title(_("Optional advanced block"), total,
-                                  _("after the full day, or as a second half day; times from its own start."), breaks),
-                    "", *rows, ""]
+            title = _agenda_title(_("Optional advanced block"), total,
+                                  _("after the full day, or as a second half day; times from its own start."), breaks)
+            out += [f"{title} `AGENDA={ADVANCED}`", "", *rows, ""]
     return "\n".join(out).rstrip()
 
 
@@ -269,14 +309,9 @@ def updated_guide(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only report whether the guide is current")
-    args = parser.parse_args(argv)
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     text = GUIDE.read_text(encoding="utf-8")
-    new = updated_guide(text)
-    if args.check:
-        raise SystemExit(0 if new == text else f"{GUIDE.relative_to(ROOT)} is stale: run make sync")
-    if new != text:
+    if (new := updated_guide(text)) != text:
         GUIDE.write_text(new, encoding="utf-8")
     print(f"{GUIDE.relative_to(ROOT)}: timings and agendas {'updated' if new != text else 'already current'}")
 

@@ -1,100 +1,81 @@
-"""``make sync``: every generator of the course in one command, then what changed and what still needs a person.
+"""``make sync``: every generator of the course, each run only when what it reads or writes changed, then what
+changed and what still needs a person.
 
-The generators, in the order they run, and what each one owns (nobody edits these by hand):
+The generators, in order (:func:`generators`; nobody edits what they write): the message catalogue (course.mo,
+first: the generated tables' translated words are read from it), the solution cells' tag and nbgrader metadata, the
+cloud links (``tools.cloud_badges``), the README's course map, the guide's timings and agendas
+(``tools.instructor_guide``), the translations (``tools.i18n.editions update``), the translated editions (``build``)
+and the learner editions in build/ (not committed). Each :class:`Step` declares the files it reads and writes, and
+runs only when one of them differs from what it left last time (hashes in build/sync/stamps.json, as d2l-book keeps
+its build's); the course's code and settings count as read by every step. Then it lists what needs a person: exercises
+no module defines, text and messages to translate, notebooks to ``make refresh``, files to ``git add``, and what a
+removed notebook left behind. Those lists are steps too. It changes sources only; a second run changes nothing.
 
-1. ``message catalogue`` (``tools.i18n.messages compile``): course.mo from course_utils/machinery/locale/zh/*.po
-   (first: the Chinese of the generated tables below is read from it).
-2. ``solution cells``: a code cell of an English notebook with ``### BEGIN SOLUTION`` / ``### END SOLUTION`` gets
-   the ``solution`` tag and nbgrader's cell metadata (``grade_id`` ``exercise-NN-k`` from its ``check("NN.k", ...)``).
-3. ``cloud links`` (``tools.cloud_badges``): each English notebook's "Open in" / "Report a problem" / "Last verified"
-   block and its guarded install; README.md's verified table.
-4. ``course map``: README.md's course-map table, from the notebooks' opening cells.
-5. ``timings and agendas`` (``tools.instructor_guide``): the two tables of notebooks/instructor_guide.md.
-6. ``translations`` (``tools.i18n.editions update``): translations/zh/*.po follow the English; a changed text keeps
-   its old translation, marked out of date.
-7. ``Chinese edition`` (``tools.i18n.editions build``): notebooks/zh/*.ipynb, notebooks/zh/*.md, README.zh.md,
-   tools/site/landing.zh.md.
-8. ``learner editions`` (``tools.build_editions learner``): build/learner and build/zh/learner (not committed).
-
-It changes sources only, never a stored output. Then it prints what still needs a person: exercises a notebook
-checks that no exercise module defines, text to translate, messages to translate, notebooks whose code changed
-since the last commit or that show an old course map (``make refresh``), and files git does not track yet
-(``git add``). Running it twice changes nothing the second time.
-
-Usage: ``python -m tools.sync`` (``make sync``; ``--no-learner`` skips the learner editions)
+Usage: ``python -m tools sync`` (``make sync``; ``--no-learner``: not the learner editions; ``--all``: every step)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import importlib
 import io
 import json
 import os
 import re
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
-from contextlib import redirect_stdout
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import nbformat
+from course_utils.machinery.layout import NOTEBOOK_GLOB, SETTINGS
+from tools.repo import ROOT, GitError, changes, committed
 
-from course_utils.machinery.course import course_map_markdown
-from course_utils.machinery.layout import NOTEBOOK_GLOB
-
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 README = ROOT / "README.md"
-LANG = "zh"
+STAMPS = ROOT / "build" / "sync" / "stamps.json"
+TRANSLATED = SETTINGS.languages[1:]
 
 COURSE_MAP = re.compile(r"(<!-- course-map:start[^\n]*-->)\n(.*?)\n?(<!-- course-map:end -->)", re.DOTALL)
 _SOLUTION = re.compile(r"^\s*### BEGIN SOLUTION\s*$", re.MULTILINE)
 _CHECK_ID = re.compile(r"""\bcheck\(\s*["'](\d\d)\.(\d+)["']""")
 
-
-def _git(*args: str) -> str | None:
-    """``git args`` in the repository's root; None where there is no git or no repository."""
-    try:
-        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    except OSError:
-        return None
-    return done.stdout if done.returncode == 0 else None
+# What the steps read and write, as globs from the repository's root.
+CODE = ("course_utils/**/*.py", "tools/**/*.py", "course_utils/course.toml")
+ENGLISH = (f"notebooks/{NOTEBOOK_GLOB}",)
+EDITIONS = tuple(f"notebooks/{lang}/{NOTEBOOK_GLOB}" for lang in TRANSLATED)
+GUIDES = (*SETTINGS.guides, *(pattern.format(lang=lang) for pattern in SETTINGS.guides.values() for lang in TRANSLATED))
+PO = ("translations/*/*.po",)
+MESSAGES = ("course_utils/machinery/locale/*/*.po",)
+MO = ("course_utils/machinery/locale/*/LC_MESSAGES/course.mo",)
+TABLES = ("tools/compat/verified.json", "tools/notebook_timings.json")
 
 
 def english_notebooks() -> list[Path]:
     return sorted(NOTEBOOKS.glob(NOTEBOOK_GLOB))
 
 
-# -- the generators that live here ------------------------------------------------------------------------------
-def nbgrader_metadata(cell: dict, notebook_number: str, index: int) -> dict:
-    """The nbgrader metadata of a solution cell: its ``grade_id`` from its ``check("NN.k", ...)`` (else from its
-    position), the one it has kept."""
-    source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-    match = _CHECK_ID.search(source)
-    grade_id = f"exercise-{match[1]}-{match[2]}" if match else f"solution-{notebook_number}-{index}"
-    old = cell.get("metadata", {}).get("nbgrader", {})
-    return {"grade": False, "grade_id": old.get("grade_id", grade_id), "locked": False, "schema_version": 3,
-            "solution": True, "task": False}
-
-
 def mark_solution_cells(path: Path) -> bool:
-    """Give each code cell with solution markers the ``solution`` tag and nbgrader's metadata; True if it changed."""
+    """Give each code cell with solution markers the ``solution`` tag and nbgrader's metadata (its ``grade_id`` from
+    its ``check("NN.k", ...)``, else its position; one it has is kept); True if the notebook changed."""
+    import nbformat
+
     notebook = nbformat.read(path, as_version=4)
-    changed = False
+    before = nbformat.writes(notebook)
     for index, cell in enumerate(notebook.cells):
-        if cell.cell_type != "code" or not _SOLUTION.search(cell.source):
-            continue
-        tags = cell.metadata.get("tags", [])
-        if "solution" not in tags:
-            cell.metadata["tags"] = [*tags, "solution"]
-            changed = True
-        wanted = nbgrader_metadata(cell, path.name[:2], index)
-        if cell.metadata.get("nbgrader") != wanted:
-            cell.metadata["nbgrader"] = wanted
-            changed = True
+        if cell.cell_type == "code" and _SOLUTION.search(cell.source):
+            tags = cell.metadata.get("tags", [])
+            cell.metadata["tags"] = tags if "solution" in tags else [*tags, "solution"]
+            match = _CHECK_ID.search(cell.source)
+            grade_id = f"exercise-{match[1]}-{match[2]}" if match else f"solution-{path.name[:2]}-{index}"
+            kept = {"grade_id": cell.metadata["nbgrader"]["grade_id"]} if "grade_id" in cell.metadata.get(
+                "nbgrader", {}) else {}
+            cell.metadata["nbgrader"] = {"grade": False, "grade_id": grade_id, "locked": False, "schema_version": 3,
+                                         "solution": True, "task": False, **kept}
+    changed = nbformat.writes(notebook) != before
     if changed:
         nbformat.write(notebook, path)
     return changed
@@ -102,6 +83,8 @@ def mark_solution_cells(path: Path) -> bool:
 
 def readme_with_course_map(text: str) -> str:
     """README.md's text with its course-map region made from the notebooks' openings."""
+    from course_utils.machinery.course import course_map_markdown
+
     if not COURSE_MAP.search(text):
         raise SystemExit("README.md lacks the <!-- course-map:start ... --> / <!-- course-map:end --> markers.")
     return COURSE_MAP.sub(lambda m: f"{m[1]}\n{course_map_markdown(lang='en')}\n{m[3]}", text, count=1)
@@ -114,73 +97,91 @@ def write_course_map() -> None:
         README.write_text(new, encoding="utf-8")
 
 
-# -- running them ---------------------------------------------------------------------------------------------------
+def tool(module: str, *args: str, languages: tuple[str, ...] = ("",)) -> Callable[[], None]:
+    """A step that runs ``python -m module args`` here, once per language of ``languages`` (``--lang`` added)."""
+    def run() -> None:
+        for lang in languages:
+            if code := importlib.import_module(module).main([*(["--lang", lang] if lang else []), *args]):
+                raise SystemExit(f"python -m {module} {' '.join(args)} stopped ({code})")
+    return run
+
+
 @dataclass(frozen=True)
-class Generator:
+class Step:
+    """A generator (or a list of what needs a person): what it reads, what it writes, and how it runs; ``run``
+    returns what to keep for the report (JSON), kept with the stamps while its files stay as they are."""
+
     name: str
-    run: Callable[[], object]
+    reads: tuple[str, ...]
+    run: Callable[[], Any]
+    writes: tuple[str, ...] = ()
 
 
-def generators(learner: bool = True) -> list[Generator]:
-    from tools import build_editions, cloud_badges, instructor_guide
-    from tools.i18n import editions, messages
+_KNOWN: dict[Path, tuple[int, int, str]] = {}  # a file's (modification time, size, hash): each hashed once
 
-    def learner_editions() -> None:
-        for lang in ("en", LANG):
-            build_editions.build_learner(ROOT / "build", build_editions.Edition(lang))
 
-    def compile_messages() -> None:
-        _catalog, clashes = messages.merged(LANG)
-        if clashes:
-            raise SystemExit("the message catalogue translates a message two ways:\n" + "\n".join(clashes))
-        messages.mo_path(LANG).parent.mkdir(parents=True, exist_ok=True)
-        compiled = messages.compiled(LANG)
-        if not messages.mo_path(LANG).is_file() or messages.mo_path(LANG).read_bytes() != compiled:
-            messages.mo_path(LANG).write_bytes(compiled)
-
-    found = [
-        # first: the generated regions' Chinese (cloud links, tables, agendas) is read from the compiled catalogue
-        Generator("message catalogue", compile_messages),
-        Generator("solution cells", lambda: [mark_solution_cells(path) for path in english_notebooks()]),
-        Generator("cloud links", lambda: cloud_badges.main([])),
-        Generator("course map", write_course_map),
-        Generator("timings and agendas", lambda: instructor_guide.main([])),
-        Generator("translations", lambda: [editions.update(LANG, source) for source in editions.all_sources()]),
-        Generator("Chinese edition", lambda: editions.build(LANG)),
-    ]
-    if learner:
-        found.append(Generator("learner editions", learner_editions))
+def hashes(globs: tuple[str, ...]) -> dict[str, str]:
+    """The hash of each file the globs match, by its path from the root."""
+    found = {}
+    for path in sorted({path for glob in globs for path in ROOT.glob(glob) if "__pycache__" not in path.parts}):
+        if path.is_file():
+            status = path.stat()
+            if _KNOWN.get(path, (None, None))[:2] != (status.st_mtime_ns, status.st_size):
+                _KNOWN[path] = (status.st_mtime_ns, status.st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+            found[str(path.relative_to(ROOT))] = _KNOWN[path][2]
     return found
 
 
-def watched_files() -> list[Path]:
-    """Every committed file a generator writes."""
-    from tools.i18n import editions, messages
-
-    files = [*english_notebooks(), *sorted((NOTEBOOKS / LANG).glob("*")), README, ROOT / "README.zh.md",
-             NOTEBOOKS / "instructor_guide.md", *sorted((editions.TRANSLATIONS / LANG).glob("*.po")),
-             messages.mo_path(LANG), *(ROOT / pattern.format(lang=LANG) for pattern in editions.GUIDES.values())]
-    return sorted({path for path in files if path.is_file()})
+def _digest(found: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()
 
 
-def snapshot(files: Iterable[Path]) -> dict[Path, str]:
-    return {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in files if path.is_file()}
+def generators(learner: bool = True) -> list[Step]:
+    guide = ("notebooks/instructor_guide.md",)
+    found = [
+        Step("message catalogue", MESSAGES, tool("tools.i18n.messages", "compile", languages=TRANSLATED), MO),
+        Step("solution cells", ENGLISH, lambda: [mark_solution_cells(path) for path in english_notebooks()], ENGLISH),
+        Step("cloud links", (*ENGLISH, "README.md", *TABLES), tool("tools.cloud_badges"), (*ENGLISH, "README.md")),
+        Step("course map", (*ENGLISH, "README.md"), write_course_map, ("README.md",)),
+        Step("timings and agendas", (*ENGLISH, *guide, *TABLES), tool("tools.instructor_guide"), guide),
+        Step("translations", (*ENGLISH, *SETTINGS.guides, *PO), tool("tools.i18n.editions", "update",
+                                                                     languages=TRANSLATED), PO),
+        Step("translated editions", (*ENGLISH, *EDITIONS, *GUIDES, *PO, *MO, *TABLES),
+             tool("tools.i18n.editions", "build", languages=TRANSLATED), (*EDITIONS, *GUIDES)),
+    ]
+    learner_editions = tuple(f"build/{lang}/learner/*.ipynb".replace("/en/", "/") for lang in SETTINGS.languages)
+    return found + [Step("learner editions", (*ENGLISH, *EDITIONS), tool("tools.build_editions", "learner",
+                                                                         languages=SETTINGS.languages),
+                         learner_editions)] * learner
 
 
-def run_generators(learner: bool = True) -> dict[str, list[str]]:
-    """Run every generator; the files each one changed (paths relative to the repository), by generator."""
-    changed: dict[str, list[str]] = {}
-    before = snapshot(watched_files())
-    for generator in generators(learner):
-        with redirect_stdout(io.StringIO()):  # each tool's own report: the summary below says it once
-            generator.run()
-        after = snapshot(watched_files())
-        changed[generator.name] = sorted(str(p.relative_to(ROOT)) for p in after if after[p] != before.get(p))
-        before = after
-    return changed
+def run_steps(steps: list[Step], stamps: dict[str, dict], problems: list[str]) -> dict[str, Any]:
+    """Run each step whose files changed since its stamp. Returns, by name, what each generator changed (None: it had
+    nothing to do) or what each list found. A step that fails is named in ``problems`` and runs again next time."""
+    done: dict[str, Any] = {}
+    for step in steps:
+        reads, writes = hashes((*step.reads, *CODE)), hashes(step.writes)
+        key = {"reads": _digest(reads), "writes": _digest(writes)}
+        stamp = stamps.get(step.name, {})
+        if {k: stamp.get(k) for k in key} == key:
+            done[step.name] = None if step.writes else stamp["result"]
+            continue
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # each tool's own report: the summary says it once
+                result = step.run()
+        except (SystemExit, ValueError) as error:
+            problems.append(f"{step.name}: {error}")
+            stamps.pop(step.name, None)
+            continue
+        after = hashes(step.writes)
+        if step.writes:
+            result = sorted(path for path in set(after) | set(writes) if after.get(path) != writes.get(path))
+        stamps[step.name] = {"reads": _digest(hashes((*step.reads, *CODE))), "writes": _digest(after),
+                             "result": result}
+        done[step.name] = result
+    return done
 
 
-# -- what still needs a person -----------------------------------------------------------------------------------
 _INSTALL = re.compile(r"^# --- cloud install \(.*?# --- end of the cloud install ---\n*", re.DOTALL | re.MULTILINE)
 
 
@@ -193,67 +194,54 @@ def _code(cell: dict) -> str:
     return _INSTALL.sub("", source)
 
 
-def cells_to_refresh(current: str, committed: str | None) -> list[str]:
+def cells_to_refresh(current: str, committed_text: str | None) -> list[str]:
     """The ids of the code cells of a notebook (its JSON text) whose stored outputs may no longer be what the code
-    prints: never run, or code changed since ``committed`` (the last commit's version, or the staged one of a new
-    notebook; None: a new notebook git does not know yet) while
-    the outputs did not. A new cell that ran, and the generated install block (it prints nothing), do not count."""
+    prints: never run, or code changed since ``committed_text`` (the last commit's version, or the staged one of a
+    new notebook; None: a new notebook git does not know yet) while the outputs did not. A new cell that ran, and the
+    generated install block (it prints nothing), do not count."""
     cells = _code_cells(current)
-    before = _code_cells(committed) if committed is not None else {}
+    before = _code_cells(committed_text) if committed_text is not None else {}
     stale = []
     for cell_id, cell in cells.items():
-        if cell.get("execution_count") is None:
-            stale.append(cell_id)
-            continue
         old = before.get(cell_id)
-        if old is not None and _code(old) != _code(cell) and old.get("outputs") == cell.get("outputs"):
+        if cell.get("execution_count") is None or (
+                old is not None and _code(old) != _code(cell) and old.get("outputs") == cell.get("outputs")):
             stale.append(cell_id)
     return stale
 
 
-def notebooks_to_refresh() -> dict[str, list[str]]:
+def notebooks_to_refresh(changed: dict[str, str]) -> dict[str, list[str]]:
     """Notebook path -> code cells that need ``make refresh``, for the notebooks that differ from the last commit."""
-    listed = _git("status", "--porcelain", "--untracked-files=all", "--", "notebooks")
-    if listed is None:
-        return {}
     found = {}
-    for line in listed.splitlines():
-        name = line[3:].split(" -> ")[-1].strip('"')
-        if not re.fullmatch(r"notebooks/(?:zh/)?\d\d_\w+\.ipynb", name) or not (ROOT / name).is_file():
-            continue
-        # the last commit's version; a new notebook: the one git add staged, if any
-        committed = _git("show", f"HEAD:{name}") or _git("show", f":{name}")
-        cells = cells_to_refresh((ROOT / name).read_text(encoding="utf-8"), committed)
-        if cells:
-            found[name] = cells
-    for name in [n for n in found if not n.startswith("notebooks/zh/")]:  # the Chinese twin runs the same code
-        twin = name.replace("notebooks/", f"notebooks/{LANG}/", 1)
-        if (ROOT / twin).is_file():
-            found[twin] = found[name] + [cell for cell in found.get(twin, []) if cell not in found[name]]
-    return dict(sorted(found.items(), key=lambda item: (item[0].replace(f"/{LANG}/", "/"), item[0])))
+    for name in changed:
+        if re.fullmatch(r"notebooks/(?:\w+/)?\d\d_\w+\.ipynb", name) and (ROOT / name).is_file():
+            before = committed(name) or committed(name, "")  # a new notebook: the one git add staged, if any
+            cells = cells_to_refresh((ROOT / name).read_text(encoding="utf-8"), before)
+            if cells:
+                found[name] = cells
+    for name in [n for n in found if n.count("/") == 1]:  # the translated twins run the same code
+        for lang in TRANSLATED:
+            twin = name.replace("notebooks/", f"notebooks/{lang}/", 1)
+            if (ROOT / twin).is_file():
+                found[twin] = found[name] + [cell for cell in found.get(twin, []) if cell not in found[name]]
+    return dict(sorted(found.items(), key=lambda item: (re.sub(r"/\w+/", "/", item[0]), item[0])))
 
 
 def stale_course_maps() -> dict[str, list[str]]:
-    """The notebooks (both languages) whose stored output shows the course map as it was: a new notebook, or a
+    """The notebooks (every language) whose stored output shows the course map as it was: a new notebook, or a
     changed opening, changes what ``course_map_markdown()`` prints in 00_start_here."""
+    from course_utils.machinery.course import course_map_markdown
+
     found = {}
-    for english in english_notebooks():
-        for lang, path in (("en", english), (LANG, ROOT / "notebooks" / LANG / english.name)):
-            if not path.is_file():
-                continue
-            now = course_map_markdown(lang=lang)
-            cells = [cell for cell in nbformat.read(path, as_version=4).cells
-                     if cell.cell_type == "code" and "course_map_markdown(" in cell.source]
-            stale = [cell.id for cell in cells if not any(
-                "".join(output.get("data", {}).get("text/markdown", "")) == now for output in cell.get("outputs", []))]
-            if stale:
+    for lang in SETTINGS.languages:
+        now = course_map_markdown(lang=lang)
+        for path in sorted((NOTEBOOKS / lang if lang != "en" else NOTEBOOKS).glob(NOTEBOOK_GLOB)):
+            if stale := [cell["id"] for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
+                         if cell["cell_type"] == "code" and "course_map_markdown(" in "".join(cell["source"])
+                         and not any("".join(out.get("data", {}).get("text/markdown", "")) == now
+                                     for out in cell.get("outputs", []))]:
                 found[str(path.relative_to(ROOT))] = stale
     return found
-
-
-def untracked_files() -> list[str]:
-    listed = _git("ls-files", "--others", "--exclude-standard")
-    return sorted(line for line in (listed or "").splitlines() if line)
 
 
 def message_part(code_file: str) -> str:
@@ -264,16 +252,15 @@ def message_part(code_file: str) -> str:
     return "tools.po" if code_file.startswith("tools/") else "machinery.po"
 
 
-def undefined_exercises(checked: dict[str, list[str]], defined: Iterable[str],
-                        module_files: Iterable[str]) -> list[str]:
+def undefined_exercises(checked: dict[str, list[str]], defined: set[str] | list[str],
+                        module_files: set[str] | list[str]) -> list[str]:
     """What to do about each notebook whose ``check("NN.k", ...)`` names an exercise no module defines.
 
     ``checked``: notebook file name -> the exercise ids its cells check; ``defined``: the catalogue's ids;
     ``module_files``: the ``nbNN`` exercise modules that exist."""
-    defined, module_files = set(defined), set(module_files)
     found = []
     for name, ids in sorted(checked.items()):
-        missing = sorted(set(ids) - defined)
+        missing = sorted(set(ids) - set(defined))
         if not missing:
             continue
         module = f"nb{name[:2]}"
@@ -289,46 +276,142 @@ def exercises_to_define() -> list[str]:
     """:func:`undefined_exercises` for the course's English notebooks."""
     from course_utils.machinery.exercises import MODULES, catalogue
 
-    checked = {}
-    for path in english_notebooks():
-        cells = nbformat.read(path, as_version=4).cells
-        checked[path.name] = [f"{m[1]}.{m[2]}" for cell in cells if cell.cell_type == "code"
-                              for m in _CHECK_ID.finditer(cell.source)]
+    checked = {path.name: [f"{m[1]}.{m[2]}" for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
+                           if cell["cell_type"] == "code" for m in _CHECK_ID.finditer("".join(cell["source"]))]
+               for path in english_notebooks()}
     return undefined_exercises(checked, catalogue(), MODULES)
 
 
-@dataclass
-class Todo:
-    translations: dict[str, list[str]] = field(default_factory=dict)  # English source -> what is stale
-    messages: dict[str, list[str]] = field(default_factory=dict)  # code file -> untranslated messages
-    stray_messages: list[str] = field(default_factory=list)
-    refresh: dict[str, list[str]] = field(default_factory=dict)
-    untracked: list[str] = field(default_factory=list)
-    exercises: list[str] = field(default_factory=list)  # what to do where a check() names no defined exercise
+def translations_to_do() -> list[str]:
+    from tools.i18n import editions
 
-    def __bool__(self) -> bool:
-        return bool(self.translations or self.messages or self.stray_messages or self.refresh or self.untracked
-                    or self.exercises)
+    lines, python = [], interpreter()
+    for lang in TRANSLATED:
+        for source in editions.all_sources():
+            if stale := editions.stale(lang, source):
+                short = Path(source).stem[:2] if source.endswith(".ipynb") else Path(source).stem
+                lines += [*stale[:5], *([f"... and {len(stale) - 5} more in {source}"] if len(stale) > 5 else []),
+                          f"{python} -m tools.i18n.editions export --missing {source} > {short}.txt   # write the "
+                          f"translation in {short}.txt, then:",
+                          f"{python} -m tools.i18n.editions import {source} {short}.txt && make sync"]
+    return lines
 
 
-def todo() -> Todo:
-    from tools.i18n import editions, messages
+def messages_to_do() -> list[str]:
+    from tools.i18n import messages
 
-    found = Todo()
-    for source in editions.all_sources():
-        stale = editions.stale(LANG, source)
-        if stale:
-            found.translations[source] = stale
-    for msgid, where in messages.missing(LANG).items():
-        found.messages.setdefault(where[0].rsplit(":", 1)[0], []).append(msgid)
-    found.stray_messages = [p for p in messages.problems(LANG) if "no longer in the code" in p]
-    found.refresh = notebooks_to_refresh()
-    for name, cells in stale_course_maps().items():  # 00_start_here: its code is as it was, the map it shows is not
-        listed = found.refresh.setdefault(name, [])
-        listed += [cell for cell in cells if cell not in listed]
-    found.untracked = untracked_files()
-    found.exercises = exercises_to_define()
+    found: dict[str, list[str]] = {}
+    for lang in TRANSLATED:
+        for msgid, where in messages.unlisted(lang).items():  # once `messages add` has listed them, no longer
+            found.setdefault(where[0].rsplit(":", 1)[0], []).append(msgid)
+    rule = ("they show in English: translations_may_lag = true" if SETTINGS.translations_may_lag else
+            "make test fails until they are translated")
+    return [f"{interpreter()} -m tools.i18n.messages add {message_part(code)} {code}   # {len(ids)} message(s); "
+            "write their msgstr, then make sync" for code, ids in found.items()] + [
+        f"course_utils/machinery/locale/{lang}/{part}: {len(ids)} empty msgstr ({interpreter()} -m "
+        f"tools.i18n.messages missing lists them; {rule})"
+        for lang in TRANSLATED for part, ids in messages.to_write(lang).items()] + [
+        p for lang in TRANSLATED for p in messages.problems(lang) if "no longer in the code" in p][:10]
+
+
+_MENTION = re.compile(r"\b(?:[Nn]otebooks? |[Ee]xercises? |[\"'])(\d\d)\b|\b(\d\d)_[a-z]\w*\.ipynb\b|"
+                      r"\b(\d\d)[–-](\d\d)\b")
+
+
+def _mentions(text: str, numbers: set[str]) -> list[str]:
+    """The mentions in ``text`` of notebooks not in ``numbers``: "notebook 10", "exercise 10.3", "10_x.ipynb", "08–10"
+    (a range up to one past the last notebook: not one of minutes)."""
+    return sorted({match[0].strip("\"'") for match in _MENTION.finditer(text) if any(
+        n not in numbers and (not match[3] or int(n) <= int(max(numbers)) + 1) for n in match.groups() if n)})
+
+
+def leftovers() -> list[str]:
+    """What refers to a notebook the course no longer has: mentions in the English notebooks and guides, the files of
+    its number (exercises, cases, messages, translation, translated edition), and teaching modules no notebook
+    imports (with the tests that import them). An agenda that names it stops the guide's generator, which says so."""
+    from tools import check
+
+    numbers = {path.name[:2] for path in english_notebooks()}
+    found = []
+    for path in english_notebooks():
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if named := _mentions("".join(cell["source"]), numbers):
+                found.append(f"notebooks/{path.name} cell {cell.get('id')}: mentions {', '.join(named)}")
+    for guide in (*SETTINGS.guides, "CONTRIBUTING.md"):
+        for number, line in enumerate((ROOT / guide).read_text(encoding="utf-8").splitlines(), start=1):
+            if "generated by make sync" not in line and (named := _mentions(line, numbers)):
+                found.append(f"{guide} line {number}: mentions {', '.join(named)}")
+    patterns = ("course_utils/machinery/exercises/nb{n}.py", "tests/exercise_cases/nb{n}.py",
+                "course_utils/machinery/locale/*/nb{n}.po", "translations/*/{n}_*.po", "notebooks/*/{n}_*.ipynb")
+    orphans = sorted({name for pattern in patterns for path in ROOT.glob(pattern.format(n="[0-9]" * 2))
+                      if re.search(r"(?:nb|/)(\d\d)[_.]", name := str(path.relative_to(ROOT)))[1] not in numbers})
+    found += [f"{path}: belongs to a notebook the course no longer has" for path in orphans]
+    modules = check.python_modules()
+    sources = {name: path.read_text(encoding="utf-8") for name, path in modules.items()}
+    exports = check._exports(modules)
+    teaching = {f"course_utils.{path.stem}" for path in ROOT.glob("course_utils/*.py") if path.stem != "__init__"}
+    orphan = {f"course_utils.machinery.exercises.{Path(path).stem}" for path in orphans}
+    users = [check.notebook_code(path) for path in english_notebooks()] + [
+        code for name, code in sources.items() if name.startswith("course_utils.") and name not in teaching | orphan]
+    used: set[str] = set()
+    while more := {name for name in teaching - used if any(check.imports(code, name, exports)
+                                                           for code in [*users, *(sources[u] for u in used)])}:
+        used |= more
+    for name in sorted(teaching - used):
+        tests = sorted({str(modules[user].relative_to(ROOT)) for user in check.importers({name}, sources, exports)
+                        if modules[user].name.startswith("test_")})
+        found.append(f"{name.replace('.', '/')}.py: no notebook imports it, nor a module one imports"
+                     + (f" (its tests: {', '.join(tests)})" if tests else ""))
     return found
+
+
+def checks() -> list[Step]:
+    """The lists of what needs a person that depend only on the files (kept with the stamps like the generators)."""
+    return [
+        Step("exercises to define", ENGLISH, exercises_to_define),
+        Step("leftovers", (*ENGLISH, *EDITIONS, *SETTINGS.guides, *PO, *MESSAGES, "tests/**/*.py", "CONTRIBUTING.md"),
+             leftovers),
+        Step("translations to do", (*ENGLISH, *SETTINGS.guides, *PO), translations_to_do),
+        Step("messages to translate", MESSAGES, messages_to_do),
+        Step("course maps shown", (*ENGLISH, *EDITIONS, *MO), stale_course_maps),
+    ]
+
+
+HEADINGS = {
+    "failed": "fix what stopped a generator (it runs again next time):",
+    "exercises to define": "define the exercises the notebooks check (until then check() prints 'There is no "
+                           "exercise' and make refresh stores that ✗):",
+    "leftovers": "what refers to a notebook the course no longer has (CONTRIBUTING.md, \"Remove a notebook\"): "
+                 "change the text, git rm the files",
+    "translations to do": "translate these cells or paragraphs; " + (
+        "they show the English with a 'not yet translated' note (translations_may_lag = true):"
+        if SETTINGS.translations_may_lag else
+        "make test fails until they are translated (course_utils/course.toml: translations_may_lag = false):"),
+    "messages to translate": "translate the messages of check(), hint() and the tools "
+                             "(course_utils/machinery/locale/): add them, write their translation, delete those the "
+                             "code no longer has:",
+    "refresh": "re-execute the notebooks whose code changed since the last commit (ignore it if you did), or that "
+               "print the table of notebooks as it was (00_start_here):",
+    "untracked": "add the new files to git (the tests and the wheel see only tracked files):",
+}
+
+
+def needs(found: dict[str, Any], failed: list[str]) -> dict[str, list[str]]:
+    """What needs a person: the lists the check steps found, and from git (read now, never kept) what to refresh
+    and to add."""
+    try:
+        changed = changes()
+    except GitError:  # no git, or no repository (a copy of the course): nothing to compare with
+        changed = {}
+    refresh = notebooks_to_refresh(changed)
+    for name, cells in (found.get("course maps shown") or {}).items():  # 00_start_here: its map, not its code
+        refresh[name] = [*refresh.get(name, []), *(cell for cell in cells if cell not in refresh.get(name, []))]
+    lines = [f"{name}: code cells {', '.join(cells[:8])}{' ...' if len(cells) > 8 else ''}"
+             for name, cells in refresh.items()]
+    untracked = [path for path, status in changed.items() if status == "?"]
+    return {"failed": failed, **{name: found.get(name) or [] for name in HEADINGS if name in found},
+            "refresh": [*lines, f'make refresh NB="{" ".join(refresh)}"'] if refresh else [],
+            "untracked": ["git add " + " ".join(untracked)] if untracked else []}
 
 
 def interpreter() -> str:
@@ -337,69 +420,39 @@ def interpreter() -> str:
     return sys.executable if relative.startswith("..") else relative
 
 
-def report(changed: dict[str, list[str]], needs: Todo, seconds: float, lag: bool, python: str = "python") -> str:
-    lines = [f"make sync: {len(changed)} generators in {seconds:.1f} s"]
-    touched = [(name, files) for name, files in changed.items() if files]
-    if touched:
-        lines.append("changed:")
-        for name, files in touched:
-            shown = ", ".join(files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
-            lines.append(f"  {name}: {shown}")
-    else:
-        lines.append("changed: nothing (everything generated was current)")
-    if not needs:
-        lines.append("nothing needs a person. Next: make check")
-        return "\n".join(lines)
+def report(changed: dict[str, list[str] | None], needs: dict[str, list[str]], seconds: float) -> str:
+    ran = sum(files is not None for files in changed.values())
+    lines = [f"make sync: {len(changed)} generators, {ran} with something to do, in {seconds:.1f} s"]
+    touched = [f"  {name}: " + ", ".join(files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
+               for name, files in changed.items() if files]
+    lines += ["changed:", *touched] if touched else ["changed: nothing (everything generated was current)"]
+    if not any(needs.values()):
+        return "\n".join([*lines, "nothing needs a person. Next: make check"])
     lines.append("still needs a person:")
-    if needs.exercises:
-        lines.append("  define the exercises the notebooks check (until then check() prints 'There is no exercise' "
-                     "and make refresh stores that ✗):")
-        lines += [f"    {problem}" for problem in needs.exercises]
-    if needs.translations:
-        count = sum(map(len, needs.translations.values()))
-        rule = ("they show the English with a 'not yet translated' note (translations_may_lag = true)" if lag else
-                "make test fails until they are translated (translations/settings.toml: translations_may_lag = false)")
-        lines.append(f"  translate {count} cell(s) or paragraph(s) into Chinese; {rule}:")
-        for source, stale in needs.translations.items():
-            lines += [f"    {problem}" for problem in stale[:5]]
-            if len(stale) > 5:
-                lines.append(f"    ... and {len(stale) - 5} more in {source}")
-            short = Path(source).stem[:2] if source.endswith(".ipynb") else Path(source).stem
-            lines.append(f"    {python} -m tools.i18n.editions export --missing {source} > {short}.txt   "
-                         f"# write the Chinese in {short}.txt, then:")
-            lines.append(f"    {python} -m tools.i18n.editions import {source} {short}.txt && make sync")
-    if needs.messages:
-        lines.append("  translate the messages of check(), hint() and the tools (course_utils/machinery/locale/zh/):")
-        for code_file, ids in needs.messages.items():
-            lines.append(f"    {python} -m tools.i18n.messages add {message_part(code_file)} {code_file}   "
-                         f"# {len(ids)} message(s); write their msgstr, then make sync")
-    if needs.stray_messages:
-        lines.append("  delete the translations of messages the code no longer has:")
-        lines += [f"    {problem}" for problem in needs.stray_messages[:10]]
-    if needs.refresh:
-        names = " ".join(needs.refresh)
-        lines.append("  re-execute the notebooks whose code changed since the last commit (ignore it if you did), "
-                     "or that print the table of notebooks as it was (00_start_here):")
-        for name, cells in needs.refresh.items():
-            lines.append(f"    {name}: code cells {', '.join(cells[:8])}{' ...' if len(cells) > 8 else ''}")
-        lines.append(f'    make refresh NB="{names}"')
-    if needs.untracked:
-        lines.append("  add the new files to git (the tests and the wheel see only tracked files):")
-        lines.append("    git add " + " ".join(needs.untracked))
-    lines.append("then: make sync again if you changed anything above, and make check")
-    return "\n".join(lines)
+    for name, heading in HEADINGS.items():
+        lines += [f"  {heading}", *(f"    {line}" for line in needs.get(name, []))] if needs.get(name) else []
+    return "\n".join([*lines, "then: make sync again if you changed anything above, and make check"])
+
+
+def read_stamps(ignore: bool = False) -> dict[str, dict]:
+    try:
+        return {} if ignore else json.loads(STAMPS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools sync", description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-learner", action="store_true", help="skip the learner editions in build/")
+    parser.add_argument("--all", action="store_true", help="run every step, whatever the stamps say")
     args = parser.parse_args(argv)
-    from tools.i18n import editions
-
     start = time.perf_counter()
-    changed = run_generators(learner=not args.no_learner)
-    needs = todo()
-    print(report(changed, needs, time.perf_counter() - start, editions.translations_may_lag(), interpreter()))
+    stamps, failed = read_stamps(args.all), []
+    generated = run_steps(generators(learner=not args.no_learner), stamps, failed)
+    found = run_steps(checks(), stamps, failed)
+    STAMPS.parent.mkdir(parents=True, exist_ok=True)
+    STAMPS.write_text(json.dumps(stamps, indent=1), encoding="utf-8")
+    print(report(generated, needs(found, failed), time.perf_counter() - start))
     return 0
 
 

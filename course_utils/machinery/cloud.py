@@ -1,6 +1,6 @@
 """Where the course is published, and what a notebook opened on Colab or Kaggle needs to run.
 
-:data:`REPOSITORY` is the one place the repository's GitHub owner/name is written. ``tools/cloud_badges.py``
+:data:`REPOSITORY` is the repository's GitHub owner/name, from ``course_utils/course.toml``. ``tools/cloud_badges.py``
 generates from it each notebook's "Open in Colab / Open in Kaggle" links and the guarded install lines at the top
 of its first code cell (which do nothing in the course's own environment, and on Colab or Kaggle ``pip install`` the
 course without touching torch); ``tests/test_cloud_badges.py`` checks every notebook carries exactly those. The
@@ -17,17 +17,18 @@ Usage: ``colab_url("01_tensor_hooks.ipynb")``; ``install_lines()`` -> the guarde
 
 from __future__ import annotations
 
-from course_utils.machinery.layout import COMPLETE
+from course_utils.machinery.layout import COMPLETE, SETTINGS
 
 __all__ = ["BRANCH", "LEARNER_BRANCH", "REPOSITORY", "binder_url", "colab_url", "install_lines", "install_requirement",
            "kaggle_url", "site_url"]
 
-REPOSITORY = "pytorch-hooks-course/pytorch-hooks-hands-on"
-"""GitHub owner/name the course is published under: change it here, then run ``python -m tools.cloud_badges``."""
-BRANCH = "main"
+REPOSITORY = SETTINGS.repository
+"""GitHub owner/name the course is published under: change it in ``course_utils/course.toml``, then ``make sync``."""
+BRANCH = SETTINGS.branch
 """The branch the complete notebooks' cloud links open, the install cell installs and Binder builds."""
 LEARNER_BRANCH = "learner"
-"""The branch the website's workflow publishes the learner editions on (``notebooks/NN_x.ipynb``, ``notebooks/zh/``)."""
+"""The branch ``.github/workflows/site.yml`` publishes the learner editions on (``notebooks/NN_x.ipynb``,
+``notebooks/zh/``), made anew from ``make site``'s ``build/site/notebooks/`` on every push to main."""
 
 
 def _notebook_path(notebook: str, complete: bool) -> str:

@@ -23,10 +23,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from course_utils.machinery.layout import SETTINGS
+
 __all__ = ["LANGUAGES", "DOMAIN", "_", "N_", "Text", "language", "set_language", "in_language", "catalogue",
            "in_every_language"]
 
-LANGUAGES: tuple[str, ...] = ("en", "zh")
+LANGUAGES: tuple[str, ...] = SETTINGS.languages  # course_utils/course.toml
 DOMAIN = "course"
 _LANG_ENV = "COURSE_LANG"
 

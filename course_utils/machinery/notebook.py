@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from course_utils.machinery.messages import _, set_language
+from course_utils.machinery.messages import _, language, set_language
 
 __all__ = ["setup_notebook", "environment_line", "print_warnings", "EXPECTED_NOISE"]
 
@@ -36,11 +36,26 @@ EXPECTED_NOISE: tuple[tuple[type[Warning], str], ...] = (
 )
 
 
-def _configure_matplotlib() -> None:
+# Fonts with Chinese glyphs, most likely first (Debian/Ubuntu, macOS, Windows): a Chinese notebook's figure titles and
+# labels are Chinese, and matplotlib draws each glyph DejaVu Sans lacks with the first of these that is installed.
+CJK_FONTS = ("WenQuanYi Micro Hei", "Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC", "Microsoft YaHei", "SimHei")
+
+
+def _configure_matplotlib(lang: str) -> None:
     import matplotlib
+    from matplotlib import font_manager
 
     # 100 dpi (text stays at matplotlib's 10 pt): figures are readable at 100 % zoom.
     matplotlib.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "figure.figsize": (6.0, 3.5)})
+    if lang != "en":
+        installed = {font.name for font in font_manager.fontManager.ttflist}
+        fallback = [name for name in CJK_FONTS if name in installed]
+        matplotlib.rcParams["font.family"] = ["DejaVu Sans", *fallback]
+        if not fallback:
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
+            warnings.warn(_("The figures' Chinese needs a Chinese font, and none is installed: they show boxes instead "
+                            "(install one, e.g. apt-get install fonts-wqy-microhei, then restart the kernel)."),
+                          stacklevel=3)
     if "ipykernel" in sys.modules:
         # PNG only: nbval ignores PNG but compares SVG, whose element ids change from run to run.
         from matplotlib_inline.backend_inline import set_matplotlib_formats
@@ -105,7 +120,7 @@ def setup_notebook(seed: int = 0, *, threads: int = 1, lang: str | None = None) 
     torch.set_num_threads(threads)
     torch.set_printoptions(precision=3, sci_mode=False)
     np.set_printoptions(precision=3, suppress=True)
-    _configure_matplotlib()
+    _configure_matplotlib(language())
     _short_tracebacks()
     for category, pattern in EXPECTED_NOISE:
         warnings.filterwarnings("ignore", message=pattern, category=category)

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 
 from course_utils.machinery.exercises import catalogue
 from course_utils.machinery.messages import _
-from course_utils.machinery.progress_record import ENV, read_record, record_path, reset_record, summarise
+from course_utils.machinery.progress_record import (ENV, read_record, record_path, recording_off, reset_record,
+                                                    summarise)
 
 __all__ = ["Progress", "progress"]
 
@@ -77,7 +78,11 @@ def progress(reset: bool = False) -> Progress:
     """
     path = record_path()
     if path is None:
-        print(_("Progress is not recorded: {setting} is set.").format(setting=f"{ENV}=off"))
+        print(_("Progress is not recorded: {setting} is set.").format(setting=f"{ENV}=off") if recording_off() else
+              _("Progress is recorded in your own workspace ({make_lab}, or {command}), not in the course's own folder. "
+                "To record here too: {setting}.").format(make_lab="make lab",
+                                                      command="python -m course_utils.machinery.workspace DIR",
+                                                      setting=f"{ENV}=/path/to/progress.jsonl"))
         return Progress()
     if reset:
         kept = reset_record(path)

@@ -6,8 +6,10 @@ Each ``check()`` appends one JSON line -- never the learner's code -- to ``.cour
     {"exercise": "06.1", "verdict": "pass", "attempt": 3, "time": "2026-11-25T04:01:02Z"}
 
 The file lives in the learner's workspace: the nearest folder at or above the working directory that holds the
-workspace's ``.course-manifest.json`` (what ``make lab`` and the hub make), else the working directory itself.
-``COURSE_PROGRESS=off`` turns recording off; ``COURSE_PROGRESS=/some/file.jsonl`` records there instead.
+workspace's ``.course-manifest.json`` (what ``make lab``, Binder and ``make hub`` make), else the working directory
+itself where the course is installed as a package (Colab, Kaggle, the learner edition a TLJH hub pulls into each
+home, a learner's own folder), never in the course's checkout, read-only or not: there nothing is recorded.
+``COURSE_PROGRESS=/some/file.jsonl`` records there instead, anywhere; ``COURSE_PROGRESS=off`` records nothing.
 
 Recording never breaks ``check()``: a read-only folder, a full disk or a corrupt file give a one-line note and the
 verdict is shown as always. Kernels that check at the same moment take turns (an exclusive lock where the system
@@ -38,9 +40,10 @@ except ImportError:  # pragma: no cover - Windows
 
 from course_utils.machinery.layout import MANIFEST, RECORD_NAME
 from course_utils.machinery.messages import _
+from course_utils.machinery.pins import REQUIREMENTS_FILE, in_checkout
 
 __all__ = ["ENV", "RECORD_NAME", "Attempt", "parse_line", "parse_lines", "read_record", "record", "record_path",
-           "reset_record", "summarise"]
+           "recording_off", "reset_record", "summarise"]
 
 ENV = "COURSE_PROGRESS"
 _ID = re.compile(r"\d\d\.\d{1,2}")
@@ -58,13 +61,23 @@ class Attempt:
     time: str
 
 
+def _setting() -> str:
+    return os.environ.get(ENV, "").strip()
+
+
+def recording_off() -> bool:
+    """Whether the learner turned recording off (``COURSE_PROGRESS=off``)."""
+    return _setting().lower() in ("off", "0", "no", "false")
+
+
 def record_path(cwd: Path | None = None) -> Path | None:
-    """Where ``check()`` records, or None when ``COURSE_PROGRESS=off``.
+    """Where ``check()`` records: the file ``COURSE_PROGRESS`` names, else the workspace's record, else the working
+    directory's; None when recording is off or the working directory is in the course's checkout.
 
     Usage: ``record_path()`` -> ``Path("/home/ada/workspace/.course-progress.jsonl")``
     """
-    setting = os.environ.get(ENV, "").strip()
-    if setting.lower() in ("off", "0", "no", "false"):
+    setting = _setting()
+    if recording_off():
         return None
     if setting and setting.lower() not in ("on", "1", "yes", "true"):
         return Path(setting).expanduser()
@@ -72,6 +85,8 @@ def record_path(cwd: Path | None = None) -> Path | None:
     for folder in (here, *here.parents):
         if (folder / MANIFEST).is_file():
             return folder / RECORD_NAME
+    if in_checkout() and here.resolve().is_relative_to(REQUIREMENTS_FILE.parent):
+        return None
     return here / RECORD_NAME
 
 

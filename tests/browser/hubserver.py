@@ -1,6 +1,6 @@
 """A throw-away classroom hub for the tests and the benchmark: ``make hub``'s launcher on free loopback ports.
 
-``ThrowAwayHub`` starts ``tools/hub/serve.py`` (exactly what ``make hub`` runs) with its state, the learners'
+``ThrowAwayHub`` starts ``python -m tools.hub.serve`` (exactly what ``make hub`` runs) with its state, the learners'
 homes and the learners' system group all private to this run, so two runs never collide and nothing of the host's
 is touched. ``stop()`` sends Ctrl-C (SIGINT to the hub's process group) and reports what was still alive;
 ``cleanup()`` then ends whatever is left, by process id, removes the system users the hub created, their homes,
@@ -18,6 +18,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import os
 import pwd
@@ -34,7 +35,6 @@ from pathlib import Path
 from hub_client import wait_until_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVE = ROOT / "tools" / "hub" / "serve.py"
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 
 
@@ -70,7 +70,9 @@ class ThrowAwayHub:
                  checkout: Path = ROOT, state: Path | None = None) -> None:
         self.prefix = prefix or f"h{secrets.token_hex(2)}"
         self.checkout = Path(checkout)
-        self.base = Path(tempfile.mkdtemp(prefix=f"hub-{self.prefix}-"))  # short: kernel socket paths under homes
+        # short (kernel socket paths lie under homes), and not in /tmp, which each learner's server replaces with
+        # a folder of its own (it would not see its home there)
+        self.base = Path(tempfile.mkdtemp(prefix=f"hub-{self.prefix}-", dir="/run"))
         self.base.chmod(0o755)  # learners pass through to their homes
         self.state = state or self.base / "state"
         self.homes = self.base / "homes"
@@ -78,7 +80,7 @@ class ThrowAwayHub:
         self.homes.chmod(0o755)
         self.group = f"{self.prefix}-learners"
         self.admin = f"{self.prefix}ins"
-        self.port = free_port()
+        self.port, self.hub_port = free_port(), free_port()  # the proxy's (the room's) and the hub's own
         self.url = f"http://localhost:{self.port}"  # learners: http://NAME.localhost:PORT (own origin each)
         self.log_path = self.base / "hub.log"
         self.extra_env = dict(extra_env or {})
@@ -90,14 +92,14 @@ class ThrowAwayHub:
         env = dict(os.environ)
         env.update({
             "HUB_IP": "127.0.0.1", "HUB_PORT": str(self.port), "HUB_PROXY_API_PORT": str(free_port()),
-            "HUB_HUB_PORT": str(free_port()), "HUB_STATE": str(self.state), "HUB_ADMIN": self.admin,
+            "HUB_HUB_PORT": str(self.hub_port), "HUB_STATE": str(self.state), "HUB_ADMIN": self.admin,
             "HUB_HOME_BASE": str(self.homes), "HUB_LEARNER_GROUP": self.group,
         })
         env.update(self.extra_env)
         self._log = open(self.log_path, "wb")
-        serve, python = self.checkout / "tools" / "hub" / "serve.py", self.checkout / ".venv" / "bin" / "python"
-        self.process = subprocess.Popen([str(python), str(serve)], env=env, stdout=self._log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.process = subprocess.Popen([str(self.checkout / ".venv" / "bin" / "python"), "-m", "tools.hub.serve"],
+                                        env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True, cwd=self.checkout)
         if not wait_until_healthy(f"http://127.0.0.1:{self.port}", self.process, timeout):
             raise RuntimeError(f"the hub did not start (exit {self.process.poll()}); log:\n{self.log()[-4000:]}")
         self.remember_processes()
@@ -200,8 +202,15 @@ class ThrowAwayHub:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-        for name in self.learner_uids():
+        for line in reversed(Path("/proc/self/mounts").read_text().splitlines()):  # the learners' homes (HUB_DISK_MAX)
+            point = line.split()[1]
+            if point.startswith((f"{self.base}/", f"{self.state}/")):
+                subprocess.run(["umount", "--lazy", point], capture_output=True)
+        for name in [*self.learner_uids(), self.admin]:  # the instructor's account is not in the learners' group
             subprocess.run(["userdel", "--remove", name], capture_output=True)
+            for group in Path("/sys/fs/cgroup").glob(f"**/course-{name}"):  # left by a hub that was killed
+                with contextlib.suppress(OSError):
+                    group.rmdir()
         try:
             grp.getgrnam(self.group)
             subprocess.run(["groupdel", self.group], capture_output=True)

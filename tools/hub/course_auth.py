@@ -9,16 +9,21 @@ NativeAuthenticator 1.3.0 (learners sign up, the instructor approves), plus what
 - **approving and discarding are POSTs** with the page's XSRF token (``templates/authorization-area.html``); the
   stock ``/hub/authorize/NAME`` and ``/hub/discard/NAME`` change an account on a GET, which an ``<img>`` on any page
   the instructor opens can send;
-- **failed logins**: ``allowed_failed_logins`` wrong passwords block a learner's name for a minute, never an
-  instructor's (anybody could keep the instructor out); instead each client address has a budget of failed password
-  checks (``failed_logins_per_address`` a minute): beyond it a login is refused without computing the hash, so a
-  flood costs the hub nothing and guesses nothing. Every password hash is checked off the hub's event loop;
-- **sign-ups**: each client address may sign up ``signups_per_address`` times a minute (beyond it a sign-up is
-  refused, 429, before its password is hashed), and a sign-up's password is hashed off the event loop: stock
-  NativeAuthenticator hashes it on the loop (0.2 s of bcrypt), so a flood of sign-ups held every page of the hub;
+- **password checks have budgets that nobody can turn against someone who types the right password** (OWASP's
+  "device cookies", https://owasp.org/www-community/Slow_Down_Online_Guessing_Attacks_with_Device_Cookies): a browser
+  that logged in (or signed up) as NAME before holds a signed cookie for NAME and spends only its own budget,
+  ``allowed_failed_logins`` wrong passwords a minute; every other client spends its address's budget
+  (``failed_logins_per_address`` a minute) and, for a learner's name, the name's: ``allowed_failed_logins`` wrong
+  passwords block it for a minute (never an instructor's name: its password is long instead). Past a budget a check
+  is refused (429) without computing the hash, so a flood costs the hub nothing and guesses nothing; every hash is
+  made and checked off the hub's event loop, the change-password page's included;
+- **a client cannot choose its address** (:func:`client_address`): a process on the hub's machine is its user
+  (``uid:N``), whatever address or header it sends; only the hub's own proxy says who it saw;
+- **sign-ups**: each client may sign up ``signups_per_address`` times a minute (beyond it a sign-up is refused, 429,
+  before its password is hashed);
 - **names are never handed down**: the name of a learner deleted in the hub is retired (``retired_names_file``), and
-  a name whose system account exists without the hub knowing that name is refused (``system_users``), so no new
-  sign-up gets a former learner's home and files;
+  a name whose system account or group exists without the hub knowing that name is refused (``system_users``), so no
+  new sign-up gets a former learner's home and files, or a system group;
 - **the hub's pages answer only on the hub's own host**: with ``JupyterHub.subdomain_host`` every learner's server
   (and every service) has its own origin ``NAME.<host>``; a request for ``/hub/...`` on such a host is sent to the
   hub's host (GET) or refused, so the instructor never logs in on a learner's origin, whose page could then read
@@ -36,16 +41,19 @@ Usage (a JupyterHub config file)::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import hashlib
+import ipaddress
 import math
 import os
 import pwd
 import re
 import secrets
+import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +68,18 @@ RETIRED_FILE = "retired-names"
 # How the hub's names map to system accounts: "" none (one shared account, or a pod per learner), "same" (make hub
 # as root: learner NAME is the system user NAME), "tljh" (The Littlest JupyterHub: the system user jupyter-NAME).
 SYSTEM_USERS = ("", "same", "tljh")
-ALLOWED_FAILED_LOGINS = 10  # wrong passwords in a row that block a learner's name for a minute
-FAILED_LOGINS_PER_ADDRESS = 20  # failed password checks a minute from one client address
-SIGNUPS_PER_ADDRESS = 30  # sign-ups a minute from one client address (a room behind one NAT address shares them)
+ALLOWED_FAILED_LOGINS = 10  # wrong passwords a minute for a learner's name (from unknown browsers), or from one browser
+FAILED_LOGINS_PER_ADDRESS = 20  # failed password checks a minute from one client (unknown browsers)
+SIGNUPS_PER_ADDRESS = 30  # sign-ups a minute from one client (a room behind one NAT address shares them)
 BCRYPT_MAX_BYTES = 72  # bcrypt hashes at most 72 bytes of a password; bcrypt 5 refuses a longer one
-# A sign-up's password and its bcrypt hash, made off the event loop by the sign-up page before NativeAuthenticator's
-# create_user runs (in the same request's context), so that create_user does not hash it on the loop.
-_SIGN_UP_HASH: contextvars.ContextVar[tuple[str, bytes]] = contextvars.ContextVar("course_sign_up_hash")
+TOO_LONG = (f"Your password is longer than {BCRYPT_MAX_BYTES} bytes, the most a password can have here (a Chinese "
+            "character takes 3): choose a shorter one.")
+DEVICE_COOKIE = "course-device-"  # + the name: a browser that logged in (or signed up) as that name before
+DEVICE_DAYS = 30
+CLIENT_HEADER = "X-Course-Client"  # who make hub's proxy saw (tools/hub/course_proxy.py): believed from it only
+# A password and its bcrypt hash made off the event loop, with the request's handler, while NativeAuthenticator's
+# create_user or change_password runs in that request's context: they use that hash instead of hashing on the loop.
+_HASHED: contextvars.ContextVar[tuple[str, bytes, Any]] = contextvars.ContextVar("course_hashed")
 HUB_HOST_ONLY = "_course_hub_host_only"  # marks BaseHandler.prepare once it refuses /hub/ on other hosts
 
 
@@ -105,19 +118,92 @@ def instructor_password(path: str | Path) -> str:
     return path.read_text(encoding="utf-8").strip()
 
 
-def client_address(request: Any) -> str:
-    """Where a request comes from: the last address in ``X-Forwarded-For`` (the one the hub's proxy appended: the
-    course's proxy and configurable-http-proxy append the peer they saw, TLJH's Traefik replaces the header), else the
-    peer. Not tornado's ``remote_ip``: it prefers ``X-Real-Ip``, which any client can send through the proxy.
-    (A process on the hub's own machine can reach the hub's port directly and claim any address.)"""
+# -- who is asking -------------------------------------------------------------------------------------------------
+def is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address == "localhost"
+
+
+def _proc_net_address(address: tuple[str, int]) -> str:
+    """``("127.0.0.1", 8000)`` as /proc/net/tcp writes it: ``0100007F:1F40`` (each 32-bit word in host order)."""
+    host, port = address[0], address[1]
+    packed = socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
+    return "".join(packed[i:i + 4][::-1].hex() for i in range(0, len(packed), 4)).upper() + f":{port:04X}"
+
+
+def socket_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The uid that owns the TCP connection from ``client`` to ``server`` on this machine (read from /proc/net/tcp,
+    which every user can read), or None when no local socket has those ends.
+
+    Usage: ``socket_owner(sock.getpeername(), sock.getsockname())`` on a socket accepted from 127.0.0.1"""
+    want = (_proc_net_address(client), _proc_net_address(server))
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 7 and (fields[1], fields[2]) == want:
+                return int(fields[7])
+    return None
+
+
+def connection_client(request: Any) -> tuple[str, bool]:
+    """Who opened ``request``'s connection, and whether it runs as this process's own user: another user's process
+    on this machine is ``uid:N`` (it may bind any 127.x address, so only its uid names it); anything else its
+    address."""
+    try:
+        sock = request.connection.stream.socket
+        peer, local = sock.getpeername()[:2], sock.getsockname()[:2]
+    except (AttributeError, OSError, TypeError):
+        return str(getattr(request, "remote_ip", "") or ""), False
+    if not is_loopback(peer[0]):
+        return peer[0], False
+    uid = socket_owner(peer, local)
+    if uid == os.getuid():
+        return peer[0], True
+    return (f"uid:{uid}" if uid is not None else "127.0.0.1"), False
+
+
+def client_address(handler: Any) -> str:
+    """Who a request comes from, as the budgets count it, never what the client claims:
+
+    - a process of another user on the hub's machine (a learner's terminal, even at the hub's own port, which is in
+      every learner's ``JUPYTERHUB_API_URL``) is ``uid:N``, whatever ``X-Forwarded-For`` it sends;
+    - the hub's own proxy (a process of the hub's own user: make hub's proxy, TLJH's Traefik) says who it saw: make
+      hub's in :data:`CLIENT_HEADER` (``uid:N`` for a process on this machine), another in the last
+      ``X-Forwarded-For`` entry, where every loopback address is one client (anybody on the machine can bind any);
+    - a learner's server on another host (a Zero to JupyterHub pod) is its own address, whatever it claims;
+    - anything else (Zero to JupyterHub's proxy pod) says who it saw in the last ``X-Forwarded-For`` entry.
+
+    Not tornado's ``remote_ip``: it prefers ``X-Real-Ip``, which any client can send."""
+    request = handler.request
+    peer, own = connection_client(request)
     forwarded = [part.strip() for part in request.headers.get("X-Forwarded-For", "").split(",") if part.strip()]
-    return forwarded[-1] if forwarded else str(request.remote_ip or "")
+    if own:
+        if CLIENT_HEADER in request.headers:
+            return request.headers[CLIENT_HEADER]
+        return ("127.0.0.1" if is_loopback(forwarded[-1]) else forwarded[-1]) if forwarded else peer
+    if peer.startswith("uid:") or is_loopback(peer) or peer in _server_addresses(handler):
+        return peer
+    return forwarded[-1] if forwarded else peer
+
+
+def _server_addresses(handler: Any) -> set[str]:
+    """The addresses of the learners' running servers (a Z2JH pod's address; 127.0.0.1 on one machine)."""
+    from jupyterhub import orm
+
+    db = getattr(handler, "db", None)
+    return {server.ip for server in db.query(orm.Server) if server.ip} if db is not None else set()
 
 
 class FailedLoginBudget:
-    """Failed password checks (or sign-ups) per client address: at most ``per_minute`` at once, refilled at
-    ``per_minute`` a minute. :meth:`take` reserves one before a check (or says how long to wait); :meth:`give_back`
-    returns it when the check succeeded or was not made.
+    """Failed password checks (or sign-ups) per client: at most ``per_minute`` at once, refilled at ``per_minute`` a
+    minute. :meth:`take` reserves one before a check (or says how long to wait); :meth:`give_back` returns it when
+    the check succeeded or was not made.
 
     Usage::
 
@@ -215,10 +301,11 @@ def course_authenticator_class() -> type:
     from jupyterhub import orm
     from jupyterhub.scopes import needs_scope
     from nativeauthenticator import NativeAuthenticator
-    from nativeauthenticator.handlers import DiscardHandler, ToggleAuthorizationHandler
+    from nativeauthenticator.handlers import ChangePasswordAdminHandler, ChangePasswordHandler, DiscardHandler
     from nativeauthenticator.handlers import LoginHandler as NativeLoginHandler
-    from nativeauthenticator.handlers import SignUpHandler
+    from nativeauthenticator.handlers import SignUpHandler, ToggleAuthorizationHandler
     from nativeauthenticator.orm import UserInfo
+    from tornado import web
     from tornado.escape import url_escape
     from tornado.httputil import url_concat
     from traitlets import Integer, Unicode
@@ -251,37 +338,29 @@ def course_authenticator_class() -> type:
             self.finish(await self._render(login_error=error, username=data.get("username", "")))
 
     class PostOnlyToggleAuthorization(ToggleAuthorizationHandler):
-        """/hub/authorize/NAME: a GET changes nothing; the change is a POST, which JupyterHub accepts only with the
-        form's XSRF token (templates/authorization-area.html)."""
+        """/hub/authorize/NAME: NativeAuthenticator 1.3.0's change, made on a POST only, which JupyterHub accepts only
+        with the form's XSRF token (templates/authorization-area.html); a GET changes nothing."""
+
+        post = ToggleAuthorizationHandler.get
 
         async def get(self, slug: str) -> None:  # type: ignore[override]
             self.redirect(self.hub.base_url + "authorize")
 
-        @needs_scope("admin:users")
-        async def post(self, slug: str) -> None:
-            UserInfo.change_authorization(self.db, slug)  # what NativeAuthenticator 1.3.0 does on its GET
-            self.redirect(self.hub.base_url + "authorize#" + slug)
-
     class PostOnlyDiscard(DiscardHandler):
         """/hub/discard/NAME: the same, for discarding a sign-up that was not approved."""
+
+        post = DiscardHandler.get
 
         async def get(self, user_name: str) -> None:  # type: ignore[override]
             self.redirect(self.hub.base_url + "authorize")
 
-        @needs_scope("admin:users")
-        async def post(self, user_name: str) -> None:
-            info = self.authenticator.get_user(user_name)  # what NativeAuthenticator 1.3.0 does on its GET
-            if info is not None and not info.is_authorized:
-                self.authenticator.delete_user(type("User", (), {"name": user_name}))
-                if self.users.get(user_name) is not None:
-                    self.users.delete(user_name)
-            self.redirect(self.hub.base_url + "authorize")
-
     class CourseSignUpHandler(SignUpHandler):
-        """/hub/signup: NativeAuthenticator 1.3.0's page, with the address's sign-up budget taken first (429 beyond
+        """/hub/signup: NativeAuthenticator 1.3.0's page, with the client's sign-up budget taken first (429 beyond
         it, nothing hashed) and the password hashed off the event loop before NativeAuthenticator creates the
-        account. A sign-up that cannot succeed (name taken or refused, weak password, confirmation that differs)
-        spends nothing: NativeAuthenticator refuses it with its own message, before any hash."""
+        account (stock hashes it on the loop: 0.2 s of bcrypt that held every page of the hub). A sign-up that
+        cannot succeed (name taken or refused, weak password, confirmation that differs) spends nothing:
+        NativeAuthenticator refuses it with its own message, before any hash. The new account's browser gets its
+        device cookie (see the module's text)."""
 
         async def post(self) -> None:
             authenticator = self.authenticator
@@ -289,26 +368,21 @@ def course_authenticator_class() -> type:
             password = self.get_body_argument("signup_password", "", strip=False)
             confirmation = self.get_body_argument("signup_password_confirmation", "", strip=False)
             if authenticator.enable_signup and len(password.encode("utf-8", "surrogatepass")) > BCRYPT_MAX_BYTES:
-                # bcrypt refuses a longer password (ValueError: a 500 page in stock NativeAuthenticator)
-                await self._refuse(f"Your password is longer than {BCRYPT_MAX_BYTES} bytes, the most a password can "
-                                   f"have here (a Chinese character takes 3): choose a shorter one.")
+                await self._refuse(TOO_LONG)  # bcrypt refuses it (ValueError: a 500 page in stock NativeAuthenticator)
                 return
             if not (authenticator.enable_signup and password == confirmation
                     and authenticator.could_sign_up(username, password)):
                 await super().post()
                 return
-            address = client_address(self.request)
-            hashed = await authenticator.hash_for_sign_up(address, password)
-            if hashed is None:
+            address = client_address(self)
+            if authenticator.signup_budget.take(address):
                 self.set_status(429)
                 wait = max(1, math.ceil(authenticator.signup_budget.wait(address)))
+                authenticator.refused(address, wait, "sign-ups")
                 await self._refuse(f"Too many sign-ups from your address: try again in {wait} s.")
                 return
-            token = _SIGN_UP_HASH.set((password, hashed))
-            try:
+            async with authenticator.hashed(password, self):
                 await super().post()
-            finally:
-                _SIGN_UP_HASH.reset(token)
 
         async def _refuse(self, message: str) -> None:
             """The sign-up page again, with ``message`` in its alert (as NativeAuthenticator shows its own)."""
@@ -318,90 +392,180 @@ def course_authenticator_class() -> type:
                 result_message=message, two_factor_auth=authenticator.allow_2fa,
                 recaptcha_key=authenticator.recaptcha_key, tos=authenticator.tos))
 
+    class CourseChangePassword(ChangePasswordHandler):
+        """/hub/change-password: NativeAuthenticator 1.3.0's page, with its messages, but the current password is
+        checked within the same budgets as a login and off the event loop, and the new one hashed off the loop (stock
+        checks and hashes on the loop, as often as a logged-in learner posts: three loops of posts held the login
+        page of the whole hub 0.76 s)."""
+
+        @web.authenticated
+        async def post(self) -> None:
+            user = await self.get_current_user()
+            old, new, confirmation = (self.get_body_argument(name, "", strip=False) for name in (
+                "old_password", "new_password", "new_password_confirmation"))
+            changed = False
+            if not await self.authenticator.check_password(self, user.name, old):
+                message = getattr(self, "course_login_error", "") or ("Your current password was incorrect. Please "
+                                                                       "try again.")
+            elif new != confirmation:
+                message = "Your new password didn't match the confirmation. Please try again."
+            elif len(new.encode("utf-8", "surrogatepass")) > BCRYPT_MAX_BYTES:
+                message = TOO_LONG
+            else:
+                async with self.authenticator.hashed(new):
+                    changed = bool(self.authenticator.change_password(user.name, new))
+                message = "Your password has been changed successfully!" if changed else (
+                    f"Something went wrong!\nBe sure your new password has at least "
+                    f"{self.authenticator.minimum_password_length} characters and is not too common.")
+            self.finish(await self.render_template("change-password.html", user_name=user.name, result_message=message,
+                                                   alert="alert-success" if changed else "alert-danger"))
+
+    class CourseChangePasswordAdmin(ChangePasswordAdminHandler):
+        """/hub/change-password/NAME (admins): NativeAuthenticator 1.3.0's page, the new password hashed off the loop."""
+
+        @needs_scope("admin:users")
+        async def post(self, user_name: str) -> None:
+            new = self.get_body_argument("new_password", "", strip=False)
+            async with self.authenticator.hashed(new):
+                await super().post(user_name)
+
     replaced = {NativeLoginHandler: CourseLoginHandler, ToggleAuthorizationHandler: PostOnlyToggleAuthorization,
-                DiscardHandler: PostOnlyDiscard, SignUpHandler: CourseSignUpHandler}
+                DiscardHandler: PostOnlyDiscard, SignUpHandler: CourseSignUpHandler,
+                ChangePasswordHandler: CourseChangePassword, ChangePasswordAdminHandler: CourseChangePasswordAdmin}
 
     class CourseNativeAuthenticator(NativeAuthenticator):
-        """Sign-up with instructor approval, the instructor's account made first, failed logins limited per name and
-        per address, names never handed down, the hub's pages on its own host only."""
+        """Sign-up with instructor approval, the instructor's account made first, password checks within budgets
+        nobody can turn against the right password, names never handed down, the hub's pages on its own host only."""
 
         instructor_password_file = Unicode("", config=True, help="The instructors' first password (made if absent).")
         retired_names_file = Unicode("", config=True, help="Names never given out again (deleted learners), one a line.")
         system_users = Unicode("", config=True, help="How hub names map to system accounts: '', 'same' or 'tljh'.")
         learner_group = Unicode("", config=True, help="make hub as root: the system group of the accounts it made.")
         failed_logins_per_address = Integer(FAILED_LOGINS_PER_ADDRESS, config=True,
-                                            help="Failed password checks a minute from one client address.")
+                                            help="Failed password checks a minute from one client (unknown browsers).")
         signups_per_address = Integer(SIGNUPS_PER_ADDRESS, config=True,
-                                      help="Sign-ups a minute from one client address.")
+                                      help="Sign-ups a minute from one client.")
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            for budget in ("failed_logins_per_address", "signups_per_address"):
+            for budget in ("failed_logins_per_address", "signups_per_address", "allowed_failed_logins"):
                 if getattr(self, budget) < 1:
                     raise ValueError(f"{budget} must be at least 1")
             system_username("x", self.system_users)  # refuses an unknown mapping now, not at the first sign-up
             self.address_budget = FailedLoginBudget(self.failed_logins_per_address)
+            self.device_budget = FailedLoginBudget(self.allowed_failed_logins)
             self.signup_budget = FailedLoginBudget(self.signups_per_address)
-            self._refused_addresses: dict[str, float] = {}
+            self._refusals_logged: dict[str, float] = {}
             self._ensure_instructors()
             serve_hub_pages_only_on_the_hub_host()
 
         def get_handlers(self, app: Any) -> list[tuple[str, Any]]:
             return [(path, replaced.get(handler, handler)) for path, handler in super().get_handlers(app)]
 
-        # -- logging in ----------------------------------------------------------------------------------------
-        async def authenticate(self, handler: Any, data: dict[str, Any]) -> str | None:
-            """NativeAuthenticator's check, with the address's budget first and the hash off the event loop."""
-            username = self.normalize_username(data.get("username", ""))
-            password = data.get("password", "")
-            address = client_address(handler.request) if handler is not None else ""
-            wait = self.address_budget.take(address)
+        # -- checking a password -----------------------------------------------------------------------------------
+        async def check_password(self, handler: Any, username: str, password: str) -> bool:
+            """Whether ``password`` is ``username``'s (a login, or the change-password page's current password),
+            checked off the event loop and only within the budgets (the module's text): a browser with ``username``'s
+            device cookie spends that browser's budget; any other client its address's, and it cannot have a
+            learner's name checked while that name is blocked. Past a budget: False, with nothing checked, a 429 and
+            the wait on ``handler.course_login_error``."""
+            username = self.normalize_username(username)
+            device = self._device(handler, username)
+            budget, key = (self.device_budget, device) if device else (self.address_budget, client_address(handler))
+            wait = budget.take(key)
             if wait:
-                self._refuse(handler, address, wait)
-                return None
-            failed = False
-            try:
-                info = self.get_user(username)
-                if info is None or (self.allowed_failed_logins and self.is_blocked(username)):
-                    return None  # no password was checked: nothing guessed, nothing spent
-                valid = await asyncio.get_running_loop().run_in_executor(None, _password_matches, password,
-                                                                         info.password)
-                if valid and info.is_authorized and (not info.has_2fa or info.is_valid_token(data.get("2fa"))):
-                    self.successful_login(username)
-                    return username
-                if valid and not info.is_authorized and handler is not None:
-                    handler.course_login_error = f"User {username} has not been authorized by an administrator yet."
-                self.add_login_attempt(username)
-                failed = True
-                self.log.warning("Failed login for %r from %s", username[:32], address)
-                return None
-            finally:
-                if not failed:
-                    self.address_budget.give_back(address)
-
-        def _refuse(self, handler: Any, address: str, wait: float) -> None:
-            seconds = math.ceil(wait)
-            if handler is not None:
                 handler.set_status(429)
-                handler.course_login_error = (f"Too many failed logins from your address: try again in {seconds} s.")
+                handler.course_login_error = f"Too many failed logins: try again in {math.ceil(wait)} s."
+                self.refused("a browser of " + username if device else key, math.ceil(wait), "logins")
+                return False
+            info = self.get_user(username)
+            if info is None or (device is None and self.is_blocked(username)):
+                budget.give_back(key)  # no password was checked: nothing guessed, nothing spent
+                return False
+            if await asyncio.get_running_loop().run_in_executor(None, _password_matches, password, info.password):
+                budget.give_back(key)
+                return True
+            if device is None:
+                self.add_login_attempt(username)
+            self.log.warning("Failed login for %r from %s", username[:32], "a known browser" if device else key)
+            return False
+
+        async def authenticate(self, handler: Any, data: dict[str, Any]) -> str | None:
+            """NativeAuthenticator's check, within the budgets (:meth:`check_password`); a login that succeeds gives
+            its browser the name's device cookie."""
+            username = self.normalize_username(data.get("username", ""))
+            if not await self.check_password(handler, username, data.get("password", "")):
+                return None
+            info = self.get_user(username)
+            if not info.is_authorized:
+                handler.course_login_error = f"User {username} has not been authorized by an administrator yet."
+                return None
+            if info.has_2fa and not info.is_valid_token(data.get("2fa")):
+                self.add_login_attempt(username)
+                return None
+            self.successful_login(username)
+            self.trust_device(handler, username)
+            return username
+
+        def _device(self, handler: Any, username: str) -> str | None:
+            """This browser's key when it holds ``username``'s device cookie (signed with the hub's cookie secret)."""
+            nonce = handler.get_secure_cookie(DEVICE_COOKIE + username, max_age_days=DEVICE_DAYS)
+            return f"{username} {nonce.decode()}" if nonce else None
+
+        def trust_device(self, handler: Any, username: str) -> None:
+            """Give the browser behind ``handler`` a device cookie for ``username`` (sent to the hub's pages only)."""
+            handler.set_secure_cookie(DEVICE_COOKIE + username, secrets.token_urlsafe(16), expires_days=DEVICE_DAYS,
+                                      path=handler.hub.base_url, httponly=True, samesite="Strict",
+                                      secure=handler.request.protocol == "https")
+
+        def refused(self, who: str, seconds: int, what: str) -> None:
+            """One log line a minute for each client that is refused."""
             now = time.monotonic()
-            if now - self._refused_addresses.get(address, -60.0) >= 60:  # one line a minute per address
-                self._refused_addresses[address] = now
-                self.log.warning("Refusing logins from %s for %d s: more than %d failed logins a minute", address,
-                                 seconds, int(self.address_budget.capacity))
+            if now - self._refusals_logged.get(what + who, -60.0) >= 60:
+                self._refusals_logged[what + who] = now
+                self.log.warning("Refusing %s from %s for %d s: past its budget", what, who, seconds)
 
         def is_blocked(self, username: str) -> bool:
             """``allowed_failed_logins`` wrong passwords block a learner's name for a minute; never an instructor's
-            (anybody could keep the instructor out by failing on purpose): the address budget and a long password
-            protect it instead."""
+            (anybody could keep the instructor out by failing on purpose): a long password protects it instead."""
             if self.normalize_username(username) in self.admin_users:
                 return False
             return super().is_blocked(username)
 
-        def change_password(self, username: str, new_password: str) -> bool:
+        # -- hashing off the event loop ----------------------------------------------------------------------------
+        @contextlib.asynccontextmanager
+        async def hashed(self, password: str, handler: Any = None) -> AsyncIterator[None]:
+            """Inside, NativeAuthenticator's create_user and change_password use ``password``'s bcrypt hash made here,
+            off the event loop; create_user also gives ``handler``'s browser the new name's device cookie.
+
+            Usage: ``async with authenticator.hashed(password, handler): await super().post()``"""
+            digest = b""
+            if len(password.encode("utf-8", "surrogatepass")) <= BCRYPT_MAX_BYTES:
+                digest = await asyncio.get_running_loop().run_in_executor(None, _hash_password, password)
+            token = _HASHED.set((password, digest, handler))
+            try:
+                yield
+            finally:
+                _HASHED.reset(token)
+
+        def _given_hash(self, password: str) -> bytes | None:
+            given = _HASHED.get(None)
+            return given[1] if given is not None and given[0] == password and given[1] else None
+
+        def change_password(self, username: str, new_password: str) -> bool | None:
             if self.normalize_username(username) in self.admin_users and len(new_password) < ADMIN_PASSWORD_LENGTH:
                 return False  # never locked out, so never guessable: an instructor's password stays long
-            return super().change_password(username, new_password)
+            if len(new_password.encode("utf-8", "surrogatepass")) > BCRYPT_MAX_BYTES:
+                return None  # bcrypt refuses it
+            digest = self._given_hash(new_password)
+            if digest is None:
+                return super().change_password(username, new_password)
+            info = self.get_user(username)
+            if info is None or not self.is_password_strong(new_password):
+                return None
+            info.password = digest
+            self.db.commit()
+            return True
 
         # -- signing up ------------------------------------------------------------------------------------------
         def could_sign_up(self, username: str, password: str) -> bool:
@@ -410,32 +574,17 @@ def course_authenticator_class() -> type:
             return (not self.user_exists(username) and self.validate_username(username)
                     and self.is_password_strong(password))
 
-        async def hash_for_sign_up(self, address: str, password: str) -> bytes | None:
-            """The bcrypt hash of a sign-up's password, made off the event loop; None, with nothing hashed, when the
-            client ``address`` has used its ``signups_per_address`` of the minute.
-
-            Usage: ``hashed = await authenticator.hash_for_sign_up("203.0.113.7", password)``"""
-            wait = self.signup_budget.take(address)
-            if wait:
-                now = time.monotonic()
-                if now - self._refused_addresses.get("signup " + address, -60.0) >= 60:  # a line a minute
-                    self._refused_addresses["signup " + address] = now
-                    self.log.warning("Refusing sign-ups from %s for %d s: more than %d a minute", address,
-                                     math.ceil(wait), int(self.signup_budget.capacity))
-                return None
-            return await asyncio.get_running_loop().run_in_executor(None, _hash_password, password)
-
         def create_user(self, username: str, password: str, **kwargs: Any) -> Any:
-            """NativeAuthenticator 1.3.0's create_user; during a sign-up whose password the page hashed off the
-            event loop (:meth:`hash_for_sign_up`), the same steps with that hash instead of a hash on the loop."""
-            given = _SIGN_UP_HASH.get(None)
-            if given is None or given[0] != password:
+            """NativeAuthenticator 1.3.0's create_user; inside :meth:`hashed`, the same steps with that hash instead
+            of a hash made on the event loop, and the new account's browser gets its device cookie."""
+            digest = self._given_hash(password)
+            if digest is None:
                 return super().create_user(username, password, **kwargs)
             username = self.normalize_username(username)
             if not (self.enable_signup and self.could_sign_up(username, password)):
                 return None
             pre_authorized = self.open_signup or username in self.get_authed_users()
-            infos = {**kwargs, "username": username, "password": given[1]}
+            infos = {**kwargs, "username": username, "password": digest}
             if pre_authorized:
                 infos["is_authorized"] = True
             try:
@@ -448,6 +597,9 @@ def course_authenticator_class() -> type:
                 user_info.login_email_sent = True
             self.db.add(user_info)
             self.db.commit()
+            handler = _HASHED.get()[2]
+            if handler is not None:
+                self.trust_device(handler, username)
             return user_info
 
         # -- names -----------------------------------------------------------------------------------------------
@@ -476,16 +628,13 @@ def course_authenticator_class() -> type:
             if username in self.retired():
                 return False
             account = system_username(username, self.system_users)
-            if account is not None:
-                try:
-                    pwd.getpwnam(account)
-                except KeyError:
-                    pass
-                else:  # the account exists: only the hub's own learner may use it
-                    if self.learner_group and not _in_group(account, self.learner_group):
-                        return False  # a system account the hub did not make (e.g. 'postgres')
-                    if UserInfo.find(self.db, username) is None and orm.User.find(self.db, username) is None:
-                        return False  # left by a learner deleted in the hub: a sign-up must not claim it
+            if account is not None and (_exists(pwd.getpwnam, account) or _exists(_getgrnam, account)):
+                # a system account or group of that name: only the hub's own learner (or instructor) may have it
+                if UserInfo.find(self.db, username) is None and orm.User.find(self.db, username) is None:
+                    return False  # a system account or group the hub did not make (postgres, sudo), or a deleted one
+                if self.learner_group and username not in self.admin_users and not _in_group(account,
+                                                                                              self.learner_group):
+                    return False
             return super().validate_username(username)
 
         def _ensure_instructors(self) -> None:
@@ -525,8 +674,22 @@ def _password_matches(password: str, hashed: bytes | str) -> bool:
 
     try:
         return bcrypt.checkpw(password.encode(), hashed if isinstance(hashed, bytes) else hashed.encode())
-    except ValueError:  # not a bcrypt hash
+    except ValueError:  # not a bcrypt hash, or a password bcrypt refuses (over 72 bytes)
         return False
+
+
+def _getgrnam(name: str) -> Any:
+    import grp
+
+    return grp.getgrnam(name)
+
+
+def _exists(lookup: Callable[[str], Any], name: str) -> bool:
+    try:
+        lookup(name)
+    except KeyError:
+        return False
+    return True
 
 
 def _in_group(account: str, group: str) -> bool:
@@ -578,5 +741,8 @@ def configure_sign_in(c: Any, *, admins: Iterable[str], state: str | Path, syste
     c.CourseNativeAuthenticator.system_users = system_users
     c.CourseNativeAuthenticator.failed_logins_per_address = failed_logins_per_address
     c.CourseNativeAuthenticator.signups_per_address = signups_per_address
+    from nativeauthenticator.handlers import TEMPLATE_DIR  # its pages' own (it adds them once per process only)
+
+    ours = [str(TEMPLATES), TEMPLATE_DIR]
     paths = list(c.JupyterHub.template_paths) if "template_paths" in c.JupyterHub else []
-    c.JupyterHub.template_paths = [str(TEMPLATES), *(p for p in paths if p != str(TEMPLATES))]
+    c.JupyterHub.template_paths = [*ours, *(p for p in paths if p not in ours)]

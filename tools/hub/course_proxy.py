@@ -1,19 +1,22 @@
-"""The proxy of ``make hub``: the pure-Python configurable-http-proxy, with host routing that works and no tokens in
-its log.
+"""The proxy of ``make hub``: the pure-Python configurable-http-proxy 0.4.0, run by JupyterHub as
+``python -m tools.hub.course_proxy`` (``c.ConfigurableHTTPProxy.command``), with
 
-JupyterHub starts it as ``configurable-http-proxy`` (``c.ConfigurableHTTPProxy.command``). Two things in
-configurable-http-proxy 0.4.0 (the pure-Python port) are fixed here, both found by reading its source:
-
-- **Host routing.** With ``JupyterHub.subdomain_host`` every learner's server has its own origin
+- **host routing that works.** With ``JupyterHub.subdomain_host`` every learner's server has its own origin
   (``http://NAME.localhost:8000``), which is what keeps one learner's pages from running script with another's
   cookies. JupyterHub then passes a bare ``--host-routing`` flag, which the port's command line declares as an option
-  *with a value* (so the proxy refuses to start), and the port looks routes up without the request's host
-  (``target_for_req(None, path)``), so no host route ever matches. Here ``--host-routing`` is a flag and the lookup
-  puts the request's host name first, as the Node proxy does.
-- **Tokens in the log.** Tornado logs every failed request with its full URI (``?token=...``); every log record of
+  *with a value* (so the proxy refuses to start: here it gets a value), and the port looks routes up without the
+  request's host (``target_for_req(None, path)``, so no host route ever matches): here, :class:`CourseProxy`'s
+  handler puts the request's host first, as the Node proxy does. Both found by reading its source;
+- **who is asking.** The hub counts failed logins and sign-ups per client (tools/hub/course_auth.py). Requests for the
+  hub carry ``X-Course-Client``: the address this proxy saw, or ``uid:N`` for a process of another user on this
+  machine, which could bind any 127.x address. The hub believes it only from a process of its own user;
+- **no tokens in its log.** Tornado logs every failed request with its full URI (``?token=...``); every log record of
   this process goes through :func:`redact` first.
 
-Usage (what JupyterHub runs): ``python tools/hub/course_proxy.py --ip 127.0.0.1 --port 8000 ... --host-routing``.
+The one patch (tools/hub/__init__.py lists the hub's): the port's command line builds its proxy from the name
+``PythonProxy`` of its module, which :func:`install` points at :class:`CourseProxy`.
+
+Usage (what JupyterHub runs): ``python -m tools.hub.course_proxy --ip 127.0.0.1 --port 8000 ... --host-routing``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import logging
 import re
 import sys
 import urllib.parse
+from typing import Any
 
 SECRET_KEYS = r"(?:token|auth|key|code|state|_xsrf)"
 SECRET_QUERY = re.compile(rf"(?i)([?&]{SECRET_KEYS}=)[^&\s\"'#]*")
@@ -58,13 +62,14 @@ class RedactingFilter(logging.Filter):
 
 
 def install(argv: list[str]) -> list[str]:
-    """Patch the proxy (host routing, redaction); returns the command line without the bare ``--host-routing``."""
-    from configurable_http_proxy import configproxy, handlers
+    """Make the port's command line build :class:`CourseProxy`, redact this process's log; returns the command line
+    with a value for ``--host-routing``."""
+    from configurable_http_proxy import cli, configproxy, handlers
+    from tornado.web import Application
 
-    host_routing = "--host-routing" in argv
-    argv = [arg for arg in argv if arg != "--host-routing"]
+    from .course_auth import CLIENT_HEADER, connection_client
 
-    class HostRoutingProxyHandler(handlers.ProxyHandler):
+    class CourseProxyHandler(handlers.ProxyHandler):
         async def get_target_url(self, path):  # type: ignore[no-untyped-def]
             if not self.proxy.host_routing:
                 return await super().get_target_url(path)
@@ -75,20 +80,21 @@ def install(argv: list[str]) -> list[str]:
                 return None
             target = urllib.parse.urlparse(self.target["target"])
             query = "&".join(q for q in (target.query, self.request.query) if q)
-            proxy_path = urllib.parse.quote(path)
-            return target._replace(query=query, path=target.path.rstrip("/") + "/" + proxy_path.lstrip("/")).geturl()
+            if CLIENT_HEADER in self.request.headers:  # a client's own claim: never passed on
+                del self.request.headers[CLIENT_HEADER]
+            if self.target["prefix"] == "/":  # the hub: who connected, which the hub believes from this proxy only
+                self.request.headers[CLIENT_HEADER] = connection_client(self.request)[0]
+            path = target.path.rstrip("/") + "/" + urllib.parse.quote(path).lstrip("/")
+            return target._replace(query=query, path=path).geturl()
 
-    original_init = configproxy.PythonProxy.__init__
+    class CourseProxy(configproxy.PythonProxy):
+        def __init__(self, options: Any = ()) -> None:
+            super().__init__(options)
+            self.proxy_app = Application([(r"/(.*)", CourseProxyHandler, {"proxy": self})])
 
-    def init(self, options=()):  # type: ignore[no-untyped-def]
-        options = dict(options)
-        options["host_routing"] = host_routing
-        original_init(self, options)
-
-    configproxy.ProxyHandler = HostRoutingProxyHandler
-    configproxy.PythonProxy.__init__ = init
+    cli.PythonProxy = CourseProxy  # the one patch (see the module's text)
     redact_logs()
-    return argv
+    return [("--host-routing=1" if arg == "--host-routing" else arg) for arg in argv]
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ themselves -- a view of the room, never a grade.
 Started by the hub as a managed service (``configure_dashboard`` in this file): ``make hub`` registers it in
 course_hub.configure, The Littlest JupyterHub in ``deploy/tljh/jupyterhub_config.d/course.py`` (where learner NAME is
 the system user ``jupyter-NAME`` and the record lies beside the notebooks nbgitpuller pulled). By hand:
-``python tools/hub/dashboard.py`` with JupyterHub's service environment variables, and optionally
+``python -m tools.hub.dashboard`` with JupyterHub's service environment variables, and optionally
 ``COURSE_DASHBOARD_RECORD`` (the record's path inside a learner's home) and ``COURSE_DASHBOARD_SYSTEM_USERS``
 (``same``: the hub's names are the system users; ``tljh``: TLJH's ``jupyter-NAME``).
 """
@@ -26,15 +26,16 @@ import json
 import os
 import pwd
 import stat
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from course_auth import tljh_system_username  # noqa: F401  (TLJH's names: the rule the sign-in uses too)
+from course_utils.machinery.layout import RECORD_NAME
+
+from .course_auth import tljh_system_username  # noqa: F401  (TLJH's names: the rule the sign-in uses too)
 
 SERVICE = "dashboard"
-RECORD = Path("workspace") / ".course-progress.jsonl"  # make hub's: the workspace the spawn hook prepares
+RECORD = Path("workspace") / RECORD_NAME  # make hub's: the workspace the spawn hook prepares
 SYSTEM_USERS = ("same", "tljh")
 MAX_BYTES = 256 * 1024
 REFRESH_S = 15
@@ -324,7 +325,7 @@ def configure_dashboard(c: Any, *, python: str, port: int, admins: Iterable[str]
     c.JupyterHub.services = [*(c.JupyterHub.services if "services" in c.JupyterHub else []), {
         "name": SERVICE,
         "url": f"http://127.0.0.1:{port}",
-        "command": [python, str(Path(__file__).resolve())],
+        "command": [python, "-m", "tools.hub.dashboard"],  # with the course on PYTHONPATH
         "oauth_no_confirm": True,
         "display": True,
         "environment": environment,
@@ -337,5 +338,4 @@ def configure_dashboard(c: Any, *, python: str, port: int, admins: Iterable[str]
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     main()

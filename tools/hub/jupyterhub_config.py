@@ -1,13 +1,17 @@
 # JupyterHub configuration for `make hub` (read by `jupyterhub -f tools/hub/jupyterhub_config.py`).
-# All settings come from HUB_* environment variables (see tools/hub/course_hub.py, Settings); tools/hub/serve.py
-# sets them. A site's own additions go in a file named by HUB_EXTRA_CONFIG, loaded last -- and the safety checks
-# run after it, so no addition can open the hub.
+# All settings come from HUB_* environment variables (tools/hub/course_hub.py, Settings). A site's own additions go
+# in a file named by HUB_EXTRA_CONFIG, loaded last -- and the safety checks run after it, so no addition can open the
+# hub. JupyterHub loads this file by path: the one place that puts the checkout on the path, for the hub and for its
+# proxy (python -m tools.hub.course_proxy).
+import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = str(Path(__file__).resolve().parents[2])
+sys.path.insert(0, ROOT)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
 
-import course_hub  # noqa: E402
+from tools.hub import course_hub  # noqa: E402
 
 c = get_config()  # noqa: F821 -- provided by JupyterHub when it loads this file
 settings = course_hub.Settings.from_env()

@@ -1,13 +1,15 @@
 """Publish the learner edition as a git repository that nbgitpuller pulls into every learner's server.
 
-Beyond one machine (The Littlest JupyterHub, Zero to JupyterHub), each learner's copy comes from nbgitpuller: it
-clones a repository on first use and, on later pulls, merges course changes while keeping the learner's own edits
-(a conflicting line keeps the learner's version; a file the learner deleted comes back). This script fills such a
+Beyond one machine (The Littlest JupyterHub, Zero to JupyterHub), each learner's copy comes from nbgitpuller's
+``gitpuller`` command, run when their server starts: it clones a repository on first use and, on later starts, merges
+course changes while keeping the learner's own edits (a conflicting line keeps the learner's version; a file the
+learner deleted comes back). This script fills such a
 repository with exactly what ``make lab``'s workspace holds -- the learner edition, ``complete/`` and the cheat
 sheet -- and commits it. Push the result wherever your hub can read it (a public GitHub repository, or a branch).
 
-Usage: ``.venv/bin/python tools/hub/publish_learner_edition.py ../pytorch-hooks-learner`` then ``git -C
-../pytorch-hooks-learner push``. The nbgitpuller link it prints is the one to hand out (or to put in the recipes).
+Usage: ``.venv/bin/python -m tools.hub.publish_learner_edition ../pytorch-hooks-learner`` then ``git -C
+../pytorch-hooks-learner push``; its URL goes in the recipes (``REPLACE-ME``). There is no nbgitpuller link to hand
+out: nbgitpuller's /git-pull page is off (it would pull any repository a link names), hand out the hub's URL.
 """
 
 from __future__ import annotations
@@ -18,12 +20,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from urllib.parse import quote
+
+from course_utils.machinery.workspace import MANIFEST, prepare_workspace
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from course_utils.machinery.workspace import MANIFEST, prepare_workspace  # noqa: E402
 
 
 def git(repo: Path, *args: str) -> str:
@@ -56,12 +56,6 @@ def publish(dest: Path, notebooks_dir: Path | None = None, branch: str = "main")
     return True
 
 
-def nbgitpuller_link(hub_url: str, repo_url: str, branch: str = "main", folder: str = "pytorch-hooks-learner") -> str:
-    """The link that makes a learner's server pull the edition and open notebook 00 in JupyterLab."""
-    return (f"{hub_url.rstrip('/')}/hub/user-redirect/git-pull?repo={quote(repo_url, safe='')}&branch={branch}"
-            f"&urlpath={quote(f'lab/tree/{folder}/00_start_here.ipynb', safe='')}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Publish the learner edition as a git repository for nbgitpuller.")
     parser.add_argument("dest", type=Path, help="the repository folder (created if needed)")
@@ -69,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks", type=Path, default=None, help="teaching notebooks (default: notebooks/)")
     args = parser.parse_args(argv)
     changed = publish(args.dest, args.notebooks, args.branch)
-    print(f"{args.dest}: {'new commit' if changed else 'already up to date'}. Push it, then hand out:")
-    print(nbgitpuller_link("https://YOUR-HUB", "https://github.com/YOUR-ORG/pytorch-hooks-learner", args.branch))
+    print(f"{args.dest}: {'new commit' if changed else 'already up to date'}. Push it, and put its URL in "
+          "deploy/tljh/jupyterhub_config.d/course.py (LEARNER_EDITION) or deploy/z2jh/values.yaml (gitpuller).")
     return 0
 
 

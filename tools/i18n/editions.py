@@ -1,24 +1,27 @@
 """The Chinese edition, made from the English one: notebooks and guides rebuilt from English + translation files.
 
-Translations live in ``translations/<lang>/``: one standard PO file per notebook (one entry per markdown cell:
-``msgctxt`` is the cell id, ``msgid`` the English cell, a ``source-sha256`` comment its hash) and one per guide
-(one entry per paragraph, list or table). Code cells are not translated: the built notebook's code is the English
-code, except that ``setup_notebook(`` gets ``lang="zh"`` so that ``check()``, ``hint()`` and ``doctor()`` answer in
-Chinese, and that each figure's alt text -- the literal ``alt="..."`` of a code cell, found by
-``course_utils.figures.alt_literals`` -- is an entry of its own (``msgctxt`` the cell id and ``/alt1``, ``/alt2``,
-...), written into the built code as a string literal of the translation. Generated regions (``<!-- cloud: ... -->``,
-``<!-- X:start -->``, ...) are not translated either: the English region is copied at build time (links pointed at
-the Chinese notebooks).
+Translations live in ``translations/<lang>/``: one standard PO file per notebook and per guide, one entry per unit
+(``tools/i18n/units.py``): each block of a markdown cell or guide (a heading, a paragraph, a list item, a table, a
+quote), and each comment and shown string of a code cell (a figure's title, labels and alt text, a printed
+sentence). A notebook's entry has the cell id as ``msgctxt`` and the English as ``msgid``; a guide's is found by its
+English alone; a ``source-sha256`` comment holds the hash of the English. The built code is the English code with
+the translated comments and strings written into the same tokens (the same prefix, quotes and ``{fields}``), and
+``setup_notebook(`` gets ``lang="zh"`` so that ``check()``, ``hint()`` and ``doctor()`` answer in Chinese.
+Generated regions (``<!-- cloud: ... -->``, ``<!-- X:start -->``, ...) are not translated: the English region is
+copied at build time (links pointed at the Chinese notebooks).
 
 The tables generated from data (the README's course map and verified table, the instructor guide's timings and
 agendas) are generated again in the translation's language, their words from the message catalogue
 (``tools/i18n/messages.py``): a changed number or a new notebook needs no new translation.
 
-When an English cell changes, ``update`` keeps the old translation marked fuzzy with the old English beside it
-(an obsolete ``#~`` entry) and the build shows the English text under a "not yet translated" note until a translator
-fixes the entry; ``stale`` (and the tests) name every such cell. Whether that fails ``make test`` is one setting,
-``translations_may_lag`` in ``translations/settings.toml``: ``false`` (the course's own) fails, ``true`` (a fork
-that ships English first) warns with the list.
+When an English unit changes, ``update`` keeps the old translation marked fuzzy with the old English beside it
+(an obsolete ``#~`` entry) and the build shows that unit's English under a "not yet translated" note until a
+translator fixes the entry -- unless only numbers or code names changed (``75`` -> ``85``, `` `fc1` `` -> `` `fc2` ``):
+then the translation gets the same change and stays current (:func:`carried`). ``stale`` (and the tests) name
+every unit without a current translation. Whether that fails ``make test`` is one setting of
+``course_utils/course.toml``, read by :func:`translations_may_lag` alone: ``false`` (the course's own) fails, ``true``
+(a fork that ships English first) warns with the list; the messages of ``check()`` and ``hint()`` follow the same setting (``tools/i18n/messages.py``).
+A PO file of the old form (one entry per cell) is cut into today's units by ``update`` (``tools/i18n/legacy.py``).
 
 Usage::
 
@@ -29,22 +32,23 @@ Usage::
     python -m tools.i18n.editions export --missing notebooks/03_forward_hooks.ipynb > 03.txt   # only those to do
     python -m tools.i18n.editions import notebooks/03_forward_hooks.ipynb 03.txt  # translations back in
 
-``make sync`` runs ``update`` and ``build``. The plain-text form is one ``@@ KEY`` line (the cell id, or the
-paragraph's number in a guide) before each entry, then the text to translate. An entry whose English changed since it
-was translated shows, on ``@|`` lines, the English now and the English before, then the old translation to edit;
-``import`` ignores the ``@|`` lines and keeps an old translation imported unchanged out of date.
+``make sync`` runs ``update`` and ``build``. The plain-text form is one ``@@ KEY`` line (the cell id, ``.2``, ``.3``
+... after it for a cell's further units; a guide's paragraph number) before each entry, then the text to translate
+(a code comment or string says so on an ``@|`` line). An entry whose English changed since it was translated
+shows, on ``@|`` lines, the English now and the English before, then the old translation to edit; ``import`` ignores
+the ``@|`` lines and keeps an old translation imported unchanged out of date.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import difflib
 import functools
 import hashlib
 import json
 import re
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,8 +56,10 @@ from babel.messages.catalog import Catalog, Message
 from babel.messages.pofile import read_po, write_po
 
 from course_utils.machinery.course import course_map_markdown
-from course_utils.machinery.layout import NOTEBOOK_GLOB
+from course_utils.machinery.layout import NOTEBOOK_GLOB, SETTINGS, read_settings
 from course_utils.machinery.messages import LANGUAGES, N_, _, in_language
+from tools.i18n import legacy
+from tools.i18n import units as units_module
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -61,13 +67,8 @@ TRANSLATIONS = ROOT / "translations"
 TRANSLATED = tuple(lang for lang in LANGUAGES if lang != "en")  # the editions made from the English one
 PO_WIDTH = 100
 
-# English guides and where their translation goes (relative to the repository root).
-GUIDES: dict[str, str] = {
-    "README.md": "README.{lang}.md",
-    "notebooks/hooks_cheatsheet.md": "notebooks/{lang}/hooks_cheatsheet.md",
-    "notebooks/instructor_guide.md": "notebooks/{lang}/instructor_guide.md",
-    "tools/site/landing.md": "tools/site/landing.{lang}.md",  # the website's landing page (python -m tools.site)
-}
+# English guides and where their translation goes (relative to the repository root): course_utils/course.toml.
+GUIDES: dict[str, str] = dict(SETTINGS.guides)
 
 # <!-- cloud: ... --> ... <!-- /cloud -->   and   <!-- timings:start ... --> ... <!-- timings:end -->
 _REGION = re.compile(
@@ -82,7 +83,7 @@ _SETUP_CALL = re.compile(r"\bsetup_notebook\((\s*\)?)")
 # Chinese workspace first); the other guides' code is the English code.
 FENCES_TRANSLATED = ("README.md",)
 
-SETTINGS = TRANSLATIONS / "settings.toml"
+SETTINGS_FILE = ROOT / "course_utils" / "course.toml"
 LAG_SETTING = "translations_may_lag"
 # Shown above the English of a cell or paragraph whose translation is missing or out of date (always: with the
 # setting false, make test fails until it is translated; with it true, the edition ships that way).
@@ -95,17 +96,12 @@ class UntranslatedWarning(UserWarning):
 
 
 def translations_may_lag(settings: Path | None = None) -> bool:
-    """The fork's choice in ``translations/settings.toml`` (absent: ``False``, the course's own strict rule).
+    """The fork's choice in ``course_utils/course.toml`` (or in the settings file ``settings``).
 
     Usage: ``translations_may_lag()``
     """
-    path = SETTINGS if settings is None else settings
-    if not path.is_file():
-        return False
-    value = tomllib.loads(path.read_text(encoding="utf-8")).get(LAG_SETTING, False)
-    if not isinstance(value, bool):
-        raise ValueError(f"{path}: {LAG_SETTING} must be true or false, not {value!r}")
-    return value
+    path = SETTINGS_FILE if settings is None else settings
+    return read_settings(path.read_text(encoding="utf-8"), str(path)).translations_may_lag
 
 
 def lag_note(lang: str) -> str:
@@ -189,83 +185,35 @@ class Unit:
     context: str | None  # the cell id (notebooks); None for guides, whose paragraphs are found by their text
     english: str  # generated regions replaced by placeholders
     where: str  # for messages: "notebooks/03_x.ipynb cell c012" or "README.md line 40"
+    kind: str = "text"  # a Markdown block, or a "comment" or "string" of a code cell (tools/i18n/units.py)
+    fstring: bool = False  # a string: an f-string, whose every {...} is a field
 
 
-def notebook_units(path: Path, alt_text: bool = True) -> list[Unit]:
-    """The translatable units of a notebook: each markdown cell, and each ``alt="..."`` of a code cell (``alt_text``)."""
-    cells = json.loads(path.read_text())["cells"]
+def notebook_units(path: Path) -> list[Unit]:
+    """The translatable units of a notebook: each block of a markdown cell, each comment and shown string of a code
+    cell (``tools/i18n/units.py``)."""
     units = []
-    for cell in cells:
+    for cell in json.loads(path.read_text())["cells"]:
+        source, where = "".join(cell["source"]), f"{path.relative_to(ROOT)} cell {cell['id']}"
         if cell["cell_type"] == "markdown":
-            text, _regions = without_regions("".join(cell["source"]))
-            units.append(Unit(cell["id"], text, f"{path.relative_to(ROOT)} cell {cell['id']}"))
-        elif cell["cell_type"] == "code" and alt_text:
-            for number, literal in enumerate(alt_literals("".join(cell["source"])), start=1):
-                units.append(Unit(f"{cell['id']}/alt{number}", literal.text,
-                                  f"{path.relative_to(ROOT)} cell {cell['id']} (alt text {number})"))
+            pieces = units_module.markdown_blocks(without_regions(source)[0])
+        else:
+            pieces = units_module.code_pieces(source)
+        units += [Unit(cell["id"], piece.text, f"{where} ({piece.kind} {piece.text[:40]!r})" if piece.kind != "text"
+                       else f"{where} line {source[:piece.start].count(chr(10)) + 1}", piece.kind,
+                       "f" in piece.shape.split(" ")[0].lower()) for piece in pieces]
     return units
 
 
-def alt_literals(source: str) -> list:
-    """The ``alt="..."`` literals of a code cell (``course_utils.figures.alt_literals``)."""
-    from course_utils.figures import alt_literals as find
-
-    return find(source)
-
-
-def translated_alts(source: str, cell_id: str, lang: str, catalog: Catalog) -> str:
-    """``source`` with each ``alt="..."`` literal replaced by a literal of its translation (the English one while it
-    has none): one line, or, where the English literal spanned lines, pieces of about 50 characters on lines of
-    their own, joined by Python's implicit concatenation."""
-    pieces, last = [], 0
-    for number, literal in enumerate(alt_literals(source), start=1):
-        text = translation(lang, catalog, Unit(f"{cell_id}/alt{number}", literal.text, ""))
-        if text == literal.text:
-            continue
-        original = source[literal.start:literal.end]
-        if "\n" in original:
-            indent = " " * (literal.start - (source.rfind("\n", 0, literal.start) + 1))
-            chunks = [text[i:i + 50] for i in range(0, len(text), 50)]
-            replacement = ("\n" + indent).join(json.dumps(chunk, ensure_ascii=False) for chunk in chunks)
-        else:
-            replacement = json.dumps(text, ensure_ascii=False)
-        pieces += [source[last:literal.start], replacement]
-        last = literal.end
-    return "".join(pieces) + source[last:]
-
-
-def guide_blocks(text: str, fences: bool = False) -> list[tuple[int, str, bool]]:
-    """(line, block, translate?) for each block of a Markdown file: paragraphs, lists, tables, fences (translated
-    when ``fences``), regions."""
-    text, _regions = without_regions(text)
-    blocks: list[tuple[int, str, bool]] = []
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        if not lines[i].strip():
-            blocks.append((i + 1, lines[i], False))
-            i += 1
-            continue
-        start = i
-        if lines[i].lstrip().startswith("```"):
-            i += 1
-            while i < len(lines) and not lines[i].lstrip().startswith("```"):
-                i += 1
-            i += 1
-            blocks.append((start + 1, "\n".join(lines[start:i]), fences))
-            continue
-        while i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith("```"):
-            i += 1
-        block = "\n".join(lines[start:i])
-        untranslated = _PLACEHOLDER.fullmatch(block.strip()) or block.startswith(_SWITCH)
-        blocks.append((start + 1, block, not untranslated))
-    return blocks
-
-
 def guide_units(source: str) -> list[Unit]:
-    text = (ROOT / source).read_text()
-    return [Unit(None, block, f"{source} line {line}")
-            for line, block, translate in guide_blocks(text, source in FENCES_TRANSLATED) if translate]
+    text = without_regions((ROOT / source).read_text())[0]
+    return [Unit(None, piece.text, f"{source} line {text[:piece.start].count(chr(10)) + 1}")
+            for piece in guide_pieces(text, source)]
+
+
+def guide_pieces(text: str, source: str) -> list[units_module.Piece]:
+    return [piece for piece in units_module.markdown_blocks(text, fences=source in FENCES_TRANSLATED)
+            if not piece.text.startswith(_SWITCH)]
 
 
 def all_sources() -> list[str]:
@@ -292,44 +240,48 @@ def write_catalog(path: Path, catalog: Catalog) -> None:
 
 def update(lang: str, source: str) -> tuple[int, int]:
     """Bring ``source``'s PO file in line with the English; returns (new, changed) entries. Nothing is lost: a
-    changed cell keeps its old translation, fuzzy, with the old English in comments."""
+    changed unit keeps its old translation, fuzzy, with the old English beside it -- or, where the English changed
+    only in numbers or code names, the translation with the same change, current (:func:`carried`)."""
     path = po_path(lang, source)
-    old = read_catalog(path)
-    by_context = {m.context: m for m in old if m.id}
+    units = units_of(source)
+    cells = json.loads((ROOT / source).read_text())["cells"] if source.endswith(".ipynb") else None
+    old = legacy.in_units(read_catalog(path), cells, fences=cells is not None or source in FENCES_TRANSLATED)
     new_catalog = Catalog(locale=lang, fuzzy=False)
     added = changed = 0
-    units = units_of(source)
-    # A guide's paragraphs have no id: a changed one is found again as the most similar paragraph that no longer
-    # exists (difflib, as msgmerge's fuzzy matching does), so its translation is kept, fuzzy.
-    current = {unit.english for unit in units}
-    orphans = [m for m in old if m.id and m.context is None and m.string and m.id not in current]
+    current = {(unit.context, unit.english) for unit in units}
+    # A changed unit is found again among the entries of its cell (a guide: of the whole guide) whose English no
+    # longer exists: the only one, or the most similar (difflib, as msgmerge's fuzzy matching does).
+    orphans: dict[str | None, list[Message]] = {}
+    for message in old:
+        if message.id and message.string and (message.context, message.id) not in current:
+            orphans.setdefault(message.context, []).append(message)
+    unmatched: dict[str | None, int] = {}
+    for unit in units:
+        if old.get(unit.english, context=unit.context) is None:
+            unmatched[unit.context] = unmatched.get(unit.context, 0) + 1
     for unit in units:
         before = old.get(unit.english, context=unit.context)
-        if before is None and unit.context is not None:
-            before = by_context.get(unit.context)
-        if before is None and unit.context is None and orphans:
-            import difflib
-
-            ratio, best = max((difflib.SequenceMatcher(None, m.id, unit.english).ratio(), m) for m in orphans)
-            if ratio >= 0.6:
-                before = best
-                orphans.remove(best)
+        candidates = orphans.get(unit.context, [])
+        if before is None and candidates:
+            ratio, best = max((difflib.SequenceMatcher(None, m.id, unit.english).ratio(), n) for n, m in
+                              enumerate(candidates))
+            if ratio >= 0.6 or len(candidates) == 1 == unmatched[unit.context]:
+                before = candidates.pop(best)
         message = Message(unit.english, context=unit.context, auto_comments=[f"source-sha256: {sha(unit.english)}"])
         if before is None:
             added += 1
         elif before.id == unit.english:
             message.string, message.flags = before.string, set(before.flags)
+        elif not before.fuzzy and (same := carried(before.id, unit.english, before.string)) is not None:
+            message.string = same
         else:
             changed += 1
-            message.string = before.string
-            message.flags = {"fuzzy"}
+            message.string, message.flags = before.string, {"fuzzy"}
         if before is not None and "fuzzy" in message.flags:
             # The English the translation was made from, and that translation, as an obsolete entry ("#~") beside
             # it: the translator compares the two Englishes (Babel cannot round-trip a multi-line "#| msgid").
-            was = old_english_entry(old, unit.context) if before.fuzzy else None
-            was = was or Message(before.id, string=before.string, context=unit.context)
-            if unit.context is None and before.fuzzy:  # a guide's paragraph changed twice: keep its first English
-                was = old.obsolete.get(before.id) or was
+            was = (_was(old, before) if before.fuzzy else None) or Message(before.id, string=before.string,
+                                                                           context=unit.context)
             new_catalog.obsolete[was.id if unit.context is None else (was.id, unit.context)] = was
         if new_catalog.get(message.id, context=message.context) is None:
             new_catalog[message.id] = message
@@ -337,17 +289,45 @@ def update(lang: str, source: str) -> tuple[int, int]:
     return added, changed
 
 
-def old_english_entry(catalog: Catalog, context: str | None) -> Message | None:
-    """The obsolete entry that keeps the English (and translation) a fuzzy cell was translated from."""
-    if context is None:
+_CODE_LIKE = re.compile(r"`[^`\n]+`|\d+(?:\.\d+)*(?:e[-+]?\d+)?|[A-Za-z_]\w*(?:\.\w+)*")
+
+
+def carried(old_english: str, new_english: str, translation: str) -> str | None:
+    """``translation`` with the change from ``old_english`` to ``new_english``, where that change is only numbers or
+    code names (``75`` -> ``85``, `` `fc1` `` -> `` `fc2` ``, ``layer_1`` -> ``layer_2``) and each changed one occurs
+    in the translation as often as in the English; else None (a translator has to look)."""
+    old, new = _CODE_LIKE.split(old_english), _CODE_LIKE.split(new_english)
+    if old != new:  # the words around the numbers and names differ
         return None
-    return next((m for m in catalog.obsolete.values() if m.context == context), None)
+    changes: dict[str, str] = {}
+    for before, after in zip(_CODE_LIKE.findall(old_english), _CODE_LIKE.findall(new_english)):
+        if before == after:
+            continue
+        if not all(re.search(r"[\d_.`A-Z]", word[1:] or word) or word[0].isdigit() for word in (before, after)) \
+                or changes.setdefault(before, after) != after:
+            return None  # a word changed, or one name became two different ones
+    for before, after in changes.items():
+        pattern = re.compile(rf"(?<![A-Za-z0-9_.]){re.escape(before)}(?![A-Za-z0-9_])")
+        if len(pattern.findall(translation)) != len(pattern.findall(old_english)) \
+                or len(pattern.findall(new_english)):
+            return None  # the translation writes it otherwise, or the English kept it somewhere
+        translation = pattern.sub(after.replace("\\", "\\\\"), translation)
+    return translation
 
 
-def previous_english(catalog: Catalog, context: str) -> str | None:
-    """The English the fuzzy entry of cell ``context`` was translated from."""
-    entry = old_english_entry(catalog, context)
-    return entry.id if entry is not None else None
+def _was(catalog: Catalog, message: Message) -> Message | None:
+    """The obsolete entry that keeps the English (and the translation) a fuzzy entry was translated from."""
+    return next((m for m in catalog.obsolete.values() if m.context == message.context and m.string == message.string),
+                None)
+
+
+def previous_english(catalog: Catalog, context: str | None, english: str | None = None) -> str | None:
+    """The English the fuzzy entry (``english`` in ``context``; the cell's only one when not given) was translated
+    from."""
+    message = next((m for m in catalog if m.id and m.context == context and m.fuzzy
+                    and english in (None, m.id)), None)
+    was = _was(catalog, message) if message is not None else None
+    return was.id if was is not None else None
 
 
 def stale(lang: str, source: str) -> list[str]:
@@ -392,6 +372,32 @@ def with_lag_note(text: str, lang: str) -> str:
     return f"{lag_note(lang)}\n\n{text}"
 
 
+def translated_markdown(text: str, pieces: list[units_module.Piece], context: str | None, lang: str,
+                        catalog: Catalog) -> str:
+    """``text`` with each block of ``pieces`` in ``lang``: its translation, or the English under a "not yet
+    translated" note (one note for blocks in a row)."""
+    out, last, noted = [], 0, False
+    for piece in pieces:
+        unit = Unit(context, piece.text, "")
+        untranslated = not is_translated(catalog, unit)
+        block = with_lag_note(piece.text, lang) if untranslated and not noted else translation(lang, catalog, unit)
+        noted = untranslated and (noted or bool(_PLACEHOLDER.sub("", piece.text).strip()))
+        out += [text[last:piece.start], block]
+        last = piece.end
+    return "".join(out) + text[last:]
+
+
+def translated_code(source: str, context: str, lang: str, catalog: Catalog) -> str:
+    """The English code with each translated comment and shown string in ``lang`` (``tools/i18n/units.py``), and
+    ``setup_notebook(lang=...)``."""
+    for piece in reversed(units_module.code_pieces(source)):
+        unit = Unit(context, piece.text, "", piece.kind)
+        if is_translated(catalog, unit) and translation(lang, catalog, unit) != piece.text:
+            written = units_module.written_back(source, piece, translation(lang, catalog, unit))
+            source = source[:piece.start] + written + source[piece.end:]
+    return localized_code(source, lang)
+
+
 # -- headings and the links to them ----------------------------------------------------------------------------
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _NOTEBOOK_LINK = re.compile(r"\]\((?P<file>(?:\.\./)?(?:notebooks/)?(?:\d\d_\w+\.ipynb)?)#(?P<anchor>[^)\s]+)\)")
@@ -428,7 +434,7 @@ def _anchor_map(lang: str, _files: tuple[tuple[Path, int], ...]) -> dict[str, di
     for path in english_notebooks():
         catalog = read_catalog(po_path(lang, str(path.relative_to(ROOT))))
         pairs: dict[str, str] = {}
-        for unit in notebook_units(path, alt_text=False):
+        for unit in [u for u in notebook_units(path) if u.kind == "text"]:
             english, translated = headings(unit.english), headings(translation(lang, catalog, unit))
             if [level for level, _ in english] == [level for level, _ in translated]:
                 pairs.update({anchor(e): anchor(t) for (_, e), (_, t) in zip(english, translated)})
@@ -492,14 +498,13 @@ def built_notebook(lang: str, english_path: Path, anchors: dict[str, dict[str, s
         source = "".join(cell["source"])
         if cell["cell_type"] == "markdown":
             text, regions = without_regions(source)
-            unit = Unit(cell["id"], text, "")
-            translated = translation(lang, catalog, unit) if is_translated(catalog, unit) else with_lag_note(text, lang)
+            translated = translated_markdown(text, units_module.markdown_blocks(text), cell["id"], lang, catalog)
             english_file = str(english_path.relative_to(ROOT))
             source = retarget_links(with_regions(translated, regions, lang, english_path.name), lang, english_file,
                                     f"notebooks/{lang}/{english_path.name}",
                                     anchors if anchors is not None else anchor_map(lang))
         elif cell["cell_type"] == "code":
-            source = localized_code(translated_alts(source, cell["id"], lang, catalog), lang)
+            source = translated_code(source, cell["id"], lang, catalog)
             before = previous.get(cell["id"])
             if before is not None and "".join(before["source"]) == source:  # keep what `make refresh` stored
                 cell["outputs"], cell["execution_count"] = before["outputs"], before["execution_count"]
@@ -514,18 +519,12 @@ def built_notebook(lang: str, english_path: Path, anchors: dict[str, dict[str, s
 
 def built_guide(lang: str, source: str, anchors: dict[str, dict[str, str]] | None = None) -> str:
     text = (ROOT / source).read_text()
-    _stripped, regions = without_regions(text)
+    text, regions = without_regions(text)
     catalog = read_catalog(po_path(lang, source))
     target = GUIDES[source].format(lang=lang)
-    parts = []
-    for _line, block, translate in guide_blocks(text, source in FENCES_TRANSLATED):
-        if block.startswith(_SWITCH):
-            block = _SWITCH_BACK
-        unit = Unit(None, block, "")
-        if translate:
-            block = translation(lang, catalog, unit) if is_translated(catalog, unit) else with_lag_note(block, lang)
-        parts.append(block)
-    out = with_regions("\n".join(parts), regions, lang)
+    out = translated_markdown(text, guide_pieces(text, source), None, lang, catalog)
+    out = re.sub(rf"^{re.escape(_SWITCH)}[^\n]*", _SWITCH_BACK, out, flags=re.MULTILINE)
+    out = with_regions(out, regions, lang)
     out = retarget_links(out, lang, source, target, anchors if anchors is not None else anchor_map(lang))
     import posixpath
 
@@ -559,24 +558,47 @@ def build(lang: str) -> list[Path]:
     return written
 
 
+def check_string(english: str, translation: str, where: str, fstring: bool = True) -> None:
+    """A string literal's translation keeps the English one's ``{fields}`` (the same ones, in any order) and stays a
+    literal: a ``ValueError`` that says what to fix, else nothing."""
+    want = sorted(units_module.fields(english, fstring))
+    have = sorted(units_module.fields(translation, fstring))
+    if want != have:
+        raise ValueError(f"{where}: keep the fields {want} exactly as in the English (the translation has {have})")
+    for quote in ('"', "'", '"""', "'''"):
+        try:
+            compile(f"f{quote}{translation}{quote}" if want else f"{quote}{translation}{quote}", where, "eval")
+            return
+        except SyntaxError:
+            continue
+    raise ValueError(f"{where}: not a valid string literal: escape a quote or backslash with \\")
+
+
 _KEY = re.compile(r"^@@ (\S+)[ \t]*$", re.MULTILINE)
 
 
 def _keyed(lang: str, source: str) -> tuple[Catalog, dict[str, Message]]:
+    """The entries by key: a guide's paragraph by its number; a notebook's unit by its cell id, and ``.2``, ``.3``
+    ... after it for a cell's further units."""
     catalog = read_catalog(po_path(lang, source))
-    messages = [m for m in catalog if m.id]
-    keys = [m.context if m.context is not None else str(n) for n, m in enumerate(messages, 1)]
-    return catalog, dict(zip(keys, messages))
+    keyed: dict[str, Message] = {}
+    for number, message in enumerate((m for m in catalog if m.id), 1):
+        key = message.context if message.context is not None else str(number)
+        count = sum(1 for k in keyed if k == key or k.startswith(f"{key}."))
+        keyed[f"{key}.{count + 1}" if count and message.context is not None else key] = message
+    return catalog, keyed
+
+
+_KIND_NOTES = {"comment": "@| a comment of the code: its lines become # lines",
+               "string": "@| a string of the code, written between its quotes: keep each {field} and \\ escape"}
+
+
+def _kinds(source: str) -> dict[tuple[str | None, str], str]:
+    """(context, English) -> ``text``, ``comment``, ``string`` or ``fstring``."""
+    return {(unit.context, unit.english): "fstring" if unit.fstring else unit.kind for unit in units_of(source)}
 
 
 _NOTE = "@|"  # a line of context in the plain-text form: shown to the translator, ignored by import
-
-
-def _was(catalog: Catalog, message: Message) -> Message | None:
-    """The obsolete entry that keeps the English (and the translation) a fuzzy entry was translated from."""
-    if message.context is not None:
-        return old_english_entry(catalog, message.context)
-    return next((m for m in catalog.obsolete.values() if m.context is None and m.string == message.string), None)
 
 
 def _quoted(label: str, text: str) -> str:
@@ -589,10 +611,13 @@ def export_text(lang: str, source: str, *, only_missing: bool = False) -> str:
     An entry not translated yet gives its English. An entry whose English changed since it was translated gives,
     on ``@|`` lines, the English now and the English before, then its old translation to bring up to date."""
     catalog, keyed = _keyed(lang, source)
+    kinds = _kinds(source)
     out = []
     for key, message in keyed.items():
         if only_missing and message.string and not message.fuzzy:
             continue
+        note = _KIND_NOTES.get(kinds.get((message.context, message.id), "").replace("fstring", "string"))
+        key = f"{key}\n{note}" if note else key
         if message.fuzzy and message.string:
             was = _was(catalog, message)
             context = _quoted("The English changed since it was translated. The English now:", message.id)
@@ -610,6 +635,7 @@ def import_text(lang: str, source: str, text: str, unchanged: list[str] | None =
     returns how many. An out-of-date entry given back with its old translation unchanged stays out of date (its
     key goes to ``unchanged``)."""
     catalog, keyed = _keyed(lang, source)
+    kinds = _kinds(source)
     pieces = _KEY.split(text)
     if pieces[0].strip():
         raise ValueError("the text must start with an '@@ KEY' line")
@@ -622,14 +648,17 @@ def import_text(lang: str, source: str, text: str, unchanged: list[str] | None =
         english_regions = set(_PLACEHOLDER.findall(message.id))
         if set(_PLACEHOLDER.findall(body)) != english_regions:
             raise ValueError(f"entry {key}: keep the placeholders {sorted(english_regions)} exactly as in the English")
+        if kinds.get((message.context, message.id)) in ("string", "fstring"):
+            check_string(message.id, body, f"entry {key}", kinds[message.context, message.id] == "fstring")
         if message.fuzzy and body == message.string.strip("\n"):
             if unchanged is not None:
                 unchanged.append(key)
             continue
+        was = _was(catalog, message) if message.fuzzy else None
         message.string = body
         message.flags.discard("fuzzy")
-        for old in [k for k, m in catalog.obsolete.items() if message.context is not None and m.context == message.context]:
-            del catalog.obsolete[old]
+        if was is not None:
+            del catalog.obsolete[(was.id, was.context) if was.context is not None else was.id]
         count += 1
     write_catalog(po_path(lang, source), catalog)
     return count
@@ -670,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(problems) if problems else f"{args.lang}: every cell and paragraph translated and current")
     if problems and translations_may_lag():
         print(f"{len(problems)} not translated yet: they show the English with a note "
-              f"({LAG_SETTING} = true in {SETTINGS.relative_to(ROOT)})")
+              f"({LAG_SETTING} = true in {SETTINGS_FILE.relative_to(ROOT)})")
         return 0
     return 1 if problems else 0
 

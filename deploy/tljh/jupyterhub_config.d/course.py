@@ -2,17 +2,24 @@
 # TLJH loads it after its own settings (config.yaml). It takes the course's sign-in and limits from the course's clone
 # (tools/hub/course_auth.py and course_hub.py, the modules `make hub` runs: no copy here), runs the progress dashboard,
 # gives each learner one thread per kernel, and pulls the learner edition with nbgitpuller when a server starts.
+import asyncio
 import os
+import pwd
 import sys
+from pathlib import Path
 
 c = get_config()  # noqa: F821
 c.Spawner.environment.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
 LEARNER_EDITION = "https://github.com/REPLACE-ME/pytorch-hooks-learner"  # tools/hub/publish_learner_edition.py
 LEARNER_FOLDER = "pytorch-hooks-learner"  # where nbgitpuller puts it, in each learner's home
-c.Spawner.default_url = (
-    "/git-pull?repo=" + LEARNER_EDITION.replace(":", "%3A").replace("/", "%2F")
-    + f"&branch=main&urlpath=lab%2Ftree%2F{LEARNER_FOLDER}%2F00_start_here.ipynb"
-)
+DISK_MAX = "2G"  # each learner's home is a filesystem of this size (make hub's HUB_DISK_MAX)
+# Each learner's server first pulls the course's learner edition (nbgitpuller's command: clone on the first start,
+# merge course updates later, keep the learner's edits), then starts, on the notebook. The pull is this command, not
+# nbgitpuller's /git-pull page, which is off (below): that page pulls any repository into any folder on a GET, so a
+# classmate's link could put their code in your kernel spec (issue 41).
+c.Spawner.cmd = ["/bin/sh", "-c", 'gitpuller "$0" main "$1" || echo "could not pull $0" >&2; shift; '
+                 'exec jupyterhub-singleuser "$@"', LEARNER_EDITION, LEARNER_FOLDER]
+c.Spawner.default_url = f"/lab/tree/{LEARNER_FOLDER}/00_start_here.ipynb"
 # Each learner's server at NAME.REPLACE-ME.example.org, its own origin: a page one learner serves never runs with
 # another's or the instructor's cookies. Needs DNS for *.REPLACE-ME.example.org and a wildcard certificate
 # (config.yaml: https.tls with your own certificate; TLJH's https.letsencrypt cannot get a wildcard one).
@@ -24,32 +31,51 @@ USER_ENV_PYTHON = "/opt/tljh/user/bin/python"  # TLJH's user environment (instal
 if not os.path.isfile(os.path.join(COURSE, "tools", "hub", "course_auth.py")):
     raise RuntimeError(f"course.py: the course's clone is not at {COURSE} (tools/hub/course_auth.py is missing): clone "
                        "the course there and run deploy/tljh/install-course.sh from it, as the instructor guide says")
-sys.path.insert(0, os.path.join(COURSE, "tools", "hub"))
-import course_auth  # noqa: E402
-import course_hub  # noqa: E402
-import dashboard  # noqa: E402
+sys.path.insert(0, COURSE)  # a JupyterHub config file: the one kind of file that puts the course on the path
+from tools.hub import course_auth, course_hub, dashboard, isolation  # noqa: E402
 
 # Who gets in: the course's sign-in (instructor guide, "Signing in"), with config.yaml's users.admin as instructors.
 # Their account is made when the hub first starts, with a random password in STATE/instructor-password (root's,
-# 0600), before anybody can sign up under that name; approving is a POST; wrong passwords block a learner's name
-# after ten (never an instructor's) and any address after twenty a minute; a deleted learner's name (and so their
-# jupyter-NAME account and home) is never handed to a new sign-up; /hub/ answers only on the hub's own host.
+# 0600), before anybody can sign up under that name; approving is a POST; password checks have budgets that nobody
+# can turn against a browser that logged in before, and a learner on the VM is counted as who they are, whatever
+# address they claim; a deleted learner's name (and so their jupyter-NAME account and home) is never handed to a new
+# sign-up; /hub/ answers only on the hub's own host.
 course_auth.configure_sign_in(c, admins=c.Authenticator.admin_users, state=STATE, system_users="tljh")
 
 # Each learner's server, a systemd unit of its own (SystemdSpawner), with make hub's limits where systemd sets them:
-# - /tmp and /var/tmp of its own (PrivateTmp), removed when it stops: no learner uses or plants another's
-#   /tmp/torchinductor_NAME, and the kernels' sockets lie there (below);
+# - /tmp, /var/tmp and /run/lock of its own, in memory (TemporaryFileSystem: counted in config.yaml's limits.memory,
+#   gone when it stops), /dev/shm files removed when it stops (RemoveIPC) and counted in limits.memory while it runs
+#   (MemoryMax counts shared memory), System V memory of its own (PrivateIPC): no learner uses or plants another's
+#   /tmp/torchinductor_NAME, and the kernels' sockets lie in that /tmp (below);
 # - at most make hub's HUB_TASKS_MAX processes and threads (TasksMax: a fork bomb stops there);
-# - its /dev/shm files removed when it stops (RemoveIPC); while it runs they count in config.yaml's limits.memory
-#   (MemoryMax counts shared memory);
 # - kernels on unix sockets in that private /tmp, not on TCP ports of the VM's loopback, where every user of the VM
-#   could subscribe to another's kernel output; and Python kernels without the debugger, whose debugpy would listen
-#   on such a port with no password (any user of the VM could attach and run code as the learner).
+#   could subscribe to another's kernel output; Python kernels without the debugger, whose debugpy would listen on
+#   such a port with no password (any user of the VM could attach and run code as the learner); no /git-pull page;
+# - a home that is a filesystem of DISK_MAX of its own (isolation.mount_home), made before the server starts.
 LIMITS = course_hub.Settings()  # make hub's defaults
-c.SystemdSpawner.isolate_tmp = True
-c.SystemdSpawner.unit_extra_properties = {"TasksMax": str(LIMITS.tasks_max), "RemoveIPC": "yes"}
-c.Spawner.args.extend([*course_hub.KERNELS_ON_UNIX_SOCKETS, *course_hub.KERNELS_WITHOUT_DEBUGGER])
+c.SystemdSpawner.isolate_tmp = False  # /tmp is TemporaryFileSystem's, in memory, not PrivateTmp's, on the VM's disk
+c.SystemdSpawner.unit_extra_properties = {
+    "TasksMax": str(LIMITS.tasks_max), "RemoveIPC": "yes", "PrivateIPC": "yes",
+    "TemporaryFileSystem": "/tmp:mode=1777 /var/tmp:mode=1777 /run/lock:mode=1777",
+}
+c.Spawner.args.extend([*course_hub.KERNELS_ON_UNIX_SOCKETS, *course_hub.KERNELS_WITHOUT_DEBUGGER,
+                       *course_hub.NO_NBGITPULLER])
 c.Spawner.environment.update({"JUPYTER_RUNTIME_DIR": "/tmp/jupyter-runtime"})  # the unit's /tmp: short socket paths
+HOME_IMAGES = Path(STATE, "homes")  # jupyter-NAME.img: each learner's home
+isolation.mount_learner_homes(HOME_IMAGES)  # after a reboot, before anybody logs in (the dashboard reads them)
+
+
+async def learner_home(spawner):  # the pre-spawn hook
+    from tljh.user import ensure_user  # TLJH's own, which its spawner calls next: the account and its home
+
+    account = course_auth.tljh_system_username(spawner.user.name)
+    ensure_user(account)
+    HOME_IMAGES.mkdir(mode=0o700, exist_ok=True)
+    await asyncio.get_running_loop().run_in_executor(None, isolation.mount_home, Path(pwd.getpwnam(account).pw_dir),
+                                                     HOME_IMAGES / f"{account}.img", isolation.parse_size(DISK_MAX))
+
+
+c.Spawner.pre_spawn_hook = learner_home
 
 # The instructor's dashboard of the room (instructor guide, "Seeing the room"): a JupyterHub service that only admins
 # may open, started by the hub (root under TLJH) with the course's Python from TLJH's user environment. It reads

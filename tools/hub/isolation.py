@@ -1,0 +1,261 @@
+"""What keeps one learner's server from the others and from the machine, set up by root before it becomes the learner
+(``make hub``; the TLJH recipe uses :func:`mount_home` too). See the instructor guide, "Limits per learner".
+
+- private folders (:data:`PRIVATE_DIRS`): ``TMPDIR`` and every cache under the learner's home, mode 0700: a
+  torch.compile cache holds code that runs, so a folder another learner made first in ``/tmp`` would run theirs;
+- limits (``setrlimit``): processes per learner, memory per process, file size, no core dumps;
+- namespaces of its own: ``/dev/shm``, ``/tmp``, ``/var/tmp`` and ``/run/lock`` (where every user may write) are fresh
+  tmpfs of a given size, seen by nobody else and gone when the server stops; System V shared memory is its own (at
+  most that size) and the kernel removes it with the server's last process (Linux ``unshare(2)``, ``mount(2)``);
+- a memory cgroup below the hub's own: the server's processes together, shared memory (tmpfs, System V, MAP_SHARED)
+  included, which ``RLIMIT_DATA`` does not count; past it the kernel ends the biggest process there;
+- a home that is a filesystem of its own (an ext4 image on a loop device): past its size, or its number of files, a
+  write fails with "No space left on device", and the machine's disk keeps its room.
+
+Usage: ``isolate_server(512 << 20, str(memory_cgroup("course-ann", 4 << 30)))`` in a ``preexec_fn`` (as root)
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# Every place a learner's tools write temporary or cached files, under their own home (0700), never in the shared
+# /tmp: torch.compile's caches hold code that runs, so a folder another learner made first would run their code.
+PRIVATE_DIRS = {
+    "TMPDIR": ".cache/tmp",
+    "XDG_CACHE_HOME": ".cache",
+    "TORCHINDUCTOR_CACHE_DIR": ".cache/torchinductor",
+    "TRITON_CACHE_DIR": ".cache/triton",
+    "TORCH_EXTENSIONS_DIR": ".cache/torch_extensions",
+    "MPLCONFIGDIR": ".cache/matplotlib",
+    "PYTHONPYCACHEPREFIX": ".cache/pycache",
+    "JUPYTER_RUNTIME_DIR": ".cache/run",  # connection files and the kernels' unix sockets: short (SOCKET_PATH_MAX)
+}
+SOCKET_PATH_MAX = 107  # sun_path: 108 bytes with the final NUL (Linux)
+KERNEL_SOCKET_NAME = "/kernel-" + "0" * 36 + "-ipc-10"  # the longest name jupyter_client gives (a uuid4, port 1..10)
+PRIVATE_TMPFS = ("/dev/shm", "/tmp", "/var/tmp", "/run/lock")  # every user may write there: each server its own
+CLONE_NEWNS, CLONE_NEWIPC, MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x00020000, 0x08000000, 2, 4, 16384, 1 << 18
+
+
+def parse_size(text: str) -> int:
+    """``"2.5G"`` -> bytes (K, M, G, T: powers of 1024; a plain number is bytes)."""
+    import re
+
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)i?B?\s*", str(text), re.IGNORECASE)
+    if not match:
+        raise ValueError(f"not a size: {text!r}")
+    return int(float(match.group(1)) * 1024 ** " KMGT".index(match.group(2).upper() or " "))
+
+
+def private_environment(home: str) -> dict[str, str]:
+    """``TMPDIR`` and the caches of one learner, all under ``home`` (see :data:`PRIVATE_DIRS`)."""
+    return {name: f"{home}/{relative}" for name, relative in PRIVATE_DIRS.items()}
+
+
+def make_private_dirs(env: dict[str, str]) -> None:
+    """Run as the learner (after setuid): create the private folders, mode 0700, refusing one that is not theirs."""
+    for name in PRIVATE_DIRS:
+        path = env[name]
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+        if info.st_uid != os.getuid() or not os.path.isdir(path) or os.path.islink(path):
+            raise PermissionError(f"{path} ({name}) is not a folder of this learner's own")
+        os.chmod(path, 0o700)
+
+
+def limit_resources(tasks: int, memory: int, file_size: int) -> None:
+    """Run in a learner's server before it starts (inherited by its kernels and terminals): ``tasks`` processes and
+    threads for the learner's account, ``memory`` bytes per process (0: no limit; a big allocation then fails with
+    MemoryError where it is made, before the memory cgroup ends a process), files of ``file_size`` bytes at most."""
+    import resource
+
+    limits = {resource.RLIMIT_NPROC: tasks, resource.RLIMIT_FSIZE: file_size, resource.RLIMIT_CORE: 0}
+    for limit, value in ({**limits, resource.RLIMIT_DATA: memory} if memory else limits).items():
+        resource.setrlimit(limit, (value, value))
+
+
+def under_private_tmp(path: str | Path) -> bool:
+    """Whether ``path`` is in a folder that each learner's server replaces with one of its own (so it cannot see it)."""
+    return any(Path(os.path.abspath(path)).is_relative_to(place) for place in PRIVATE_TMPFS)
+
+
+@functools.cache
+def _libc() -> Any:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.unshare.argtypes = [ctypes.c_int]
+    return libc
+
+
+def isolate_server(shm: int, cgroup: str | None) -> None:
+    """Run in a learner's server before it starts (root, before setuid; load :func:`_libc` in the parent first): join
+    the memory cgroup ``cgroup`` (a folder, or None), then, if ``shm``, namespaces of its own whose private folders
+    (:data:`PRIVATE_TMPFS`) and System V memory hold ``shm`` bytes each. Raises OSError where the system refuses."""
+    import ctypes
+
+    if cgroup:
+        descriptor = os.open(f"{cgroup}/cgroup.procs", os.O_WRONLY)
+        try:
+            os.write(descriptor, b"0")  # this process, and so everything it starts
+        finally:
+            os.close(descriptor)
+    if not shm:
+        return
+    libc = _libc()
+    calls = [(libc.unshare, (CLONE_NEWNS | CLONE_NEWIPC,)),
+             (libc.mount, (b"none", b"/", None, MS_REC | MS_PRIVATE, None))]  # nothing leaks back out
+    calls += [(libc.mount, (b"tmpfs", place.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, f"size={shm},mode=1777".encode()))
+              for place in PRIVATE_TMPFS if os.path.isdir(place)]
+    for call, args in calls:
+        if call(*args) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"{call.__name__}{args[:2]}: {os.strerror(error)}")
+    for name, value in (("shmmax", shm), ("shmall", shm // os.sysconf("SC_PAGE_SIZE"))):  # this IPC namespace's
+        with open(f"/proc/sys/kernel/{name}", "w") as handle:
+            handle.write(str(value))
+
+
+def memory_cgroup(name: str, limit: int) -> Path:
+    """A memory cgroup of ``limit`` bytes named ``name`` below this process's own (cgroup v1's memory hierarchy, or
+    v2 where this process may hand the memory controller down), made if needed. Raises OSError where it may not."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            parent, limit_file = Path("/sys/fs/cgroup/memory", path.lstrip("/")), "memory.limit_in_bytes"
+            break
+    else:
+        parent, limit_file = Path("/sys/fs/cgroup", path.lstrip("/")), "memory.max"
+        if "memory" not in (parent / "cgroup.subtree_control").read_text().split():
+            (parent / "cgroup.subtree_control").write_text("+memory")
+    group = parent / name
+    group.mkdir(exist_ok=True)
+    (group / limit_file).write_text(str(limit))
+    return group
+
+
+def mount_home(home: Path, image: Path, size: int) -> bool:
+    """``home`` as a filesystem of ``size`` bytes of its own: the ext4 file ``image`` on a loop device (made on first
+    use, at most one file per 16 KiB, holding what ``home`` held, owner and mode kept); mounted again after a
+    restart. True if it mounts it now.
+
+    Usage: ``mount_home(Path("/home/ann"), Path(".hub/private/homes/ann.img"), 2 << 30)`` (as root)"""
+    if os.path.ismount(home):
+        return False
+    mount = ["mount", "-o", "loop,nosuid,nodev", str(image)]
+    if not image.exists():
+        info = home.stat()
+        os.close(os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.truncate(image, size)  # sparse: the disk holds what the learner writes, no more
+        try:
+            subprocess.run(["mkfs.ext4", "-q", "-m", "0", "-i", "16384", "-E",
+                            f"root_owner={info.st_uid}:{info.st_gid}", str(image)], check=True, capture_output=True)
+            with tempfile.TemporaryDirectory() as staging:
+                subprocess.run([*mount, staging], check=True, capture_output=True)
+                try:
+                    os.rmdir(f"{staging}/lost+found")
+                    subprocess.run(["cp", "-a", f"{home}/.", staging], check=True, capture_output=True)
+                finally:
+                    subprocess.run(["umount", staging], check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError) as error:
+            image.unlink()
+            raise RuntimeError(f"could not give {home} a filesystem of its own ({getattr(error, 'stderr', b'')!r}"
+                               f" {error}): does it hold more than its size, {size} bytes?") from None
+        for entry in os.scandir(home):  # now in the image: the machine's disk keeps no second copy
+            shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
+    subprocess.run([*mount, str(home)], check=True, capture_output=True)
+    return True
+
+
+def mount_learner_homes(images: Path) -> None:
+    """At the hub's start: every learner's home whose filesystem (``images/ACCOUNT.img``) exists is mounted (again,
+    after a reboot), so that the dashboard reads their record before they log in."""
+    import pwd
+
+    for image in sorted(images.glob("*.img")):
+        try:
+            mount_home(Path(pwd.getpwnam(image.stem).pw_dir), image, 0)
+        except (KeyError, OSError, subprocess.CalledProcessError):
+            continue
+
+
+def try_isolation(shm: int, memory: int, disk: int) -> None:
+    """Everything above, once, as each learner's server will get it (a throw-away child, a tiny home); raises OSError
+    (or RuntimeError, for the home) where the machine refuses, a container without CAP_SYS_ADMIN, say."""
+    _libc()
+    group = memory_cgroup(f"course-probe-{os.getpid()}", 1 << 30) if memory else None
+    try:
+        subprocess.run(["/bin/sh", "-c", ""], check=True, timeout=60,
+                       preexec_fn=lambda: isolate_server(min(shm, 1 << 20), str(group) if group else None))
+    finally:
+        if group is not None:
+            group.rmdir()
+    if disk:
+        with tempfile.TemporaryDirectory() as folder:
+            Path(folder, "home").mkdir()
+            mount_home(Path(folder, "home"), Path(folder, "home.img"), 16 << 20)
+            subprocess.run(["umount", f"{folder}/home"], check=True, capture_output=True)
+
+
+SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+
+
+def remove_shared_temp_files(uid: int, places: tuple[str, ...] = SHARED_TEMP) -> list[str]:
+    """Remove what ``uid`` left at the top of the machine's shared temporary folders (files, folders, links);
+    returns what was removed. Run when a learner's server stops and when a learner is removed."""
+    import stat
+
+    if uid == 0:
+        raise ValueError("refusing to remove root's files")
+    removed = []
+    for place in places:
+        try:
+            entries = list(os.scandir(place))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+                if info.st_uid != uid:
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(entry.path)  # never follows a link (fd-based on Linux)
+                else:
+                    os.unlink(entry.path)
+                removed.append(entry.path)
+            except OSError:
+                continue
+    return removed
+
+
+def end_learner_processes(uid: int, grace: float = 5.0) -> list[int]:
+    """SIGTERM, then SIGKILL after ``grace`` seconds, to every process that runs as ``uid`` (a learner the hub made),
+    wherever it was started from; returns the pids that were ended."""
+    import psutil
+
+    if uid == 0:
+        raise ValueError("refusing to end root's processes")
+    procs = []
+    for proc in psutil.process_iter(["uids"]):
+        if proc.info["uids"] and uid in (proc.info["uids"].real, proc.info["uids"].effective):
+            procs.append(proc)
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace)
+    return [p.pid for p in procs]

@@ -1,0 +1,45 @@
+"""The checkout the tools work on: its root, and what changed in it according to git (read here, once, for ``make
+sync`` and ``make check`` alike).
+
+Usage: ``changes()`` -> ``{"notebooks/02_hook_lifecycle.ipynb": "M", "notes.md": "?"}``; ``changes("main")``
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class GitError(RuntimeError):
+    """git is missing, this is no repository, or a revision does not exist; the message says which and what to do."""
+
+
+def git(*args: str) -> str:
+    """``git args`` in the checkout's root, its output; :class:`GitError` when it fails."""
+    try:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    except OSError as error:
+        raise GitError(f"git is not installed ({error}); the change is read from git") from error
+    if done.returncode != 0:
+        raise GitError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def changes(base: str | None = None) -> dict[str, str]:
+    """Every file that differs from the last commit (``base``: from where HEAD left that branch), by its path from
+    the root: ``"M"`` changed, ``"A"`` added, ``"D"`` deleted (staged or not), ``"?"`` new and not ignored."""
+    since = git("merge-base", base, "HEAD").strip() if base else "HEAD"
+    listed = git("diff", "--name-status", "--no-renames", "-z", since).split("\0")
+    found = {path: status[0] for status, path in zip(listed[::2], listed[1::2], strict=False) if path}
+    found.update({path: "?" for path in git("ls-files", "-z", "--others", "--exclude-standard").split("\0") if path})
+    return dict(sorted(found.items()))
+
+
+def committed(path: str, revision: str = "HEAD") -> str | None:
+    """``path``'s text at ``revision`` (``""``: the staged one), or None where it has none."""
+    try:
+        return git("show", f"{revision}:{path}")
+    except GitError:
+        return None
