@@ -247,7 +247,7 @@ class FigureFiles(DataURIExtractor):
         return node["uri"].startswith("data:")
 
 
-# -- page furniture: language switch, launch and download buttons, KaTeX -----------------------------------------
+# -- page furniture: language switch, launch and download menus, formulas ----------------------------------------
 def twin_url(pagename: str, lang: str) -> str:
     """The same page in the other edition, relative to this page (English at the root, Chinese in ``zh/``)."""
     up = "../" * pagename.count("/")
@@ -270,14 +270,10 @@ def language_switch(app: Sphinx, pagename: str, templatename: str, context: dict
         f'\n<link rel="alternate" hreflang="{words["twin_lang"]}" href="{context["course_twin_url"]}">')
 
 
-def learner_notebook_url(pagename: str, lang: str) -> str:
-    """Where ``make site`` puts a page's learner edition (``notebooks/``, ``notebooks/zh/``), from the page."""
-    return f"notebooks/{pagename}.ipynb" if lang == "en" else f"../notebooks/{lang}/{pagename}.ipynb"
-
-
 def notebook_buttons(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
     """On a notebook page: the theme's launch menu with Colab, Kaggle and Binder, and its download menu with the
-    learner edition first, the complete notebook second (the file of ``_sources/``), then the print view."""
+    learner edition first (``make site`` writes it to the site's ``notebooks/``), the complete notebook second (the
+    file of ``_sources/``), then the print view."""
     if not (NOTEBOOK.fullmatch(pagename) and context.get("page_source_suffix") == ".ipynb"):
         return
     lang = edition(app.config)
@@ -297,7 +293,7 @@ def notebook_buttons(app: Sphinx, pagename: str, templatename: str, context: dic
             source, pdf = ({b["label"]: b for b in group["buttons"]}[label]
                            for label in ("download-source-button", "download-pdf-button"))
             group["buttons"] = [
-                {**source, "url": learner_notebook_url(pagename, lang), "text": words["exercises"],
+                {**source, "url": ("" if lang == "en" else "../") + f"notebooks/{notebook}", "text": words["exercises"],
                  "tooltip": words["exercises_tip"], "label": "download-learner-button"},
                 {**source, "text": words["complete"], "tooltip": words["complete_tip"]}, pdf]
 
