@@ -18,7 +18,8 @@ the Sphinx book theme), which puts these slides beside its pages and links them 
 Each builder takes an :class:`Edition`: the language, and so where its notebooks are (``notebooks/``, or
 ``notebooks/zh/`` for ``--lang zh``) and where it is written (``build/``, ``build/zh/``; ``make learner
 COURSE_LANG=zh``), and which notebooks (all, or those of an agenda of the instructor guide, ``--agenda half-day``,
-or some by number, ``--notebooks 03 06``; ``make learner AGENDA=half-day``, ``make slides NB="03 06"``).
+or some by number, ``--notebooks 03 06``; ``make learner AGENDA=half-day``, ``make slides NB="03 06"``), written into
+``build/agenda-half-day/``, ``build/notebooks-03-06/`` then.
 
 Usage: ``python -m tools learner|slides [--out build] [--lang zh] [--agenda KEY | --notebooks NN ...]``  (``make
 learner``, ``make slides``)
@@ -180,7 +181,8 @@ def build_slides(out: Path, edition: Edition = Edition()) -> list[Path]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tools", description=__doc__.splitlines()[0])
     parser.add_argument("edition", choices=["learner", "slides"])
-    parser.add_argument("--out", type=Path, default=ROOT / "build")
+    parser.add_argument("--out", type=Path, help="default: build/, and build/agenda-KEY/ or build/notebooks-NN-NN/ "
+                        "for a part, so that make sync's full learner edition does not replace it")
     parser.add_argument("--lang", choices=LANGUAGES, default="en", help="zh: the Chinese edition (notebooks/zh/)")
     part = parser.add_mutually_exclusive_group()
     part.add_argument("--agenda", help="only the notebooks of this agenda of the instructor guide (half-day, ...)")
@@ -194,8 +196,10 @@ def main(argv: list[str] | None = None) -> None:
             only = tuple(agenda_notebooks(args.agenda))
         except ValueError as error:
             parser.error(str(error))
+    part = f"agenda-{args.agenda}" if args.agenda else "-".join(["notebooks", *only]) if only else ""
+    out = args.out or ROOT / "build" / part
     # the same builders, reading notebooks/<lang>/ and writing under build/<lang>/
-    written = {"learner": build_learner, "slides": build_slides}[args.edition](args.out, Edition(args.lang, only))
+    written = {"learner": build_learner, "slides": build_slides}[args.edition](out, Edition(args.lang, only))
     print(f"{args.edition}: wrote {len(written)} files under {written[0].parent}")
 
 
