@@ -216,8 +216,9 @@ def page_source(app: Sphinx, docname: str, source: list[str]) -> None:
 def folded_cell(self: Any, node: HideCodeCellNode) -> None:
     """myst-nb's folded cell, its ``<summary>`` named by the prompt it shows ("Show the solution"): myst-nb names
     each one "Toggle hidden content", which axe-core reports (label-content-name-mismatch, WCAG 2.5.3)."""
+    start = len(self.body)
     visit_HideCellInput(self, node)
-    self.body[-4] = self.body[-4].replace(' aria-label="Toggle hidden content"', "")
+    self.body[start:] = [part.replace(' aria-label="Toggle hidden content"', "") for part in self.body[start:]]
 
 
 # -- figures: image files with their alt text ------------------------------------------------------------------
