@@ -1,9 +1,9 @@
 """A small decoder-only transformer that has learned to continue repeated random sequences (notebook 12).
 
 The task has a known mechanism: a sequence is random tokens, then a block of ``L`` random tokens, then the same block
-again (``L`` from 4 to 10, all tokens distinct). From the second token of the repeat on, the next token can be
-predicted only by finding the current token's earlier occurrence and copying the token after it: an *induction
-head* in layer 1, helped by a *previous-token head* in layer 0 (Olsson et al., 2022). The weights ship inside the
+again (``L`` from 4 to 10, all tokens distinct). From the repeat's first token on, the next token can be
+predicted only by finding the current token's earlier occurrence and copying the token after it: *induction heads* in
+layer 1, whose keys read what *previous-token heads* in layer 0 wrote (Olsson et al., 2022). The weights ship inside the
 package (``course_utils/weights/``, written by ``python -m tools.train_induction``); nothing is downloaded.
 
 - :class:`InductionTransformer` -- embeddings, 2 blocks (LayerNorm, 4-head causal attention, LayerNorm, MLP), final
@@ -30,7 +30,8 @@ __all__ = ["VOCAB", "SEQ_LEN", "BLOCK_LENGTHS", "WEIGHTS", "Attention", "Block",
 
 VOCAB, SEQ_LEN = 64, 24
 BLOCK_LENGTHS = range(4, 11)
-"""The lengths ``L`` of the repeated block: the repeat starts at ``SEQ_LEN - L``, so no head can find it by position."""
+"""The lengths ``L`` of the repeated block in training: the repeat starts at ``SEQ_LEN - L``, so no head can find it
+by position. ``repeated_sequences(..., block_length=L)`` also makes the untrained lengths 1 to ``SEQ_LEN // 2``."""
 WEIGHTS = "induction_2l4h.pt"
 
 
@@ -130,11 +131,12 @@ def induction_transformer() -> InductionTransformer:
 def repeated_sequences(batch: int, seed: int, block_length: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``batch`` sequences of ``SEQ_LEN`` tokens: distinct random tokens, the last ``L`` of them repeated once more.
 
-    Returns ``(tokens (batch, SEQ_LEN), L (batch,))``; ``L`` is drawn from ``BLOCK_LENGTHS`` unless ``block_length``
-    fixes it. Usage: ``tokens, lengths = repeated_sequences(8, seed=0)``"""
-    if block_length is not None and block_length not in BLOCK_LENGTHS:
-        raise ValueError(f"block_length must lie in {BLOCK_LENGTHS.start}..{BLOCK_LENGTHS.stop - 1}, "
-                         f"got {block_length}.")
+    Returns ``(tokens (batch, SEQ_LEN), L (batch,))``; ``L`` is drawn from ``BLOCK_LENGTHS`` (the trained lengths)
+    unless ``block_length`` fixes it, to any length from 1 to ``SEQ_LEN // 2`` (a sequence holds the block twice).
+    Usage: ``tokens, lengths = repeated_sequences(8, seed=0)``"""
+    if block_length is not None and not 1 <= block_length <= SEQ_LEN // 2:
+        raise ValueError(f"block_length must lie in 1..{SEQ_LEN // 2} (the model was trained on "
+                         f"{BLOCK_LENGTHS.start}..{BLOCK_LENGTHS.stop - 1}), got {block_length}.")
     generator = torch.Generator().manual_seed(seed)
     rows, lengths = [], []
     for _ in range(batch):

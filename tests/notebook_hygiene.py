@@ -13,6 +13,8 @@ from typing import Any
 
 import nbformat
 
+from course_utils.machinery.layout import CHECK_CALL
+
 # A cell may print such digits on purpose (float64 arithmetic it teaches, say): its metadata names the reason,
 # e.g. {"allow_digits": "float64 rounding is the lesson; the same on every CPU"}.
 ALLOW_DIGITS = "allow_digits"
@@ -90,7 +92,7 @@ _OPENING_OBJECTIVES = re.compile(r"objective|you will learn|目标|你将学[到
 _OPENING_MINUTES = re.compile(r"\b\d+\s*(?:min\b|minutes\b|分钟)", re.IGNORECASE)
 
 
-_EXERCISE_CALL = re.compile(r"""\bcheck\(\s*["']\d\d\.\d+["']""")
+_EXERCISE_CALL = re.compile(CHECK_CALL)
 
 
 def _course_utils_imports(source: str) -> set[str]:

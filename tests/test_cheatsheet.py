@@ -201,3 +201,63 @@ def test_a_global_full_backward_hook_breaks_in_place_models_as_the_cheatsheet_sa
     finally:
         handle.remove()
     model(torch.randn(2, 3, requires_grad=True)).sum().backward()  # without the global hook: fine
+
+
+def test_an_in_place_relu_input_is_kept_unrectified_only_as_a_clone_as_the_cheatsheet_says() -> None:
+    import torch
+
+    assert "keep `args[0].clone()`" in _row("torch.nn.Module.register_forward_pre_hook")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(inplace=True))
+    kept: dict[str, Any] = {}
+    handles = [model[1].register_forward_pre_hook(lambda module, args: kept.update(alias=args[0], clone=args[0].clone())),
+               model[0].register_forward_hook(lambda module, args, output: kept.update(before=output.clone()))]
+    try:
+        with torch.no_grad():
+            output = model(torch.randn(8, 3))
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert (kept["clone"] < 0).any() and torch.equal(kept["clone"], kept["before"])  # unrectified, seen in two places
+    assert torch.equal(kept["alias"], output) and not (kept["alias"] < 0).any()      # the stored alias was rectified
+
+
+# a worker function: module level, so that run_workers' processes can import it by name
+def _bucket_as_the_comm_hook_gets_it(rank: int, world_size: int) -> dict[str, list[float]]:
+    import copy
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    local = copy.deepcopy(model)
+    x = torch.full((4, 3), float(rank + 1))                # each rank its own data, so its own gradients
+    local(x).sum().backward()
+    buckets = []
+
+    def hook(state, bucket):  # noqa: ANN001, ANN202 -- DDP reads the parameter names; no annotations
+        buckets.append(bucket.buffer().clone())
+        return default_hooks.allreduce_hook(state, bucket)
+
+    ddp = DistributedDataParallel(model)
+    ddp.register_comm_hook(dist.group.WORLD, hook)
+    ddp(x).sum().backward()
+    return {"bucket": sorted(torch.cat(buckets).tolist()),
+            "local": [value for p in local.parameters() for value in p.grad.flatten().tolist()],
+            "after": [value for p in model.parameters() for value in p.grad.flatten().tolist()]}
+
+
+def test_a_comm_hook_gets_each_rank_gradients_undivided_as_the_cheatsheet_says() -> None:
+    from course_utils.distributed import run_workers
+
+    assert "the bucket is not divided by the world size" in _row(
+        "torch.nn.parallel.DistributedDataParallel.register_comm_hook")
+    rank0, rank1 = run_workers(_bucket_as_the_comm_hook_gets_it, world_size=2, timeout=60)
+    for result in (rank0, rank1):   # the hook sees this rank's own gradients: DDP divides only without a hook
+        assert result["bucket"] == pytest.approx(sorted(result["local"]))
+    mean = [(a + b) / 2 for a, b in zip(rank0["local"], rank1["local"])]
+    assert rank0["local"] != rank1["local"]
+    assert rank0["after"] == pytest.approx(mean) and rank1["after"] == pytest.approx(mean)  # allreduce_hook divides

@@ -9,9 +9,11 @@ defended against: a cheat only fools the learner who cheats (issue 38)."""
 from __future__ import annotations
 
 import dataclasses
+import linecache
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,16 +21,46 @@ import torch
 import torch.nn as nn
 
 from course_utils.machinery import checks
-from course_utils.machinery.exercise_kit import Status, Verdict
-from tests.exercise_cases import all_cases
+from course_utils.machinery.exercise_kit import Exercise, Status, Verdict, expect_tensor, generator, require
 from tests.session_state import _global_hook_counts, same_session, session_state
 
-CASES = all_cases()
 _HINT_TAILS = ("gives a hint.", "gives the next hint.", "says where the solution is.")
 
 
+def _course_code(source: str) -> dict:
+    """Run ``source`` as a file of the course package would run: a check's code is the course's, and its lines are
+    readable (check() reads them to tell a learner's wrong signature from a course bug)."""
+    filename = str(Path(checks.__file__).parent / "exercises" / "_test_check_adversarial.py")
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"torch": torch, "Verdict": Verdict, "generator": generator, "require": require}
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 -- the test's own exercise
+    return namespace
+
+
+_clamping = _course_code("""
+def clamping(hook):  # the test's own exercise: a tensor hook that clamps to [-1, 1]
+    upstream = torch.randn(3, 4, generator=generator(0)) * 3
+    hook(upstream.clone())  # called directly first, as a check calls the learner's function
+    x = torch.ones(3, 4, requires_grad=True)
+    z = x * 1.0
+    z.register_hook(hook)
+    (z * upstream).sum().backward()
+    require(torch.allclose(x.grad, upstream.clamp(-1, 1)), "Clamp the gradient to [-1, 1].")
+    return Verdict(True)
+""")["clamping"]
+OWN = {  # exercises of this test's own, so that no test depends on a notebook that may be removed (issue 46)
+    "99.1": Exercise("99.1", "Write clamp_hook(grad).", _clamping, what="a hook(grad)", hints=("nudge", "closer")),
+    "99.2": Exercise("99.2", "Predict two numbers.", expect_tensor([11.0, 22.0], "Count again."), kind="predict",
+                     hints=("nudge",)),
+}
+RIGHT = {"99.1": lambda grad: grad.clamp(-1, 1), "99.2": (11, 22)}
+WRONG = {"99.1": lambda grad: grad.clamp(0, 1), "99.2": (10, 20)}
+
+
 @pytest.fixture(autouse=True)
-def _fresh_hints():  # noqa: ANN202
+def _own_exercises(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN202
+    table = {**checks.catalogue(), **OWN}
+    monkeypatch.setattr(checks, "catalogue", lambda: table)
     checks._reset_hints()
     yield
     checks._reset_hints()
@@ -49,14 +81,13 @@ def _judged(capsys: pytest.CaptureFixture[str], exercise_id: str, answer: object
 
 
 def _scratch(monkeypatch: pytest.MonkeyPatch, validate, **changes) -> None:  # noqa: ANN001
-    """Exercise 99.1: 05.2's, with another validator (and other fields)."""
-    table = dict(checks.catalogue())
-    table["99.1"] = dataclasses.replace(table["05.2"], id="99.1", validate=validate, **changes)
+    """Exercise 99.9: 99.2's, with another validator (and other fields)."""
+    table = {**checks.catalogue(), "99.9": dataclasses.replace(OWN["99.2"], id="99.9", validate=validate, **changes)}
     monkeypatch.setattr(checks, "catalogue", lambda: table)
 
 
 def _with_limit(monkeypatch: pytest.MonkeyPatch, exercise_id: str, seconds: float) -> None:
-    """Give one real exercise a short time limit (the default, 60 s, is for slow laptops)."""
+    """Give one exercise a short time limit (the default, 60 s, is for slow laptops)."""
     table = dict(checks.catalogue())
     table[exercise_id] = dataclasses.replace(table[exercise_id], time_limit_s=seconds)
     monkeypatch.setattr(checks, "catalogue", lambda: table)
@@ -69,7 +100,7 @@ def _spins(*args: object) -> None:
 
 # -- a time limit ------------------------------------------------------------------------------------------------
 def test_an_endless_loop_in_a_hook_is_stopped_and_the_kernel_stays_usable(capsys, monkeypatch) -> None:
-    _with_limit(monkeypatch, "01.1", 1.0)
+    _with_limit(monkeypatch, "99.1", 1.0)
 
     def swallows_once_then_spins(grad):  # noqa: ANN001, ANN202
         try:
@@ -81,13 +112,13 @@ def test_an_endless_loop_in_a_hook_is_stopped_and_the_kernel_stays_usable(capsys
     for answer in (_spins, swallows_once_then_spins):
         before = session_state()
         start = time.monotonic()
-        ok, out = _judged(capsys, "01.1", answer)
+        ok, out = _judged(capsys, "99.1", answer)
         assert not ok and "did not finish in 1 s" in out and "endless loop" in out
         assert time.monotonic() - start < 15
         assert same_session(before, session_state())
-    ok, _ = _judged(capsys, "01.1", CASES["01.1"].right[0])  # the session still checks answers
+    ok, _ = _judged(capsys, "99.1", RIGHT["99.1"])  # the session still checks answers
     assert ok
-    assert checks._run(checks.exercise("01.1"), _spins)[0].status is Status.TIMED_OUT
+    assert checks._run(checks.exercise("99.1"), _spins)[0].status is Status.TIMED_OUT
 
 
 def test_the_time_limit_stops_the_learners_code_not_the_courses_own() -> None:
@@ -127,10 +158,10 @@ def test_the_time_limit_keeps_the_callers_own_alarm() -> None:
 
 
 def test_off_the_main_thread_there_is_no_limit_and_check_says_so_once(capsys) -> None:
-    right, results = CASES["01.1"].right[0], []
+    right, results = RIGHT["99.1"], []
 
     def two_checks() -> None:
-        results.extend([checks.check("01.1", right), checks.check("01.1", right)])
+        results.extend([checks.check("99.1", right), checks.check("99.1", right)])
 
     checks._no_time_limit_said.clear()
     thread = threading.Thread(target=two_checks)
@@ -141,27 +172,15 @@ def test_off_the_main_thread_there_is_no_limit_and_check_says_so_once(capsys) ->
     assert out.count("cannot stop an endless loop") == 1 and "interrupt the kernel" in out
 
 
-@pytest.mark.timeout(180)
-def test_an_endless_loop_in_a_comm_hook_on_rank_0_is_stopped(capsys, monkeypatch) -> None:
-    import torch.distributed as dist
-
-    _with_limit(monkeypatch, "10.3", 6.0)  # the spinning hook burns a core until then
-    start = time.monotonic()
-    ok, out = _judged(capsys, "10.3", lambda state, bucket: _spins())
-    assert not ok and "did not finish in 6 s" in out, out
-    assert time.monotonic() - start < 90
-    assert not dist.is_initialized()
-
-
 def test_a_debuggers_trace_function_survives_a_stopped_answer(capsys, monkeypatch) -> None:
-    _with_limit(monkeypatch, "01.1", 1.0)
+    _with_limit(monkeypatch, "99.1", 1.0)
 
     def debugger(frame, event, arg):  # noqa: ANN001, ANN202 -- a debugger's global trace function, doing nothing
         return None
 
     sys.settrace(debugger)
     try:
-        ok, out = _judged(capsys, "01.1", _spins)
+        ok, out = _judged(capsys, "99.1", _spins)
         assert sys.gettrace() is debugger
     finally:
         sys.settrace(None)
@@ -170,14 +189,12 @@ def test_a_debuggers_trace_function_survives_a_stopped_answer(capsys, monkeypatc
 
 # -- an output cap -----------------------------------------------------------------------------------------------
 def test_a_flood_of_printed_lines_is_cut_short(capsys) -> None:
-    right = CASES["01.1"].right[0]
-
     def chatty(grad):  # noqa: ANN001, ANN202
         for i in range(100_000):
             print("line", i)
-        return right(grad)
+        return RIGHT["99.1"](grad)
 
-    ok, out = _judged(capsys, "01.1", chatty)
+    ok, out = _judged(capsys, "99.1", chatty)
     assert len(out) < 30_000 and "did not show the rest" in out
     assert ok  # what it prints does not make the answer wrong
 
@@ -188,7 +205,7 @@ def test_system_exit_and_keyboard_interrupt_become_a_cross(kind: type[BaseExcept
     def raises(grad):  # noqa: ANN001, ANN202
         raise kind(0)
 
-    ok, out = _judged(capsys, "01.1", raises)
+    ok, out = _judged(capsys, "99.1", raises)
     assert not ok and kind.__name__ in out
 
 
@@ -207,11 +224,38 @@ def test_an_answer_that_changes_every_promised_global_then_raises_leaves_the_ses
         torch.set_default_device("meta")
         raise ValueError("and now fail")
 
-    ok, out = _judged(capsys, "01.1", vandal)
+    ok, out = _judged(capsys, "99.1", vandal)
     assert not ok and "ValueError" in out and "bug in the course" not in out
     assert same_session(before, session_state())
     assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
     assert torch.empty(1).device.type == "cpu"
+
+
+@pytest.mark.parametrize("mode", ["function", "dispatch"])
+def test_a_torch_mode_left_active_is_taken_off_and_named_and_the_session_put_back(capsys, monkeypatch, mode) -> None:
+    """Notebook 05 teaches TorchFunctionMode: an answer that enters one (here with the usual `**kwargs` bug, so every
+    torch call it sees fails) and never leaves it must not leave it on for the session, nor stop the guard from
+    putting back the grad mode, the default device and the random states."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Buggy(TorchFunctionMode if mode == "function" else TorchDispatchMode):  # type: ignore[misc]
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            return func(*args, **kwargs)
+
+        __torch_dispatch__ = __torch_function__
+
+    def enters_and_stays(x):  # noqa: ANN001, ANN202
+        torch.manual_seed(3), torch.set_default_device("meta"), torch.set_grad_enabled(False)
+        Buggy().__enter__()
+        return x * 2
+
+    _scratch(monkeypatch, lambda answer: Verdict(bool(torch.equal(answer(torch.ones(2)), torch.full((2,), 2.0)))))
+    before = session_state()
+    ok, out = _judged(capsys, "99.9", enters_and_stays)
+    assert not ok and "left 1 torch mode(s) active (Buggy; taken off)" in out, out
+    assert same_session(before, session_state())
+    assert torch.is_grad_enabled() and torch.ones(1).device.type == "cpu"
 
 
 def test_set_default_device_is_put_back_and_named(capsys) -> None:
@@ -219,27 +263,19 @@ def test_set_default_device_is_put_back_and_named(capsys) -> None:
         torch.set_default_device("meta")
         return grad.clamp(-1, 1)
 
-    checks.check("01.1", sets_meta)
+    checks.check("99.1", sets_meta)
     assert "default device" in capsys.readouterr().out
     assert torch.empty(1).device.type == "cpu" and torch.get_default_device() == torch.device("cpu")
 
 
-def test_a_correct_extractor_that_leaves_a_global_hook_fails_and_the_hook_goes(capsys) -> None:
+def test_a_correct_answer_that_leaves_a_global_hook_fails_and_the_hook_goes(capsys) -> None:
     before = _global_hook_counts()
 
-    def extract_with_a_global_hook(model, x, names):  # noqa: ANN001, ANN202
-        wanted = {model.get_submodule(name): name for name in names}
-        got = {}
+    def clamps_and_leaves_a_global_hook(grad):  # noqa: ANN001, ANN202
+        nn.modules.module.register_module_forward_hook(lambda module, args, output: None)  # never removed
+        return grad.clamp(-1, 1)
 
-        def keep(module, args, output):  # noqa: ANN001, ANN202
-            if module in wanted:
-                got[wanted[module]] = output.detach().clone()
-
-        nn.modules.module.register_module_forward_hook(keep)  # never removed
-        model(x)
-        return got
-
-    ok, out = _judged(capsys, "03.2", extract_with_a_global_hook)
+    ok, out = _judged(capsys, "99.1", clamps_and_leaves_a_global_hook)
     assert not ok and "global forward hook" in out
     assert _global_hook_counts() == before
 
@@ -250,11 +286,12 @@ def test_a_hook_registered_during_a_check_on_the_learners_own_model_runs_unwatch
     own = nn.Linear(3, 3)
     returned = object()
 
-    def recorder(layer, shapes):  # noqa: ANN001, ANN202 -- also hooks the learner's own layer, returning a non-tensor
-        own.register_forward_hook(lambda module, args, output: returned)
-        return layer.register_forward_hook(lambda module, args, output: shapes.append(tuple(output.shape)))
+    def clamps_and_hooks_own(grad):  # noqa: ANN001, ANN202 -- also hooks the learner's own layer, returning a non-tensor
+        if not own._forward_hooks:
+            own.register_forward_hook(lambda module, args, output: returned)
+        return grad.clamp(-1, 1)
 
-    ok, _out = _judged(capsys, "00.1", recorder)
+    ok, _out = _judged(capsys, "99.1", clamps_and_hooks_own)
     assert ok
     assert own(torch.ones(1, 3)) is returned   # the wrapper passes the learner's value through: not the check's business
     own._forward_hooks.clear()
@@ -266,68 +303,32 @@ def test_global_optimizer_hooks_left_behind_are_named_and_removed(capsys) -> Non
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     before = _global_hook_counts()
-    right = CASES["01.1"].right[0]
 
     def leaves_an_optimizer_hook(grad):  # noqa: ANN001, ANN202
         register_optimizer_step_post_hook(lambda opt, args, kwargs: None)
-        return right(grad)
+        return RIGHT["99.1"](grad)
 
-    ok, out = _judged(capsys, "01.1", leaves_an_optimizer_hook)
+    ok, out = _judged(capsys, "99.1", leaves_an_optimizer_hook)
     assert not ok and "global optimizer step post-hook" in out
     assert _global_hook_counts() == before
 
 
-# -- the learner's mistakes are the learner's --------------------------------------------------------------------
-def test_wrong_types_are_the_learners_error_not_a_course_bug(capsys) -> None:
-    def measure_long(w, x):  # noqa: ANN001, ANN202
-        return CASES["02.1"].right[0](w, x).long()
-
-    def weights_long(model, layer_name, x, targets):  # noqa: ANN001, ANN202
-        return CASES["06.1"].right[0](model, layer_name, x, targets).long()
-
-    class IntShapes:
-        def __init__(self, model):  # noqa: ANN001, ANN204
-            self.calls = [("act", 6)]
-
-        def __enter__(self):  # noqa: ANN204
-            return self
-
-        def __exit__(self, *exc):  # noqa: ANN002, ANN204
-            return None
-
-    for exercise_id, answer in (("02.1", measure_long), ("06.1", weights_long), ("03.3", IntShapes),
-                                ("04.1", ((3, None), (None, 2)))):
-        ok, out = _judged(capsys, exercise_id, answer)
-        assert not ok and "bug in the course" not in out, (exercise_id, out)
-
-
-def test_shapes_are_whole_numbers_not_truncated_floats(capsys) -> None:
-    ok, out = _judged(capsys, "04.1", ((3.7, 5.2), (5.9, 2.4)))
-    assert not ok and "whole numbers" in out
-    ok, _ = _judged(capsys, "04.1", ((3.0, 5.0), (5.0, 2.0)))  # whole floats are whole numbers
-    assert ok
-
-
+# -- the learner's mistakes are the learner's (wrong types and values: the exercise cases) --------------------------
 def test_an_answer_with_the_wrong_signature_is_the_learners_error(capsys) -> None:
     def clamp_hook(module, grad):  # noqa: ANN001, ANN202 -- a module hook's signature for a tensor hook
         return grad.clamp(-1, 1)
 
-    ok, out = _judged(capsys, "01.1", clamp_hook)
-    assert not ok and "bug in the course" not in out and "clamp_hook()" in out
-
-    def extract(model, x):  # noqa: ANN001, ANN202 -- the check calls extract(model, x, names)
-        return {}
-
-    class Tracer:  # the check calls Tracer(model); this one takes no argument
+    class Tracer:  # the check calls Tracer(grad); this one takes no argument
         pass
 
-    for exercise_id, answer in (("03.2", extract), ("03.3", Tracer)):
-        ok, out = _judged(capsys, exercise_id, answer)
+    for answer in (clamp_hook, Tracer):
+        ok, out = _judged(capsys, "99.1", answer)
         assert not ok and "parameters do not fit" in out and "bug in the course" not in out, out
+    assert "clamp_hook()" in _judged(capsys, "99.1", clamp_hook)[1]
 
 
 def test_a_numpy_array_is_a_fine_answer_where_numbers_are_asked(capsys) -> None:
-    ok, _ = _judged(capsys, "02.2", np.asarray(CASES["02.2"].right[1]))
+    ok, _ = _judged(capsys, "99.2", np.asarray([11.0, 22.0]))
     assert ok
 
 
@@ -343,36 +344,33 @@ def test_a_scratch_validator_sees_plain_values(capsys, monkeypatch) -> None:
     class Loud(str):
         pass
 
-    checks.check("99.1", [Loud("x"), np.int64(3), (np.float32(0.5),)])
+    checks.check("99.9", [Loud("x"), np.int64(3), (np.float32(0.5),)])
     capsys.readouterr()
     assert seen == [["x", 3, (0.5,)]] and type(seen[0][0]) is str and type(seen[0][1]) is int
 
 
 # -- a correct answer is never refused ---------------------------------------------------------------------------
 def test_a_correct_answer_that_changes_settings_passes(capsys) -> None:
-    right = CASES["01.1"].right[0]
-
     def right_but_untidy(grad):  # noqa: ANN001, ANN202
         torch.set_printoptions(precision=2)
         torch.manual_seed(5)
-        return right(grad)
+        return RIGHT["99.1"](grad)
 
-    ok, out = _judged(capsys, "01.1", right_but_untidy)
-    assert ok and out.startswith("✓ Exercise 01.1: correct.")
+    ok, out = _judged(capsys, "99.1", right_but_untidy)
+    assert ok and out.startswith("✓ Exercise 99.1: correct.")
 
 
 def test_a_tensor_subclass_answer_is_compared_by_its_numbers(capsys) -> None:
     class Tagged(torch.Tensor):  # a library's subclass, say
         pass
 
-    ok, _ = _judged(capsys, "02.2", torch.as_tensor(CASES["02.2"].right[1]).float().as_subclass(Tagged))
+    ok, _ = _judged(capsys, "99.2", torch.tensor([11.0, 22.0]).as_subclass(Tagged))
     assert ok
 
 
 # -- every ✗ says how to get a hint; the guard is cheap ---------------------------------------------------------
 def test_every_cross_line_ends_with_how_to_ask_for_a_hint(capsys) -> None:
-    for exercise_id in ("00.2", "01.1", "05.2"):
-        answer, _ = CASES[exercise_id].wrong[0]
+    for exercise_id, answer in WRONG.items():
         for _ in range(4):  # before any hint, between hints, after the last one
             ok, out = _judged(capsys, exercise_id, answer)
             assert not ok and out.rstrip().endswith(_HINT_TAILS)
@@ -383,11 +381,11 @@ def test_every_cross_line_ends_with_how_to_ask_for_a_hint(capsys) -> None:
 def test_the_guard_adds_little_time_to_a_check(capsys, monkeypatch) -> None:
     """The guard's own cost (snapshot, restore, timer, output budget) per check() call, on a trivial exercise."""
     _scratch(monkeypatch, lambda answer: Verdict(True))
-    checks.check("99.1", "b")
+    checks.check("99.9", "b")
     timings = []
     for _ in range(5):
         start = time.perf_counter()
-        checks.check("99.1", "b")
+        checks.check("99.9", "b")
         timings.append(time.perf_counter() - start)
     capsys.readouterr()
     assert sorted(timings)[2] < 0.05, timings  # measured ~1 ms (benchmarks/bench_check_overhead.py)

@@ -12,8 +12,9 @@ import torch
 
 from course_utils.machinery import checks
 from course_utils.machinery.checks import all_exercises, check, exercise, hint, preserved_session
-from course_utils.machinery.exercise_kit import (Exercise, Status, Verdict, expect_callable, expect_choice,
+from course_utils.machinery.exercise_kit import (Exercise, Status, Verdict, expect_choice,
                                                  expect_tensor)
+from course_utils.machinery.layout import EXERCISE_ID
 from tests.session_state import same_session, session_state
 
 
@@ -21,8 +22,8 @@ from tests.session_state import same_session, session_state
 def scratch_exercise(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     """Install a temporary exercise 99.1 whose validator is given by the test."""
 
-    def install(validate, hints=("nudge", "closer")):  # noqa: ANN001, ANN202
-        item = Exercise("99.1", "test only", validate, hints=hints, kind="write")
+    def install(validate, hints=("nudge", "closer"), what=None):  # noqa: ANN001, ANN202
+        item = Exercise("99.1", "test only", validate, what=what, hints=hints, kind="write")
         table = dict(checks.catalogue())
         table["99.1"] = item
         monkeypatch.setattr(checks, "catalogue", lambda: table)
@@ -48,22 +49,30 @@ def test_choice_right_wrong_and_misuse(scratch_exercise, capsys: pytest.CaptureF
         expect_choice("z", ["a"], "")
 
 
-def test_unknown_id_suggests_close_ids(capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_id_suggests_close_ids(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     some_id = next(iter(all_exercises()))
     with pytest.raises(KeyError, match=r"There is no exercise .*Did you mean"):
         exercise(some_id[:-1] + "9")
-    assert not check("6.1", "x")  # check() prints the advice as a ✗ line instead of a traceback
+    table = {**checks.catalogue(), "97.3": Exercise("97.3", "test only", lambda answer: Verdict(True))}
+    monkeypatch.setattr(checks, "catalogue", lambda: table)
+    assert not check("7.3", "x")  # check() prints the advice as a ✗ line instead of a traceback
     out = capsys.readouterr().out
-    assert out.startswith("✗ There is no exercise '6.1'. Did you mean '06.1'") and "Traceback" not in out
-    hint("6.1")  # hint() too
-    assert capsys.readouterr().out.startswith("There is no exercise '6.1'. Did you mean '06.1'")
+    assert out.startswith("✗ There is no exercise '7.3'. Did you mean '97.3'") and "Traceback" not in out
+    hint("7.3")  # hint() too
+    assert capsys.readouterr().out.startswith("There is no exercise '7.3'. Did you mean '97.3'")
     with pytest.raises(TypeError, match="strings like"):
         exercise(1)  # type: ignore[arg-type]
 
 
 def test_exercise_definitions_are_validated() -> None:
-    with pytest.raises(ValueError, match="look like '01.2'"):
-        Exercise("1.2", "task", lambda a: Verdict(True))
+    from course_utils.machinery.report_problem import problem_url
+
+    for wrong in ("1.2", "01.123"):  # one id syntax (layout.EXERCISE_ID): what the progress record and links accept
+        with pytest.raises(ValueError, match="look like '01.2'"):
+            Exercise(wrong, "task", lambda a: Verdict(True))
+    with pytest.raises(ValueError):
+        problem_url("01.123")
+    assert "01.12" in problem_url("01.12") and Exercise("01.12", "task", lambda a: Verdict(True))
     with pytest.raises(ValueError, match="kind must be"):
         Exercise("01.2", "task", lambda a: Verdict(True), kind="quiz")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="tuple of strings"):
@@ -86,7 +95,7 @@ def test_catalogue_ids_are_well_formed_and_tasks_written() -> None:
     catalogue = all_exercises()
     assert len(catalogue) >= 2
     for exercise_id, item in catalogue.items():
-        assert re.fullmatch(r"\d\d\.\d+", exercise_id) and item.task.strip()
+        assert re.fullmatch(EXERCISE_ID, exercise_id) and item.task.strip()
 
 
 def test_tensor_validator_handles_none_shapes_and_lists() -> None:
@@ -134,7 +143,7 @@ def test_an_error_in_the_learners_code_names_the_learners_line(scratch_exercise,
     def run_it(fn):  # noqa: ANN001, ANN202
         return Verdict(fn(torch.ones(2)) is not None)
 
-    scratch_exercise(expect_callable(run_it, "a function"))
+    scratch_exercise(run_it, what="a function")
 
     def my_hook(grad):  # noqa: ANN001, ANN202
         scaled = grad * 2
@@ -168,7 +177,7 @@ def test_an_error_pytorch_raises_on_the_learners_hook_is_the_learners(scratch_ex
         (w * 2).sum().backward()  # PyTorch raises: post-accumulate hooks must return None
         return Verdict(True)
 
-    scratch_exercise(expect_callable(run_hook, "a hook"))
+    scratch_exercise(run_hook, what="a hook")
     run_hook.__code__ = run_hook.__code__.replace(co_filename=checks.__file__)
     assert not check("99.1", lambda p: p.grad * 2)
     out = capsys.readouterr().out
@@ -176,7 +185,7 @@ def test_an_error_pytorch_raises_on_the_learners_hook_is_the_learners(scratch_ex
 
 
 def test_a_stub_left_in_place_is_named_as_such(scratch_exercise, capsys) -> None:
-    scratch_exercise(expect_callable(lambda fn: Verdict(fn() is None), "a function"))
+    scratch_exercise(lambda fn: Verdict(fn() is None), what="a function")
 
     def answer():  # noqa: ANN202
         raise NotImplementedError("Exercise 99.1: your code goes here")
@@ -221,10 +230,11 @@ def test_hint_without_an_id_gives_the_next_hint_of_the_exercise_last_worked_on(s
         "Hint 1/2 for exercise 99.1 (the last one you worked on): nudge Call hint() again for the next one.")
     hint()
     assert capsys.readouterr().out.startswith("Hint 2/2 for exercise 99.1 (the last one you worked on): closer")
-    hint("01.1")
+    other = next(key for key, item in all_exercises().items() if key != "99.1" and len(item.hints) > 1)
+    hint(other)
     capsys.readouterr()
     hint()
-    assert capsys.readouterr().out.startswith("Hint 2/")  # 01.1's next one: hint("01.1") was the last asked about
+    assert capsys.readouterr().out.startswith("Hint 2/")  # other's next one: hint(other) was the last asked about
     check("99.1", 1)
     hint()
     assert "No more hints for exercise 99.1." in capsys.readouterr().out

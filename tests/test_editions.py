@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 from tools import build_editions
-from tools.refresh_notebooks import execute_in_current_env
+from tools.notebook_runner import run_notebook
 
 from course_utils.machinery.learner_edition import learner_notebook, restore_solutions, solution_blocks, stub_source  # noqa: E402
 from learner_run import learner_run_problems  # noqa: E402
@@ -219,9 +219,9 @@ def test_learner_notebooks_run_to_the_end_with_only_the_stubs_failing(request: p
         pytest.skip("run in JupyterLab by tests/browser/test_jupyterlab.py in this same run")
     editions = request.getfixturevalue("editions")
     path = editions / "learner" / name
-    notebook = nbformat.read(path, as_version=4)
-    execute_in_current_env(notebook, path.parent, timeout=300, allow_errors=True)  # as in a workspace
-    problems = learner_run_problems(notebook, nbformat.read(ROOT / "notebooks" / name, as_version=4))
+    run = run_notebook(path, allow_errors=True)  # as in a workspace
+    problems = [run.problem] if run.problem else learner_run_problems(
+        run.notebook, nbformat.read(ROOT / "notebooks" / name, as_version=4))
     assert not problems, f"{name}, learner edition:\n" + "\n".join(problems)
 
 

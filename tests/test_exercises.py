@@ -3,14 +3,19 @@ wrong ones with a useful message; the course has the shape issue 12 asks for (ha
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
+from course_utils.machinery import checks
 from course_utils.machinery.checks import all_exercises, check
 from course_utils.machinery.checks import _reset_hints
+from course_utils.machinery.exercise_kit import Status
 from course_utils.machinery.course import course_map, read_opening
 from tests.exercise_cases import all_cases
 from tests.session_state import same_session, session_state
@@ -72,6 +77,21 @@ def test_check_rejects_a_typical_wrong_answer_with_a_useful_message(exercise_id:
     assert out.startswith(f"✗ Exercise {exercise_id}: not yet.")
     assert expected_words in out, f"{exercise_id}: expected {expected_words!r} in {out!r}"
     assert "bug in the course" not in out, out
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(("exercise_id", "index"), [(eid, i) for eid, cases in sorted(CASES.items()) if eid in CATALOGUE
+                                                     for i in range(len(cases.endless))], ids=lambda v: str(v))
+def test_check_stops_an_answer_that_never_ends(exercise_id: str, index: int, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """At the time limit (6 s here, for the test's sake) the answer is stopped, and the session goes on."""
+    shorter = dataclasses.replace(CATALOGUE[exercise_id], time_limit_s=6.0)
+    monkeypatch.setattr(checks, "catalogue", lambda: {**CATALOGUE, exercise_id: shorter})
+    before, started = session_state(), time.monotonic()
+    verdict = check(exercise_id, CASES[exercise_id].endless[index])
+    assert verdict.status is Status.TIMED_OUT and "did not finish in 6 s" in capsys.readouterr().out
+    assert time.monotonic() - started < 90 and same_session(before, session_state())
+    assert not torch.distributed.is_initialized()
 
 
 def hands_on_problems(exercises: dict[str, list], reasons: dict[str, str | None]) -> list[str]:

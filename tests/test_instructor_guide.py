@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 from tools import instructor_guide
 
 from course_utils.machinery.course import course_map  # noqa: E402
+from course_utils.machinery.layout import EXERCISE_ID  # noqa: E402
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("notebooks/instructor_guide.md", "notebooks/*/instructor_guide.md",
@@ -139,7 +140,7 @@ def test_each_agenda_names_the_exercises_in_the_room_and_builds_its_own_editions
     for number, row, _minutes in rows:
         path = next(instructor_guide.NOTEBOOKS_DIR.glob(f"{number}_*.ipynb"))
         posed = {exercise: (section, stretch) for section, exercise, stretch in instructor_guide.posed_exercises(path)}
-        named = re.findall(r"\d\d\.\d+", row.split("in the room:")[1]) if "in the room:" in row else []
+        named = [m[0] for m in re.finditer(EXERCISE_ID, row.split("in the room:")[1])] if "in the room:" in row else []
         assert set(named) <= set(posed) and not any(posed[e][1] for e in named), row
         covered = [int(n) for n in re.findall(r"\d+", row.split("sections ")[1].split(";")[0])] if "sections" in row else []
         assert all(posed[e][0] in covered for e in named) if covered else True, row

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-import os
 from pathlib import Path
 from typing import Any
 
@@ -306,24 +305,3 @@ def test_refresh_keeps_only_the_finished_progress_bar() -> None:
     ]
     coalesce_streams(nb)
     assert [o.text for o in nb.cells[1].outputs] == ["epochs: 100%| 4/4\ntrained\r\n"]
-
-
-def test_a_notebook_run_leaves_no_kernel_behind(tmp_path: Path) -> None:
-    """tools.refresh_notebooks.execute_in_current_env shuts its kernel down (nbclient keeps a kernel it was handed
-    running): the kernel writes its pid, and that process must be gone when the call returns."""
-    import psutil
-    from nbformat.v4 import new_code_cell, new_notebook
-
-    from tools.refresh_notebooks import execute_in_current_env
-
-    notebook = new_notebook(cells=[new_code_cell("import os\nprint(os.getpid())")])
-    execute_in_current_env(notebook, tmp_path, timeout=60, allow_errors=False)
-    pid = int(notebook.cells[0].outputs[0]["text"])
-    assert pid != os.getpid()
-    try:
-        psutil.Process(pid).wait(timeout=10)  # a kernel shut down exits; one left running is still here after 10 s
-    except psutil.NoSuchProcess:
-        pass
-    except psutil.TimeoutExpired:
-        psutil.Process(pid).kill()
-        pytest.fail(f"the notebook's kernel (pid {pid}) was still running after the run returned")

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from course_utils.hooks import assert_no_hooks
-from course_utils.transformer import (SEQ_LEN, VOCAB, WEIGHTS, KVCache, generate, induction_accuracy, induction_loss,
-                                      induction_transformer, predictable, repeated_sequences)
+from course_utils.transformer import (BLOCK_LENGTHS, SEQ_LEN, VOCAB, WEIGHTS, KVCache, generate, induction_accuracy,
+                                      induction_loss, induction_transformer, predictable, repeated_sequences)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,8 +46,21 @@ def test_sequences_repeat_their_last_block_and_hold_distinct_tokens() -> None:
     for row, length in zip(tokens.tolist(), lengths.tolist()):
         assert row[-length:] == row[-2 * length:-length]
         assert len(set(row[:-length])) == SEQ_LEN - length
-    with pytest.raises(ValueError, match="block_length must lie in 4..10"):
-        repeated_sequences(2, seed=0, block_length=11)
+    with pytest.raises(ValueError, match=r"block_length must lie in 1\.\.12 \(the model was trained on 4\.\.10\)"):
+        repeated_sequences(2, seed=0, block_length=13)
+    tokens, lengths = repeated_sequences(4, seed=5, block_length=12)   # an untrained length: the block fills half
+    assert lengths.tolist() == [12] * 4 and tokens[:, :12].tolist() == tokens[:, 12:].tolist()
+
+
+def test_the_induction_works_at_the_trained_lengths_only(model: torch.nn.Module) -> None:
+    # notebook 12, section 0: trained on repeats of 4..10 tokens; 11 and 12, or 2 and 3, fail on many tokens
+    accuracy = {}
+    for length in range(2, SEQ_LEN // 2 + 1):
+        tokens, lengths = repeated_sequences(256, seed=100 + length, block_length=length)
+        with torch.no_grad():
+            accuracy[length] = induction_accuracy(model(tokens), tokens, lengths)
+    assert min(accuracy[length] for length in BLOCK_LENGTHS) > 0.99
+    assert max(accuracy[2], accuracy[3], accuracy[11], accuracy[12]) < 0.8, accuracy
 
 
 def test_the_kv_cache_and_the_pattern_path_change_nothing(model: torch.nn.Module) -> None:

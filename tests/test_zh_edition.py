@@ -516,12 +516,11 @@ def test_a_chinese_learner_notebook_runs_with_chinese_stubs_and_checks(tmp_path:
     """The Chinese learner edition of 01, run in a kernel as a learner's workspace holds it: only the stubs fail, and
     check() reports them in Chinese (tests/learner_run.py knows both languages)."""
     from learner_run import learner_run_problems
-    from tools.refresh_notebooks import execute_in_current_env
+    from tools.notebook_runner import execute
 
     prepare_workspace(tmp_path, quiet=True, lang=LANG)
     path = tmp_path / "01_tensor_hooks.ipynb"
-    notebook = nbformat.read(path, as_version=4)
-    execute_in_current_env(notebook, tmp_path, timeout=300, allow_errors=True)
+    notebook = execute(path, allow_errors=True)
     problems = learner_run_problems(notebook, nbformat.read(zh_path(ROOT / "notebooks" / path.name), as_version=4))
     assert not problems, "\n".join(problems)
     printed = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)

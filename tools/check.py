@@ -34,7 +34,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from course_utils.machinery.layout import NOTEBOOK_GLOB, SETTINGS
+from course_utils.machinery.layout import EXERCISE_ID, NOTEBOOK_GLOB, SETTINGS
 from tools.repo import ROOT, changes, committed
 
 PLAN_ENV = "COURSE_CHECK_PLAN"  # the plan, as JSON, for the plugin below (inherited by xdist's workers)
@@ -48,7 +48,8 @@ EXERCISE_FILES = re.compile(_EXERCISES)
 NOTEBOOK_FILES = re.compile(rf"notebooks/(?:\w+/)?(\d\d)_\w+\.ipynb|translations/\w+/(\d\d)_\w+\.po|{_EXERCISES}")
 _COURSE_MAP = re.compile(r"<!-- course-map:start.*?<!-- course-map:end -->", re.DOTALL)
 _FROM_IMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+import\s+(\([^)]*\)|[^\n]*)", re.MULTILINE)
-_NAMES_NOTEBOOK = re.compile(r"(?<![\w.])(\d\d)(?:_[a-z]\w*|\.\d+\b)")
+_NAMES_NOTEBOOK = re.compile(rf"(?<![\w.])(?:(\d\d)_[a-z]\w*|{EXERCISE_ID}\b)")  # groups: NN of NN_x, NN of NN.k
+_QUOTED_ID = re.compile(rf"[\"']{EXERCISE_ID}[\"']")
 
 
 # -- which Python code imports which ----------------------------------------------------------------------------------
@@ -166,9 +167,10 @@ def plan(changed: dict[str, str], base: str | None = None) -> Plan:
                or (status == "D" and (match := NOTEBOOK_FILES.fullmatch(path)))
                for number in match.groups() if number]
     if numbers:
-        names = re.compile("|".join([rf"\b{n}_[a-z]\w*\.ipynb|[\"']{n}\.\d+[\"']" for n in numbers]))
+        files = re.compile("|".join([rf"\b{n}_[a-z]\w*\.ipynb" for n in numbers]))
         result.whole |= {str(path.relative_to(ROOT)) for path in ROOT.glob("tests/**/test_*.py")
-                         if names.search(path.read_text(encoding="utf-8"))}
+                         if files.search(text := path.read_text(encoding="utf-8"))
+                         or any(match[1] in numbers for match in _QUOTED_ID.finditer(text))}
     return result
 
 
@@ -179,7 +181,7 @@ def names_touched(params: dict[str, Any], touched: set[str]) -> bool | None:
     named = False
     for value in map(str, params.values()):
         value = value.replace("\\", "/")
-        numbers = set(_NAMES_NOTEBOOK.findall(value))
+        numbers = {match[1] or match[2] for match in _NAMES_NOTEBOOK.finditer(value)}
         sources = {source for source in SETTINGS.guides if value == source or value.endswith("/" + source)}
         if numbers & touched or sources & touched:
             return True

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_utils.machinery.course import NOTEBOOKS_DIR, NotebookInfo, course_map
+from course_utils.machinery.layout import EXERCISE_ID
 from course_utils.machinery.messages import N_, _, in_language
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,9 +150,9 @@ def posed_exercises(path: Path) -> list[tuple[int, str, bool]]:
     for line in _markdown(path).splitlines():
         if heading := re.match(r"##\s+(\d+)\s+·", line):
             section = int(heading[1])
-        for match in re.finditer(r"\*\*[^*\d]+?(\d\d\.\d+)([^*]*)\*\*", line):
-            if match[1].startswith(path.name[:2] + "."):
-                found.append((section, match[1], bool(match[2].strip())))
+        for match in re.finditer(rf"\*\*[^*\d]+?(?P<id>{EXERCISE_ID})(?P<rest>[^*]*)\*\*", line):
+            if match["id"].startswith(path.name[:2] + "."):
+                found.append((section, match["id"], bool(match["rest"].strip())))
     return found
 
 

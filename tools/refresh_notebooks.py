@@ -1,8 +1,8 @@
 """Re-execute notebooks in place with the settings nbval uses in CI, so stored outputs are never hand-edited.
 
-Same kernel as ``pytest --nbval-current-env`` (this Python, through ipykernel), same working directory (the
-notebook's folder), same environment variables (set by the Makefile). Cell timing metadata is not recorded,
-so re-running an unchanged notebook leaves the file unchanged.
+Run by the course's one runner (:mod:`tools.notebook_runner`): the kernel nbval uses (this Python), the notebook's
+folder, CI's environment variables. Cell timing metadata is not recorded, so re-running an unchanged notebook
+leaves the file unchanged.
 
 Usage: ``python -m tools.refresh_notebooks notebooks/01_tensor_hooks.ipynb`` (or ``make refresh NB=...``)
 """
@@ -10,40 +10,13 @@ Usage: ``python -m tools.refresh_notebooks notebooks/01_tensor_hooks.ipynb`` (or
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-import ipykernel.kernelspec
 import nbformat
-from jupyter_client import AsyncKernelManager
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-from nbclient import NotebookClient
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
-CURRENT_ENV = "course-current-env"
-
-
-class CurrentEnvKernelSpecs(KernelSpecManager):
-    """Resolve our kernel name to this very Python, as nbval's --nbval-current-env does."""
-
-    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        if kernel_name == CURRENT_ENV:
-            return self.kernel_spec_class(resource_dir=ipykernel.kernelspec.RESOURCES, **ipykernel.kernelspec.get_kernel_dict())
-        return super().get_kernel_spec(kernel_name)
-
-
-def execute_in_current_env(notebook: nbformat.NotebookNode, cwd: Path, *, timeout: int, **client_options: object) -> None:
-    """Run ``notebook`` top to bottom in a fresh kernel of this Python, in ``cwd``, then shut that kernel down.
-
-    nbclient leaves a kernel running when it was given the kernel manager (it assumes the caller owns it): without
-    ``cleanup_kc=True`` every call would leave a kernel behind until this process ends.
-    Usage: ``execute_in_current_env(notebook, Path("notebooks"), timeout=300, allow_errors=True)`` (changes ``notebook``).
-    """
-    manager = AsyncKernelManager(kernel_name=CURRENT_ENV, kernel_spec_manager=CurrentEnvKernelSpecs())
-    client = NotebookClient(notebook, km=manager, kernel_name=CURRENT_ENV, timeout=timeout,
-                            resources={"metadata": {"path": str(cwd)}}, **client_options)
-    client.execute(cleanup_kc=True)
+from tools.notebook_runner import CELL_TIMEOUT, NotebookFailed, execute
 
 
 def coalesce_streams(notebook: nbformat.NotebookNode) -> None:
@@ -71,11 +44,10 @@ def failed_checks(notebook: nbformat.NotebookNode) -> list[str]:
     return found
 
 
-def refresh(path: Path, timeout: int) -> None:
-    notebook = nbformat.read(path, as_version=4)
-    kernelspec = dict(notebook.metadata.get("kernelspec", {}))
-    execute_in_current_env(notebook, path.parent, timeout=timeout, record_timing=False,
-                           allow_errors=False)  # only cells tagged raises-exception may raise
+def refresh(path: Path, timeout: float) -> None:
+    """Re-execute ``path`` and store its outputs; raises :class:`~tools.notebook_runner.NotebookFailed` (nothing is
+    written) when a cell not tagged ``raises-exception`` raises or runs past ``timeout``."""
+    notebook = execute(path, cell_timeout=timeout, record_timing=False)
     # Widget state (model ids, captured figures) changes every run and is not needed to read the course:
     # drop it so that refreshing an unchanged notebook leaves it byte-identical.
     notebook.metadata.pop("widgets", None)
@@ -83,23 +55,27 @@ def refresh(path: Path, timeout: int) -> None:
         for output in cell.get("outputs", []):
             output.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
     coalesce_streams(notebook)
-    # Keep the notebook's own kernelspec (python3), not the internal name used to start this kernel.
-    notebook.metadata["kernelspec"] = kernelspec or {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    notebook.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                                "language": "python"})
     nbformat.write(notebook, path)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="+", type=Path)
-    parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (as nbval's --nbval-cell-timeout)")
+    parser.add_argument("--timeout", type=float, default=CELL_TIMEOUT,
+                        help="seconds per cell (as nbval's --nbval-cell-timeout)")
     args = parser.parse_args(argv)
-    os.environ.pop("COURSE_LANG", None)  # English notebooks store English; the Chinese ones call setup_notebook(lang="zh")
     failed: list[str] = []
     for path in args.notebooks:
         if path.suffix != ".ipynb" or not path.is_file():
             parser.error(f"not a notebook file: {path}")
         print(f"refreshing {path}", flush=True)
-        refresh(path, args.timeout)
+        try:
+            refresh(path, args.timeout)
+        except NotebookFailed as failure:
+            print(f"make refresh stopped, {path} not written: {failure}", file=sys.stderr)
+            return 1
         failed += [f"  {path} {line}" for line in failed_checks(nbformat.read(path, as_version=4))]
     if failed:
         print("stored, but a solution cell's output must be its ✓ (CONTRIBUTING.md, \"Exercise rules\"): fix the "

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from course_utils.machinery.layout import NOTEBOOK_GLOB, SETTINGS
+from course_utils.machinery.layout import CHECK_CALL, NOTEBOOK_GLOB, SETTINGS
 from tools.repo import ROOT, GitError, changes, committed
 
 NOTEBOOKS = ROOT / "notebooks"
@@ -41,7 +41,7 @@ TRANSLATED = SETTINGS.languages[1:]
 
 COURSE_MAP = re.compile(r"(<!-- course-map:start[^\n]*-->)\n(.*?)\n?(<!-- course-map:end -->)", re.DOTALL)
 _SOLUTION = re.compile(r"^\s*### BEGIN SOLUTION\s*$", re.MULTILINE)
-_CHECK_ID = re.compile(r"""\bcheck\(\s*["'](\d\d)\.(\d+)["']""")
+_CHECK_ID = re.compile(CHECK_CALL)
 
 # What the steps read and write, as globs from the repository's root.
 CODE = ("course_utils/**/*.py", "tools/**/*.py", "course_utils/course.toml")

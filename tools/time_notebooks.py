@@ -13,47 +13,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
-
-import nbformat
-from nbclient.exceptions import CellExecutionError
 
 from tools import instructor_guide
 from tools.build_editions import course_notebooks, read_opening
-from tools.refresh_notebooks import execute_in_current_env
+from tools.notebook_runner import NotebookFailed, run_notebook
+
+__all__ = ["NotebookFailed", "time_notebook"]
 
 
-class NotebookFailed(RuntimeError):
-    """A cell not tagged ``raises-exception`` raised while the notebook was being timed."""
-
-
-def time_notebook(path: Path, *, timeout: int = 600) -> float:
+def time_notebook(path: Path, *, timeout: float = 600) -> float:
     """Seconds to run ``path`` top to bottom in a fresh kernel of this Python (kernel start included).
 
     Usage: ``seconds = time_notebook(Path("notebooks/01_tensor_hooks.ipynb"))``. Raises :class:`NotebookFailed`
-    naming the notebook, the cell (index in the notebook, markdown cells counted, 0-based) and the error when
-    a cell not tagged ``raises-exception`` raises: a notebook that stopped early has no meaningful time.
+    naming the notebook, the cell (index in the notebook, markdown cells counted, 0-based) and the error when a cell
+    not tagged ``raises-exception`` raises: a notebook that stopped early has no meaningful time.
     """
-    notebook = nbformat.read(path, as_version=4)
-    running: list[int] = [-1]  # index of the cell being executed, for the error message
-
-    def note_cell(cell: nbformat.NotebookNode, cell_index: int) -> None:
-        running[0] = cell_index
-
-    start = time.perf_counter()
-    try:
-        execute_in_current_env(notebook, path.parent, timeout=timeout, on_cell_execute=note_cell,
-                               allow_errors=False)  # nbclient still lets cells tagged raises-exception raise
-    except CellExecutionError as error:
-        index = running[0]
-        source_lines = notebook.cells[index].source.strip().splitlines() if index >= 0 else []
-        first_line = source_lines[0] if source_lines else ""
-        raise NotebookFailed(
-            f"{path.name}: cell {index} ({first_line!r}) raised {error.ename}: {error.evalue}. "
-            f"Fix the notebook (or tag a cell that is meant to raise with raises-exception) before timing it."
-        ) from error
-    return time.perf_counter() - start
+    run = run_notebook(path, cell_timeout=timeout)
+    if run.problem is not None:
+        raise NotebookFailed(f"{run.problem}. Fix the notebook (or tag a cell that is meant to raise with "
+                             "raises-exception) before timing it.")
+    return run.seconds
 
 
 def main() -> None:

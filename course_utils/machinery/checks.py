@@ -229,7 +229,7 @@ def _run(item: Exercise, answer: Any) -> tuple[Verdict, list[Change], OutputBudg
                         "your session stays usable.)"))
             with watching_hooks(item.watch_hooks, item.observe_only) as watch:
                 try:
-                    verdict = item.validate(_as_plain(answer))
+                    verdict = item.judge(_as_plain(answer))
                 except TimeLimitExceeded:
                     raise
                 except HookMistake as mistake:  # a hook returned what cannot replace what it replaces

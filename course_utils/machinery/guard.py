@@ -8,8 +8,10 @@ a hook left registered, a changed default), not the check from a learner who set
   there is none (Windows, a thread other than the main one) ``Timer.available`` is false and the caller says so.
   The caller's own ``SIGALRM`` handler and timer (pytest-timeout, say) are put back.
 - :func:`limited_output` -- what the answer prints passes through up to a budget; the rest is counted, not shown.
-- :class:`SessionGuard` -- random states, grad/anomaly/determinism modes, threads, default dtype and device and print
-  options are put back; global module and optimizer hooks left registered are removed and named.
+- :class:`SessionGuard` -- torch function and dispatch modes left active are taken off and named (first: a learner's
+  mode would see, or break, the torch calls that put the rest back); random states, grad/anomaly/determinism modes,
+  threads, default dtype and device and print options are put back; global module and optimizer hooks left
+  registered are removed and named.
 
 Usage::
 
@@ -41,7 +43,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from course_utils._torch_internals import global_hook_dicts, print_options
+from course_utils._torch_internals import (default_device_set, dispatch_modes, function_modes, global_hook_dicts,
+                                          print_options, put_back_modes)
 from course_utils.machinery.messages import N_, Text
 
 __all__ = ["Change", "OutputBudget", "SessionGuard", "TimeLimitExceeded", "Timer", "is_learner_file", "limited_output",
@@ -249,15 +252,17 @@ class SessionGuard:
                        torch.are_deterministic_algorithms_enabled(),
                        torch.is_deterministic_algorithms_warn_only_enabled())
         self._threads = torch.get_num_threads()
-        self._dtype, self._device = torch.get_default_dtype(), torch.get_default_device()
+        self._dtype, self._device = torch.get_default_dtype(), (torch.get_default_device(), default_device_set())
         self._print = (np.get_printoptions(), print_options())
         self._hooks = {name: dict(hooks) for name, hooks in global_hook_dicts().items()}
+        self._stacks = (function_modes(), dispatch_modes())
 
     def restore(self) -> list[Change]:
         """Put everything back, each part on its own (one that fails does not stop the others, and is named);
         return what the answer had changed."""
         changes: list[Change] = []
-        for what, step in ((N_("random states"), self._random_states), (N_("grad mode"), self._grad_modes),
+        for what, step in ((N_("torch modes"), self._mode_stacks), (N_("random states"), self._random_states),
+                           (N_("grad mode"), self._grad_modes),
                            (N_("default device"), self._defaults), (N_("print options"), self._print_options),
                            (N_("global hooks"), self._global_hooks)):
             try:
@@ -266,6 +271,15 @@ class SessionGuard:
                 changes.append(Change(Text(N_("could not put back {what} ({error}); restart the kernel to be sure"),
                                            what=Text(what), error=f"{type(error).__name__}: {error}"), fatal=True))
         return changes
+
+    def _mode_stacks(self) -> list[Change]:
+        taken = put_back_modes(*self._stacks)
+        if not taken:
+            return []
+        names = ", ".join(dict.fromkeys(type(mode).__name__ for mode in taken))
+        return [Change(Text(N_("left {count} torch mode(s) active ({names}; taken off): enter a mode with a `with` "
+                               "block, which leaves it also when the code raises"), count=len(taken), names=names),
+                       fatal=True)]
 
     def _random_states(self) -> list[Change]:
         python, numpy, torch_state = self._random
@@ -286,9 +300,10 @@ class SessionGuard:
         torch.set_default_dtype(self._dtype)
         if torch.get_num_threads() != self._threads:
             torch.set_num_threads(self._threads)
-        if torch.get_default_device() == self._device:
+        device, was_set = self._device
+        if (torch.get_default_device(), default_device_set()) == self._device:
             return []
-        torch.set_default_device(None if self._device == torch.device("cpu") else self._device)
+        torch.set_default_device(device if was_set else None)
         return [Change(Text(N_("changed the default device with torch.set_default_device (put back)")))]
 
     def _print_options(self) -> list[Change]:

@@ -15,6 +15,14 @@ one gradient tensor to two paths (a residual ``out + x``, a ``Flatten``, ``(x + 
 so the change shows in the numbers. ``check()`` turns the mistake into the ✗ line. Hooks of the course's own code,
 and every hook once the block has ended, run unwrapped (a wrapper left on a learner's object passes through).
 
+**The one patch of PyTorch in the course's checks** (:data:`PATCHED`): inside the block, the five registration
+methods are replaced, so that the learner's hook is registered wrapped. PyTorch uses what a hook returns without
+looking at it -- a forward hook that returns a string makes the *next* layer fail (``relu_(): argument 'input'
+(position 1) must be Tensor, not str``) -- and offers no way to see that value first: nothing is called when a hook
+is registered, and its global module hooks run before a module's own hooks, so they never see what those returned.
+``tests/test_hook_watch.py`` pins both behaviours: when PyTorch checks hook values itself, or lets a global hook see
+them, this patch can go.
+
 Usage::
 
     with watching_hooks() as watch:
@@ -36,7 +44,7 @@ import torch.nn as nn
 from course_utils.machinery.guard import is_learner_file
 from course_utils.machinery.messages import N_, Text
 
-__all__ = ["HookMistake", "HookWatch", "watching_hooks", "REPLACED_OUTPUT"]
+__all__ = ["PATCHED", "HookMistake", "HookWatch", "watching_hooks", "REPLACED_OUTPUT"]
 
 
 class HookMistake(BaseException):
@@ -218,6 +226,15 @@ def _forward_hook(watch: HookWatch, kind: str, hook: Callable[..., Any], with_kw
     return watched
 
 
+PATCHED: tuple[tuple[type, str, str], ...] = (  # (owner, registration method, the kind of hook it registers)
+    (torch.Tensor, "register_hook", "tensor"),
+    (nn.Module, "register_forward_hook", "forward"),
+    (nn.Module, "register_forward_pre_hook", "forward_pre"),
+    (nn.Module, "register_full_backward_hook", "backward"),
+    (nn.Module, "register_full_backward_pre_hook", "backward_pre"),
+)
+
+
 @contextlib.contextmanager
 def watching_hooks(enabled: bool = True, observe_only: bool = False) -> Iterator[HookWatch]:
     """Wrap every hook the learner's code registers inside the block (see the module's docstring); ``enabled=False``
@@ -229,45 +246,23 @@ def watching_hooks(enabled: bool = True, observe_only: bool = False) -> Iterator
         watch.active = False
         yield watch
         return
-    originals = {
-        (torch.Tensor, "register_hook"): vars(torch.Tensor)["register_hook"],
-        (nn.Module, "register_forward_hook"): vars(nn.Module)["register_forward_hook"],
-        (nn.Module, "register_forward_pre_hook"): vars(nn.Module)["register_forward_pre_hook"],
-        (nn.Module, "register_full_backward_hook"): vars(nn.Module)["register_full_backward_hook"],
-        (nn.Module, "register_full_backward_pre_hook"): vars(nn.Module)["register_full_backward_pre_hook"],
-    }
 
-    def tensor_hook(self: torch.Tensor, hook: Callable[..., Any]) -> Any:
-        if _learners(hook):
-            hook = _gradient_hook(watch, "tensor", hook)
-        return originals[(torch.Tensor, "register_hook")](self, hook)
-
-    def module_hook(method: str, kind: str) -> Callable[..., Any]:
-        original = originals[(nn.Module, method)]
-
+    def registering(original: Callable[..., Any], kind: str) -> Callable[..., Any]:
         @functools.wraps(original)
-        def register(self: nn.Module, hook: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        def register(self: Any, hook: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             if _learners(hook):
-                if kind in ("forward", "forward_pre"):
-                    hook = _forward_hook(watch, kind, hook, bool(kwargs.get("with_kwargs")))
-                else:
-                    hook = _gradient_hook(watch, kind, hook)
+                hook = (_forward_hook(watch, kind, hook, bool(kwargs.get("with_kwargs")))
+                        if kind in ("forward", "forward_pre") else _gradient_hook(watch, kind, hook))
             return original(self, hook, *args, **kwargs)
 
         return register
 
-    patched = {
-        (torch.Tensor, "register_hook"): functools.wraps(originals[(torch.Tensor, "register_hook")])(tensor_hook),
-        (nn.Module, "register_forward_hook"): module_hook("register_forward_hook", "forward"),
-        (nn.Module, "register_forward_pre_hook"): module_hook("register_forward_pre_hook", "forward_pre"),
-        (nn.Module, "register_full_backward_hook"): module_hook("register_full_backward_hook", "backward"),
-        (nn.Module, "register_full_backward_pre_hook"): module_hook("register_full_backward_pre_hook", "backward_pre"),
-    }
+    originals = [(owner, name, vars(owner)[name]) for owner, name, _kind in PATCHED]
     try:
-        for (owner, name), function in patched.items():
-            setattr(owner, name, function)
+        for (owner, name, original), (_owner, _name, kind) in zip(originals, PATCHED):
+            setattr(owner, name, registering(original, kind))
         yield watch
     finally:
         watch.active = False
-        for (owner, name), function in originals.items():
-            setattr(owner, name, function)
+        for owner, name, original in originals:
+            setattr(owner, name, original)

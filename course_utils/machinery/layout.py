@@ -1,6 +1,6 @@
 """The course's settings and file names, written once: ``course_utils/course.toml`` (the repository, the languages,
-the notebook pattern, the translated guides, whether translations may lag), read here, and the files a learner's
-workspace holds.
+the notebook pattern, the translated guides, whether translations may lag), read here, the files a learner's
+workspace holds, and the exercise ids' syntax.
 
 ``course.toml`` is package data: the tools read it from the checkout, a learner's install (Colab, Kaggle, ``pip
 install``) from the wheel. This module imports nothing of the course, so anything may read it (the tools, the hub,
@@ -16,7 +16,7 @@ import tomllib
 from dataclasses import dataclass, fields
 from importlib import resources
 
-__all__ = ["COMPLETE", "MANIFEST", "NOTEBOOK_GLOB", "RECORD_NAME", "SETTINGS", "Settings", "read_settings"]
+__all__ = ["CHECK_CALL", "COMPLETE", "EXERCISE_ID", "MANIFEST", "NOTEBOOK_GLOB", "RECORD_NAME", "SETTINGS", "Settings", "read_settings"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,13 @@ SETTINGS = read_settings(resources.files("course_utils").joinpath("course.toml")
 
 NOTEBOOK_GLOB = SETTINGS.notebook_pattern
 """The teaching notebooks, ``NN_topic.ipynb`` (in ``notebooks/``, ``notebooks/zh/``, a workspace, an edition)."""
+
+EXERCISE_ID = r"(\d\d)\.(\d{1,2})"
+"""An exercise id, ``NN.k`` (the notebook's number, then the exercise's, one or two digits), as a regular expression
+whose groups are the two numbers: ``re.fullmatch(EXERCISE_ID, "06.1")``. Every module that reads ids uses this one."""
+
+CHECK_CALL = r"""\bcheck\(\s*["']""" + EXERCISE_ID + r"""["']"""
+"""A notebook cell's ``check("NN.k", ...)``, as a regular expression (groups: the two numbers of the id)."""
 
 MANIFEST = ".course-manifest.json"
 """In a learner's workspace: what ``make lab`` (or the hub) delivered; marks the folder as a workspace."""

@@ -22,6 +22,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from course_utils.machinery.layout import CHECK_CALL
 from course_utils.machinery.messages import N_, _, in_language
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ END = "### END SOLUTION"
 STUB_TAG = "learner-stub"
 RAISES = "raises-exception"  # nbval's tag; JupyterLab's Run All goes on past a cell that has it
 _NEAR_MARKER = re.compile(r"#+\s*(BEGIN|END)\s+SOLUTION", re.IGNORECASE)  # a marker written slightly wrong
-_CHECK_ID = re.compile(r"""\bcheck\(\s*["'](\d\d\.\d+)["']""")
+_CHECK_ID = re.compile(CHECK_CALL)
 STUB_MESSAGE = N_("your code goes here")  # what check() recognises a stub's NotImplementedError by, in any language
 
 
@@ -86,7 +87,7 @@ def solution_blocks(source: str) -> list[SolutionBlock]:
 def exercise_id_of(source: str) -> str | None:
     """The exercise id of the cell's ``check("NN.k", …)`` call, if any."""
     found = _CHECK_ID.search(source)
-    return found.group(1) if found else None
+    return f"{found[1]}.{found[2]}" if found else None
 
 
 def _assigned_names(body: list[str]) -> list[str]:

@@ -38,7 +38,7 @@ try:  # POSIX; on Windows each line is still one append
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-from course_utils.machinery.layout import MANIFEST, RECORD_NAME
+from course_utils.machinery.layout import EXERCISE_ID, MANIFEST, RECORD_NAME
 from course_utils.machinery.messages import _
 from course_utils.machinery.pins import REQUIREMENTS_FILE, in_checkout
 
@@ -46,7 +46,7 @@ __all__ = ["ENV", "RECORD_NAME", "Attempt", "parse_line", "parse_lines", "read_r
            "recording_off", "reset_record", "summarise"]
 
 ENV = "COURSE_PROGRESS"
-_ID = re.compile(r"\d\d\.\d{1,2}")
+_ID = re.compile(EXERCISE_ID)
 _VERDICTS = ("pass", "fail")
 _MAX_LINE = 512  # a line of ours is ~90 bytes; anything longer is not ours
 

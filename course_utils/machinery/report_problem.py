@@ -22,12 +22,13 @@ from urllib.parse import urlencode
 
 from course_utils.machinery import cloud
 from course_utils.machinery.course import notebooks_folder
+from course_utils.machinery.layout import EXERCISE_ID
 from course_utils.machinery.messages import _
 
 __all__ = ["ProblemLink", "notebook_of", "notebook_problem_url", "problem_link", "problem_url", "report_problem",
            "short_problem_url", "versions_line"]
 
-_EXERCISE = re.compile(r"\d\d\.\d{1,2}")
+_EXERCISE = re.compile(EXERCISE_ID)
 _NOTEBOOK = re.compile(r"\d\d_[a-z0-9_]+(?:\.ipynb)?")
 # What the static link's issue asks for in place of the versions (a link in a notebook's markdown cannot know them)
 ASK_FOR_VERSIONS = ("versions: please run `from course_utils.machinery.report_problem import versions_line; "

@@ -8,110 +8,70 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.machinery.exercise_kit import Exercise, Verdict, as_whole_number, expect_callable
-from course_utils.machinery.messages import N_, _
+from course_utils.machinery.exercise_kit import (N_, Exercise, Text, Verdict, as_whole_number, fail, is_handle,
+                                                 removing, require)
 
 
 def _hook_counts(model: nn.Module) -> dict[str, int]:
     """Forward and forward-pre hooks per submodule name (only the non-empty ones)."""
-    counts = {}
-    for name, module in model.named_modules():
-        n = len(module._forward_hooks) + len(module._forward_pre_hooks)
-        if n:
-            counts[name or "(the model)"] = n
-    return counts
+    return {name or "(the model)": n for name, module in model.named_modules()
+            if (n := len(module._forward_hooks) + len(module._forward_pre_hooks))}
 
 
 def _shape_recorder_test(attach: Callable[[nn.Module, list], Any]) -> Verdict:
     torch.manual_seed(0)
     # a layer the learner has not seen, followed by an in-place layer; batches of several sizes
     model = nn.Sequential(nn.Conv2d(2, 5, 3), nn.ReLU(inplace=True), nn.Flatten(), nn.Linear(5 * 4 * 4, 3))
-    layer = model[0]
-    batches = [torch.randn(n, 2, 6, 6) for n in (4, 1, 7)]
+    layer, batches = model[0], [torch.randn(n, 2, 6, 6) for n in (4, 1, 7)]
     with torch.no_grad():  # what the model gives before anything is attached
-        before = [model(x).clone() for x in batches]
-        before_layer = layer(batches[0]).clone()
+        before, before_layer = [model(x).clone() for x in batches], layer(batches[0]).clone()
     truth = [(n, 5, 4, 4) for n in (4, 1, 7)]  # Conv2d(3x3, no padding): 6x6 -> 4x4, by hand
-
     shapes: list = []
     handle = attach(layer, shapes)
-    try:
+    with removing(handle):
         counts = _hook_counts(model)
-        if not callable(getattr(handle, "remove", None)):
-            return Verdict(False, _("attach_shape_recorder returned {type}: return the handle that "
-                                    "register_forward_hook gave you, so the caller can remove the hook.").format(
-                type=type(handle).__name__))
-        if not layer._forward_hooks:
-            where = _(" (found {counts})").format(counts=counts) if counts else ""
-            return Verdict(False, _("No forward hook on the layer you were given{where}: register it with "
-                                    "layer.register_forward_hook(...).").format(where=where))
-        if counts != {"0": 1}:
-            return Verdict(False, _("Expected exactly one forward hook, on the layer you were given; found {counts}.")
-                           .format(counts=counts))
-        if shapes:
-            return Verdict(False, _("The list filled before the layer ran: record inside the hook, not when "
-                                    "attaching."))
+        require(is_handle(handle), N_("attach_shape_recorder returned {type}: return the handle that "
+                                      "register_forward_hook gave you, so the caller can remove the hook."),
+                type=type(handle).__name__)
+        require(layer._forward_hooks, N_("No forward hook on the layer you were given{where}: register it with "
+                                         "layer.register_forward_hook(...)."),
+                where=Text(N_(" (found {counts})"), counts=counts) if counts else "")
+        require(counts == {"0": 1}, N_("Expected exactly one forward hook, on the layer you were given; found "
+                                       "{counts}."), counts=counts)
+        require(not shapes, N_("The list filled before the layer ran: record inside the hook, not when attaching."))
         with torch.no_grad():
             after = [model(x) for x in batches]
-        if not all(torch.equal(a, b) for a, b in zip(after, before)):
-            return Verdict(False, _("The model's output changed: a hook that only records must return None."))
-        if any(isinstance(s, torch.Tensor) and s.dim() > 1 for s in shapes):
-            return Verdict(False, _("The list holds tensors: append the output's shape (a tuple such as (2, 4)), "
-                                    "not the output itself."))
-        if len(shapes) != len(batches):
-            return Verdict(False, _("After {passes} forward passes the list holds {entries} entries: append "
-                                    "one shape per forward (don't replace the list or keep only the first).").format(
-                passes=len(batches), entries=len(shapes)))
-        if any(isinstance(s, list) for s in shapes):
-            return Verdict(False, _("The list holds shapes as lists, such as {shape}: the task asks for tuples, such "
-                                    "as (2, 4) (a list never equals a tuple in Python).").format(
-                shape=next(s for s in shapes if isinstance(s, list))))
+        require(all(torch.equal(a, b) for a, b in zip(after, before)),
+                N_("The model's output changed: a hook that only records must return None."))
+        require(not any(isinstance(s, torch.Tensor) and s.dim() > 1 for s in shapes),
+                N_("The list holds tensors: append the output's shape (a tuple such as (2, 4)), not the output "
+                   "itself."))
+        require(len(shapes) == len(batches), N_("After {passes} forward passes the list holds {entries} entries: "
+                                                "append one shape per forward (don't replace the list or keep only "
+                                                "the first)."), passes=len(batches), entries=len(shapes))
+        lists = [s for s in shapes if isinstance(s, list)]
+        require(not lists, N_("The list holds shapes as lists, such as {shape}: the task asks for tuples, such as "
+                              "(2, 4) (a list never equals a tuple in Python)."), shape=lists[0] if lists else None)
         recorded = [tuple(s) if isinstance(s, (tuple, torch.Size)) else s for s in shapes]
-        inputs = [tuple(x.shape) for x in batches]
-        if recorded == inputs:
-            return Verdict(False, _("You recorded the shapes of the layer's input: record its output."))
-        if recorded != truth:
-            return Verdict(False, _("Recorded {shapes}; expected the output shapes {truth}.").format(shapes=shapes,
-                                                                                                 truth=truth))
+        require(recorded != [tuple(x.shape) for x in batches],
+                N_("You recorded the shapes of the layer's input: record its output."))
+        require(recorded == truth, N_("Recorded {shapes}; expected the output shapes {truth}."), shapes=shapes,
+                truth=truth)
         with torch.no_grad():
-            changed = not torch.equal(layer(batches[0]), before_layer)
-        if changed:
-            return Verdict(False, _("The layer's output changed: a hook that only records must return None."))
-    finally:
-        if callable(getattr(handle, "remove", None)):
-            handle.remove()
-    if layer._forward_hooks:
-        return Verdict(False, _("handle.remove() left a forward hook on the layer: return the handle of the hook "
-                                "that records."))
+            require(torch.equal(layer(batches[0]), before_layer),
+                    N_("The layer's output changed: a hook that only records must return None."))
+    require(not layer._forward_hooks, N_("handle.remove() left a forward hook on the layer: return the handle of the "
+                                         "hook that records."))
     count = len(shapes)
     with torch.no_grad():
         model(batches[0])
-    if len(shapes) != count:
-        return Verdict(False, _("After handle.remove() the list still grows: return the handle of the hook that "
-                                "records."))
+    require(len(shapes) == count, N_("After handle.remove() the list still grows: return the handle of the hook that "
+                                     "records."))
     return Verdict(True)
 
 
-_EXERCISE_00_1 = Exercise(
-    "00.1",
-    N_("Write attach_shape_recorder(layer, shapes): a forward hook that appends each output's shape to shapes; "
-       "return the handle."),
-    expect_callable(_shape_recorder_test, N_("a function attach_shape_recorder(layer, shapes)")),
-    hints=(
-        N_("A forward hook is a function hook(module, inputs, output); the layer's own register_forward_hook "
-           "attaches it and returns the handle."),
-        N_("Define the hook inside attach_shape_recorder so that it can reach `shapes`; it appends a tuple made "
-           "from output.shape and returns nothing. Return what register_forward_hook returned."),
-    ),
-    kind="write",
-    praise=N_("Your first hook: it ran on layers and batches you had not seen, changed nothing, and its handle "
-              "removed it."),
-    observe_only=True,
-)
-
-# -- 00.2 predict: a hook registered twice, one handle overwritten -----------------------------------------
 def _live_double_registration() -> int:
-    """The exercise's code, run live with plain PyTorch calls: how many times the hook runs."""
+    """Exercise 00.2's code, run live with plain PyTorch calls: how many times the hook runs."""
     calls: list[tuple[int, ...]] = []
 
     def announce(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
@@ -119,48 +79,45 @@ def _live_double_registration() -> int:
 
     layer = nn.Linear(3, 4)
     first = layer.register_forward_hook(announce)  # the exercise overwrites this handle; the check keeps it
-    second = layer.register_forward_hook(announce)
-    second.remove()
-    try:
-        with torch.no_grad():
-            layer(torch.ones(1, 3))
-            layer(torch.ones(2, 3))
-    finally:
-        first.remove()
+    layer.register_forward_hook(announce).remove()
+    with removing(first), torch.no_grad():
+        layer(torch.ones(1, 3))
+        layer(torch.ones(2, 3))
     return len(calls)
 
 
 def _predict_double_registration(answer: Any) -> Verdict:
     guess = as_whole_number(answer)
-    if guess is None:
-        return Verdict(False, _("Answer with a whole number, how many lines announce prints; got {answer}.").format(
-            answer=repr(answer)))
+    require(guess is not None, N_("Answer with a whole number, how many lines announce prints; got {answer}."),
+            answer=repr(answer))
     truth = _live_double_registration()
     if guess == truth:
         return Verdict(True)
-    if guess == 0:
-        return Verdict(False, _("The second registration did not replace the first: every register_forward_hook "
-                                "call adds a hook, and handle.remove() takes off only the hook of that handle."))
-    if guess == 2 * truth:
-        return Verdict(False, _("handle.remove() did take a hook off: the one registered by the call that returned "
-                                "that handle."))
-    return Verdict(False, _("Count two things: the hooks still on the layer after remove(), and the forward passes."))
+    require(guess != 0, N_("The second registration did not replace the first: every register_forward_hook call adds "
+                           "a hook, and handle.remove() takes off only the hook of that handle."))
+    require(guess != 2 * truth, N_("handle.remove() did take a hook off: the one registered by the call that returned "
+                                   "that handle."))
+    fail(N_("Count two things: the hooks still on the layer after remove(), and the forward passes."))
 
 
-_EXERCISE_00_2 = Exercise(
-    "00.2",
-    N_("Predict how many lines a forward hook prints when it was registered twice on a layer and only the last "
-       "handle was removed (checked against a live run)."),
-    _predict_double_registration,
-    hints=(
-        N_("Each register_forward_hook call adds one hook to the layer and returns a handle for that hook alone -- "
-           "also when the function is one the layer already has."),
-        N_("remove() takes off only the hook its handle belongs to. After the second assignment, which hook does "
-           "`handle` belong to, and what became of the other one?"),
-    ),
-    praise=N_("A handle you overwrite is lost, and with it the supported way to take its hook off: that hook keeps "
-              "firing. Keep every handle."),
-    kind="predict",
+EXERCISES = (
+    Exercise("00.1", N_("Write attach_shape_recorder(layer, shapes): a forward hook that appends each output's shape "
+                        "to shapes; return the handle."),
+             _shape_recorder_test, what=N_("a function attach_shape_recorder(layer, shapes)"), observe_only=True,
+             hints=(N_("A forward hook is a function hook(module, inputs, output); the layer's own "
+                       "register_forward_hook attaches it and returns the handle."),
+                    N_("Define the hook inside attach_shape_recorder so that it can reach `shapes`; it appends a "
+                       "tuple made from output.shape and returns nothing. Return what register_forward_hook "
+                       "returned.")),
+             praise=N_("Your first hook: it ran on layers and batches you had not seen, changed nothing, and its "
+                       "handle removed it.")),
+    Exercise("00.2", N_("Predict how many lines a forward hook prints when it was registered twice on a layer and "
+                        "only the last handle was removed (checked against a live run)."),
+             _predict_double_registration, kind="predict",
+             hints=(N_("Each register_forward_hook call adds one hook to the layer and returns a handle for that "
+                       "hook alone -- also when the function is one the layer already has."),
+                    N_("remove() takes off only the hook its handle belongs to. After the second assignment, which "
+                       "hook does `handle` belong to, and what became of the other one?")),
+             praise=N_("A handle you overwrite is lost, and with it the supported way to take its hook off: that "
+                       "hook keeps firing. Keep every handle.")),
 )
-
-EXERCISES = (_EXERCISE_00_1, _EXERCISE_00_2)

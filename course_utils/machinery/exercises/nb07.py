@@ -5,7 +5,6 @@ hook the learner writes, run on models they have not seen, against a ground trut
 from __future__ import annotations
 
 import contextlib
-
 from collections.abc import Callable
 from typing import Any
 
@@ -13,11 +12,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable
-from course_utils.machinery.messages import _, N_
 from course_utils.hooks import count_hooks, hook_report
-
-_FLAGS = ("_with_kwargs", "_always_called")  # flag dictionaries that come with some hooks: not hooks themselves
+from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Text, Verdict, fail, generator,
+                                                 is_handle, removing, require, the_error_gets_out)
 
 
 def _conv_model() -> nn.Sequential:
@@ -32,36 +29,28 @@ def _by_hand(model: nn.Sequential, x: torch.Tensor, p: float | None, where: str 
     if p is not None and where == "input":
         hidden = F.dropout2d(hidden, p=p, training=True)
     out = F.conv2d(hidden, second.weight, second.bias, padding=1)
-    if p is not None and where == "output":
-        out = F.dropout2d(out, p=p, training=True)
-    return F.relu(out)
+    return F.relu(F.dropout2d(out, p=p, training=True) if p is not None and where == "output" else out)
 
 
 def _dropout_test(attach: Callable[[nn.Module, str, float], Any]) -> Verdict:
-    model = _conv_model()
-    x = torch.randn(8, 2, 6, 6, generator=torch.Generator().manual_seed(3))
+    model, x = _conv_model(), torch.randn(8, 2, 6, 6, generator=generator(3))
     with torch.no_grad():
-        model.eval()
-        before = model(x)  # computed before anything is attached: the eval-mode reference
-        model.train()
+        before = model.eval()(x)  # computed before anything is attached: the eval-mode reference
+    model.train()
     handle = attach(model, "2", 0.3)
-    if not callable(getattr(handle, "remove", None)):
-        return Verdict(False, _("Return the handle that register_forward_pre_hook gave you, so the caller can remove "
-                                "it."))
-    try:
-        hooked = sorted(key for key in hook_report(model) if "forward" in key and not key.endswith(_FLAGS))
-        if hooked == ["2._forward_hooks"]:
-            return Verdict(False, _("That is a forward hook: it runs after layer '2' and sees its output. Dropout "
-                                    "before the layer needs a forward pre-hook, which sees (and may replace) the "
-                                    "input."))
-        if hooked != ["2._forward_pre_hooks"]:
-            return Verdict(False, _("Expected one forward pre-hook, on layer '2' only; found {found}.").format(
-                found=hooked or _("none")))
+    require(is_handle(handle), N_("Return the handle that register_forward_pre_hook gave you, so the caller can "
+                                  "remove it."))
+    with removing(handle):
+        hooked = sorted(key for key in hook_report(model) if "forward" in key
+                        and not key.endswith(("_with_kwargs", "_always_called")))
+        require(hooked != ["2._forward_hooks"], N_("That is a forward hook: it runs after layer '2' and sees its "
+                                                   "output. Dropout before the layer needs a forward pre-hook, which "
+                                                   "sees (and may replace) the input."))
+        require(hooked == ["2._forward_pre_hooks"], N_("Expected one forward pre-hook, on layer '2' only; found "
+                                                       "{found}."), found=hooked or Text(N_("none")))
         with torch.no_grad():
-            model.eval()
-            if not torch.equal(model(x), before):
-                return Verdict(False, _("In eval mode the output changed: the hook must act only when "
-                                        "module.training."))
+            require(torch.equal(model.eval()(x), before), N_("In eval mode the output changed: the hook must act only "
+                                                             "when module.training."))
             model.train()
             torch.manual_seed(5)
             expected = _by_hand(model, x, 0.3)
@@ -69,27 +58,28 @@ def _dropout_test(attach: Callable[[nn.Module, str, float], Any]) -> Verdict:
             output_dropped = _by_hand(model, x, 0.3, where="output")
         torch.manual_seed(5)
         got = model(x)  # with autograd on: the backward below must work too
-        if torch.equal(got.detach(), _by_hand(model, x, None).detach()):
-            return Verdict(False, _("In training mode nothing was dropped: does your hook return the new input?"))
-        if torch.equal(got.detach(), output_dropped):
-            return Verdict(False, _("Your hook dropped channels of layer '2''s output; drop them in its input."))
-        if not torch.equal(got.detach(), expected):
-            return Verdict(False, _("In training mode the result is not layer '2' applied to F.dropout2d(input, p) "
-                                    "(with the p the caller passed)."))
+        require(not torch.equal(got.detach(), _by_hand(model, x, None).detach()),
+                N_("In training mode nothing was dropped: does your hook return the new input?"))
+        require(not torch.equal(got.detach(), output_dropped),
+                N_("Your hook dropped channels of layer '2''s output; drop them in its input."))
+        require(torch.equal(got.detach(), expected), N_("In training mode the result is not layer '2' applied to "
+                                                        "F.dropout2d(input, p) (with the p the caller passed)."))
         try:
             got.sum().backward()
         except RuntimeError as error:
-            return Verdict(False, _("The forward worked but the backward failed ({error}): the input belongs to the "
-                                    "previous layer, which may need it for its backward. Build a new tensor and "
-                                    "return it; change nothing in place.").format(error=str(error).split(':')[0]))
-    finally:
-        handle.remove()
-    if count_hooks(model):
-        return Verdict(False, _("Removing the handle left hooks behind."))
+            fail(N_("The forward worked but the backward failed ({error}): the input belongs to the previous layer, "
+                    "which may need it for its backward. Build a new tensor and return it; change nothing in "
+                    "place."), error=str(error).split(":")[0])
+    require(not count_hooks(model), N_("Removing the handle left hooks behind."))
     return Verdict(True)
 
 
-def _accumulate(model: nn.Module, batches: list[torch.Tensor], after_each: Callable[[], None] | None) -> list[torch.Tensor]:
+def _small_net() -> nn.Sequential:
+    return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+
+
+def _accumulate(model: nn.Module, batches: list[torch.Tensor], after_each: Callable[[], None] | None = None
+                ) -> list[torch.Tensor]:
     for batch in batches:
         model(batch).pow(2).sum().backward()
         if after_each is not None:
@@ -99,82 +89,57 @@ def _accumulate(model: nn.Module, batches: list[torch.Tensor], after_each: Calla
 
 def _per_parameter_norm_test(attach: Callable[[nn.Module, float], Any]) -> Verdict:
     torch.manual_seed(21)
-    reference_model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
-    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    reference_model, model, plain_model = _small_net(), _small_net(), _small_net()
     model.load_state_dict(reference_model.state_dict())
-    generator = torch.Generator().manual_seed(4)
-    batches = [torch.randn(5, 3, generator=generator) * 3 for _batch in range(3)]
+    plain_model.load_state_dict(reference_model.state_dict())
+    draw = generator(4)
+    batches = [torch.randn(5, 3, generator=draw) * 3 for _batch in range(3)]
     max_norm = 2.0  # some gradients start below it (left alone), others above (rescaled)
-
-    def clip_each() -> None:
-        for param in reference_model.parameters():
-            torch.nn.utils.clip_grad_norm_([param], max_norm)
-
-    expected = _accumulate(reference_model, batches, clip_each)
-    plain = _accumulate(_copy(model), batches, None)
+    expected = _accumulate(reference_model, batches, lambda: [torch.nn.utils.clip_grad_norm_([param], max_norm)
+                                                              for param in reference_model.parameters()])
+    plain = _accumulate(plain_model, batches)
     handles = attach(model, max_norm)
-    if not isinstance(handles, (list, tuple)) or not all(callable(getattr(h, "remove", None)) for h in handles):
-        return Verdict(False, _("Return the list of handles (one per parameter)."))
-    # the first parameter's hooks, called on their own while every gradient is large: only that .grad may change
-    params = list(model.parameters())
-    saved = [p.grad for p in params]
-    for p in params:
-        p.grad = torch.full_like(p, 10.0)
-    try:
+    require(isinstance(handles, (list, tuple)) and all(map(is_handle, handles)),
+            N_("Return the list of handles (one per parameter)."))
+    with removing(handles):
+        # the first parameter's hooks, called on their own while every gradient is large: only that .grad may change
+        params = list(model.parameters())
+        for p in params:
+            p.grad = torch.full_like(p, 10.0)
         for hook in list((getattr(params[0], "_post_accumulate_grad_hooks", None) or {}).values()):
             with contextlib.suppress(Exception):  # an error shows again, and is reported, in the real backward
                 hook(params[0])
         others = [p for p in params[1:] if not torch.equal(p.grad, torch.full_like(p, 10.0))]
-    finally:
-        for p, grad in zip(params, saved):
-            p.grad = grad
-    if others:
-        for handle in handles:
-            handle.remove()
-        return Verdict(False, _("The hook registered on the first parameter, called with that parameter, changed "
-                                "another parameter's gradient: each hook must change the .grad of the parameter it "
-                                "is called with. If you define the hook in a loop, which value of the loop variable "
-                                "does it see when it runs?"))
-    try:
-        got = _accumulate(model, batches, None)
-    except RuntimeError as error:
-        # PyTorch words a post-accumulate-grad hook's return value as "should return None" or, for a tensor of
-        # another shape or dtype, as "has changed the size/type of value": either way the hook returned something.
-        if "should return None" in str(error) or "has changed the" in str(error):
-            return Verdict(False, _("PyTorch stopped the backward: {error}. A post-accumulate-grad hook must change "
-                                    "param.grad in place and return None, and yours returned a value. What does your "
-                                    "hook's last expression evaluate to (a lambda returns it)?").format(
-                error=repr(str(error).strip())))
-        raise
-    finally:
-        for handle in handles:
-            handle.remove()
-    if any(n for n in (count_hooks(p) for p in model.parameters())):
-        return Verdict(False, _("Removing the handles left hooks on the parameters."))
-    if all(torch.allclose(g, p) for g, p in zip(got, plain)):
-        return Verdict(False, _("The gradients are unchanged: does every parameter get a hook that changes .grad in "
-                                "place?"))
+        for p in params:
+            p.grad = None
+        require(not others, N_("The hook registered on the first parameter, called with that parameter, changed "
+                               "another parameter's gradient: each hook must change the .grad of the parameter it is "
+                               "called with. If you define the hook in a loop, which value of the loop variable does "
+                               "it see when it runs?"))
+        try:
+            got = _accumulate(model, batches)
+        except RuntimeError as error:
+            # PyTorch words a post-accumulate-grad hook's return value as "should return None" or, for a tensor of
+            # another shape or dtype, as "has changed the size/type of value": either way the hook returned something.
+            require("should return None" not in str(error) and "has changed the" not in str(error),
+                    N_("PyTorch stopped the backward: {error}. A post-accumulate-grad hook must change param.grad in "
+                       "place and return None, and yours returned a value. What does your hook's last expression "
+                       "evaluate to (a lambda returns it)?"), error=repr(str(error).strip()))
+            raise
+    require(not any(count_hooks(p) for p in model.parameters()), N_("Removing the handles left hooks on the "
+                                                                    "parameters."))
+    require(not all(torch.allclose(g, p) for g, p in zip(got, plain)),
+            N_("The gradients are unchanged: does every parameter get a hook that changes .grad in place?"))
     if all(torch.allclose(g, e, atol=1e-6) for g, e in zip(got, expected)):
         return Verdict(True)
     if any(float(g.norm()) > max_norm + 1e-5 for g in got):
-        if all(float(g.abs().max()) <= max_norm + 1e-6 for g in got):
-            return Verdict(False, _("Each entry is within the limit but the norms are not: rescale the whole "
-                                    "gradient (multiply by max_norm / norm) instead of clamping entries."))
-        return Verdict(False, _("After several backwards some parameter's gradient norm is still above max_norm: "
-                                "does the hook run after every accumulation, on every parameter?"))
-    return Verdict(False, _("The norms are within the limit but the gradients differ from clip_grad_norm_ applied to "
-                            "each parameter after every backward: scale only when the norm is above max_norm."))
-
-
-def _copy(model: nn.Sequential) -> nn.Sequential:
-    clone = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
-    clone.load_state_dict(model.state_dict())
-    return clone
-
-
-class _Explodes(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise RuntimeError("this layer fails on purpose")
+        require(not all(float(g.abs().max()) <= max_norm + 1e-6 for g in got),
+                N_("Each entry is within the limit but the norms are not: rescale the whole gradient (multiply by "
+                   "max_norm / norm) instead of clamping entries."))
+        fail(N_("After several backwards some parameter's gradient norm is still above max_norm: does the hook run "
+                "after every accumulation, on every parameter?"))
+    fail(N_("The norms are within the limit but the gradients differ from clip_grad_norm_ applied to each parameter "
+            "after every backward: scale only when the norm is above max_norm."))
 
 
 def _dead_masks(layers: list[nn.Module], x: torch.Tensor, *, of_inputs: bool = False) -> dict[str, torch.Tensor]:
@@ -183,68 +148,47 @@ def _dead_masks(layers: list[nn.Module], x: torch.Tensor, *, of_inputs: bool = F
     found = {}
     with torch.no_grad():
         for index, layer in enumerate(layers):
-            before = x
-            x = F.relu(x) if isinstance(layer, nn.ReLU) else layer(x)
+            before, x = x, F.relu(x) if isinstance(layer, nn.ReLU) else layer(x)
             if isinstance(layer, nn.ReLU):
-                seen = before if of_inputs and not getattr(layer, "inplace", False) else x
-                found[str(index)] = (seen == 0).all(dim=0)
+                found[str(index)] = ((before if of_inputs and not layer.inplace else x) == 0).all(dim=0)
     return found
 
 
-def _fraction(mask: torch.Tensor) -> float:
-    return float(mask.float().mean())
+def _fractions(masks: dict[str, torch.Tensor]) -> dict[str, float]:
+    return {name: float(mask.float().mean()) for name, mask in masks.items()}
 
 
-def _counter_batches() -> list[torch.Tensor]:
-    """Three batches of different sizes and spreads: some units are silent in one batch and active in another."""
-    generator = torch.Generator().manual_seed(8)
-    return [torch.randn(n, 4, generator=generator) * scale + shift for n, scale, shift in ((5, 1.0, 0.0), (3, 1.5, 0.5),
-                                                                                           (6, 0.7, -0.3))]
+_ADVICE = {
+    "last": N_("your fractions describe only the last batch. A unit is dead only if it was zero for every sample of "
+               "every batch seen in the with-block: keep what earlier forwards showed."),
+    "mean": N_("your fractions look like an average over batches. A unit that was non-zero once is alive for good, "
+               "whatever the other batches say: keep a record per unit, not per batch."),
+    "any": N_("you count a unit as dead when one batch had it zero for every sample; it is dead only if every batch "
+              "did."),
+    "input": N_("count the units of the ReLU's output, not of its input (which still holds negative values when the "
+                "ReLU is not in-place)."),
+}
 
 
-def _wrong_fractions_message(layers: list[nn.Module], batches: list[torch.Tensor], got: dict[str, float]) -> str:
+def _wrong_fractions(layers: list[nn.Module], batches: list[torch.Tensor], got: dict[str, Any]) -> None:
     """Name the mistake whose numbers the answer's fractions match; the ground truth is always in the message."""
     per_batch = [_dead_masks(layers, batch) for batch in batches]
-    truth = {name: _fraction(mask) for name, mask in _dead_masks(layers, torch.cat(batches)).items()}
-    guesses = {
-        "only the last batch": {name: _fraction(mask) for name, mask in per_batch[-1].items()},
-        "the mean of the per-batch fractions": {name: sum(_fraction(m[name]) for m in per_batch) / len(per_batch)
-                                                for name in truth},
-        "dead as soon as one batch had it zero": {name: _fraction(torch.stack([m[name] for m in per_batch]).any(dim=0))
-                                                  for name in truth},
-        "the ReLU's input": {name: _fraction(torch.stack([m[name] for m in (_dead_masks(layers, b, of_inputs=True)
-                                                                              for b in batches)]).all(dim=0))
-                             for name in truth},
-    }
-    advice = {
-        "only the last batch": _("your fractions describe only the last batch. A unit is dead only if it was zero "
-                                 "for every sample of every batch seen in the with-block: keep what earlier forwards "
-                                 "showed."),
-        "the mean of the per-batch fractions": _("your fractions look like an average over batches. A unit that was "
-                                                 "non-zero once is alive for good, whatever the other batches say: "
-                                                 "keep a record per unit, not per batch."),
-        "dead as soon as one batch had it zero": _("you count a unit as dead when one batch had it zero for every "
-                                                   "sample; it is dead only if every batch did."),
-        "the ReLU's input": _("count the units of the ReLU's output, not of its input (which still holds negative "
-                              "values when the ReLU is not in-place)."),
-    }
-    shown = _("(expected {expected}, got {got})").format(expected=_rounded(truth), got=_rounded(got))
+    truth = _fractions(_dead_masks(layers, torch.cat(batches)))
+    stacked = {name: torch.stack([masks[name] for masks in per_batch]) for name in truth}
+    inputs = [_dead_masks(layers, batch, of_inputs=True) for batch in batches]
+    guesses = {"last": _fractions(per_batch[-1]),
+               "mean": {name: sum(_fractions(masks)[name] for masks in per_batch) / len(per_batch) for name in truth},
+               "any": _fractions({name: masks.any(dim=0) for name, masks in stacked.items()}),
+               "input": _fractions({name: torch.stack([m[name] for m in inputs]).all(dim=0) for name in truth})}
+    rounded = {name: round(float(value), 3) if isinstance(value, (int, float, torch.Tensor)) else value
+               for name, value in got.items()}
+    shown = Text(N_("(expected {expected}, got {got})"), expected={n: round(v, 3) for n, v in truth.items()},
+                 got=rounded)
     for label, values in guesses.items():
-        if values != truth and all(abs(float(got[name]) - values[name]) <= 1e-6 for name in truth):
-            return _("Wrong fractions: {advice} {shown}.").format(advice=advice[label], shown=shown)
-    return _("Wrong fractions after {count} forward(s): count the units of each ReLU's output that were zero for "
-             "every sample of every batch so far {shown}.").format(count=len(batches), shown=shown)
-
-
-def _is_number(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return value.numel() == 1
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _rounded(fractions: dict[str, Any]) -> dict[str, Any]:
-    return {name: round(float(value), 3) if isinstance(value, (int, float, torch.Tensor)) else value
-            for name, value in fractions.items()}
+        require(values == truth or not all(abs(float(got[name]) - values[name]) <= 1e-6 for name in truth),
+                N_("Wrong fractions: {advice} {shown}."), advice=Text(_ADVICE[label]), shown=shown)
+    fail(N_("Wrong fractions after {count} forward(s): count the units of each ReLU's output that were zero for every "
+            "sample of every batch so far {shown}."), count=len(batches), shown=shown)
 
 
 def _counter_test(counter_class: Callable[[nn.Module], Any]) -> Verdict:
@@ -252,100 +196,79 @@ def _counter_test(counter_class: Callable[[nn.Module], Any]) -> Verdict:
     layers = [nn.Linear(4, 12), nn.ReLU(inplace=True), nn.Linear(12, 9), nn.ReLU(), nn.Linear(9, 3)]
     with torch.no_grad():
         layers[2].bias.sub_(0.2)  # more units of the second ReLU are silent
-    model = nn.Sequential(*layers)
-    batches = _counter_batches()
+    model, draw = nn.Sequential(*layers), generator(8)
+    # three batches of different sizes and spreads: some units are silent in one batch and active in another
+    batches = [torch.randn(n, 4, generator=draw) * scale + shift
+               for n, scale, shift in ((5, 1.0, 0.0), (3, 1.5, 0.5), (6, 0.7, -0.3))]
     counter = counter_class(model)
-    if not hasattr(counter, "__enter__") or not hasattr(counter, "__exit__"):
-        return Verdict(False, _("DeadUnitCounter must be a context manager (define __enter__ and __exit__)."))
+    require(hasattr(counter, "__enter__") and hasattr(counter, "__exit__"),
+            N_("DeadUnitCounter must be a context manager (define __enter__ and __exit__)."))
     with counter as inside:
-        if inside is None:
-            return Verdict(False, _("`with DeadUnitCounter(model) as counter:` binds counter to what __enter__ "
-                                    "returns, and yours returned None: what must __enter__ return so that "
-                                    "counter.fractions is your dict?"))
-        if count_hooks(model) != 2:
-            return Verdict(False, _("Inside the with-block expected one hook per ReLU (2), found {count}.").format(
-                count=count_hooks(model)))
+        require(inside is not None, N_("`with DeadUnitCounter(model) as counter:` binds counter to what __enter__ "
+                                       "returns, and yours returned None: what must __enter__ return so that "
+                                       "counter.fractions is your dict?"))
+        require(count_hooks(model) == 2, N_("Inside the with-block expected one hook per ReLU (2), found {count}."),
+                count=count_hooks(model))
         for seen in range(1, len(batches) + 1):
             with torch.no_grad():
                 model(batches[seen - 1])
             fractions = getattr(inside, "fractions", None)
-            truth = {name: _fraction(mask) for name, mask in _dead_masks(layers, torch.cat(batches[:seen])).items()}
-            if not isinstance(fractions, dict) or set(fractions) != set(truth):
-                return Verdict(False, _("fractions should have one entry per ReLU, keyed by name {names}; "
-                                        "got {got}.").format(names=sorted(truth), got=repr(fractions)))
-            not_numbers = {name: value for name, value in fractions.items() if not _is_number(value)}
-            if not_numbers:
-                return Verdict(False, _("Each fraction should be one number (a float, e.g. from .item()); got "
-                                        "{types}.").format(
-                    types={name: type(value).__name__ for name, value in not_numbers.items()}))
+            truth = _fractions(_dead_masks(layers, torch.cat(batches[:seen])))
+            require(isinstance(fractions, dict) and set(fractions) == set(truth),
+                    N_("fractions should have one entry per ReLU, keyed by name {names}; got {got}."),
+                    names=sorted(truth), got=repr(fractions))
+            not_numbers = {name: type(value).__name__ for name, value in fractions.items()
+                           if not (value.numel() == 1 if isinstance(value, torch.Tensor)
+                                   else isinstance(value, (int, float)) and not isinstance(value, bool))}
+            require(not not_numbers, N_("Each fraction should be one number (a float, e.g. from .item()); got "
+                                        "{types}."), types=not_numbers)
             if any(abs(float(fractions[name]) - truth[name]) > 1e-6 for name in truth):
-                return Verdict(False, _wrong_fractions_message(layers, batches[:seen], dict(fractions)))
-    if count_hooks(model):
-        return Verdict(False, _("Hooks are still on the model after the with-block: remove them in __exit__."))
-    failing = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), _Explodes(), nn.ReLU())
-    try:
-        with counter_class(failing):
-            failing(batches[0])
-    except RuntimeError:
-        pass
-    if count_hooks(failing):
-        return Verdict(False, _("When the forward raises inside the with-block, the hooks stay: __exit__ runs then "
-                                "too, so remove them there (and do not swallow the error)."))
-    try:
-        with counter_class(failing):
-            failing(batches[0])
-    except RuntimeError:
-        return Verdict(True)
-    return Verdict(False, _("The error raised inside the with-block disappeared: __exit__ must not swallow it."))
+                _wrong_fractions(layers, batches[:seen], dict(fractions))
+    require(not count_hooks(model), N_("Hooks are still on the model after the with-block: remove them in __exit__."))
+    failing = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), FailsOnPurpose(), nn.ReLU())
+    with contextlib.suppress(RuntimeError):
+        _count(counter_class, failing, batches[0])
+    require(not count_hooks(failing), N_("When the forward raises inside the with-block, the hooks stay: __exit__ runs "
+                                         "then too, so remove them there (and do not swallow the error)."))
+    the_error_gets_out(lambda: _count(counter_class, failing, batches[0]),
+                       N_("The error raised inside the with-block disappeared: __exit__ must not swallow it."),
+                       RuntimeError)
+    return Verdict(True)
+
+
+def _count(counter_class: Callable[[nn.Module], Any], model: nn.Module, batch: torch.Tensor) -> None:
+    with counter_class(model):
+        model(batch)
 
 
 EXERCISES = (
-    Exercise(
-        "07.1",
-        N_("Write attach_dropout2d(model, layer_name, p): a forward pre-hook that applies F.dropout2d to one layer's "
-           "input in training mode only, returning the handle."),
-        expect_callable(_dropout_test, N_("a function attach_dropout2d(model, layer_name, p)")),
-        hints=(
-            N_("model.get_submodule(layer_name) finds the layer. A forward pre-hook runs before the layer's forward "
-               "and gets (module, args), args being the tuple of the layer's positional inputs; what it returns (other "
-               "than None) becomes the new inputs."),
-            N_("Inside the hook, module.training tells you the mode. Don't change args[0] in place -- the layer before "
-               "may need it for its backward."),
-        ),
-        kind="write",
-        praise=N_("A plug-in regulariser in front of a layer: the model's code never changed, and the handle takes it "
-                  "away again."),
-    ),
-    Exercise(
-        "07.2",
-        N_("Write clip_norm_per_parameter(model, max_norm): post-accumulate-grad hooks that rescale each parameter's "
-           "accumulated gradient to norm <= max_norm; return the handles."),
-        expect_callable(_per_parameter_norm_test, N_("a function clip_norm_per_parameter(model, max_norm)")),
-        hints=(
-            N_("register_post_accumulate_grad_hook(hook) calls hook(param) after .grad was accumulated; change "
-               "param.grad in place and return None."),
-            N_("Compute norm = param.grad.norm(); only when it exceeds max_norm, multiply .grad by max_norm / norm."),
-        ),
-        kind="write",
-        praise=N_("Per-parameter clipping that a hook can do -- a global norm needs every gradient first."),
-    ),
-    Exercise(
-        "07.3",
-        N_("Write DeadUnitCounter(model), a context manager that hooks every nn.ReLU, records per ReLU the fraction "
-           "of units dead over every batch seen in the with-block, and removes its hooks on exit, also when forward "
-           "raises."),
-        expect_callable(_counter_test, N_("a class DeadUnitCounter(model)")),
-        hints=(
-            N_("In __enter__ loop over model.named_modules() and keep each handle; __exit__ runs even when the "
-               "with-block raises: remove the hooks there and return a false value, so the error goes on."),
-            N_("A unit is alive for good once any sample of any batch made it non-zero. Keep, per ReLU, one boolean "
-               "per unit (the shape of one sample's output) saying whether it was ever active, update it in every "
-               "forward, and compute the fraction from it."),
-        ),
-        kind="write",
-        stretch=True,
-        praise=N_("A monitor that remembers across batches and cleans up after itself, whatever happens inside the "
-                  "with-block."),
-        observe_only=True,
-    ),
+    Exercise("07.1", N_("Write attach_dropout2d(model, layer_name, p): a forward pre-hook that applies F.dropout2d "
+                        "to one layer's input in training mode only, returning the handle."),
+             _dropout_test, what=N_("a function attach_dropout2d(model, layer_name, p)"),
+             hints=(N_("model.get_submodule(layer_name) finds the layer. A forward pre-hook runs before the layer's "
+                       "forward and gets (module, args), args being the tuple of the layer's positional inputs; what "
+                       "it returns (other than None) becomes the new inputs."),
+                    N_("Inside the hook, module.training tells you the mode. Don't change args[0] in place -- the "
+                       "layer before may need it for its backward.")),
+             praise=N_("A plug-in regulariser in front of a layer: the model's code never changed, and the handle "
+                       "takes it away again.")),
+    Exercise("07.2", N_("Write clip_norm_per_parameter(model, max_norm): post-accumulate-grad hooks that rescale "
+                        "each parameter's accumulated gradient to norm <= max_norm; return the handles."),
+             _per_parameter_norm_test, what=N_("a function clip_norm_per_parameter(model, max_norm)"),
+             hints=(N_("register_post_accumulate_grad_hook(hook) calls hook(param) after .grad was accumulated; "
+                       "change param.grad in place and return None."),
+                    N_("Compute norm = param.grad.norm(); only when it exceeds max_norm, multiply .grad by max_norm "
+                       "/ norm.")),
+             praise=N_("Per-parameter clipping that a hook can do -- a global norm needs every gradient first.")),
+    Exercise("07.3", N_("Write DeadUnitCounter(model), a context manager that hooks every nn.ReLU, records per ReLU "
+                        "the fraction of units dead over every batch seen in the with-block, and removes its hooks "
+                        "on exit, also when forward raises."),
+             _counter_test, what=N_("a class DeadUnitCounter(model)"), stretch=True, observe_only=True,
+             hints=(N_("In __enter__ loop over model.named_modules() and keep each handle; __exit__ runs even when "
+                       "the with-block raises: remove the hooks there and return a false value, so the error goes on."),
+                    N_("A unit is alive for good once any sample of any batch made it non-zero. Keep, per ReLU, one "
+                       "boolean per unit (the shape of one sample's output) saying whether it was ever active, "
+                       "update it in every forward, and compute the fraction from it.")),
+             praise=N_("A monitor that remembers across batches and cleans up after itself, whatever happens inside "
+                       "the with-block.")),
 )

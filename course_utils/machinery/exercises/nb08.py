@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from course_utils.machinery.exercise_kit import Exercise, Verdict, _as_float_tensor, expect_callable
-from course_utils.machinery.messages import _, N_
 from course_utils.hooks import count_hooks
+from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Refusal, Text, Verdict, as_float_tensor,
+                                                 fail, generator, require, the_error_gets_out)
 
 
 def _saved_tensor_hooks_active() -> bool:
@@ -30,8 +30,7 @@ def _saved_tensor_hooks_active() -> bool:
     return True
 
 
-# -- 08.1 ------------------------------------------------------------------------------------------------
-def _pack_unpack_calls() -> torch.Tensor:
+def _pack_unpack_calls() -> tuple[float, float]:
     """The snippet of exercise 08.1, run live with counting hooks."""
     calls = {"pack": 0, "unpack": 0}
 
@@ -48,46 +47,34 @@ def _pack_unpack_calls() -> torch.Tensor:
         y = (a * 3).exp().sum()
     y.backward(retain_graph=True)
     y.backward()
-    return torch.tensor([float(calls["pack"]), float(calls["unpack"])])
+    return float(calls["pack"]), float(calls["unpack"])
 
 
 def _predict_calls(answer: Any) -> Verdict:
-    value = _as_float_tensor(answer)
-    if isinstance(value, Verdict):
-        return value
-    if value.numel() != 2:
-        return Verdict(False, _("Answer with two numbers, [pack calls, unpack calls]; got {count}.").format(
-            count=value.numel()))
-    pack, unpack = value.reshape(2).tolist()
-    truth_pack, truth_unpack = _pack_unpack_calls().tolist()
+    value = as_float_tensor(answer)
+    require(value.numel() == 2, N_("Answer with two numbers, [pack calls, unpack calls]; got {count}."),
+            count=value.numel())
+    (pack, unpack), (truth_pack, truth_unpack) = value.reshape(2).tolist(), _pack_unpack_calls()
     if (pack, unpack) == (truth_pack, truth_unpack):
         return Verdict(True)
-    if pack != truth_pack:
-        if pack > truth_pack:
-            return Verdict(False, _("Too many pack calls: not every operation keeps a tensor for its backward. For "
-                                    "each of the three -- the multiplication, exp, sum -- ask what its backward needs "
-                                    "to compute its input's gradient: a tensor is packed only where one is needed."))
-        return Verdict(False, _("Too few pack calls: exp's derivative is exp itself, so its backward needs a tensor."))
-    if unpack < truth_unpack:
-        return Verdict(False, _("The pack count is right; the unpack count is too low: retain_graph=True keeps the "
-                                "saved tensors for a second backward, and every backward that needs one unpacks it "
-                                "again."))
-    return Verdict(False, _("The pack count is right; the unpack count is too high: each backward unpacks each saved "
-                            "tensor it uses once."))
+    require(pack <= truth_pack, N_("Too many pack calls: not every operation keeps a tensor for its backward. For each "
+                                   "of the three -- the multiplication, exp, sum -- ask what its backward needs to "
+                                   "compute its input's gradient: a tensor is packed only where one is needed."))
+    require(pack == truth_pack, N_("Too few pack calls: exp's derivative is exp itself, so its backward needs a "
+                                   "tensor."))
+    require(unpack >= truth_unpack, N_("The pack count is right; the unpack count is too low: retain_graph=True keeps "
+                                       "the saved tensors for a second backward, and every backward that needs one "
+                                       "unpacks it again."))
+    fail(N_("The pack count is right; the unpack count is too high: each backward unpacks each saved tensor it uses "
+            "once."))
 
 
-# -- 08.2 ------------------------------------------------------------------------------------------------
 def _tensors_in(value: Any) -> Iterator[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         yield value
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _tensors_in(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors_in(item)
-    elif hasattr(value, "__dict__") and not callable(value):
-        for item in vars(value).values():
+    elif isinstance(value, (tuple, list, dict)) or hasattr(value, "__dict__") and not callable(value):
+        for item in (value if isinstance(value, (tuple, list)) else
+                     value.values() if isinstance(value, dict) else vars(value).values()):
             yield from _tensors_in(item)
 
 
@@ -99,7 +86,8 @@ def _pooling_model() -> nn.Sequential:
     torch.manual_seed(31)
     # 64x64 maps: max-pooling indices reach 4095, which float16 cannot hold exactly (integers above 2048). ReLU saves
     # its output, and the Linear saves the same memory again, through Flatten, as a view of another shape.
-    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 32 * 32, 3))
+    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(4 * 32 * 32, 3))
 
 
 def _loss(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -124,7 +112,7 @@ _ALIVE = N_("Your class keeps the float32 tensors autograd saved alive (in a cac
             "original still exists.")
 
 
-def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[Any], torch.Tensor]) -> Verdict | None:
+def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[Any], torch.Tensor]) -> None:
     """Two tensors, one after the other, in the very same memory -- the first freed before the second exists: what
     the allocator does all the time during a forward pass whose saved tensors were replaced by copies."""
     memory = bytearray(64 * 4)
@@ -133,37 +121,52 @@ def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[
     packed_first = pack(first)
     original = StorageWeakRef(first.untyped_storage())
     del first
-    if not original.expired():
-        return Verdict(False, _(_ALIVE))
+    require(original.expired(), _ALIVE)
     second = torch.frombuffer(memory, dtype=torch.float32)
     second.fill_(2.0)
     back = unpack(pack(second))
-    if isinstance(back, torch.Tensor) and torch.equal(back, torch.ones(64)):
-        return Verdict(False, _("A tensor was freed, a new one got the same memory address, and your unpack gave "
-                                "back the old tensor's values: a cached copy is valid only while the storage it was "
-                                "made from is alive. Look at how your cache tells a live entry from a stale one."))
-    if not isinstance(back, torch.Tensor) or back.dtype != torch.float32 or not torch.equal(back, torch.full((64,), 2.0)):
-        return Verdict(False, _("unpack did not give back the tensor pack received (a 1-D float32 tensor of 2.0s "
-                                "came back as something else): rebuild it with its shape, stride and storage offset, "
-                                "in its original dtype."))
-    if not torch.equal(unpack(packed_first), torch.ones(64)):
-        return Verdict(False, _("unpack gave back wrong values for a tensor whose memory was reused afterwards: each "
-                                "packed value must keep its own float16 copy."))
+    require(not (isinstance(back, torch.Tensor) and torch.equal(back, torch.ones(64))),
+            N_("A tensor was freed, a new one got the same memory address, and your unpack gave back the old tensor's "
+               "values: a cached copy is valid only while the storage it was made from is alive. Look at how your "
+               "cache tells a live entry from a stale one."))
+    require(isinstance(back, torch.Tensor) and back.dtype == torch.float32 and torch.equal(back, torch.full((64,), 2.0)),
+            N_("unpack did not give back the tensor pack received (a 1-D float32 tensor of 2.0s came back as something "
+               "else): rebuild it with its shape, stride and storage offset, in its original dtype."))
+    require(torch.equal(unpack(packed_first), torch.ones(64)),
+            N_("unpack gave back wrong values for a tensor whose memory was reused afterwards: each packed value must "
+               "keep its own float16 copy."))
     # views of one storage, packed one after the other while it lives: the whole tensor, a transposed view, a view
     # at an offset (values float16 holds exactly)
     base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
-    views = [base, base.t(), base[1:, 2:]]
-    packed = [pack(view) for view in views]
-    for view, value in zip(views, packed):
-        back = unpack(value)
-        if not isinstance(back, torch.Tensor) or back.shape != view.shape or not torch.equal(back.float(), view):
-            return Verdict(False, _("Three views of one storage were packed -- the tensor, its transpose, and a slice "
-                                    "that starts at an offset -- and unpack gave back wrong values for {view}: rebuild "
-                                    "each view from the one float16 copy of the whole storage, with that view's own "
-                                    "size, stride and storage offset.").format(
-                view=(_("the transpose") if view is views[1] else _("the slice") if view is views[2]
-                      else _("the tensor itself"))))
-    return None
+    views = {N_("the tensor itself"): base, N_("the transpose"): base.t(), N_("the slice"): base[1:, 2:]}
+    packed = {name: pack(view) for name, view in views.items()}
+    for name, view in views.items():
+        back = unpack(packed[name])
+        require(isinstance(back, torch.Tensor) and back.shape == view.shape and torch.equal(back.float(), view),
+                N_("Three views of one storage were packed -- the tensor, its transpose, and a slice that starts at an "
+                   "offset -- and unpack gave back wrong values for {view}: rebuild each view from the one float16 "
+                   "copy of the whole storage, with that view's own size, stride and storage offset."),
+                view=Text(name))
+
+
+def _records(seen: list[_Saved]) -> None:
+    """08.2's ✗ for a pack call that stored a tensor in the wrong form."""
+    for record in seen:
+        kept_dtypes = [t.dtype for t in record.kept]
+        if record.parameter:
+            require(any(_memory(t) == record.memory for t in record.kept),
+                    N_("A tensor living in one of the model's parameters (a Linear saves weight.t()) was stored as a "
+                       "copy ({kept}): it costs nothing as it is, a copy adds memory -- keep it as it is."),
+                    kept=kept_dtypes)
+        elif not record.dtype.is_floating_point:
+            require(record.dtype in kept_dtypes, N_("A {dtype} tensor (the max-pooling indices) was stored as {kept}: "
+                                                    "integer tensors must be stored as they are -- float16 cannot "
+                                                    "even hold integers above 2048 exactly."), dtype=record.dtype,
+                    kept=kept_dtypes)
+        else:
+            require(torch.float16 in kept_dtypes, N_("A {dtype} tensor was stored as {kept}: store floating-point "
+                                                     "tensors as float16 (that is the memory saving)."),
+                    dtype=record.dtype, kept=kept_dtypes or Text(N_("no tensor")))
 
 
 def _half_test(hooks_class: Callable[..., Any]) -> Verdict:
@@ -171,25 +174,22 @@ def _half_test(hooks_class: Callable[..., Any]) -> Verdict:
     try:
         instance = hooks_class(model)
     except TypeError as error:
-        return Verdict(False, _("SaveInHalf(model) failed ({error}): the class takes the model, so that it can keep "
-                                "the tensors living in its parameters as they are.").format(error=error))
-    if not isinstance(instance, saved_tensors_hooks):
-        return Verdict(False, _("SaveInHalf must subclass torch.autograd.graph.saved_tensors_hooks and call "
-                                "super().__init__(pack, unpack) with your two functions."))
-    if not callable(getattr(instance, "pack_hook", None)) or not callable(getattr(instance, "unpack_hook", None)):
-        return Verdict(False, _("Call super().__init__(pack, unpack) in __init__, so the base class knows your "
-                                "hooks."))
-    learner_pack, learner_unpack = instance.pack_hook, instance.unpack_hook
+        fail(N_("SaveInHalf(model) failed ({error}): the class takes the model, so that it can keep the tensors living "
+                "in its parameters as they are."), error=error)
+    require(isinstance(instance, saved_tensors_hooks),
+            N_("SaveInHalf must subclass torch.autograd.graph.saved_tensors_hooks and call super().__init__(pack, "
+               "unpack) with your two functions."))
+    require(callable(getattr(instance, "pack_hook", None)) and callable(getattr(instance, "unpack_hook", None)),
+            N_("Call super().__init__(pack, unpack) in __init__, so the base class knows your hooks."))
+    learner_pack = instance.pack_hook
     try:
-        probe = _address_reuse_probe(learner_pack, learner_unpack)
+        _address_reuse_probe(learner_pack, instance.unpack_hook)
+    except Refusal:
+        raise
     except Exception as error:  # noqa: BLE001 -- the learner's hooks, called on a plain 1-D tensor
-        probe = Verdict(False, _("Your hooks failed on a plain 1-D float32 tensor ({type}: {error}).").format(
-            type=type(error).__name__, error=error))
-    if probe is not None:
-        return probe
-
-    x = torch.randn(3, 2, 64, 64, generator=torch.Generator().manual_seed(5))
-    reference_model = _pooling_model()
+        fail(N_("Your hooks failed on a plain 1-D float32 tensor ({type}: {error})."), type=type(error).__name__,
+             error=error)
+    x, reference_model = torch.randn(3, 2, 64, 64, generator=generator(5)), _pooling_model()
     _loss(reference_model, x).backward()
     reference = [p.grad for p in reference_model.parameters()]
     parameters = {_memory(p) for p in model.parameters()}
@@ -211,57 +211,34 @@ def _half_test(hooks_class: Callable[..., Any]) -> Verdict:
         with instance:
             loss = _loss(model, x)
     except RuntimeError as error:
-        return Verdict(False, _("The forward pass failed inside your with-block ({error}).").format(
-            error=str(error).splitlines()[0][:120]))
-    if _saved_tensor_hooks_active():
-        return Verdict(False, _("The hooks stayed in force after the with-block: do not override __enter__/__exit__."))
-    if not seen:
-        return Verdict(False, _("Your pack hook was never called: pass it to super().__init__(pack, unpack)."))
-    for record in seen:
-        kept_dtypes = [t.dtype for t in record.kept]
-        if record.parameter:
-            if not any(_memory(t) == record.memory for t in record.kept):
-                return Verdict(False, _("A tensor living in one of the model's parameters (a Linear saves "
-                                        "weight.t()) was stored as a copy ({kept}): it costs nothing as it is, a copy "
-                                        "adds memory -- keep it as it is.").format(kept=kept_dtypes))
-        elif not record.dtype.is_floating_point:
-            if record.dtype not in kept_dtypes:
-                return Verdict(False, _("A {dtype} tensor (the max-pooling indices) was stored as {kept}: integer "
-                                        "tensors must be stored as they are -- float16 cannot even hold integers "
-                                        "above 2048 exactly.").format(dtype=record.dtype, kept=kept_dtypes))
-        elif torch.float16 not in kept_dtypes:
-            return Verdict(False, _("A {dtype} tensor was stored as {kept}: store floating-point tensors as float16 "
-                                    "(that is the memory saving).").format(
-                dtype=record.dtype, kept=kept_dtypes or _("no tensor")))
-    floats = [r for r in seen if r.dtype.is_floating_point and not r.parameter and r.memory != _memory(x)]
-    if any(not r.original.expired() for r in floats):
-        return Verdict(False, _(_ALIVE))
-    copies = {_memory(t): t.untyped_storage().nbytes() for r in seen if r.dtype.is_floating_point and not r.parameter
-              for t in r.kept if t.dtype == torch.float16}
-    floor = sum({r.storage: r.nbytes // 2 for r in seen if r.dtype.is_floating_point and not r.parameter}.values())
-    if sum(copies.values()) > floor:
-        return Verdict(False, _("Your float16 copies take {taken} bytes; one copy per storage takes {floor}. Autograd "
-                                "saved some memory more than once -- here the ReLU's output, and the Linear's input, "
-                                "which is the same memory seen through Flatten -- and your pack stored it twice: keep "
-                                "one copy per storage and rebuild each view from it.").format(
-            taken=sum(copies.values()), floor=floor))
+        fail(N_("The forward pass failed inside your with-block ({error})."), error=str(error).splitlines()[0][:120])
+    require(not _saved_tensor_hooks_active(), N_("The hooks stayed in force after the with-block: do not override "
+                                                 "__enter__/__exit__."))
+    require(seen, N_("Your pack hook was never called: pass it to super().__init__(pack, unpack)."))
+    _records(seen)
+    floats = [r for r in seen if r.dtype.is_floating_point and not r.parameter]
+    require(all(r.original.expired() for r in floats if r.memory != _memory(x)), _ALIVE)
+    taken = sum({_memory(t): t.untyped_storage().nbytes() for r in floats for t in r.kept
+                 if t.dtype == torch.float16}.values())
+    floor = sum({r.storage: r.nbytes // 2 for r in floats}.values())
+    require(taken <= floor, N_("Your float16 copies take {taken} bytes; one copy per storage takes {floor}. Autograd "
+                               "saved some memory more than once -- here the ReLU's output, and the Linear's input, "
+                               "which is the same memory seen through Flatten -- and your pack stored it twice: keep "
+                               "one copy per storage and rebuild each view from it."), taken=taken, floor=floor)
     try:
         loss.backward()
     except RuntimeError as error:
-        return Verdict(False, _("Backward failed ({error}): unpack must give back each tensor with the shape, stride "
-                                "and dtype it had when it was saved.").format(error=str(error).splitlines()[0][:120]))
+        fail(N_("Backward failed ({error}): unpack must give back each tensor with the shape, stride and dtype it had "
+                "when it was saved."), error=str(error).splitlines()[0][:120])
     got = [p.grad for p in model.parameters()]
-    if any(g is None or g.dtype != r.dtype for g, r in zip(got, reference)):
-        return Verdict(False, _("The gradients came out in another dtype: unpack must restore the original dtype."))
+    require(all(g is not None and g.dtype == r.dtype for g, r in zip(got, reference)),
+            N_("The gradients came out in another dtype: unpack must restore the original dtype."))
     error = max(float((g - r).norm() / r.norm()) for g, r in zip(got, reference))
-    if error > 1e-2:
-        return Verdict(False, _("The gradients differ from plain autograd by {error:.1%}: does unpack give back the "
-                                "same values, in the right view of the copy (size, stride, storage offset)?").format(
-            error=error))
+    require(error <= 1e-2, N_("The gradients differ from plain autograd by {error:.1%}: does unpack give back the same "
+                              "values, in the right view of the copy (size, stride, storage offset)?"), error=error)
     return Verdict(True)
 
 
-# -- 08.3 ------------------------------------------------------------------------------------------------
 class _TanhAfter(nn.Module):
     """A container whose own forward saves a tensor after its last leaf ran: no leaf module saved that one."""
 
@@ -273,28 +250,19 @@ class _TanhAfter(nn.Module):
         return torch.tanh(self.body(x) * 3)
 
 
-class _Explodes(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise RuntimeError("this layer fails on purpose")
-
-
-def _graph_truth(model: nn.Module, x: torch.Tensor, *, dedupe: bool = True, skip_params: bool = True) -> dict[str, int]:
+def _graph_truth(model: nn.Module, x: torch.Tensor, *, dedupe: bool = True, skip_params: bool = True
+                 ) -> dict[str, int]:
     """Bytes per leaf module from the graph's own ``_saved_*`` attributes (no saved-tensor hooks involved)."""
     outputs: list[tuple[str, Any]] = []
-    handles = []
-    for name, module in model.named_modules():
-        if name and not list(module.children()):
-            handles.append(module.register_forward_hook(
-                lambda m, args, out, name=name: outputs.append((name, out.grad_fn))))
+    handles = [module.register_forward_hook(lambda m, args, out, name=name: outputs.append((name, out.grad_fn)))
+               for name, module in model.named_modules() if name and not list(module.children())]
     try:
         model(x)
     finally:
         for handle in handles:
             handle.remove()
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    visited: set[Any] = set()
-    seen: set[int] = set()
-    totals: dict[str, int] = {}
+    visited, seen, totals = set(), set(), {}
     for name, node in outputs:
         stack = [node] if node is not None else []
         while stack:
@@ -302,23 +270,14 @@ def _graph_truth(model: nn.Module, x: torch.Tensor, *, dedupe: bool = True, skip
             if current is None or current in visited:
                 continue
             visited.add(current)
-            for attribute in dir(current):
-                if not attribute.startswith("_saved_"):
-                    continue
-                for tensor in _tensors_in(getattr(current, attribute)):
-                    address = tensor.untyped_storage().data_ptr()
-                    if (skip_params and address in params) or (dedupe and address in seen):
-                        continue
+            for tensor in (t for attribute in dir(current) if attribute.startswith("_saved_")
+                           for t in _tensors_in(getattr(current, attribute))):
+                address = tensor.untyped_storage().data_ptr()
+                if not ((skip_params and address in params) or (dedupe and address in seen)):
                     seen.add(address)
                     totals[name] = totals.get(name, 0) + tensor.numel() * tensor.element_size()
             stack.extend(next_node for next_node, _input_nr in current.next_functions)
     return totals
-
-
-def _nonzero(mapping: Any) -> dict[str, int] | None:
-    if not isinstance(mapping, dict):
-        return None
-    return {str(k): int(v) for k, v in mapping.items() if int(v) != 0}
 
 
 def _bytes_test(function: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
@@ -327,107 +286,82 @@ def _bytes_test(function: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     convnet = nn.Sequential(nn.Conv2d(3, 5, 3), nn.MaxPool2d(2), nn.ReLU(inplace=True), nn.Flatten(),
                             nn.Linear(5 * 3 * 3, 4), nn.Tanh())
     nested = nn.Sequential(nn.Sequential(nn.Linear(6, 7), nn.ReLU()), nn.Linear(7, 2), nn.Sigmoid())
-    cases = [(convnet, torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1))),
-             (nested, torch.randn(5, 6, generator=torch.Generator().manual_seed(2))),
-             (_TanhAfter(), torch.randn(3, 4, generator=torch.Generator().manual_seed(3)))]
-    for model, x in cases:
+    for model, x in ((convnet, torch.randn(2, 3, 8, 8, generator=generator(1))),
+                     (nested, torch.randn(5, 6, generator=generator(2))),
+                     (_TanhAfter(), torch.randn(3, 4, generator=generator(3)))):
         answer = function(model, x)
-        if _saved_tensor_hooks_active():
-            return Verdict(False, _("A saved_tensors_hooks pair is still in force after your function returned: use "
-                                    "it as a with-block."))
-        if count_hooks(model):
-            return Verdict(False, _("Your function left hooks on the model: remove every handle before returning."))
-        got = _nonzero(answer)
-        if got is None:
-            return Verdict(False, _("Return a dict {{layer name: bytes}}, got {type}.").format(
-                type=type(answer).__name__))
+        require(not _saved_tensor_hooks_active(), N_("A saved_tensors_hooks pair is still in force after your "
+                                                     "function returned: use it as a with-block."))
+        require(not count_hooks(model), N_("Your function left hooks on the model: remove every handle before "
+                                           "returning."))
+        require(isinstance(answer, dict), N_("Return a dict {{layer name: bytes}}, got {type}."),
+                type=type(answer).__name__)
+        got = {str(k): int(v) for k, v in answer.items() if int(v) != 0}
         truth = _graph_truth(model, x)
         if got == truth:
             continue
-        if got == _graph_truth(model, x, dedupe=False):
-            return Verdict(False, _("Some memory is counted twice: a tensor saved by one layer and again by the next "
-                                    "(e.g. an activation's output and the following layer's input) is one storage."))
-        if got == _graph_truth(model, x, skip_params=False) or got == _graph_truth(model, x, dedupe=False, skip_params=False):
-            return Verdict(False, _("Tensors that live in a parameter (a Linear saves weight.t()) cost no new "
-                                    "memory: leave them out."))
-        if isinstance(model, _TanhAfter) and got.get("body.1", 0) > truth.get("body.1", 0):
-            return Verdict(False, _("The last leaf module got more bytes than it saved: after a leaf's forward ends, "
-                                    "the code of the module around it (here a tanh in the model's own forward) can "
-                                    "save tensors too, and no leaf module is running then. Mark where each leaf's "
-                                    "call ends, not only where it starts."))
-        if sum(got.values()) == sum(truth.values()):
-            return Verdict(False, _("The total ({total} bytes) is right, but not how it is shared between the layers: "
-                                    "expected {expected}, got {got}. A storage counts for the first layer that saved "
-                                    "it, also when a later layer saves it again.").format(
-                total=sum(truth.values()), expected=truth, got=got))
-        if sum(got.values()) > sum(truth.values()) and set(got) <= set(truth):
-            return Verdict(False, _("More bytes in all than the layers saved ({got} against {expected}): is some "
-                                    "memory counted twice? One storage seen through two tensor objects (a view, the "
-                                    "output of an in-place op) is still one storage.").format(
-                got=sum(got.values()), expected=sum(truth.values())))
-        if set(got) != set(truth):
-            return Verdict(False, _("Expected entries for the leaf modules {expected} (dotted names from "
-                                    "named_modules), got {got}.").format(expected=sorted(truth), got=sorted(got)))
-        return Verdict(False, _("Wrong bytes: expected {expected}, got {got}. Count numel() * element_size() of each "
-                                "new storage, for the layer running when it was saved.").format(
-            expected=truth, got=got))
-    failing = nn.Sequential(nn.Linear(6, 4), nn.Tanh(), _Explodes())
-    try:
-        function(failing, torch.randn(3, 6))
-    except RuntimeError:
-        left_in_force = _saved_tensor_hooks_active()  # (and taken off)
-        if count_hooks(failing) or left_in_force:
-            return Verdict(False, _("When the forward raises, your hooks stay behind: remove them in a finally block "
-                                    "(and leave the with-block of saved_tensors_hooks)."))
-        return Verdict(True)
-    return Verdict(False, _("The error raised inside the model's forward disappeared: let it propagate."))
+        require(got != _graph_truth(model, x, dedupe=False),
+                N_("Some memory is counted twice: a tensor saved by one layer and again by the next (e.g. an "
+                   "activation's output and the following layer's input) is one storage."))
+        require(got not in (_graph_truth(model, x, skip_params=False),
+                            _graph_truth(model, x, dedupe=False, skip_params=False)),
+                N_("Tensors that live in a parameter (a Linear saves weight.t()) cost no new memory: leave them out."))
+        require(not (isinstance(model, _TanhAfter) and got.get("body.1", 0) > truth.get("body.1", 0)),
+                N_("The last leaf module got more bytes than it saved: after a leaf's forward ends, the code of the "
+                   "module around it (here a tanh in the model's own forward) can save tensors too, and no leaf module "
+                   "is running then. Mark where each leaf's call ends, not only where it starts."))
+        total, expected = sum(got.values()), sum(truth.values())
+        require(total != expected, N_("The total ({total} bytes) is right, but not how it is shared between the layers: "
+                                      "expected {expected}, got {got}. A storage counts for the first layer that saved "
+                                      "it, also when a later layer saves it again."), total=expected, expected=truth,
+                got=got)
+        require(total < expected or not set(got) <= set(truth),
+                N_("More bytes in all than the layers saved ({got} against {expected}): is some memory counted twice? "
+                   "One storage seen through two tensor objects (a view, the output of an in-place op) is still one "
+                   "storage."), got=total, expected=expected)
+        require(set(got) == set(truth), N_("Expected entries for the leaf modules {expected} (dotted names from "
+                                           "named_modules), got {got}."), expected=sorted(truth), got=sorted(got))
+        fail(N_("Wrong bytes: expected {expected}, got {got}. Count numel() * element_size() of each new storage, for "
+                "the layer running when it was saved."), expected=truth, got=got)
+    failing = nn.Sequential(nn.Linear(6, 4), nn.Tanh(), FailsOnPurpose())
+    the_error_gets_out(lambda: function(failing, torch.randn(3, 6)),
+                       N_("The error raised inside the model's forward disappeared: let it propagate."), RuntimeError)
+    left_in_force = _saved_tensor_hooks_active()  # (and taken off)
+    require(not count_hooks(failing) and not left_in_force,
+            N_("When the forward raises, your hooks stay behind: remove them in a finally block (and leave the "
+               "with-block of saved_tensors_hooks)."))
+    return Verdict(True)
 
 
 EXERCISES = (
-    Exercise(
-        "08.1",
-        N_("Predict how many times pack and unpack are called for (a * 3).exp().sum() and two backward passes."),
-        _predict_calls,
-        hints=(
-            N_("A multiplication by a Python number keeps only that number for backward, and pack never sees it "
-               "(S1b)."),
-            N_("exp's derivative is exp itself: it saves its result. Every backward pass unpacks what it uses."),
-        ),
-        kind="predict",
-        praise=N_("pack sees only the tensors an operation's backward needs (not a Python number), and every backward "
-                  "reads them again."),
-    ),
-    Exercise(
-        "08.2",
-        N_("Write SaveInHalf(model), a saved_tensors_hooks subclass that keeps each floating-point storage autograd "
-           "saves once, in float16, however many views of it are saved; parameters and other tensors as they are."),
-        expect_callable(_half_test, N_("a class SaveInHalf (a saved_tensors_hooks subclass) that takes the model")),
-        hints=(
-            N_("A dict from a storage's address (tensor.untyped_storage().data_ptr()) to its float16 copy shares the "
-               "copy between views; what pack returns must then let unpack rebuild this particular view, in its "
-               "dtype."),
-            N_("Tensor.as_strided(size, stride, storage_offset) makes any view of a flat tensor -- also a 1-D view "
-               "over a whole storage. A cached copy is valid only while the storage it came from is alive: addresses "
-               "are reused (StorageWeakRef in torch.multiprocessing.reductions has .expired())."),
-        ),
-        kind="write",
-        praise=N_("The floor of S4: every storage once, in half the bytes, the integer indices and parameters "
-                  "untouched."),
-    ),
-    Exercise(
-        "08.3",
-        N_("Write saved_bytes_by_layer(model, x): the bytes each leaf module saves for backward, each storage once, "
-           "parameters excluded, hooks removed also on error."),
-        expect_callable(_bytes_test, N_("a function saved_bytes_by_layer(model, x)")),
-        hints=(
-            N_("A forward pre-hook on each leaf module can record which layer is running; the pack hook of "
-               "saved_tensors_hooks reads it. A forward hook with always_call=True marks the end."),
-            N_("tensor.untyped_storage().data_ptr() identifies memory: keep the addresses already counted and those "
-               "of the parameters; remove the module hooks in a finally block."),
-        ),
-        kind="write",
-        stretch=True,
-        praise=N_("Module hooks and saved-tensor hooks together: a memory profiler per layer in a few lines."),
-        observe_only=True,
-    ),
+    Exercise("08.1", N_("Predict how many times pack and unpack are called for (a * 3).exp().sum() and two backward "
+                        "passes."),
+             _predict_calls, kind="predict",
+             hints=(N_("A multiplication by a Python number keeps only that number for backward, and pack never sees "
+                       "it (S1b)."),
+                    N_("exp's derivative is exp itself: it saves its result. Every backward pass unpacks what it "
+                       "uses.")),
+             praise=N_("pack sees only the tensors an operation's backward needs (not a Python number), and every "
+                       "backward reads them again.")),
+    Exercise("08.2", N_("Write SaveInHalf(model), a saved_tensors_hooks subclass that keeps each floating-point "
+                        "storage autograd saves once, in float16, however many views of it are saved; parameters and "
+                        "other tensors as they are."),
+             _half_test, what=N_("a class SaveInHalf (a saved_tensors_hooks subclass) that takes the model"),
+             hints=(N_("A dict from a storage's address (tensor.untyped_storage().data_ptr()) to its float16 copy "
+                       "shares the copy between views; what pack returns must then let unpack rebuild this "
+                       "particular view, in its dtype."),
+                    N_("Tensor.as_strided(size, stride, storage_offset) makes any view of a flat tensor -- also a "
+                       "1-D view over a whole storage. A cached copy is valid only while the storage it came from "
+                       "is alive: addresses are reused (StorageWeakRef in torch.multiprocessing.reductions has "
+                       ".expired()).")),
+             praise=N_("The floor of S4: every storage once, in half the bytes, the integer indices and parameters "
+                       "untouched.")),
+    Exercise("08.3", N_("Write saved_bytes_by_layer(model, x): the bytes each leaf module saves for backward, each "
+                        "storage once, parameters excluded, hooks removed also on error."),
+             _bytes_test, what=N_("a function saved_bytes_by_layer(model, x)"), stretch=True, observe_only=True,
+             hints=(N_("A forward pre-hook on each leaf module can record which layer is running; the pack hook of "
+                       "saved_tensors_hooks reads it. A forward hook with always_call=True marks the end."),
+                    N_("tensor.untyped_storage().data_ptr() identifies memory: keep the addresses already counted "
+                       "and those of the parameters; remove the module hooks in a finally block.")),
+             praise=N_("Module hooks and saved-tensor hooks together: a memory profiler per layer in a few lines.")),
 )

@@ -9,7 +9,8 @@ here with plain autograd (no DDP, no hook). Each DDP check takes a few seconds (
 
 Rank 1 sends what the task says; if the learner's hook sent a tensor of another size, gloo would abort the process
 (this kernel) on the size mismatch. So, in this process only, ``torch.distributed.all_reduce`` is wrapped while the
-learner's hook runs: a tensor that does not match what rank 1 sends for that bucket is refused before gloo sees it.
+learner's hook runs (:func:`_guarded`): a tensor that does not match what rank 1 sends for that bucket is refused
+before gloo sees it.
 """
 
 from __future__ import annotations
@@ -17,23 +18,22 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from types import SimpleNamespace
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.machinery.exercise_kit import Exercise, Verdict, expect_callable, expect_live_value
-from course_utils.machinery.messages import _, N_
 from course_utils.hooks import count_hooks
+from course_utils.machinery.exercise_kit import (N_, Exercise, Text, Verdict, expect_live_value, fail, generator,
+                                                 is_handle, name_the_mistake, removing, require)
 
 _STEPS = 2
 _BUCKET_CAP_MB = 0.0005  # ~500 bytes: after DDP rebuilds its buckets (second step) the model needs several
 
 
-# -- 10.1: a forward hook that compiles without a graph break ---------------------------------------------------
 @contextlib.contextmanager
 def _quiet_fresh_dynamo() -> Iterator[None]:
     """Start and end with empty dynamo caches; keep dynamo's log warnings (graph breaks) off stderr."""
@@ -46,6 +46,14 @@ def _quiet_fresh_dynamo() -> Iterator[None]:
     finally:
         torch.compiler.reset()
         logger.setLevel(level)
+
+
+def _counting_backend(graphs: list) -> Callable[..., Any]:
+    def backend(graph_module: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    return backend
 
 
 class _Block(nn.Module):
@@ -63,21 +71,15 @@ def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     with torch.no_grad():  # three dead units: their outputs are exact zeros, so "> 0" and ">= 0" differ
         model.first.weight[:3] = 0
         model.first.bias[:3] = 0
-    generator = torch.Generator().manual_seed(5)
-    batches = [torch.randn(4, 6, generator=generator) for _index in range(5)]
+    draw = generator(5)
+    batches = [torch.randn(4, 6, generator=draw) for _index in range(5)]
     with torch.no_grad():
         truth = sum(float((model.first(x) > 0).float().mean()) for x in batches)  # by hand, no hook
-    running = torch.zeros(2)
-    graphs: list = []
-
-    def counting_backend(graph_module: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
-        graphs.append(graph_module)
-        return graph_module.forward
-
+    running, graphs = torch.zeros(2), []
     handle = attach(model.first, running)
-    if not callable(getattr(handle, "remove", None)):
-        return Verdict(False, _("Return the handle that register_forward_hook gave you, so the caller can remove it."))
-    try:
+    require(is_handle(handle), N_("Return the handle that register_forward_hook gave you, so the caller can remove "
+                                  "it."))
+    with removing(handle):
         with torch.no_grad():  # once eagerly first: what the hook returns is judged there (check() watches it)
             model(batches[0])
         running.zero_()
@@ -85,67 +87,56 @@ def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
             from torch._dynamo.utils import counters  # private: dynamo's own tally of graph breaks
 
             counters.clear()
-            compiled = torch.compile(model, backend=counting_backend)
+            compiled = torch.compile(model, backend=_counting_backend(graphs))
             for x in batches:
                 compiled(x)
             reasons = [reason.strip().splitlines()[0] for reason in counters["graph_break"]]
-    finally:
-        handle.remove()
-    if count_hooks(model):
-        return Verdict(False, _("Removing the handle left hooks on the model."))
-    if reasons and any(word in reasons[0].lower() for word in ("branch", "jump", "data-dependent", "data dependent")):
-        return Verdict(False, _("Your hook caused a graph break ({reason}): a Python if (or while, and, or) on a "
-                                "tensor's value is data-dependent control flow -- Python needs the value as a number, "
-                                "as with .item() or float() -- so dynamo cannot keep it in one graph. Keep everything a "
-                                "tensor inside the hook, decisions included.").format(reason=reasons[0]))
-    if reasons:
-        return Verdict(False, _("Your hook caused a graph break ({reason}): keep everything a tensor -- no .item(), "
-                                "float(), print or .tolist() inside the hook.").format(reason=reasons[0]))
-    if len(graphs) > 1:
-        return Verdict(False, _("Dynamo compiled {graphs} graphs for {calls} calls of the same model: it "
-                                "recompiles when Python state the hook changes (a list that grows, a Python number) is "
-                                "part of its guards. Add to the tensor `running` in place instead.").format(
-                                    graphs=len(graphs), calls=len(batches)))
-    if float(running[1]) != len(batches):
-        return Verdict(False, _("running[1] is {value:g} after {calls} forward calls: add 1 per call.").format(
-            value=float(running[1]), calls=len(batches)))
-    if abs(float(running[0]) - truth) < 1e-5:
-        return Verdict(True)
-    return Verdict(False, _("running[0] is {value:.4f}, but the fractions of the module's output entries "
-                            "that are > 0 add up to {truth:.4f} over these calls.").format(
-                                value=float(running[0]), truth=truth))
+    require(not count_hooks(model), N_("Removing the handle left hooks on the model."))
+    require(not (reasons and any(word in reasons[0].lower() for word in ("branch", "jump", "data-dependent",
+                                                                         "data dependent"))),
+            N_("Your hook caused a graph break ({reason}): a Python if (or while, and, or) on a tensor's value is "
+               "data-dependent control flow -- Python needs the value as a number, as with .item() or float() -- so "
+               "dynamo cannot keep it in one graph. Keep everything a tensor inside the hook, decisions included."),
+            reason=reasons[0] if reasons else "")
+    require(not reasons, N_("Your hook caused a graph break ({reason}): keep everything a tensor -- no .item(), "
+                            "float(), print or .tolist() inside the hook."), reason=reasons[0] if reasons else "")
+    require(len(graphs) <= 1, N_("Dynamo compiled {graphs} graphs for {calls} calls of the same model: it recompiles "
+                                 "when Python state the hook changes (a list that grows, a Python number) is part of "
+                                 "its guards. Add to the tensor `running` in place instead."), graphs=len(graphs),
+            calls=len(batches))
+    require(float(running[1]) == len(batches), N_("running[1] is {value:g} after {calls} forward calls: add 1 per "
+                                                  "call."), value=float(running[1]), calls=len(batches))
+    require(abs(float(running[0]) - truth) < 1e-5, N_("running[0] is {value:.4f}, but the fractions of the module's "
+                                                      "output entries that are > 0 add up to {truth:.4f} over these "
+                                                      "calls."), value=float(running[0]), truth=truth)
+    return Verdict(True)
 
 
-# -- 10.2: predict the number of graphs ---------------------------------------------------------------------------
 def _graphs_compiled() -> torch.Tensor:
     """Compile with one forward hook on layer 0; call; add a second hook; call; remove both; call."""
     graphs: list = []
-
-    def backend(graph_module: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
-        graphs.append(graph_module)
-        return graph_module.forward
-
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
     x = torch.randn(5, 4)
     with _quiet_fresh_dynamo():
-        first = net[0].register_forward_hook(lambda module, args, output: output * 10)
-        compiled = torch.compile(net, backend=backend)
-        handles = [first]
-        try:
+        handles = [net[0].register_forward_hook(lambda module, args, output: output * 10)]
+        compiled = torch.compile(net, backend=_counting_backend(graphs))
+        with removing(handles):
             compiled(x)
             handles.append(net[0].register_forward_hook(lambda module, args, output: output + 1))
             compiled(x)
             for handle in handles:
                 handle.remove()
             compiled(x)
-        finally:
-            for handle in handles:
-                handle.remove()
     return torch.tensor(float(len(graphs)))
 
 
-# -- 10.3 and 10.4: DDP communication hooks in a real two-rank group ------------------------------------------------
+_predict_graphs = expect_live_value(_graphs_compiled, N_("Go through the three calls with C2 and C3 in mind: at each "
+                                                         "call, is there a graph compiled so far whose guards still "
+                                                         "hold?"), atol=0.0)
+
+
+# -- 10.3 and 10.4: DDP communication hooks in a real two-rank group ---------------------------------------------
 def _ddp_model() -> nn.Sequential:
     torch.manual_seed(23)
     return nn.Sequential(nn.Linear(12, 20), nn.Tanh(), nn.Linear(20, 16), nn.Tanh(), nn.Linear(16, 5))
@@ -155,62 +146,33 @@ _SAMPLES = (6, 2)  # 10.3: rank 0's and rank 1's batch size at every step (10.4:
 
 
 def _ddp_batch(rank: int, step: int, size: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
-    generator = torch.Generator().manual_seed(77 + 10 * rank + step)
-    return torch.randn(size, 12, generator=generator), torch.randint(0, 5, (size,), generator=generator)
+    draw = generator(77 + 10 * rank + step)
+    return torch.randn(size, 12, generator=draw), torch.randint(0, 5, (size,), generator=draw)
 
 
-def _rank_gradients() -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Each rank's own gradient at every step, by plain autograd (no DDP, no hook), along the trajectory of SGD
-    steps on their exact mean (10.4: both ranks hold 6 samples)."""
-    model = _ddp_model()
-    found = []
+def _flat_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    model.zero_grad(set_to_none=True)
+    F.cross_entropy(model(x), y).backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters()])
+
+
+def _trajectory(sizes: tuple[int, int]) -> list[dict[str, torch.Tensor]]:
+    """The ground truth, by plain autograd (no DDP, no hook): at every step each rank's own gradient (``sizes``: the
+    ranks' batch sizes) and the gradient of the mean loss over the samples of both ranks together, along SGD steps on
+    the mean of the per-sample means (10.3: the gradient over all samples; 10.4: both ranks hold 6)."""
+    model, found = _ddp_model(), []
     for step in range(_STEPS):
-        grads = []
-        for rank in range(2):
-            model.zero_grad(set_to_none=True)
-            x, y = _ddp_batch(rank, step)
-            F.cross_entropy(model(x), y).backward()
-            grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
-        found.append((grads[0], grads[1]))
-        _sgd_step(model, (grads[0] + grads[1]) / 2)
-    return found
-
-
-def _sgd_step(model: nn.Module, flat_gradient: torch.Tensor) -> None:
-    with torch.no_grad():
-        offset = 0
-        for param in model.parameters():
-            param -= 0.1 * flat_gradient[offset:offset + param.numel()].view_as(param)
-            offset += param.numel()
-
-
-def _sample_weighted_gradients() -> list[dict[str, torch.Tensor]]:
-    """10.3's ground truth, by plain autograd: at every step the gradient of the mean loss over the samples of both
-    ranks together (6 + 2), and -- to name mistakes -- each rank's own gradient; along SGD steps on the truth."""
-    model = _ddp_model()
-    found = []
-    for step in range(_STEPS):
-        batches = [_ddp_batch(rank, step, _SAMPLES[rank]) for rank in range(2)]
-        flat = {}
-        for name, (x, y) in (("rank0", batches[0]), ("rank1", batches[1]),
-                             ("all", (torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])))):
-            model.zero_grad(set_to_none=True)
-            F.cross_entropy(model(x), y).backward()
-            flat[name] = torch.cat([p.grad.flatten() for p in model.parameters()])
+        batches = [_ddp_batch(rank, step, sizes[rank]) for rank in range(2)]
+        flat = {f"rank{rank}": _flat_gradient(model, *batches[rank]) for rank in range(2)}
+        flat["all"] = _flat_gradient(model, torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches]))
         found.append(flat)
-        _sgd_step(model, flat["all"])
+        step_by = flat["all"] if sizes != (6, 6) else (flat["rank0"] + flat["rank1"]) / 2
+        with torch.no_grad():
+            offset = 0
+            for param in model.parameters():
+                param -= 0.1 * step_by[offset:offset + param.numel()].view_as(param)
+                offset += param.numel()
     return found
-
-
-def _misread_average(got: torch.Tensor, mine: torch.Tensor, theirs: torch.Tensor, rtol: float) -> str | None:
-    """Name the usual mistake when rank 0's result is not the mean (rank 1 ran torch's hook: divide, then sum)."""
-    if _relative(got, mine + theirs / 2) < rtol:
-        return _("Rank 0 got its whole gradient plus half of rank 1's: all_reduce sums what the ranks send, and "
-                 "rank 1 (torch's hook) sends its bucket divided by the group's size. Look at what your hook sends.")
-    if _relative(got, (mine + theirs / 2) / 2) < rtol:
-        return _("You divided after the all-reduce, but rank 1 (torch's hook) divides before it, so the ranks sent "
-                 "different things: look at where your hook divides.")
-    return None
 
 
 def _train_ddp(rank: int, hook: Callable[..., Any], state: Any, size: int = 6) -> list[torch.Tensor]:
@@ -221,8 +183,7 @@ def _train_ddp(rank: int, hook: Callable[..., Any], state: Any, size: int = 6) -
     model = _ddp_model()
     ddp = DistributedDataParallel(model, bucket_cap_mb=_BUCKET_CAP_MB)
     ddp.register_comm_hook(state, hook)
-    optimiser = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    found = []
+    optimiser, found = torch.optim.SGD(ddp.parameters(), lr=0.1), []
     for step in range(_STEPS):
         optimiser.zero_grad(set_to_none=True)
         x, y = _ddp_batch(rank, step, size)
@@ -267,16 +228,8 @@ _SENDS = {
                    "state.samples"),
     "bf16": N_("one bfloat16 copy of the bucket, already divided by the group's size"),
 }
-_EXPECTED_SEND = {  # (values, dtype) rank 1 sends for a bucket of n values
-    "weighted": lambda n: (n + 1, torch.float32),
-    "bf16": lambda n: (n, torch.bfloat16),
-}
+_EXPECTED_SEND = {"weighted": lambda n: (n + 1, torch.float32), "bf16": lambda n: (n, torch.bfloat16)}
 _STOPPED = "[course check: all-reduce stopped]"
-
-
-class _StoppedAllReduce(RuntimeError):
-    """Raised in rank 0 instead of an all-reduce that would not match rank 1's (gloo would abort this process)."""
-
 _DDP_ERRORS = (
     ("must return a torch.futures.Future", N_("DDP needs a Future from the hook, not a tensor: return the future of "
                                               "the all-reduce (async_op=True, .get_future()).")),
@@ -288,6 +241,10 @@ _DDP_ERRORS = (
 )
 
 
+class _StoppedAllReduce(RuntimeError):
+    """Raised in rank 0 instead of an all-reduce that would not match rank 1's (gloo would abort this process)."""
+
+
 @contextlib.contextmanager
 def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Iterator[Callable[..., Any]]:
     """The learner's hook, wrapped: while it runs, ``torch.distributed.all_reduce`` (in this process) refuses a tensor
@@ -296,24 +253,23 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
     buffer (a fresh tensor instead); ``notes["sizes"]`` is (values held, bucket size) of a result of another size."""
     import torch.distributed as dist
 
-    real_all_reduce = dist.all_reduce
-    current: dict[str, Any] = {"inside": False}
+    real_all_reduce, current = dist.all_reduce, {"inside": False}
     notes.setdefault("not_the_buffer", 0)
+    sends = Text(_SENDS[which])
 
-    def stop(message: str) -> None:
-        raise _StoppedAllReduce(f"{_STOPPED} {message}")
+    def stop(message: str, **fields: Any) -> None:
+        raise _StoppedAllReduce(f"{_STOPPED} {Text(message, sends=sends, **fields)}")
 
     def checked_all_reduce(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if current["inside"]:
             values, dtype = _EXPECTED_SEND[which](current["bucket"])
             if current["calls"]:
-                stop(_("Your hook started a second all-reduce for one bucket; rank 1 sends {sends}, once per "
-                       "bucket.").format(sends=_(_SENDS[which])))
+                stop(N_("Your hook started a second all-reduce for one bucket; rank 1 sends {sends}, once per "
+                        "bucket."))
             if tensor.numel() != values or tensor.dtype != dtype:
-                stop(_("For a bucket of {bucket} values your hook all-reduced {count} values of {got_dtype}; rank 1 "
-                       "sends {values} values of {dtype}: {sends}.").format(
-                           bucket=current["bucket"], count=tensor.numel(), got_dtype=tensor.dtype, values=values,
-                           dtype=dtype, sends=_(_SENDS[which])))
+                stop(N_("For a bucket of {bucket} values your hook all-reduced {count} values of {got_dtype}; rank 1 "
+                        "sends {values} values of {dtype}: {sends}."), bucket=current["bucket"],
+                     count=tensor.numel(), got_dtype=tensor.dtype, values=values, dtype=dtype)
             current["calls"] += 1
         return real_all_reduce(tensor, *args, **kwargs)
 
@@ -325,8 +281,7 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
         finally:
             current["inside"] = False
         if not current["calls"]:
-            stop(_("Your hook did not call torch.distributed.all_reduce for a bucket; rank 1 sends {sends}.").format(
-                sends=_(_SENDS[which])))
+            stop(N_("Your hook did not call torch.distributed.all_reduce for a bucket; rank 1 sends {sends}."))
         if not callable(getattr(result, "then", None)):
             return result  # not a Future (all_reduce's get_future() gives torch._C.Future): DDP refuses it itself
         buffer = bucket.buffer()
@@ -352,19 +307,19 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
 
 
 def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which: str,
-              size: int = 6) -> tuple[dict[str, Any], list, list] | Verdict:
-    """Rank 0 (here) trains with the learner's hook, rank 1 (a worker) with the reference; returns (what rank 0
-    noted: its state, and ``not_the_buffer`` from ``_guarded``; rank 0's gradients; rank 1's gradients), or a
-    Verdict explaining a DDP error."""
+              size: int = 6) -> tuple[dict[str, Any], list, list]:
+    """Rank 0 (here) trains with the learner's hook, rank 1 (a worker) with the reference: (what rank 0 noted: its
+    state, and ``_guarded``'s notes; rank 0's gradients; rank 1's gradients); a DDP error becomes its ✗."""
     import torch.distributed as dist
 
     from course_utils.distributed import WorkerError, run_workers
 
-    if dist.is_initialized():
-        return Verdict(False, _("This kernel is already in a process group: run "
-                                "torch.distributed.destroy_process_group() (or restart the kernel) so the check can "
-                                "start its own."))
+    require(not dist.is_initialized(), N_("This kernel is already in a process group: run "
+                                          "torch.distributed.destroy_process_group() (or restart the kernel) so the "
+                                          "check can start its own."))
     kept: dict[str, Any] = {}
+    mismatch = N_("The two ranks' all-reduces did not match: rank 1 runs torch's hook, which sends {sends}, per bucket; "
+                  "your hook must send the same.")
 
     def rank0(rank: int, world_size: int) -> list[torch.Tensor]:
         kept["state"] = make_state(dist.group.WORLD)
@@ -373,165 +328,130 @@ def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which:
 
     try:
         mine, theirs = run_workers(_partner, world_size=2, args=(which,), timeout=60, local=rank0)
-    except WorkerError as error:
-        return _mismatch(which, str(error))
+    except WorkerError:
+        fail(mismatch, sends=Text(_SENDS[which]))
     except (RuntimeError, ValueError) as error:
         text = str(error)
-        if _STOPPED in text:
-            reason = text.split(_STOPPED, 1)[1].strip().splitlines()[0]
-            return Verdict(False, _("The two ranks' all-reduces did not match (the check stopped yours before gloo "
-                                    "saw it). {reason}").format(reason=reason))
-        if "held" in kept:
-            return Verdict(False, _("Your hook's Future holds a {kind}, not one tensor: DDP expects the Future to hold "
-                                    "one tensor, the bucket's new gradients, and an all-reduce's future holds a list "
-                                    "of tensors. Look at what D1's hook returns: the Future that .then(...) "
-                                    "gives.").format(kind=kept["held"]))
+        require(_STOPPED not in text, N_("The two ranks' all-reduces did not match (the check stopped yours before "
+                                         "gloo saw it). {reason}"),
+                reason=text.split(_STOPPED, 1)[-1].strip().splitlines()[0] if _STOPPED in text else "")
+        require("held" not in kept, N_("Your hook's Future holds a {kind}, not one tensor: DDP expects the Future to "
+                                       "hold one tensor, the bucket's new gradients, and an all-reduce's future holds "
+                                       "a list of tensors. Look at what D1's hook returns: the Future that "
+                                       ".then(...) gives."), kind=kept.get("held"))
         for needle, advice in _DDP_ERRORS:
-            if needle in text:
-                return Verdict(False, _(advice))
-        if "gloo" in text or "Connection" in text:
-            return _mismatch(which, text)
+            require(needle not in text, advice)
+        require("gloo" not in text and "Connection" not in text, mismatch, sends=Text(_SENDS[which]))
         raise
     return kept, mine, theirs
-
-
-def _mismatch(which: str, text: str) -> Verdict:
-    """The ranks' collectives did not pair up (gloo reports a reset connection or a dead peer)."""
-    return Verdict(False, _("The two ranks' all-reduces did not match: rank 1 runs torch's hook, which sends "
-                            "{sends}, per bucket; your hook must send the same.").format(sends=_(_SENDS[which])))
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
 
+def _same_on_both(mine: list[torch.Tensor], theirs: list[torch.Tensor], message: str) -> None:
+    require(all(torch.equal(a, b) for a, b in zip(mine, theirs)), message)
+
+
 def _weighted_test(hook: Callable[..., Any]) -> Verdict:
-    outcome = _run_pair(hook, lambda group: SimpleNamespace(group=group, samples=_SAMPLES[0]), "weighted", _SAMPLES[0])
-    if isinstance(outcome, Verdict):
-        return outcome
-    noted, mine, theirs = outcome
+    noted, mine, theirs = _run_pair(hook, lambda group: SimpleNamespace(group=group, samples=_SAMPLES[0]), "weighted",
+                                    _SAMPLES[0])
     n0, n1 = _SAMPLES
-    for got, truth in zip(mine, _sample_weighted_gradients()):
+    for got, truth in zip(mine, _trajectory(_SAMPLES)):
         if torch.allclose(got, truth["all"], atol=1e-6):
             continue
         summed = n0 * truth["rank0"] + n1 * truth["rank1"]
-        mistakes = (
-            (summed, _("Rank 0 got the weighted sum of both ranks' gradients ({n0} and {n1} samples), not yet a "
-                       "mean: look at what your then() callback does with the all-reduced tensor.").format(
-                           n0=n0, n1=n1)),
-            (summed / 2, _("Rank 0 divided the weighted sum by the number of ranks, which weighs the ranks, not the "
-                           "samples: look at what your then() callback divides by.")),
-            (summed / n0, _("Rank 0 divided by its own number of samples, which the other rank does not share: look "
-                            "at what your then() callback divides by.")),
+        name_the_mistake(got, [
+            (summed, N_("Rank 0 got the weighted sum of both ranks' gradients ({n0} and {n1} samples), not yet a "
+                        "mean: look at what your then() callback does with the all-reduced tensor.")),
+            (summed / 2, N_("Rank 0 divided the weighted sum by the number of ranks, which weighs the ranks, not the "
+                            "samples: look at what your then() callback divides by.")),
+            (summed / n0, N_("Rank 0 divided by its own number of samples, which the other rank does not share: look "
+                             "at what your then() callback divides by.")),
             ((truth["rank0"] + n1 * truth["rank1"]) / (1 + n1),
-             _("Rank 0 counted as one sample: multiply the bucket by state.samples, and send state.samples as the "
-               "last value.")),
-        )
-        for wrong, advice in mistakes:
-            if torch.allclose(got, wrong, atol=1e-5):
-                return Verdict(False, advice)
-        return Verdict(False, _("After the hook the gradients are not the per-sample mean over both ranks (relative "
-                                "difference {relative:.2g}).").format(relative=_relative(got, truth['all'])))
-    if not all(torch.equal(a, b) for a, b in zip(mine, theirs)):
-        return Verdict(False, _("The two ranks ended with different gradients: every rank must compute the new bucket "
-                                "from the same all-reduced tensor."))
-    if "sizes" in noted:
-        return Verdict(False, _("The gradients are right, but your Future held {held} values for a bucket of "
-                                "{size}: DDP copies the first ones and ignores the rest without a word, yet the Future "
-                                "must hold the bucket's new values only. Look at what your then() callback "
-                                "returns.").format(held=noted["sizes"][0], size=noted["sizes"][1]))
+             N_("Rank 0 counted as one sample: multiply the bucket by state.samples, and send state.samples as the "
+                "last value.")),
+        ], n0=n0, n1=n1)
+        fail(N_("After the hook the gradients are not the per-sample mean over both ranks (relative difference "
+                "{relative:.2g})."), relative=_relative(got, truth["all"]))
+    _same_on_both(mine, theirs, N_("The two ranks ended with different gradients: every rank must compute the new "
+                                   "bucket from the same all-reduced tensor."))
+    require("sizes" not in noted, N_("The gradients are right, but your Future held {held} values for a bucket of "
+                                     "{size}: DDP copies the first ones and ignores the rest without a word, yet the "
+                                     "Future must hold the bucket's new values only. Look at what your then() callback "
+                                     "returns."), held=noted.get("sizes", (0, 0))[0], size=noted.get("sizes", (0, 0))[1])
     return Verdict(True)
 
 
 def _bf16_test(hook: Callable[..., Any]) -> Verdict:
-    outcome = _run_pair(hook, lambda group: group, "bf16")
-    if isinstance(outcome, Verdict):
-        return outcome
-    noted, mine, theirs = outcome
-    for got, (own, other) in zip(mine, _rank_gradients()):
-        mean = (own + other) / 2
-        if got.dtype != torch.float32:
-            return Verdict(False, _("The gradients came back as {dtype}: copy the result into the bucket's "
-                                    "float32 buffer (decompress) before returning it.").format(dtype=got.dtype))
-        mistake = _misread_average(got, own, other, 1e-2)
-        if mistake and _relative(got, mean) > 1e-2:
-            return Verdict(False, mistake)
-        if not torch.equal(got, got.to(torch.bfloat16).to(torch.float32)):
-            return Verdict(False, _("Some gradients are not bfloat16 numbers: the all-reduce was not done in bfloat16. "
-                                    "Look at the dtype of the tensor your hook hands to all_reduce."))
-        if _relative(got, mean) > 1e-2:
-            return Verdict(False, _("The gradients are far from the mean of both ranks (relative error "
-                                    "{relative:.2g}): average, in bfloat16, then copy back.").format(
-                                        relative=_relative(got, mean)))
-    if not all(torch.equal(a, b) for a, b in zip(mine, theirs)):
-        return Verdict(False, _("The two ranks ended with different gradients: every rank must decompress the same "
-                                "all-reduced tensor."))
-    if noted["not_the_buffer"]:
-        return Verdict(False, _("The gradients are right, but for {count} bucket(s) your Future held a new tensor, "
-                                "not the bucket's own float32 buffer that the exercise asks for (DDP copies a new "
-                                "tensor back; torch's compression hooks fill bucket.buffer() and return it). Look at "
-                                "what your then() callback returns.").format(count=noted['not_the_buffer']))
+    noted, mine, theirs = _run_pair(hook, lambda group: group, "bf16")
+    for got, truth in zip(mine, _trajectory((6, 6))):
+        own, other = truth["rank0"], truth["rank1"]
+        mean, far = (own + other) / 2, 1e-2
+        require(got.dtype == torch.float32, N_("The gradients came back as {dtype}: copy the result into the bucket's "
+                                               "float32 buffer (decompress) before returning it."), dtype=got.dtype)
+        if _relative(got, mean) > far:  # rank 1 ran torch's hook: divide, then sum
+            name_the_mistake(got, [
+                (own + other / 2, N_("Rank 0 got its whole gradient plus half of rank 1's: all_reduce sums what the "
+                                     "ranks send, and rank 1 (torch's hook) sends its bucket divided by the group's "
+                                     "size. Look at what your hook sends.")),
+                ((own + other / 2) / 2, N_("You divided after the all-reduce, but rank 1 (torch's hook) divides before "
+                                           "it, so the ranks sent different things: look at where your hook "
+                                           "divides.")),
+            ], lambda result, wrong: _relative(result, wrong) < far)
+        require(torch.equal(got, got.to(torch.bfloat16).to(torch.float32)),
+                N_("Some gradients are not bfloat16 numbers: the all-reduce was not done in bfloat16. Look at the dtype "
+                   "of the tensor your hook hands to all_reduce."))
+        require(_relative(got, mean) <= far, N_("The gradients are far from the mean of both ranks (relative error "
+                                                "{relative:.2g}): average, in bfloat16, then copy back."),
+                relative=_relative(got, mean))
+    _same_on_both(mine, theirs, N_("The two ranks ended with different gradients: every rank must decompress the same "
+                                   "all-reduced tensor."))
+    require(not noted["not_the_buffer"], N_("The gradients are right, but for {count} bucket(s) your Future held a new "
+                                            "tensor, not the bucket's own float32 buffer that the exercise asks for "
+                                            "(DDP copies a new tensor back; torch's compression hooks fill "
+                                            "bucket.buffer() and return it). Look at what your then() callback "
+                                            "returns."), count=noted["not_the_buffer"])
     return Verdict(True)
 
 
 EXERCISES = (
-    Exercise(
-        "10.1",
-        N_("Write a forward hook that sums the fraction of active outputs into a tensor, so one compiled graph serves "
-           "every call."),
-        expect_callable(_activity_test, N_("a function watch_activity(module, running) that returns a handle")),
-        hints=(
-            N_("Dynamo puts tensor operations in the graph; Python numbers and growing lists become guards or breaks."),
-            N_("Every step of the hook can stay a tensor operation: a comparison gives a tensor of booleans, which "
-               "has a mean once it holds numbers, and `running` can be changed in place."),
-        ),
-        kind="write",
-        praise=N_("Tensors in, tensors out: one graph for every call, and you read the numbers after training."),
-        observe_only=True,
-    ),
-    Exercise(
-        "10.2",
-        N_("Predict how many graphs dynamo compiles while hooks are added to and removed from a compiled model."),
-        expect_live_value(_graphs_compiled, N_("Go through the three calls with C2 and C3 in mind: at each call, is "
-                                               "there a graph compiled so far whose guards still hold?"), atol=0.0),
-        hints=(
-            N_("Dynamo guards on the length of a hook dictionary that was not empty when it compiled."),
-            N_("First call: one graph. Then ask at every call: is there a compiled graph whose guard (the number of "
-               "hooks on layer 0) still holds?"),
-        ),
-        kind="predict",
-        praise=N_("A graph compiled while the module had hooks guards their number: 1, 2 and then 0 hooks each needed "
-                  "a graph of their own (only a module compiled with no hooks goes unwatched, C3)."),
-    ),
-    Exercise(
-        "10.3",
-        N_("Write a DDP comm hook that averages each bucket over the samples of all ranks, sending each rank's number "
-           "of samples along with its gradients."),
-        expect_callable(_weighted_test, N_("a comm hook weighted_mean_hook(state, bucket) that returns a Future")),
-        hints=(
-            N_("all_reduce adds up what the ranks send: if each rank sends its gradients times its number of samples, "
-               "and its number of samples, the sums are the numerator and the denominator of the per-sample mean."),
-            N_("torch.cat joins the scaled bucket and a one-value tensor. The division can only happen once the "
-               "all-reduce is done -- in the callback given to the Future's then(), which must return a tensor of the "
-               "bucket's size."),
-        ),
-        kind="write",
-        praise=N_("Every sample weighs the same, on every rank: the mean a single process would have computed."),
-    ),
-    Exercise(
-        "10.4",
-        N_("Write a comm hook that sends the gradients as bfloat16 and puts the average back into the bucket."),
-        expect_callable(_bf16_test, N_("a comm hook bf16_hook(process_group, bucket) that returns a Future")),
-        hints=(
-            N_("Compress, average, decompress: the tensor you send is a bfloat16 copy, the tensor you return is the "
-               "bucket's own float32 buffer."),
-            N_("D1's hook shows the frame: a tensor handed to an asynchronous all_reduce, a Future, and a then() "
-               "callback. What changes is the tensor you send, and what the callback does with the result before "
-               "returning the float32 bucket."),
-        ),
-        kind="write",
-        stretch=True,
-        praise=N_("Half the bytes of float32; bfloat16 keeps float32's range, so no overflow, at about 3 significant "
-                  "digits."),
-    ),
+    Exercise("10.1", N_("Write a forward hook that sums the fraction of active outputs into a tensor, so one "
+                        "compiled graph serves every call."),
+             _activity_test, what=N_("a function watch_activity(module, running) that returns a handle"),
+             observe_only=True,
+             hints=(N_("Dynamo puts tensor operations in the graph; Python numbers and growing lists become guards "
+                       "or breaks."),
+                    N_("Every step of the hook can stay a tensor operation: a comparison gives a tensor of "
+                       "booleans, which has a mean once it holds numbers, and `running` can be changed in place.")),
+             praise=N_("Tensors in, tensors out: one graph for every call, and you read the numbers after training.")),
+    Exercise("10.2", N_("Predict how many graphs dynamo compiles while hooks are added to and removed from a "
+                        "compiled model."),
+             _predict_graphs, kind="predict",
+             hints=(N_("Dynamo guards on the length of a hook dictionary that was not empty when it compiled."),
+                    N_("First call: one graph. Then ask at every call: is there a compiled graph whose guard (the "
+                       "number of hooks on layer 0) still holds?")),
+             praise=N_("A graph compiled while the module had hooks guards their number: 1, 2 and then 0 hooks each "
+                       "needed a graph of their own (only a module compiled with no hooks goes unwatched, C3).")),
+    Exercise("10.3", N_("Write a DDP comm hook that averages each bucket over the samples of all ranks, sending each "
+                        "rank's number of samples along with its gradients."),
+             _weighted_test, what=N_("a comm hook weighted_mean_hook(state, bucket) that returns a Future"),
+             hints=(N_("all_reduce adds up what the ranks send: if each rank sends its gradients times its number of "
+                       "samples, and its number of samples, the sums are the numerator and the denominator of the "
+                       "per-sample mean."),
+                    N_("torch.cat joins the scaled bucket and a one-value tensor. The division can only happen once "
+                       "the all-reduce is done -- in the callback given to the Future's then(), which must return a "
+                       "tensor of the bucket's size.")),
+             praise=N_("Every sample weighs the same, on every rank: the mean a single process would have computed.")),
+    Exercise("10.4", N_("Write a comm hook that sends the gradients as bfloat16 and puts the average back into the "
+                        "bucket."),
+             _bf16_test, what=N_("a comm hook bf16_hook(process_group, bucket) that returns a Future"), stretch=True,
+             hints=(N_("Compress, average, decompress: the tensor you send is a bfloat16 copy, the tensor you return "
+                       "is the bucket's own float32 buffer."),
+                    N_("D1's hook shows the frame: a tensor handed to an asynchronous all_reduce, a Future, and a "
+                       "then() callback. What changes is the tensor you send, and what the callback does with the "
+                       "result before returning the float32 bucket.")),
+             praise=N_("Half the bytes of float32; bfloat16 keeps float32's range, so no overflow, at about 3 "
+                       "significant digits.")),
 )

@@ -16,11 +16,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.machinery.exercise_kit import (
-    Exercise, Verdict, expect_callable, hooks_while_running, lets_the_error_through,
-)
-from course_utils.machinery.messages import _, N_
 from course_utils.hooks import count_hooks
+from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Text, Verdict, fail, generator,
+                                                 is_handle, removing, require, require_untouched, the_error_gets_out,
+                                                 watch_hooks)
 
 __all__ = ["EXERCISES"]
 
@@ -38,13 +37,6 @@ def _without_inplace(model: nn.Module) -> nn.Module:
     return clone
 
 
-# -- 11.1: the gradient at a layer's output, on a model with in-place ReLUs -------------------------------------
-def _inplace_cnn() -> nn.Sequential:
-    torch.manual_seed(111)
-    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(4, 3, 3, padding=1),
-                         nn.ReLU(inplace=True), nn.Flatten(), nn.Linear(3 * 5 * 6, 6), nn.ReLU(), nn.Linear(6, 2))
-
-
 def _grad_at_output(model: nn.Sequential, index: int, x: torch.Tensor) -> torch.Tensor:
     """d model(x).sum() / d (output of model[index]), computed by splitting the model there (no hooks)."""
     plain = _without_inplace(model)
@@ -55,104 +47,79 @@ def _grad_at_output(model: nn.Sequential, index: int, x: torch.Tensor) -> torch.
 
 
 def _grad_output_test(answer: Callable[..., Any]) -> Verdict:
-    model = _inplace_cnn()
-    x = torch.randn(3, 2, 5, 6, generator=torch.Generator().manual_seed(5))
-    x_before = x.clone()
-    flags = _inplace_flags(model)
+    torch.manual_seed(111)
+    model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(4, 3, 3, padding=1),
+                          nn.ReLU(inplace=True), nn.Flatten(), nn.Linear(3 * 5 * 6, 6), nn.ReLU(), nn.Linear(6, 2))
+    x = torch.randn(3, 2, 5, 6, generator=generator(5))
+    x_before, flags = x.clone(), _inplace_flags(model)
     for name in ("0", "1", "2"):
         try:
-            with hooks_while_running(model[int(name)]) as seen:
+            with watch_hooks(model[int(name)]) as seen:
                 got = answer(model, name, x)
         except RuntimeError as error:
-            if "BackwardHookFunction" in str(error):
-                return Verdict(False, _("At layer '{name}' PyTorch still raised the in-place error of the "
-                                        "reproduction: the full backward hook's output (or input) is changed in "
-                                        "place by an in-place ReLU. Switch those off while your hook is there.").format(
-                                            name=name))
+            require("BackwardHookFunction" not in str(error),
+                    N_("At layer '{name}' PyTorch still raised the in-place error of the reproduction: the full "
+                       "backward hook's output (or input) is changed in place by an in-place ReLU. Switch those off "
+                       "while your hook is there."), name=name)
             raise
-        if _inplace_flags(model) != flags:
-            return Verdict(False, _("After your function the model's `inplace` flags are not what they were: set "
-                                    "back every flag you changed (also when something raises)."))
-        if count_hooks(model):
-            return Verdict(False, _("After your function layer hooks are left on the model ({count}): "
-                                    "remove the hook before returning, in a `finally`.").format(
-                                        count=count_hooks(model)))
-        if not torch.equal(x, x_before):
-            return Verdict(False, _("Your function changed x: leave the caller's input as it was."))
-        if x.requires_grad or x.grad is not None:
-            return Verdict(False, _("Your function switched on x.requires_grad (or left a gradient in x.grad): the "
-                                    "caller's x must come back as it was. The model's parameters already require "
-                                    "grad, so the backward reaches the hooked layer without it."))
-        if not isinstance(got, torch.Tensor):
-            return Verdict(False, _("Return the gradient as a tensor; got {type} at layer '{name}'.").format(
-                type=type(got).__name__, name=name))
+        require(_inplace_flags(model) == flags, N_("After your function the model's `inplace` flags are not what they "
+                                                   "were: set back every flag you changed (also when something "
+                                                   "raises)."))
+        require(not count_hooks(model), N_("After your function layer hooks are left on the model ({count}): remove "
+                                           "the hook before returning, in a `finally`."), count=count_hooks(model))
+        require(torch.equal(x, x_before), N_("Your function changed x: leave the caller's input as it was."))
+        require_untouched(x, x_before, N_("Your function switched on x.requires_grad (or left a gradient in x.grad): "
+                                          "the caller's x must come back as it was. The model's parameters already "
+                                          "require grad, so the backward reaches the hooked layer without it."))
+        require(isinstance(got, torch.Tensor), N_("Return the gradient as a tensor; got {type} at layer '{name}'."),
+                type=type(got).__name__, name=name)
         truth = _grad_at_output(model, int(name), x)
-        if got.shape != truth.shape:
-            return Verdict(False, _("At layer '{name}' expected a gradient shaped like the layer's output "
-                                    "{expected}, got {got}: use grad_output[0].").format(
-                                        name=name, expected=tuple(truth.shape), got=tuple(got.shape)))
-        if not torch.allclose(got, truth, atol=1e-5):
-            return Verdict(False, _("At layer '{name}' the gradient is not d model(x).sum() / d output: is it "
-                                    "grad_output[0] of the layer you were asked about, from one backward?").format(
-                                        name=name))
-        if "_backward_hooks" not in seen.kinds:
-            return Verdict(False, _("The right gradient at layer '{name}', but while the model ran that layer carried "
-                                    "no full backward hook ({found}): the exercise is the fix of a full backward hook "
-                                    "next to in-place ops -- register one with register_full_backward_hook.").format(
-                                        name=name, found=", ".join(seen.kinds) or _("no hook")))
-    failing = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(inplace=True), _Breaks())
+        require(got.shape == truth.shape, N_("At layer '{name}' expected a gradient shaped like the layer's output "
+                                             "{expected}, got {got}: use grad_output[0]."), name=name,
+                expected=tuple(truth.shape), got=tuple(got.shape))
+        require(torch.allclose(got, truth, atol=1e-5), N_("At layer '{name}' the gradient is not d model(x).sum() / d "
+                                                          "output: is it grad_output[0] of the layer you were asked "
+                                                          "about, from one backward?"), name=name)
+        require("_backward_hooks" in seen.kinds,
+                N_("The right gradient at layer '{name}', but while the model ran that layer carried no full backward "
+                   "hook ({found}): the exercise is the fix of a full backward hook next to in-place ops -- register "
+                   "one with register_full_backward_hook."), name=name,
+                found=", ".join(seen.kinds) or Text(N_("no hook")))
+    failing = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(inplace=True), FailsOnPurpose())
     flags = _inplace_flags(failing)
-    refused = lets_the_error_through(lambda: answer(failing, "0", x.clone()), ValueError)
-    if refused is not None:
-        return refused
-    if _inplace_flags(failing) != flags:
-        return Verdict(False, _("When the model raised, the `inplace` flags stayed switched off: set them back in a "
-                                "`finally`, where the hook is removed too."))
-    if count_hooks(failing):
-        return Verdict(False, _("When the model raised, your hook stayed on the model: remove it in a `finally`."))
+    the_error_gets_out(lambda: answer(failing, "0", x.clone()))
+    require(_inplace_flags(failing) == flags, N_("When the model raised, the `inplace` flags stayed switched off: set "
+                                                 "them back in a `finally`, where the hook is removed too."))
+    require(not count_hooks(failing), N_("When the model raised, your hook stayed on the model: remove it in a "
+                                         "`finally`."))
     return Verdict(True)
 
 
-_EXERCISE_11_1 = Exercise(
-    "11.1",
-    N_("Catch grad_output at a layer with a full backward hook on a model with in-place ReLUs, leaving it as found."),
-    expect_callable(_grad_output_test, N_("a function grad_output_of(model, layer_name, x)")),
-    hints=(
-        N_("The error is about an in-place operation on the tensor the hook wraps. Which modules of the model do "
-           "something in place, and is there a switch on them?"),
-        N_("Remember each module's `inplace` flag, set it to False while the hook is registered, and put every flag "
-           "back in the same `finally` that removes the hook (course_utils.HookRegistry's set_attr does both for "
-           "you)."),
-    ),
-    praise=N_("No in-place op next to a full backward hook while it is registered (pytorch#61519) -- and the model "
-              "handed back as it came."),
-)
-
-
-# -- 11.2: keep activations without keeping graphs, and without aliases ---------------------------------------
-def _keeper_model() -> nn.Sequential:
-    torch.manual_seed(112)
-    return nn.Sequential(nn.Linear(5, 7), nn.ReLU(inplace=True), nn.Linear(7, 4), nn.ReLU(inplace=True),
-                         nn.Linear(4, 2))
+def _filled_one(kept: dict, total: int, forwards: int, message: str) -> None:
+    """:func:`fail` with ``message`` when one list of ``kept`` holds all ``total`` entries and the others none: every
+    hook made in a loop appended under the loop variable's last value."""
+    counts = {name: len(value) if isinstance(value, list) else None for name, value in kept.items()}
+    filled = [name for name, count in counts.items() if count]
+    require(not (len(filled) == 1 and counts[filled[0]] == total), message, count=forwards,
+            filled=filled[0] if filled else "", total=total)
 
 
 def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
-    model = _keeper_model()
-    plain = _without_inplace(model)
-    names = ["0", "2"]
-    generator = torch.Generator().manual_seed(12)
-    sizes = (4, 2, 3)
+    torch.manual_seed(112)
+    model = nn.Sequential(nn.Linear(5, 7), nn.ReLU(inplace=True), nn.Linear(7, 4), nn.ReLU(inplace=True),
+                          nn.Linear(4, 2))
+    plain, names, draw, sizes = _without_inplace(model), ["0", "2"], generator(12), (4, 2, 3)
     truths: dict[str, list[torch.Tensor]] = {name: [] for name in names}
     alive: list[weakref.ref] = []
     result = answer(model, names)
-    if not isinstance(result, tuple) or len(result) != 2:
-        return Verdict(False, _("Return a pair (kept, handles): the dict of lists and the list of handles."))
+    require(isinstance(result, tuple) and len(result) == 2, N_("Return a pair (kept, handles): the dict of lists and "
+                                                               "the list of handles."))
     kept, handles = result
-    if not isinstance(handles, (list, tuple)) or not all(callable(getattr(h, "remove", None)) for h in handles):
-        return Verdict(False, _("The second item must be the list of handles that register_forward_hook returned."))
-    try:
+    require(isinstance(handles, (list, tuple)) and all(map(is_handle, handles)),
+            N_("The second item must be the list of handles that register_forward_hook returned."))
+    with removing(handles):
         for size in sizes:
-            batch = torch.randn(size, 5, generator=generator)
+            batch = torch.randn(size, 5, generator=draw)
             alive.append(weakref.ref(batch))
             with torch.no_grad():
                 hidden = plain[0](batch)
@@ -160,113 +127,58 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
                 truths["2"].append(plain[2](plain[1](hidden)))
             model(batch)   # an evaluation loop that forgot torch.no_grad(): no backward frees the graph
             del batch
-    finally:
-        for handle in handles:
-            handle.remove()
     gc.collect()
-    if count_hooks(model):
-        return Verdict(False, _("Removing your handles left hooks on the model: return every handle you registered."))
-    if not isinstance(kept, dict) or sorted(kept) != names:
-        return Verdict(False, _("`kept` must be a dict with one key per layer name, {names}; got "
-                                "{got}.").format(
-                                    names=names, got=sorted(kept) if isinstance(kept, dict) else type(kept).__name__))
+    require(not count_hooks(model), N_("Removing your handles left hooks on the model: return every handle you "
+                                       "registered."))
+    require(isinstance(kept, dict) and sorted(kept) == names,
+            N_("`kept` must be a dict with one key per layer name, {names}; got {got}."), names=names,
+            got=sorted(kept) if isinstance(kept, dict) else type(kept).__name__)
     still_alive = sum(ref() is not None for ref in alive)
-    if still_alive:
-        return Verdict(False, _("After the loop {still_alive} of {total} input batches are still alive: what you "
-                                "kept holds the autograd graph (through its grad_fn), and the graph holds the "
-                                "batch.").format(still_alive=still_alive, total=len(sizes)))
-    counts = {name: len(kept[name]) if isinstance(kept[name], list) else None for name in names}
-    filled = [name for name in names if counts[name]]
-    if len(filled) == 1 and counts[filled[0]] == len(names) * len(sizes):   # a closure over the loop variable
-        filled = filled[0]
-        return Verdict(False, _("After {count} forwards kept['{filled}'] holds all {total} "
-                                "tensors and the other list none: every hook appends under the same name. Which "
-                                "value of the loop variable does a hook defined in the loop see when it runs?").format(
-                                    count=len(sizes), filled=filled, total=len(names) * len(sizes)))
+    require(not still_alive, N_("After the loop {still_alive} of {total} input batches are still alive: what you kept "
+                                "holds the autograd graph (through its grad_fn), and the graph holds the batch."),
+            still_alive=still_alive, total=len(sizes))
+    _filled_one(kept, len(names) * len(sizes), len(sizes), N_("After {count} forwards kept['{filled}'] holds all {total} tensors and the "
+                                            "other list none: every hook appends under the same name. Which value of "
+                                            "the loop variable does a hook defined in the loop see when it runs?"))
     for name in names:
-        if not isinstance(kept[name], list) or len(kept[name]) != len(sizes):
-            return Verdict(False, _("kept['{name}'] has {got} tensors after {forwards} forwards; "
-                                    "append one per forward.").format(name=name, got=counts[name], forwards=len(sizes)))
+        require(isinstance(kept[name], list) and len(kept[name]) == len(sizes),
+                N_("kept['{name}'] has {got} tensors after {forwards} forwards; append one per forward."), name=name,
+                got=len(kept[name]) if isinstance(kept[name], list) else None, forwards=len(sizes))
         for got, truth in zip(kept[name], truths[name]):
-            if not isinstance(got, torch.Tensor) or got.shape != truth.shape:
-                return Verdict(False, _("kept['{name}'] should hold the layer's output tensors, shaped like "
-                                        "them.").format(name=name))
-            if got.requires_grad:
-                return Verdict(False, _("kept['{name}'] holds tensors that require grad: detach them.").format(
-                    name=name))
+            require(isinstance(got, torch.Tensor) and got.shape == truth.shape,
+                    N_("kept['{name}'] should hold the layer's output tensors, shaped like them."), name=name)
+            require(not got.requires_grad, N_("kept['{name}'] holds tensors that require grad: detach them."),
+                    name=name)
             if not torch.allclose(got, truth, atol=1e-6):
-                if torch.allclose(got, truth.clamp(min=0), atol=1e-6):
-                    return Verdict(False, _("kept['{name}'] holds the values as they are after the in-place ReLU that follows "
-                                            "the layer: your tensor shares its memory with the output, which that "
-                                            "ReLU overwrites.").format(
-                                                name=name))
-                return Verdict(False, _("kept['{name}'] does not hold the layer's outputs, in forward order.").format(
-                    name=name))
+                require(not torch.allclose(got, truth.clamp(min=0), atol=1e-6),
+                        N_("kept['{name}'] holds the values as they are after the in-place ReLU that follows the layer: "
+                           "your tensor shares its memory with the output, which that ReLU overwrites."), name=name)
+                fail(N_("kept['{name}'] does not hold the layer's outputs, in forward order."), name=name)
     return Verdict(True)
-
-
-_EXERCISE_11_2 = Exercise(
-    "11.2",
-    N_("Keep every forward's output of the named layers without keeping the graph alive or an alias of the output."),
-    expect_callable(_keep_outputs_test, N_("a function keep_outputs(model, layer_names)")),
-    hints=(
-        N_("Two things hold on to more than you want: the output's grad_fn (the whole graph of that forward) and its "
-           "memory (which the next in-place op writes into)."),
-        N_("`.detach()` cuts the first and copies nothing; `.clone()` copies. You need both."),
-    ),
-    praise=N_("detach() drops the graph, clone() drops the alias: memory stays flat and the record stays true."),
-    observe_only=True,
-)
-
-
-# -- 11.3: a hook registered per call, removed per call ------------------------------------------------------------
-class _Breaks(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise ValueError("this layer fails on purpose")
 
 
 def _mean_test(answer: Callable[..., Any]) -> Verdict:
     torch.manual_seed(113)
-    model = nn.Sequential(nn.Linear(3, 6), nn.Tanh(), nn.Linear(6, 4), nn.Sigmoid())
-    generator = torch.Generator().manual_seed(13)
+    model, draw = nn.Sequential(nn.Linear(3, 6), nn.Tanh(), nn.Linear(6, 4), nn.Sigmoid()), generator(13)
     for call in range(4):
-        x = torch.randn(2 + call, 3, generator=generator)
+        x = torch.randn(2 + call, 3, generator=draw)
         for name in ("1", "3"):
             with torch.no_grad():
                 truth = float(model[: int(name) + 1](x).mean())
             got = answer(model, name, x)
-            left = count_hooks(model)
-            if left:
-                return Verdict(False, _("After call {call} {left} hook(s) are left on the model: each call must "
-                                        "remove the hook it registered.").format(call=call + 1, left=left))
-            if not isinstance(got, (float, int, torch.Tensor)) or abs(float(got) - truth) > 1e-5:
-                return Verdict(False, _("Layer '{name}': expected the mean of its output ({truth:.4f}), got "
-                                        "{got!r}.").format(name=name, truth=truth, got=got))
-    broken = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), _Breaks())
-    refused = lets_the_error_through(lambda: answer(broken, "1", torch.randn(2, 3, generator=generator)), ValueError)
-    if refused is not None:
-        return refused
-    if count_hooks(broken):
-        return Verdict(False, _("When the model raises, your hook stays on the model: remove it in a `finally` (or "
-                                "use the handle as a context manager)."))
+            require(not count_hooks(model), N_("After call {call} {left} hook(s) are left on the model: each call must "
+                                               "remove the hook it registered."), call=call + 1,
+                    left=count_hooks(model))
+            require(isinstance(got, (float, int, torch.Tensor)) and abs(float(got) - truth) <= 1e-5,
+                    N_("Layer '{name}': expected the mean of its output ({truth:.4f}), got {got!r}."), name=name,
+                    truth=truth, got=got)
+    broken = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), FailsOnPurpose())
+    the_error_gets_out(lambda: answer(broken, "1", torch.randn(2, 3, generator=draw)))
+    require(not count_hooks(broken), N_("When the model raises, your hook stays on the model: remove it in a "
+                                        "`finally` (or use the handle as a context manager)."))
     return Verdict(True)
 
 
-_EXERCISE_11_3 = Exercise(
-    "11.3",
-    N_("Write output_mean(model, layer_name, x): one hook per call, always removed, also when the forward raises."),
-    expect_callable(_mean_test, N_("a function output_mean(model, layer_name, x)")),
-    hints=(
-        N_("register_forward_hook returns a handle; the hook stays until someone calls its remove()."),
-        N_("Put the forward in `try:` and `handle.remove()` in `finally:` -- or write `with layer.register_forward_hook"
-           "(...):`, since a handle is also a context manager."),
-    ),
-    praise=N_("One hook in, one hook out, whatever happens in between."),
-    observe_only=True,
-)
-
-
-# -- 11.4: which hooks fire? ------------------------------------------------------------------------------------------
 class _CallsForward(nn.Module):
     """Calls its layer's .forward directly: module hooks run only through module(...)."""
 
@@ -287,9 +199,7 @@ class _AuxHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> Any:
         hidden = self.body(x)
-        if self.training:
-            return hidden, self.aux(hidden)
-        return hidden
+        return (hidden, self.aux(hidden)) if self.training else hidden
 
 
 def _fires(scenario: str) -> bool:
@@ -305,20 +215,14 @@ def _fires(scenario: str) -> bool:
         twin = copy.deepcopy(model)
         handle.remove()   # removes the original's hook only
         twin(x)
-    elif scenario == "forward_called_directly":
-        model = _CallsForward()
-        with model.layer.register_forward_hook(note):
-            model(x)
-    elif scenario == "under_no_grad":
-        model = nn.Linear(3, 3)
-        with model.register_forward_hook(note), torch.no_grad():
-            model(x)
-    elif scenario == "aux_head_in_eval":
-        model = _AuxHead().eval()
-        with model.aux.register_forward_hook(note):
-            model(x)
+        return bool(fired)
+    if scenario == "under_no_grad":
+        model = hooked = nn.Linear(3, 3)
     else:
-        raise ValueError(scenario)
+        model = _CallsForward() if scenario == "forward_called_directly" else _AuxHead().eval()
+        hooked = model.layer if scenario == "forward_called_directly" else model.aux
+    with hooked.register_forward_hook(note), torch.set_grad_enabled(scenario != "under_no_grad"):
+        model(x)
     return bool(fired)
 
 
@@ -326,118 +230,64 @@ _SCENARIOS = ("copied_after_hook", "forward_called_directly", "under_no_grad", "
 
 
 def _fires_test(answer: Any) -> Verdict:
-    if not isinstance(answer, dict) or sorted(answer) != sorted(_SCENARIOS):
-        return Verdict(False, _("Answer with a dict with exactly the keys {scenarios}, each True or False.").format(
-            scenarios=list(_SCENARIOS)))
-    if not all(isinstance(value, bool) for value in answer.values()):
-        return Verdict(False, _("Each value must be True (the hook fires) or False (it does not)."))
+    require(isinstance(answer, dict) and sorted(answer) == sorted(_SCENARIOS),
+            N_("Answer with a dict with exactly the keys {scenarios}, each True or False."), scenarios=list(_SCENARIOS))
+    require(all(isinstance(value, bool) for value in answer.values()),
+            N_("Each value must be True (the hook fires) or False (it does not)."))
     wrong = [name for name in _SCENARIOS if answer[name] != _fires(name)]
-    if not wrong:
-        return Verdict(True)
-    return Verdict(False, _("{wrong} of {total} predictions differ from what PyTorch does. For each "
-                            "scenario ask: which module object is called, is it called as module(...), and does the "
-                            "forward reach it? The diagnosis above and the hints say where module hooks live.").format(
-                                wrong=len(wrong), total=len(_SCENARIOS)))
-
-
-_EXERCISE_11_4 = Exercise(
-    "11.4",
-    N_("Predict, for four scenarios, whether the forward hook fires (a dict of True/False)."),
-    _fires_test,
-    hints=(
-        N_("Module hooks live in the module object's own dictionaries, and run inside nn.Module.__call__."),
-        N_("deepcopy copies those dictionaries too; grad mode matters to tensor and backward hooks, not to forward "
-           "hooks; a layer that is never called -- or whose .forward is called directly -- runs no hook."),
-    ),
-    kind="predict",
-    praise=N_("A hook fires only where its module object is called: check the object, the call and the path."),
-)
-
-
-# -- 11.5: a logging hook that returns nothing ----------------------------------------------------------------------
-def _leaves(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    return [(name, module) for name, module in model.named_modules() if name and not list(module.children())]
+    require(not wrong, N_("{wrong} of {total} predictions differ from what PyTorch does. For each scenario ask: which "
+                          "module object is called, is it called as module(...), and does the forward reach it? The "
+                          "diagnosis above and the hints say where module hooks live."), wrong=len(wrong),
+            total=len(_SCENARIOS))
+    return Verdict(True)
 
 
 def _norms_test(answer: Callable[..., Any]) -> Verdict:
     torch.manual_seed(115)
     model = nn.Sequential(nn.Linear(4, 5), nn.GELU(), nn.Sequential(nn.Linear(5, 5), nn.Tanh()), nn.Linear(5, 3))
-    reference = copy.deepcopy(model)
-    generator = torch.Generator().manual_seed(15)
-    batches = [torch.randn(3, 4, generator=generator), torch.randn(2, 4, generator=generator)]
+    reference, draw = copy.deepcopy(model), generator(15)
+    batches = [torch.randn(3, 4, generator=draw), torch.randn(2, 4, generator=draw)]
     result = answer(model)
-    if not isinstance(result, tuple) or len(result) != 2:
-        return Verdict(False, _("Return a pair (norms, handles)."))
+    require(isinstance(result, tuple) and len(result) == 2, N_("Return a pair (norms, handles)."))
     norms, handles = result
-    try:
+    with removing(handles):
         outputs = [model(batch) for batch in batches]
-    finally:
-        for handle in handles:
-            handle.remove()
-    if count_hooks(model):
-        return Verdict(False, _("Removing your handles left hooks on the model: return every handle."))
-    expected_outputs = [reference(batch) for batch in batches]
-    for number, (got, want) in enumerate(zip(outputs, expected_outputs), start=1):
-        if got.shape != want.shape or not torch.allclose(got.detach(), want.detach(), atol=1e-6):
-            return Verdict(False, _("Forward {number}: the model's output changed while your hooks were on, though "
-                                    "no hook returned a new output: a hook changed a layer's output in place (a "
-                                    "method ending in `_`, `+=`, an assignment into it). A hook that only records "
-                                    "leaves the tensors it is handed as they are.").format(number=number))
+    require(not count_hooks(model), N_("Removing your handles left hooks on the model: return every handle."))
+    for number, (got, want) in enumerate(zip(outputs, [reference(batch) for batch in batches]), start=1):
+        require(got.shape == want.shape and torch.allclose(got.detach(), want.detach(), atol=1e-6),
+                N_("Forward {number}: the model's output changed while your hooks were on, though no hook returned a "
+                   "new output: a hook changed a layer's output in place (a method ending in `_`, `+=`, an assignment "
+                   "into it). A hook that only records leaves the tensors it is handed as they are."), number=number)
     for number, got in enumerate(outputs, start=1):
-        if not got.requires_grad:
-            return Verdict(False, _("Forward {number}: the output no longer requires grad: a hook returned a "
-                                    "detached tensor, which replaced the layer's output.").format(number=number))
-    leaves = _leaves(reference)
-    counts = {name: len(value) if isinstance(value, list) else None for name, value in dict(norms).items()} \
-        if isinstance(norms, dict) else {}
-    filled = [name for name, count in counts.items() if count]
-    if len(filled) == 1 and counts[filled[0]] == len(leaves) * len(batches):  # a closure over the loop variable
-        return Verdict(False, _("After {count} forwards norms['{filled}'] holds all {total} numbers and no other "
-                                "leaf has any: every hook appends under the same name. Which value of the loop "
-                                "variable does a hook defined in the loop see when it runs?").format(
-                                    count=len(batches), filled=filled[0], total=len(leaves) * len(batches)))
-    if not isinstance(norms, dict) or sorted(norms) != sorted(name for name, _module in leaves):
-        return Verdict(False, _("`norms` needs one key per leaf module, by its name in named_modules(): "
-                                "{names}.").format(names=sorted(name for name, _module in leaves)))
+        require(got.requires_grad, N_("Forward {number}: the output no longer requires grad: a hook returned a "
+                                      "detached tensor, which replaced the layer's output."), number=number)
+    leaves = [(name, module) for name, module in reference.named_modules() if name and not list(module.children())]
+    if isinstance(norms, dict):
+        _filled_one(dict(norms), len(leaves) * len(batches), len(batches),
+                    N_("After {count} forwards norms['{filled}'] holds all {total} numbers and no other leaf has any: "
+                       "every hook appends under the same name. Which value of the loop variable does a hook defined "
+                       "in the loop see when it runs?"))
+    names = sorted(name for name, _module in leaves)
+    require(isinstance(norms, dict) and sorted(norms) == names,
+            N_("`norms` needs one key per leaf module, by its name in named_modules(): {names}."), names=names)
     for name, module in leaves:
         values = []
         for batch in batches:
-            captured: list[float] = []
-
-            def measure(module: nn.Module, args: Any, output: torch.Tensor) -> None:
-                captured.append(float(output.norm()))
-
-            with torch.no_grad(), module.register_forward_hook(measure):
+            with torch.no_grad(), module.register_forward_hook(
+                    lambda module, args, output: values.append(float(output.norm()))):
                 reference(batch)
-            values.append(captured[0])
         got = norms[name]
-        if not isinstance(got, list) or len(got) != len(values):
-            return Verdict(False, _("norms['{name}'] should be a list with one number per forward ({count}).").format(
-                name=name, count=len(values)))
-        if not all(isinstance(value, (float, int)) and not isinstance(value, bool) for value in got):
-            return Verdict(False, _("norms['{name}'] holds {type} values: store Python floats "
-                                    "(`.item()`), not tensors that keep the graph alive.").format(
-                                        name=name, type=type(got[0]).__name__))
-        if any(abs(float(g) - v) > 1e-4 for g, v in zip(got, values)):
-            return Verdict(False, _("norms['{name}'] is not the L2 norm of that layer's output, per forward.").format(
-                name=name))
+        require(isinstance(got, list) and len(got) == len(values),
+                N_("norms['{name}'] should be a list with one number per forward ({count})."), name=name,
+                count=len(values))
+        require(all(isinstance(value, (float, int)) and not isinstance(value, bool) for value in got),
+                N_("norms['{name}'] holds {type} values: store Python floats (`.item()`), not tensors that keep the "
+                   "graph alive."), name=name, type=type(got[0]).__name__ if got else "")
+        require(all(abs(float(g) - v) <= 1e-4 for g, v in zip(got, values)),
+                N_("norms['{name}'] is not the L2 norm of that layer's output, per forward."), name=name)
     return Verdict(True)
 
 
-_EXERCISE_11_5 = Exercise(
-    "11.5",
-    N_("Log every leaf layer's output norm per forward with hooks that change nothing."),
-    expect_callable(_norms_test, N_("a function log_output_norms(model)")),
-    hints=(
-        N_("What a forward hook returns matters: None leaves the output alone, anything else replaces it."),
-        N_("Append in one statement and let the hook end without a `return`; keep a plain Python float (`.item()`)."),
-    ),
-    praise=N_("A logger that only looks: the outputs, and the gradients through them, are the model's own."),
-    observe_only=True,
-)
-
-
-# -- 11.6: the layer Grad-CAM should use -----------------------------------------------------------------------------
 class _Residual(nn.Module):
     def __init__(self, channels: int) -> None:
         super().__init__()
@@ -450,10 +300,8 @@ class _Residual(nn.Module):
 class _NamedNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.stem = nn.Conv2d(3, 4, 3, padding=1)
-        self.blocks = nn.Sequential(_Residual(4), _Residual(4))
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.head = nn.Linear(4, 5)
+        self.stem, self.blocks = nn.Conv2d(3, 4, 3, padding=1), nn.Sequential(_Residual(4), _Residual(4))
+        self.pool, self.head = nn.AdaptiveAvgPool2d(1), nn.Linear(4, 5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.pool(self.blocks(self.stem(x))).flatten(1))
@@ -469,13 +317,11 @@ def _layer_models() -> list[tuple[nn.Module, torch.Tensor, str, str]]:
     # the right layer nested in a block whose own output is flat; the last map one column wide (4x3, then 4x1)
     column = nn.Sequential(nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.Conv2d(3, 2, (1, 3)), nn.ReLU(),
                                          nn.AdaptiveMaxPool2d(1), nn.Flatten()), nn.Linear(2, 2))
-    generator = torch.Generator().manual_seed(16)
-    return [
-        (sequential, torch.randn(2, 1, 9, 7, generator=generator), "3", "4"),
-        (_NamedNet(), torch.randn(1, 3, 6, 8, generator=generator), "blocks", "pool"),
-        (strip, torch.randn(2, 1, 4, 7, generator=generator), "3", "4"),
-        (column, torch.randn(2, 1, 6, 5, generator=generator), "0.3", "0.4"),
-    ]
+    draw = generator(16)
+    return [(sequential, torch.randn(2, 1, 9, 7, generator=draw), "3", "4"),
+            (_NamedNet(), torch.randn(1, 3, 6, 8, generator=draw), "blocks", "pool"),
+            (strip, torch.randn(2, 1, 4, 7, generator=draw), "3", "4"),
+            (column, torch.randn(2, 1, 6, 5, generator=draw), "0.3", "0.4")]
 
 
 def _map_shapes(model: nn.Module, x: torch.Tensor) -> dict[str, tuple[int, ...]]:
@@ -484,12 +330,8 @@ def _map_shapes(model: nn.Module, x: torch.Tensor) -> dict[str, tuple[int, ...]]
     handles = [module.register_forward_hook(
         lambda m, args, out, name=name: shapes.__setitem__(name, tuple(out.shape)) if out.dim() == 4 else None)
         for name, module in model.named_modules() if name]
-    try:
-        with torch.no_grad():
-            model(x)
-    finally:
-        for handle in handles:
-            handle.remove()
+    with removing(handles), torch.no_grad():
+        model(x)
     return shapes
 
 
@@ -497,133 +339,74 @@ def _layer_test(answer: Callable[..., Any]) -> Verdict:
     for model, x, right, pooled in _layer_models():
         x_before = x.clone()
         got = answer(model, x)
-        if count_hooks(model):
-            return Verdict(False, _("Your function left hooks on the model: remove them before returning."))
-        if not torch.equal(x, x_before):
-            return Verdict(False, _("Your function changed x: leave the caller's input as it was."))
+        require(not count_hooks(model), N_("Your function left hooks on the model: remove them before returning."))
+        require(torch.equal(x, x_before), N_("Your function changed x: leave the caller's input as it was."))
         if got == right:
             continue
-        if got == pooled:
-            return Verdict(False, _("'{got}' has a 4-D output, but it is 1x1: after global pooling there is nothing "
-                                    "left to localise. Require h * w > 1.").format(got=got))
-        names = dict(model.named_modules())
-        shapes = _map_shapes(model, x)
+        require(got != pooled, N_("'{got}' has a 4-D output, but it is 1x1: after global pooling there is nothing left "
+                                  "to localise. Require h * w > 1."), got=got)
+        names, shapes = dict(model.named_modules()), _map_shapes(model, x)
         flat = shapes[right]
-        if got in shapes and min(flat[-2:]) == 1 and min(shapes[got][-2:]) > 1:
-            return Verdict(False, _("{got!r} is not the last with a map: a later module's output is {shape}, and "
-                                    "h * w = {cells} > 1 -- a map one row (or one column) high still says where. "
-                                    "Require h * w > 1, not h > 1 and w > 1.").format(
-                                        got=got, shape=flat, cells=flat[-2] * flat[-1]))
-        if "." in right and (got is None or got not in names or "." not in got):
-            return Verdict(False, _("On a model whose last map comes from a layer inside a block (its name has a dot, "
-                                    "and the block's own output is flat) you returned {got!r}: hook every named "
-                                    "module, nested ones too (named_modules(), not named_children()).").format(got=got))
-        if got not in names:
-            return Verdict(False, _("{got!r} is not a module name of the model (names from named_modules()).").format(
-                got=got))
-        return Verdict(False, _("Expected the last module, in the order the forward calls finish, whose output "
-                                "is (N, C, h, w) with h * w > 1; got {got!r}.").format(got=got))
+        require(not (got in shapes and min(flat[-2:]) == 1 and min(shapes[got][-2:]) > 1),
+                N_("{got!r} is not the last with a map: a later module's output is {shape}, and h * w = {cells} > 1 -- "
+                   "a map one row (or one column) high still says where. Require h * w > 1, not h > 1 and w > 1."),
+                got=got, shape=flat, cells=flat[-2] * flat[-1])
+        require(not ("." in right and (got is None or got not in names or "." not in got)),
+                N_("On a model whose last map comes from a layer inside a block (its name has a dot, and the block's "
+                   "own output is flat) you returned {got!r}: hook every named module, nested ones too "
+                   "(named_modules(), not named_children())."), got=got)
+        require(got in names, N_("{got!r} is not a module name of the model (names from named_modules())."), got=got)
+        fail(N_("Expected the last module, in the order the forward calls finish, whose output is (N, C, h, w) with h * "
+                "w > 1; got {got!r}."), got=got)
     return Verdict(True)
-
-
-_EXERCISE_11_6 = Exercise(
-    "11.6",
-    N_("Find the last layer that still has a spatial map (the Grad-CAM layer) by running the model with hooks."),
-    expect_callable(_layer_test, N_("a function cam_layer(model, x)")),
-    hints=(
-        N_("A forward hook on every named module sees every output's shape; the hooks fire in the order the calls "
-           "finish (a container after its children)."),
-        N_("Keep the name each time an output is 4-D with shape[-2] * shape[-1] > 1; the last name kept is the answer. "
-           "Run under torch.no_grad() and remove the hooks in a `finally`."),
-    ),
-    praise=N_("The right layer is the last one that still knows where: after global pooling, every map is flat."),
-    observe_only=True,
-)
-
-
-# -- 11.7 (stretch): a hook that does not make torch.compile recompile ------------------------------------------------
-def _compiled_graphs(run: Callable[[], None]) -> int:
-    from torch._dynamo.utils import counters
-
-    before = counters["stats"]["unique_graphs"]
-    run()
-    return counters["stats"]["unique_graphs"] - before
 
 
 def _scale_test(answer: Callable[..., Any]) -> Verdict:
+    from torch._dynamo.utils import counters
+
     torch.manual_seed(117)
     model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2))
-    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(17))
+    x = torch.randn(4, 3, generator=generator(17))
     result = answer(model[0])
-    if not isinstance(result, tuple) or len(result) != 2 or not callable(result[0]):
-        return Verdict(False, _("Return a pair (set_scale, handle)."))
+    require(isinstance(result, tuple) and len(result) == 2 and callable(result[0]),
+            N_("Return a pair (set_scale, handle)."))
     set_scale, handle = result
-    try:
+    outputs: list[torch.Tensor] = []
+    scales = (0.5, 2.0, 3.0)
+    with removing(handle):
         set_scale(1.0)
         with torch.no_grad():  # once eagerly first: what the hook returns is judged there (check() watches it)
             model(x)
-    except BaseException:
-        if callable(getattr(handle, "remove", None)):
-            handle.remove()
-        raise
-    # Dynamo caches compiled code per code object (nn.Module's forward machinery, shared by every model) up to a
-    # recompile limit, then runs eagerly without counting: start from nothing, or a retried wrong answer would pass.
-    torch.compiler.reset()
-    compiled = torch.compile(model, backend="eager")
-    outputs: list[torch.Tensor] = []
-    scales = (0.5, 2.0, 3.0)
-
-    def run() -> None:
+        # Dynamo caches compiled code per code object (nn.Module's forward machinery, shared by every model) up to a
+        # recompile limit, then runs eagerly without counting: start from nothing, or a retried wrong answer passes.
+        torch.compiler.reset()
+        compiled, before = torch.compile(model, backend="eager"), counters["stats"]["unique_graphs"]
         for scale in scales:
             set_scale(scale)
             outputs.append(compiled(x))
-
-    try:
-        graphs = _compiled_graphs(run)
-    finally:
-        if callable(getattr(handle, "remove", None)):
-            handle.remove()
-    if count_hooks(model):
-        return Verdict(False, _("After handle.remove() hooks are left on the layer: return the handle of the one "
-                                "hook, and register no other."))
+        graphs = counters["stats"]["unique_graphs"] - before
+    require(not count_hooks(model), N_("After handle.remove() hooks are left on the layer: return the handle of the "
+                                       "one hook, and register no other."))
     with torch.no_grad():
         for scale, got in zip(scales, outputs):
-            want = model[2](torch.tanh(model[0](x) * scale))
-            if not torch.allclose(got.detach(), want, atol=1e-5):
-                return Verdict(False, _("After set_scale({scale}) the compiled model's output is not the eager model "
-                                        "with layer '0''s output multiplied by that scale.").format(scale=scale))
-    if graphs > 1:
-        return Verdict(False, _("torch.compile built {graphs} graphs for {count} scales: between the calls, "
-                                "set_scale changed something dynamo guards on. Look at what set_scale changes -- the "
-                                "hooks on the layer? a Python number the hook reads? -- and at the diagnosis of "
-                                "case 7.").format(graphs=graphs, count=len(scales)))
+            require(torch.allclose(got.detach(), model[2](torch.tanh(model[0](x) * scale)), atol=1e-5),
+                    N_("After set_scale({scale}) the compiled model's output is not the eager model with layer '0''s "
+                       "output multiplied by that scale."), scale=scale)
+    require(graphs <= 1, N_("torch.compile built {graphs} graphs for {count} scales: between the calls, set_scale "
+                            "changed something dynamo guards on. Look at what set_scale changes -- the hooks on the "
+                            "layer? a Python number the hook reads? -- and at the diagnosis of case 7."),
+            graphs=graphs, count=len(scales))
     return Verdict(True)
 
 
-_EXERCISE_11_7 = Exercise(
-    "11.7",
-    N_("Scale a layer's output under torch.compile with one hook whose scale changes without a recompile."),
-    expect_callable(_scale_test, N_("a function attach_scale(module)")),
-    hints=(
-        N_("Dynamo guards on the hooks a module has and on the Python numbers the traced code reads; a tensor's "
-           "values are data, not guards."),
-        N_("Register the hook once, reading a 0-dimensional tensor from its closure; set_scale writes into that tensor "
-           "with fill_() (or copy_())."),
-    ),
-    stretch=True,
-    praise=N_("One hook, one graph: what changes between calls is data, not code."),
-)
-
-
-# -- 11.8: clipping after accumulation and after unscale -------------------------------------------------------------
 def _clip_model() -> nn.Sequential:
     torch.manual_seed(118)
     return nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2))
 
 
 def _clip_batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
-    generator = torch.Generator().manual_seed(18)
-    return [(torch.randn(5, 4, generator=generator) * 2, torch.randn(5, 2, generator=generator) * 3) for _ in range(3)]
+    draw = generator(18)
+    return [(torch.randn(5, 4, generator=draw) * 2, torch.randn(5, 2, generator=draw) * 3) for _ in range(3)]
 
 
 _SCALE = 2.0 ** 10
@@ -633,119 +416,152 @@ def _reference_step(clip: str, limit: float, *, divide: bool = True) -> list[tor
     """Parameters after one SGD step on the accumulated gradient, clipped as ``clip`` says: ``"once"`` (by value,
     after the last backward, unscaled: the task), ``"none"``, ``"before unscale"`` (by value, on the scaled
     gradient), ``"norm"`` (clip_grad_norm_ once, unscaled), ``"after each backward"`` (the running sum clipped
-    after every backward, unscaled), ``"per micro-batch"`` / ``"per scaled micro-batch"``
-    (each backward's contribution clamped, as a gradient hook does, unscaled or scaled); ``divide=False``: each
-    micro-batch's loss not divided by their number. No scaler: scaling by a power of two and unscaling is exact, so
-    the scaler's unscaled gradient is this one."""
-    model = _clip_model()
-    batches = _clip_batches()
+    after every backward, unscaled), ``"per micro-batch"`` / ``"per scaled micro-batch"`` (each backward's
+    contribution clamped, as a gradient hook does, unscaled or scaled); ``divide=False``: each micro-batch's loss not
+    divided by their number. No scaler: scaling by a power of two and unscaling is exact, so the scaler's unscaled
+    gradient is this one."""
+    model, batches = _clip_model(), _clip_batches()
     scaled = clip in ("before unscale", "per scaled micro-batch")
-    handles = []
-    if clip.startswith("per"):
-        handles = [param.register_hook(lambda grad: grad.clamp(-limit, limit))
-                   for param in model.parameters()]
-    try:
+    handles = [param.register_hook(lambda grad: grad.clamp(-limit, limit))
+               for param in model.parameters()] if clip.startswith("per") else []
+    with removing(handles):
         for x, y in batches:
             loss = F.mse_loss(model(x), y) / (len(batches) if divide else 1)
             (loss * (_SCALE if scaled else 1.0)).backward()
             if clip == "after each backward":
                 torch.nn.utils.clip_grad_value_(model.parameters(), limit)
-    finally:
-        for handle in handles:
-            handle.remove()
     if clip in ("once", "before unscale"):
         torch.nn.utils.clip_grad_value_(model.parameters(), limit)
     elif clip == "norm":
         torch.nn.utils.clip_grad_norm_(model.parameters(), limit)
-    if scaled:
-        for param in model.parameters():
-            param.grad.div_(_SCALE)
     with torch.no_grad():
         for param in model.parameters():
-            param.sub_(0.1 * param.grad)
+            param.sub_(0.1 * param.grad / (_SCALE if scaled else 1.0))
     return [param.detach().clone() for param in model.parameters()]
 
 
-def _stale_gradients(model: nn.Module) -> None:
-    """Gradients a previous step left in ``model``'s parameters (a training loop calls train_step again and again)."""
-    generator = torch.Generator().manual_seed(8118)
-    for param in model.parameters():
-        param.grad = torch.randn(param.shape, generator=generator)
-
-
-def _train_step_test(answer: Callable[..., Any]) -> Verdict:
-    verdict = _train_step_run(answer, stale=False)
-    if not verdict:
-        return verdict
-    # Right from empty gradients; in a training loop, the parameters still hold the previous step's.
-    if not _train_step_run(answer, stale=True):
-        return Verdict(False, _("Your step is right when the parameters start without gradients, but not when they "
-                                "still hold gradients from before this step, as they do in a training loop after the "
-                                "previous step: those gradients were kept and added to this step's. Look at what the "
-                                "parameters' .grad hold when train_step begins."))
-    return verdict
-
-
-def _train_step_run(answer: Callable[..., Any], *, stale: bool) -> Verdict:
+def _train_step_run(answer: Callable[..., Any], *, stale: bool) -> tuple[list[torch.Tensor], float, bool]:
+    """The parameters after the answer's step, the scaler's scale then, and whether hooks were left; with ``stale``,
+    the parameters start with gradients from before this step (a training loop calls train_step again and again)."""
     model = _clip_model()
     if stale:
-        _stale_gradients(model)
+        draw = generator(8118)
+        for param in model.parameters():
+            param.grad = torch.randn(param.shape, generator=draw)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     # growth_interval=1: a scaler.update() after a step without inf/nan doubles the scale at once
     scaler = torch.amp.GradScaler("cpu", init_scale=_SCALE, growth_interval=1)
-    limit = 0.05
-    answer(model, optimizer, scaler, _clip_batches(), limit)
-    if any(count_hooks(param) for param in model.parameters()) or count_hooks(model):
-        return Verdict(False, _("Hooks are left on the model or its parameters after train_step: clipping once needs "
-                                "no hook at all."))
-    got = [param.detach() for param in model.parameters()]
+    answer(model, optimizer, scaler, _clip_batches(), 0.05)
+    left = any(count_hooks(param) for param in model.parameters()) or count_hooks(model)
+    return [param.detach() for param in model.parameters()], scaler.get_scale(), bool(left)
 
-    def same(reference: list[torch.Tensor]) -> bool:
-        return all(torch.allclose(g, r, atol=1e-6) for g, r in zip(got, reference))
 
-    if same(_reference_step("once", limit)):
-        if scaler.get_scale() == _SCALE:
-            return Verdict(False, _("The step is right, but the scaler's scale did not change after it: the step goes "
+def _train_step_test(answer: Callable[..., Any]) -> Verdict:
+    limit, (got, scale, left) = 0.05, _train_step_run(answer, stale=False)
+    require(not left, N_("Hooks are left on the model or its parameters after train_step: clipping once needs no hook "
+                         "at all."))
+
+    def same(*clips: str, divide: bool = True) -> bool:
+        return any(all(torch.allclose(g, r, atol=1e-6) for g, r in zip(got, _reference_step(clip, limit,
+                                                                                              divide=divide)))
+                   for clip in clips)
+
+    if same("once"):
+        require(scale != _SCALE, N_("The step is right, but the scaler's scale did not change after it: the step goes "
                                     "through the scaler, which then adjusts its scale for the next step. Which scaler "
                                     "call comes after scaler.step(optimizer)?"))
+        # Right from empty gradients; in a training loop, the parameters still hold the previous step's.
+        got, scale, left = _train_step_run(answer, stale=True)
+        require(not left and same("once") and scale != _SCALE,
+                N_("Your step is right when the parameters start without gradients, but not when they still hold "
+                   "gradients from before this step, as they do in a training loop after the previous step: those "
+                   "gradients were kept and added to this step's. Look at what the parameters' .grad hold when "
+                   "train_step begins."))
         return Verdict(True)
-    if same(_reference_step("none", limit)):
-        return Verdict(False, _("The step equals one without clipping: clip the accumulated, unscaled gradients "
-                                "before scaler.step."))
-    if same(_reference_step("before unscale", limit)):
-        return Verdict(False, _("You clipped the scaled gradients: after unscaling they are 1/scale of the limit. "
-                                "Call scaler.unscale_(optimizer) first, then clip."))
-    if same(_reference_step("norm", limit)):
-        return Verdict(False, _("You clipped the gradients' norm: the task clips by value, every entry to ±limit "
-                                "(clip_grad_value_)."))
-    if same(_reference_step("once", limit, divide=False)):
-        return Verdict(False, _("The step's gradient is {count} times too large before clipping: it is the gradient "
-                                "of the mean of the micro-batches' losses, so each loss is divided by their number "
-                                "before its backward.").format(count=len(_clip_batches())))
-    if same(_reference_step("per micro-batch", limit)) or same(_reference_step("per scaled micro-batch", limit)):
-        return Verdict(False, _("You clipped each micro-batch's contribution (a gradient hook fires on every "
-                                "backward): clip once, the accumulated gradient, after the last backward and after "
-                                "unscale_. Register no hook."))
-    if same(_reference_step("after each backward", limit)):
-        return Verdict(False, _("You clipped after every micro-batch's backward: the running sum was clipped before "
-                                "the later micro-batches were added to it. Clip once, the accumulated gradient, after "
-                                "the last backward and after unscale_."))
-    return Verdict(False, _("The step is not SGD on the mean of the micro-batch losses' gradients, unscaled, clipped "
-                            "by value once after the last backward."))
+    require(not same("none"), N_("The step equals one without clipping: clip the accumulated, unscaled gradients "
+                                 "before scaler.step."))
+    require(not same("before unscale"), N_("You clipped the scaled gradients: after unscaling they are 1/scale of the "
+                                           "limit. Call scaler.unscale_(optimizer) first, then clip."))
+    require(not same("norm"), N_("You clipped the gradients' norm: the task clips by value, every entry to ±limit "
+                                 "(clip_grad_value_)."))
+    require(not same("once", divide=False), N_("The step's gradient is {count} times too large before clipping: it is "
+                                               "the gradient of the mean of the micro-batches' losses, so each loss is "
+                                               "divided by their number before its backward."),
+            count=len(_clip_batches()))
+    require(not same("per micro-batch", "per scaled micro-batch"),
+            N_("You clipped each micro-batch's contribution (a gradient hook fires on every backward): clip once, the "
+               "accumulated gradient, after the last backward and after unscale_. Register no hook."))
+    require(not same("after each backward"), N_("You clipped after every micro-batch's backward: the running sum was "
+                                                "clipped before the later micro-batches were added to it. Clip once, "
+                                                "the accumulated gradient, after the last backward and after "
+                                                "unscale_."))
+    fail(N_("The step is not SGD on the mean of the micro-batch losses' gradients, unscaled, clipped by value once "
+            "after the last backward."))
 
 
-_EXERCISE_11_8 = Exercise(
-    "11.8",
-    N_("Write a training step with gradient accumulation and a GradScaler that clips once, after unscaling."),
-    expect_callable(_train_step_test, N_("a function train_step(model, optimizer, scaler, batches, limit)")),
-    hints=(
-        N_("A gradient hook fires during every backward, on scaled gradients: it cannot know the last micro-batch, "
-           "nor the scale."),
-        N_("Accumulate with scaler.scale(loss).backward() for each micro-batch; then scaler.unscale_(optimizer), "
-           "clip_grad_value_, scaler.step(optimizer), scaler.update()."),
-    ),
-    praise=N_("The order AMP's documentation gives: accumulate, unscale, clip, step."),
+EXERCISES = (
+    Exercise("11.1", N_("Catch grad_output at a layer with a full backward hook on a model with in-place ReLUs, "
+                        "leaving it as found."),
+             _grad_output_test, what=N_("a function grad_output_of(model, layer_name, x)"),
+             hints=(N_("The error is about an in-place operation on the tensor the hook wraps. Which modules of the "
+                       "model do something in place, and is there a switch on them?"),
+                    N_("Remember each module's `inplace` flag, set it to False while the hook is registered, and "
+                       "put every flag back in the same `finally` that removes the hook "
+                       "(course_utils.HookRegistry's set_attr does both for you).")),
+             praise=N_("No in-place op next to a full backward hook while it is registered (pytorch#61519) -- and "
+                       "the model handed back as it came.")),
+    Exercise("11.2", N_("Keep every forward's output of the named layers without keeping the graph alive or an alias "
+                        "of the output."),
+             _keep_outputs_test, what=N_("a function keep_outputs(model, layer_names)"), observe_only=True,
+             hints=(N_("Two things hold on to more than you want: the output's grad_fn (the whole graph of that "
+                       "forward) and its memory (which the next in-place op writes into)."),
+                    N_("`.detach()` cuts the first and copies nothing; `.clone()` copies. You need both.")),
+             praise=N_("detach() drops the graph, clone() drops the alias: memory stays flat and the record stays "
+                       "true.")),
+    Exercise("11.3", N_("Write output_mean(model, layer_name, x): one hook per call, always removed, also when the "
+                        "forward raises."),
+             _mean_test, what=N_("a function output_mean(model, layer_name, x)"), observe_only=True,
+             hints=(N_("register_forward_hook returns a handle; the hook stays until someone calls its remove()."),
+                    N_("Put the forward in `try:` and `handle.remove()` in `finally:` -- or write `with "
+                       "layer.register_forward_hook(...):`, since a handle is also a context manager.")),
+             praise=N_("One hook in, one hook out, whatever happens in between.")),
+    Exercise("11.4", N_("Predict, for four scenarios, whether the forward hook fires (a dict of True/False)."),
+             _fires_test, kind="predict",
+             hints=(N_("Module hooks live in the module object's own dictionaries, and run inside nn.Module.__call__."),
+                    N_("deepcopy copies those dictionaries too; grad mode matters to tensor and backward hooks, not "
+                       "to forward hooks; a layer that is never called -- or whose .forward is called directly -- "
+                       "runs no hook.")),
+             praise=N_("A hook fires only where its module object is called: check the object, the call and the "
+                       "path.")),
+    Exercise("11.5", N_("Log every leaf layer's output norm per forward with hooks that change nothing."),
+             _norms_test, what=N_("a function log_output_norms(model)"), observe_only=True,
+             hints=(N_("What a forward hook returns matters: None leaves the output alone, anything else replaces it."),
+                    N_("Append in one statement and let the hook end without a `return`; keep a plain Python float "
+                       "(`.item()`).")),
+             praise=N_("A logger that only looks: the outputs, and the gradients through them, are the model's own.")),
+    Exercise("11.6", N_("Find the last layer that still has a spatial map (the Grad-CAM layer) by running the model "
+                        "with hooks."),
+             _layer_test, what=N_("a function cam_layer(model, x)"), observe_only=True,
+             hints=(N_("A forward hook on every named module sees every output's shape; the hooks fire in the order "
+                       "the calls finish (a container after its children)."),
+                    N_("Keep the name each time an output is 4-D with shape[-2] * shape[-1] > 1; the last name kept "
+                       "is the answer. Run under torch.no_grad() and remove the hooks in a `finally`.")),
+             praise=N_("The right layer is the last one that still knows where: after global pooling, every map is "
+                       "flat.")),
+    Exercise("11.7", N_("Scale a layer's output under torch.compile with one hook whose scale changes without a "
+                        "recompile."),
+             _scale_test, what=N_("a function attach_scale(module)"), stretch=True,
+             hints=(N_("Dynamo guards on the hooks a module has and on the Python numbers the traced code reads; a "
+                       "tensor's values are data, not guards."),
+                    N_("Register the hook once, reading a 0-dimensional tensor from its closure; set_scale writes "
+                       "into that tensor with fill_() (or copy_()).")),
+             praise=N_("One hook, one graph: what changes between calls is data, not code.")),
+    Exercise("11.8", N_("Write a training step with gradient accumulation and a GradScaler that clips once, after "
+                        "unscaling."),
+             _train_step_test, what=N_("a function train_step(model, optimizer, scaler, batches, limit)"),
+             hints=(N_("A gradient hook fires during every backward, on scaled gradients: it cannot know the last "
+                       "micro-batch, nor the scale."),
+                    N_("Accumulate with scaler.scale(loss).backward() for each micro-batch; then "
+                       "scaler.unscale_(optimizer), clip_grad_value_, scaler.step(optimizer), scaler.update().")),
+             praise=N_("The order AMP's documentation gives: accumulate, unscale, clip, step.")),
 )
-
-EXERCISES = (_EXERCISE_11_1, _EXERCISE_11_2, _EXERCISE_11_3, _EXERCISE_11_4, _EXERCISE_11_5, _EXERCISE_11_6,
-             _EXERCISE_11_7, _EXERCISE_11_8)
