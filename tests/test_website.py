@@ -85,6 +85,8 @@ def test_every_page_is_there_in_both_languages_with_its_language_and_a_switch_to
             assert f'<link rel="alternate" hreflang="{twin[2]}" href="{twin[1]}">' in text
             assert not re.search(r'<script[^>]+src="[^"]*jquery', text, re.IGNORECASE), "vendor/README.md: no jQuery"
             assert not re.search(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//', text), f"{lang}/{name}: remote file"
+            footer = text.partition('<footer class="bd-footer-content">')[2]
+            assert ("本课程的作者们" in footer) == (lang == "zh") and ("course's authors" in footer) == (lang == "en"), name
     assert (site / ".nojekyll").is_file(), "GitHub Pages would hide _static/ and _images/"
 
 

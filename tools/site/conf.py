@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 project = "PyTorch Hooks, hands-on"
-author = "the course's authors"
-copyright = "the course's authors, MIT licence"  # noqa: A001 (Sphinx's name)
+author = copyright = ""  # noqa: A001 (Sphinx's names): in the edition's language, from tools/site/extension.py
 language = "en"
 
 extensions = ["myst_nb", "sphinx_copybutton", "tools.site.extension"]

@@ -53,6 +53,7 @@ FIGURE = re.compile(r'<img src="(data:image/(?:png|jpeg);base64,[A-Za-z0-9+/=]+)
 WORDS = {
     "en": {
         "twin": "中文", "twin_lang": "zh-CN", "twin_title": "本页的中文版 (this page in Chinese)", "home": "Course home",
+        "author": "the course's authors", "copyright": "the course's authors, MIT licence",
         "launch": "Run this notebook's exercises: Colab, Kaggle or Binder", "open_on": "Open the exercises on {}",
         "notebook": "notebook", "learn": "what you learn", "minutes": "minutes", "total": "total",
         "show_solution": "Show the solution", "hide_solution": "Hide the solution",
@@ -63,6 +64,7 @@ WORDS = {
     },
     "zh": {
         "twin": "English", "twin_lang": "en", "twin_title": "This page in English（本页的英文版）", "home": "课程首页",
+        "author": "本课程的作者们", "copyright": "本课程的作者们，MIT 许可证",
         "launch": "运行这个笔记本的练习：Colab、Kaggle 或 Binder", "open_on": "在 {} 上打开练习",
         "notebook": "笔记本", "learn": "你将学到", "minutes": "分钟", "total": "合计",
         "show_solution": "显示参考答案", "hide_solution": "隐藏参考答案",
@@ -179,6 +181,7 @@ def configure(app: Sphinx, config: Config) -> None:
     title = re.search(r"^# (.+)$", landing.read_text(encoding="utf-8"), re.MULTILINE) if landing.exists() else None
     if title:  # the landing page's title, in the edition's language, names the site (sidebar, browser tab)
         config.html_title = config.project = title[1].strip()
+    config.author, config.copyright = WORDS[lang]["author"], WORDS[lang]["copyright"]  # the footer, in its language
     repository = f"https://github.com/{cloud.REPOSITORY}"
     config.myst_substitutions = {
         **config.myst_substitutions,
