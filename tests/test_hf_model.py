@@ -16,8 +16,13 @@ from packaging.requirements import Requirement
 from course_utils.hf_model import gpt2_config, gpt2_state_dict, induction_gpt2, to_gpt2
 from course_utils.hooks import assert_no_hooks
 from course_utils.machinery.pins import parse_pins, read_pins
-from course_utils.transformer import (InductionTransformer, generate, induction_loss, induction_transformer,
-                                      repeated_sequences)
+from course_utils.transformer import (
+    InductionTransformer,
+    generate,
+    induction_loss,
+    induction_transformer,
+    repeated_sequences,
+)
 
 LOGIT_BOUND = 1e-4  # float32 kernels differ (Conv1D's addmm vs F.linear, eager softmax vs SDPA): measured 1.4e-5
 

@@ -32,7 +32,7 @@ def test_the_watch_names_the_hook_and_puts_every_method_back() -> None:
     before = [vars(owner)[name] for owner, name, _kind in PATCHED]
     model = nn.Sequential(nn.Linear(3, 3), nn.ReLU(inplace=True))
 
-    def recorder(module, args, output):  # noqa: ANN001, ANN202 -- the learner's (this file is outside the course)
+    def recorder(module, args, output):
         return "recorded"
 
     with watching_hooks() as watch, model[0].register_forward_hook(recorder):

@@ -30,11 +30,11 @@ from typing import Any
 from urllib.parse import quote, urlparse
 
 import pytest
+from labserver import CHROMIUM, CHROMIUM_FLAGS, LOOPBACK, SCREENSHOTS
 
 from benchmarks.bench_site_weight import LARGEST_TARGET, MEDIAN_TARGET, PHONE, measure, serving, site_pages
 from course_utils.machinery import cloud
 from course_utils.machinery.learner_edition import BEGIN
-from labserver import CHROMIUM, CHROMIUM_FLAGS, LOOPBACK, SCREENSHOTS
 
 ROOT = Path(__file__).resolve().parents[2]
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"

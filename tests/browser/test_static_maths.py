@@ -22,9 +22,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 ROOT = Path(__file__).resolve().parents[2]
-from tools import build_editions
-
 from labserver import CHROMIUM  # noqa: E402  (the headless shell when installed, else Debian's chromium)
+
+from tools import build_editions
 
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]

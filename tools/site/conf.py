@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 project = "PyTorch Hooks, hands-on"
-author = copyright = ""  # noqa: A001 (Sphinx's names): in the edition's language, from tools/site/extension.py
+author = copyright = ""
 language = "en"
 
 extensions = ["myst_nb", "sphinx_copybutton", "tools.site.extension"]

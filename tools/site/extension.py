@@ -32,12 +32,11 @@ from typing import Any
 import imagesize
 from docutils import nodes
 from docutils.utils.math.latex2mathml import tex2mathml
+from myst_nb.sphinx_ import HideCodeCellNode, depart_HideCellInput, visit_HideCellInput
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.search.zh import SearchChinese
 from sphinx.transforms.post_transforms.images import DataURIExtractor
-
-from myst_nb.sphinx_ import HideCodeCellNode, depart_HideCellInput, visit_HideCellInput
 
 from course_utils.machinery import cloud
 from course_utils.machinery.course import course_map
@@ -149,7 +148,7 @@ def chinese_search(synonyms: dict[str, list[str]]) -> type[SearchChinese]:
     import sphinx.search
 
     class ChineseSearch(SearchChinese):
-        def split(self, input: str) -> list[str]:  # noqa: A002 (Sphinx's name)
+        def split(self, input: str) -> list[str]:
             words = super().split(input)
             return words + [typed for word in words for typed in synonyms.get(word, ())]
 

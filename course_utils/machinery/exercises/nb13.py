@@ -20,10 +20,25 @@ from typing import Any
 
 import torch
 
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailedOnPurpose, FailsOnPurpose, Text, Verdict, fail,
-                                                 generator, name_the_mistake, randn, removing, require,
-                                                 require_no_hooks, seeded, tensor_result, the_error_gets_out,
-                                                 type_name)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    FailedOnPurpose,
+    FailsOnPurpose,
+    Text,
+    Verdict,
+    fail,
+    generator,
+    name_the_mistake,
+    randn,
+    removing,
+    require,
+    require_no_hooks,
+    seeded,
+    tensor_result,
+    the_error_gets_out,
+    type_name,
+)
 from course_utils.transformer import InductionTransformer
 
 _LEFT = N_("A hook is left behind ({where}): remove it with its handle, in a finally block or a with block.")
