@@ -10,7 +10,7 @@ import torch
 
 from course_utils.hooks import count_hooks
 from course_utils.machinery.exercise_kit import (N_, Exercise, Verdict, as_float_tensor, fail, generator, is_handle,
-                                                 plain, removing, require, the_error_gets_out)
+                                                 plain, removing, require, require_no_hooks, the_error_gets_out)
 
 
 def _leak_test(measure: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
@@ -26,8 +26,8 @@ def _leak_test(measure: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
         if stale:  # a w that already holds a gradient from an earlier backward: the answer is still this call's
             w.grad = torch.full_like(w, 10.0)
         result = measure(w, x)
-        require(not count_hooks(w), N_("{count} hook(s) still registered on w after measure() returned: remove the "
-                                       "hook before returning."), count=count_hooks(w))
+        require_no_hooks(w, N_("{count} hook(s) still registered on w after measure() returned: remove the hook before "
+                               "returning."))
         require(stale or not isinstance(result, torch.Tensor) or (result.is_floating_point()
                                                                    and result.shape == expected.shape),
                 N_("measure(w, x) should still return the gradient that reached w (a float tensor of shape "
@@ -37,8 +37,8 @@ def _leak_test(measure: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
     w2 = torch.randn(2, generator=draw, requires_grad=True)
     the_error_gets_out(lambda: measure(w2, torch.ones(3)), N_("With mismatched shapes measure() must let the "
                                                               "RuntimeError propagate, not hide it."), RuntimeError)
-    require(not count_hooks(w2), N_("When the forward raises, the hook stays on w: remove it in a `finally` block, or "
-                                    "use the handle as a context manager."))
+    require_no_hooks(w2, N_("When the forward raises, the hook stays on w: remove it in a `finally` block, or use the "
+                            "handle as a context manager."))
     return Verdict(True)
 
 

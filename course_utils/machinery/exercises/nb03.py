@@ -108,7 +108,7 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
         truth = {"0": conv0, "1": norm1, "3": convs[3](F.relu(norm1))}
     with watch_hooks(convs[0]) as seen:
         got = extract(convs, x, ["0", "1", "3"])
-    require(not count_hooks(convs), _HOOKS_STAY, count=count_hooks(convs))
+    require_no_hooks(convs, _HOOKS_STAY)
     require(not (isinstance(got, dict) and list(got) == ["3"]),
             N_("Only {key!r} is in the dict, the last name asked for: every hook stored under it. Which value of the "
                "loop variable does a hook defined in the loop see when it runs?"), key="3")
@@ -146,7 +146,7 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
         fail(N_("With the dotted name 'block.0' (layer 0 inside the model's `block`) your function raised {error}: "
                 "find a layer by its dotted name (model.get_submodule, or the names of model.named_modules())."),
              error=f"{type(error).__name__}: {error}")
-    require(not count_hooks(nested), _HOOKS_STAY, count=count_hooks(nested))
+    require_no_hooks(nested, _HOOKS_STAY)
     require(isinstance(got, dict) and sorted(got) == ["block.0", "stem"],
             N_("With the dotted names ['block.0', 'stem'] the result was not a dict with those two keys."))
     require(torch.equal(got["block.0"], inner_out) and torch.equal(got["stem"], stem_out),
@@ -206,8 +206,7 @@ def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
     require(calls is not None, N_("tracer.calls should be a list of (name, shape) pairs, each shape a tuple of ints "
                                   "(tuple(output.shape)) or None; got {kind} {found!r:.80}."),
             kind=type(found).__name__, found=found)
-    require(not count_hooks(model), N_("{count} hook(s) are still on the model after the with block: remove them in "
-                                       "__exit__."), count=count_hooks(model))
+    require_no_hooks(model, N_("{count} hook(s) are still on the model after the with block: remove them in __exit__."))
     require([name for name, _shape in calls].count("act") != 1,
             N_("A module called twice must appear twice: append one entry per call."))
     require(calls == expected or calls != list(dict.fromkeys(expected)),
@@ -231,8 +230,8 @@ def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
     the_error_gets_out(lambda: _trace(tracer_class, failing, kept),
                        N_("The forward raised ValueError inside the with block, but the error disappeared: __exit__ "
                           "must not swallow it (return False or None)."))
-    require(not count_hooks(failing), N_("When the forward raised, hooks stayed on the model: __exit__ runs then too — "
-                                         "remove them there."))
+    require_no_hooks(failing, N_("When the forward raised, hooks stayed on the model: __exit__ runs then too — remove "
+                                 "them there."))
     calls = _as_calls(getattr(kept[0], "calls", None))
     require(calls != [("0", (5, 4))], N_("The layer whose forward raised is missing: an ordinary forward hook does not "
                                          "run then. Which registration option makes it run anyway?"))

@@ -12,9 +12,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.hooks import count_hooks
 from course_utils.machinery.exercise_kit import (N_, Exercise, Verdict, as_whole_number, fail, generator, is_handle,
-                                                 plain, removing, require)
+                                                 plain, removing, require, require_no_hooks)
 
 def _deprecated_shapes() -> tuple[tuple[int, ...], ...]:
     """A live run: the shapes in the deprecated hook's grad_input for nn.Linear(5, 2, bias=False), batch 3."""
@@ -67,7 +66,7 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     first = torch.autograd.grad(hidden, [leaf, model[0].weight], grad_outputs=at_input.clamp(-1.0, 1.0))
     leaf = x.clone().requires_grad_()
     _backward_with(model[2], hook, "full", lambda: (model(leaf) * weights).sum())
-    require(not count_hooks(model), N_("Something registered another hook on the model."))
+    require_no_hooks(model, N_("Something registered another hook on the model."))
     unchanged = torch.autograd.grad((model[2](F.relu(model[0](x.clone().requires_grad_()))) * weights).sum(),
                                     model[0].weight)[0]
     require(model[0].weight.grad is not None and leaf.grad is not None,
@@ -207,14 +206,13 @@ def _recorder_test(attach: Callable[[nn.Module, list[str], dict], Any]) -> Verdi
         except RuntimeError as error:
             fail(N_("A forward under torch.no_grad() failed ({error}): its outputs do not require grad, so there is "
                     "nothing to hook -- skip them."), error=error)
-    require(not count_hooks(model), N_("After removing what you returned, {count} hook(s) remain on the model."),
-            count=count_hooks(model))
+    require_no_hooks(model, N_("After removing what you returned, {count} hook(s) remain on the model."))
     fresh = _convnet()
     try:
         attach(fresh, ["0", "no.such.layer"], {})
     except Exception:  # noqa: BLE001 -- any error is right here; what matters is what is left behind
-        require(not count_hooks(fresh), N_("A bad layer name raised, but the hook on layer '0' stayed: remove what "
-                                           "you already attached before re-raising."))
+        require_no_hooks(fresh, N_("A bad layer name raised, but the hook on layer '0' stayed: remove what you already "
+                                   "attached before re-raising."))
         return Verdict(True)
     fail(N_("A layer name that does not exist should raise an error (get_submodule does)."))
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from course_utils.hooks import count_hooks, hook_report
 from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Text, Verdict, fail, generator,
-                                                 is_handle, removing, require, the_error_gets_out)
+                                                 is_handle, removing, require, require_no_hooks, the_error_gets_out)
 
 
 def _conv_model() -> nn.Sequential:
@@ -70,7 +70,7 @@ def _dropout_test(attach: Callable[[nn.Module, str, float], Any]) -> Verdict:
             fail(N_("The forward worked but the backward failed ({error}): the input belongs to the previous layer, "
                     "which may need it for its backward. Build a new tensor and return it; change nothing in "
                     "place."), error=str(error).split(":")[0])
-    require(not count_hooks(model), N_("Removing the handle left hooks behind."))
+    require_no_hooks(model, N_("Removing the handle left hooks behind."))
     return Verdict(True)
 
 
@@ -224,12 +224,12 @@ def _counter_test(counter_class: Callable[[nn.Module], Any]) -> Verdict:
                                         "{types}."), types=not_numbers)
             if any(abs(float(fractions[name]) - truth[name]) > 1e-6 for name in truth):
                 _wrong_fractions(layers, batches[:seen], dict(fractions))
-    require(not count_hooks(model), N_("Hooks are still on the model after the with-block: remove them in __exit__."))
+    require_no_hooks(model, N_("Hooks are still on the model after the with-block: remove them in __exit__."))
     failing = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), FailsOnPurpose(), nn.ReLU())
     with contextlib.suppress(RuntimeError):
         _count(counter_class, failing, batches[0])
-    require(not count_hooks(failing), N_("When the forward raises inside the with-block, the hooks stay: __exit__ runs "
-                                         "then too, so remove them there (and do not swallow the error)."))
+    require_no_hooks(failing, N_("When the forward raises inside the with-block, the hooks stay: __exit__ runs then "
+                                 "too, so remove them there (and do not swallow the error)."))
     the_error_gets_out(lambda: _count(counter_class, failing, batches[0]),
                        N_("The error raised inside the with-block disappeared: __exit__ must not swallow it."),
                        RuntimeError)

@@ -15,7 +15,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from course_utils.hooks import count_hooks
 from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Refusal, Text, Verdict, as_float_tensor,
-                                                 fail, generator, require, the_error_gets_out)
+                                                 fail, generator, require, require_no_hooks, the_error_gets_out)
 
 
 def _saved_tensor_hooks_active() -> bool:
@@ -292,8 +292,7 @@ def _bytes_test(function: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
         answer = function(model, x)
         require(not _saved_tensor_hooks_active(), N_("A saved_tensors_hooks pair is still in force after your "
                                                      "function returned: use it as a with-block."))
-        require(not count_hooks(model), N_("Your function left hooks on the model: remove every handle before "
-                                           "returning."))
+        require_no_hooks(model, N_("Your function left hooks on the model: remove every handle before returning."))
         require(isinstance(answer, dict), N_("Return a dict {{layer name: bytes}}, got {type}."),
                 type=type(answer).__name__)
         got = {str(k): int(v) for k, v in answer.items() if int(v) != 0}

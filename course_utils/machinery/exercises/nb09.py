@@ -12,9 +12,8 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.hooks import count_hooks
 from course_utils.machinery.exercise_kit import (N_, Exercise, Text, Verdict, fail, generator, is_handle, removing,
-                                                 require)
+                                                 require, require_no_hooks)
 from course_utils.optim_hooks import optimizer_hook_report
 
 _WIDTH = 6
@@ -108,8 +107,7 @@ def _split_test(function: Callable[[nn.Module], Any]) -> Verdict:
             except KeyError as error:
                 fail(N_("Your hook raised KeyError {error} on {label}: a checkpoint without a fused qkv entry (already "
                         "in the new format) must pass untouched."), error=error, label=Text(label))
-        require(not count_hooks(model), N_("Removing the handle left hooks on the model: register exactly one "
-                                           "pre-hook."))
+        require_no_hooks(model, N_("Removing the handle left hooks on the model: register exactly one pre-hook."))
         require(list(given) == list(checkpoint), N_("The caller's checkpoint dict changed: load_state_dict hands the "
                                                     "hook a copy -- change only the state_dict the hook receives."))
         if result.missing_keys or result.unexpected_keys:
@@ -363,7 +361,7 @@ def _accumulation_test(function: Callable[[nn.Module, Callable[[list], torch.opt
                             "backward() {every} time(s), then step(): one optimizer per parameter, created once (its "
                             "state must survive from step to step), stepped on the every-th call of its own hook."),
                          label=Text(label), every=every)
-            require(not count_hooks(fused_model), N_("Removing your handles left hooks on the parameters."))
+            require_no_hooks(fused_model, N_("Removing your handles left hooks on the parameters."))
     return Verdict(True)
 
 
