@@ -313,7 +313,7 @@ class FailedOnPurpose(ValueError, RuntimeError):
 
 
 class FailsOnPurpose(nn.Module):
-    """A layer whose forward raises, for the unhappy path. Usage: ``nn.Sequential(nn.Linear(3, 3), FailsOnPurpose())``"""
+    """A layer whose forward raises (the unhappy path). Usage: ``nn.Sequential(nn.Linear(3, 3), FailsOnPurpose())``"""
 
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         raise FailedOnPurpose("this layer fails on purpose")
@@ -341,7 +341,7 @@ def hooks_left(target: nn.Module | torch.Tensor) -> list[str]:
 
 
 def require_no_hooks(target: nn.Module | torch.Tensor, message: str, **fields: Any) -> None:
-    """:func:`fail` with ``message`` (fields ``{where}``: the first hook left, ``{count}``) when ``target`` has a hook."""
+    """:func:`fail` with ``message`` (fields ``{where}``: the first hook left; ``{count}``) when ``target`` has one."""
     left = hooks_left(target)
     require(not left, message, where=left[0] if left else "", count=count_hooks(target), **fields)
 

@@ -1,5 +1,4 @@
-"""Exercises of notebooks/01_tensor_hooks.ipynb: a hook that changes a gradient, a hook that keeps one, and a
-gradient reversal made from a tensor hook -- each run on graphs the learner has not seen."""
+"""Exercises of notebooks/01_tensor_hooks.ipynb: change a gradient, keep one, reverse one (on unseen graphs)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Exercises of notebooks/02_hook_lifecycle.ipynb: a hook removed even when the forward raises, a prediction about
-leaf hooks and accumulation (run live), and a hook that removes itself after firing once."""
+"""Exercises of notebooks/02_hook_lifecycle.ipynb: no hook left when forward raises, leaf hooks, a one-shot hook."""
 
 from __future__ import annotations
 
@@ -43,7 +42,6 @@ def _leak_test(measure: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
 
 
 def _live_leaf_run() -> list[float]:
-    """Exercise 02.2's case, run live with plain PyTorch calls."""
     d, seen = torch.tensor(1.0, requires_grad=True), []
 
     def add_one(leaf: torch.Tensor) -> None:
@@ -77,7 +75,7 @@ def _once_test(on_next_backward: Callable[[torch.Tensor, Callable[[torch.Tensor]
     loss, calls = (z * a).sum(), []
 
     def fn(grad: torch.Tensor) -> torch.Tensor:
-        """The caller's fn returns something (a tensor, as many functions do): the hook must not pass it on."""
+        """Returns a tensor, as many functions do: the hook must not pass it on."""
         calls.append(grad.detach().clone())
         return torch.full_like(grad, 7.0)
 

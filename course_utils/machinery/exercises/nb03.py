@@ -1,6 +1,4 @@
-"""Exercises of notebooks/03_forward_hooks.ipynb: a pre-hook that replaces the input, a feature extractor that
-stays right with in-place layers, and a call tracer that also sees a forward that raised -- each run on models
-the learner has not seen, against outputs computed by hand (no hook involved)."""
+"""Exercises of notebooks/03_forward_hooks.ipynb: a pre-hook, a feature extractor, a call tracer (on unseen models)."""
 
 from __future__ import annotations
 

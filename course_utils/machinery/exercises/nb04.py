@@ -1,6 +1,4 @@
-"""Exercises of notebooks/04_backward_hooks.ipynb: what the deprecated hook reports, a full backward hook that
-clips grad_input, a backward pre-hook that caps each sample's grad_output, and a gradient recorder that survives
-in-place layers -- checked against plain autograd (no hook involved) on models the learner has not seen."""
+"""Exercises of notebooks/04_backward_hooks.ipynb: the deprecated hook, clipping, capping, a gradient recorder."""
 
 from __future__ import annotations
 
@@ -16,7 +14,6 @@ from course_utils.machinery.exercise_kit import (N_, Exercise, Verdict, as_whole
                                                  plain, removing, require, require_no_hooks)
 
 def _deprecated_shapes() -> tuple[tuple[int, ...], ...]:
-    """A live run: the shapes in the deprecated hook's grad_input for nn.Linear(5, 2, bias=False), batch 3."""
     layer, shapes = nn.Linear(5, 2, bias=False), []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -44,8 +41,6 @@ def _shapes_test(answer: Any) -> Verdict:
 
 
 def _backward_with(module: nn.Module, hook: Callable[..., Any], kind: str, run: Callable[[], torch.Tensor]) -> None:
-    """``run()``'s loss back-propagated while the learner's ``hook`` is registered on ``module`` (``kind``: "full" or
-    "pre")."""
     register = module.register_full_backward_hook if kind == "full" else module.register_full_backward_pre_hook
     with register(hook):
         run().backward()
@@ -106,7 +101,6 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
 
 
 def _capped(grad: torch.Tensor) -> torch.Tensor:
-    """The hand formula: each sample's gradient divided by max(1, its L2 norm)."""
     norms = grad.flatten(1).norm(dim=1).clamp(min=1.0)
     return grad / norms.reshape(-1, *([1] * (grad.dim() - 1)))
 
@@ -164,7 +158,7 @@ def _convnet() -> nn.Sequential:
 
 
 def _true_output_grads(model: nn.Sequential, x: torch.Tensor, weights: torch.Tensor) -> list[torch.Tensor]:
-    """Plain autograd, each module called by hand with an out-of-place ReLU: d(loss)/d(output of '0' and '2')."""
+    """d(loss)/d(output of '0' and '2'), each module called by hand with an out-of-place ReLU."""
     first = model[0](x)
     second = model[2](F.relu(first))
     return list(torch.autograd.grad((model[5](F.relu(second).flatten(1)) * weights).sum(), [first, second]))

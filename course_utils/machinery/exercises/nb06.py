@@ -1,11 +1,7 @@
-"""Exercises of notebooks/06_grad_cam.ipynb: Grad-CAM's channel weights from a full backward hook, Grad-CAM from
-one forward hook and one tensor hook, and one map per call of a shared module.
+"""Exercises of notebooks/06_grad_cam.ipynb: channel weights, Grad-CAM from two hooks, one map per call.
 
-Every check builds its own small networks (an in-place ReLU after the hooked layer, maps smaller than the input, one
-class per sample, a non-square input, a network that fails on purpose) and computes the ground truth without hooks:
-the network split at the layer, the activation made a leaf, and ``torch.autograd.grad`` asked for the gradient at
-it. A wrong answer is matched against the usual mistakes, each recomputed the same way.
-"""
+The ground truth splits the network at the layer and asks ``torch.autograd.grad`` for the gradient there (no hooks);
+a wrong answer is matched against the usual mistakes, recomputed the same way."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Exercises of notebooks/07_hooks_in_training.ipynb: a dropout plug-in on a layer's input (a forward pre-hook),
-per-parameter clipping after accumulation, and a dead-unit counter that accumulates over several batches -- each a
-hook the learner writes, run on models they have not seen, against a ground truth computed without hooks."""
+"""Exercises of notebooks/07_hooks_in_training.ipynb: dropout on a layer's input, per-parameter clipping, dead units."""
 
 from __future__ import annotations
 
@@ -143,8 +141,7 @@ def _per_parameter_norm_test(attach: Callable[[nn.Module, float], Any]) -> Verdi
 
 
 def _dead_masks(layers: list[nn.Module], x: torch.Tensor, *, of_inputs: bool = False) -> dict[str, torch.Tensor]:
-    """Run the layers one by one (no hooks); per ReLU, True for each unit that is zero for every sample of x (of
-    the ReLU's input instead of its output with ``of_inputs``: a typical mistake, for the message)."""
+    """Per ReLU, which units are zero for every sample of x (``of_inputs``: of its input, a typical mistake)."""
     found = {}
     with torch.no_grad():
         for index, layer in enumerate(layers):
@@ -171,7 +168,6 @@ _ADVICE = {
 
 
 def _wrong_fractions(layers: list[nn.Module], batches: list[torch.Tensor], got: dict[str, Any]) -> None:
-    """Name the mistake whose numbers the answer's fractions match; the ground truth is always in the message."""
     per_batch = [_dead_masks(layers, batch) for batch in batches]
     truth = _fractions(_dead_masks(layers, torch.cat(batches)))
     stacked = {name: torch.stack([masks[name] for masks in per_batch]) for name in truth}

@@ -1,5 +1,4 @@
-"""Exercises of notebooks/08_saved_tensor_hooks.ipynb: predict pack/unpack calls, a float16 saved-tensor pair, and
-saved bytes per layer -- each run on graphs the learner has not seen, against plain autograd or the graph itself."""
+"""Exercises of notebooks/08_saved_tensor_hooks.ipynb: pack/unpack calls, a float16 pair, saved bytes per layer."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, R
 
 
 def _saved_tensor_hooks_active() -> bool:
-    """True while a saved_tensors_hooks pair is in force; one an answer left in force is taken off (the learner's
-    session must not keep running their pack hook), with saved_tensors_hooks' own exit."""
+    """True while a saved_tensors_hooks pair is in force; a pair an answer left on is taken off."""
     if torch._C._autograd._top_saved_tensors_default_hooks(False) is None:
         return False
     for _ in range(100):  # bounded: more than this is not an answer's leftovers
@@ -31,7 +29,6 @@ def _saved_tensor_hooks_active() -> bool:
 
 
 def _pack_unpack_calls() -> tuple[float, float]:
-    """The snippet of exercise 08.1, run live with counting hooks."""
     calls = {"pack": 0, "unpack": 0}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
@@ -113,8 +110,8 @@ _ALIVE = N_("Your class keeps the float32 tensors autograd saved alive (in a cac
 
 
 def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[Any], torch.Tensor]) -> None:
-    """Two tensors, one after the other, in the very same memory -- the first freed before the second exists: what
-    the allocator does all the time during a forward pass whose saved tensors were replaced by copies."""
+    """Two tensors in the very same memory, the first freed before the second exists (as the allocator does), and
+    three views of one storage."""
     memory = bytearray(64 * 4)
     first = torch.frombuffer(memory, dtype=torch.float32)
     first.fill_(1.0)
@@ -150,7 +147,6 @@ def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[
 
 
 def _records(seen: list[_Saved]) -> None:
-    """08.2's ✗ for a pack call that stored a tensor in the wrong form."""
     for record in seen:
         kept_dtypes = [t.dtype for t in record.kept]
         if record.parameter:

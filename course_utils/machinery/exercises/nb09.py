@@ -1,7 +1,4 @@
-"""Exercises of notebooks/09_state_and_optimizer_hooks.ipynb: a load pre-hook that splits an old fused ``qkv``
-projection, step hooks that undo a bad step (weights and optimizer state), and the optimizer step inside backward
-with gradient accumulation -- each run on models and optimizers the learner has not seen, against plain PyTorch
-without hooks."""
+"""Exercises of notebooks/09_state_and_optimizer_hooks.ipynb: a load pre-hook, undoing a bad step, step in backward."""
 
 from __future__ import annotations
 
@@ -275,10 +272,8 @@ def _wide_model() -> nn.Sequential:
 
 
 def _late_bound_name(params: list[torch.Tensor]) -> str | None:
-    """The name of a variable that the hooks of different parameters -- distinct functions, made one per loop
-    iteration -- share through one closure cell, when it holds a parameter or a one-parameter optimizer: a function
-    defined in a loop reads the loop's variables when it runs (late binding), so every hook gets the last iteration's
-    value. None if there is none."""
+    """The name of a closure variable that the hooks of different parameters share and that holds a parameter or a
+    one-parameter optimizer (a loop variable read late: every hook gets the last value), else None."""
     cells: dict[int, tuple[str, Any, set[int], set[int]]] = {}
     for param in params:
         for hook in (getattr(param, "_post_accumulate_grad_hooks", None) or {}).values():
@@ -298,8 +293,7 @@ def _late_bound_name(params: list[torch.Tensor]) -> str | None:
 
 
 def _window(every: int, done: int, params: list[torch.Tensor], plain_model: nn.Module) -> None:
-    """09.3's ✗ inside an accumulation window (backward ``done`` of ``every``): the gradients must be kept and
-    summed."""
+    """09.3's ✗ inside an accumulation window (backward ``done`` of ``every``)."""
     missing = [p for p in params if p.grad is None]
     require(len(missing) != len(params), N_("With every={every}, after backward {done} of {every} no parameter has a "
                                             ".grad left: your hook freed it at every call. Keep it until the every-th "
