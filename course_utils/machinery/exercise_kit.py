@@ -36,8 +36,8 @@ from course_utils.machinery.layout import EXERCISE_ID
 from course_utils.machinery.messages import N_, Text, _
 
 __all__ = [
-    "ATOL", "Exercise", "ExerciseKind", "FailedOnPurpose", "FailsOnPurpose", "HooksSeen", "N_", "Refusal", "Status", "Text",
-    "Verdict", "as_float_tensor", "as_whole_number", "expect_choice", "expect_live_value",
+    "ATOL", "Exercise", "ExerciseKind", "FailedOnPurpose", "FailsOnPurpose", "HooksSeen", "N_", "Net", "Refusal",
+    "Status", "Text", "Verdict", "as_float_tensor", "as_whole_number", "expect_choice", "expect_live_value",
     "expect_tensor", "fail", "generator", "hooks_left", "is_handle", "name_the_mistake", "plain", "plain_tensor",
     "randn", "removing", "require", "require_no_hooks", "require_untouched", "same", "seeded", "tensor_result",
     "the_error_gets_out", "type_name", "watch_hooks",
@@ -306,6 +306,21 @@ def seeded(module: nn.Module, seed: int, scale: float = 0.5, *, matrices_only: b
             values = torch.randn(parameter.shape, generator=draw) * scale
             parameter.copy_(values / parameter.shape[-1] ** 0.5 if matrices_only else values)
     return module.eval()
+
+
+class Net(nn.Module):
+    """A tiny model from its named layers and its forward, a function of (the model, its inputs).
+
+    Usage: ``Net(lambda m, x: m.fc(x) + x, fc=nn.Linear(4, 4))``"""
+
+    def __init__(self, forward: Callable[..., Any], **layers: nn.Module) -> None:
+        super().__init__()
+        self._run = forward
+        for name, layer in layers.items():
+            self.add_module(name, layer)
+
+    def forward(self, *inputs: Any) -> Any:
+        return self._run(self, *inputs)
 
 
 class FailedOnPurpose(ValueError, RuntimeError):

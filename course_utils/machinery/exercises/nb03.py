@@ -11,8 +11,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Text, Verdict, fail, generator, plain,
-                                                 require, require_no_hooks, the_error_gets_out, watch_hooks)
+from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Net, Text, Verdict, fail, generator,
+                                                 plain, require, require_no_hooks, the_error_gets_out, watch_hooks)
 
 _HOOKS_STAY = N_("{count} hook(s) are still on the model: remove every hook before returning.")
 
@@ -22,17 +22,6 @@ def _standardised(x: torch.Tensor) -> torch.Tensor:
     """The hand formula: each row minus its mean, divided by its population standard deviation."""
     centred = x - x.mean(dim=1, keepdim=True)
     return centred / centred.pow(2).mean(dim=1, keepdim=True).sqrt()
-
-
-class _Affine(nn.Module):
-    """Two positional inputs: ``forward(x, shift) = fc(x) + shift``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(5, 3)
-
-    def forward(self, x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-        return self.fc(x) + shift
 
 
 def _standardise_test(hook: Callable[..., Any]) -> Verdict:
@@ -65,7 +54,8 @@ def _standardise_test(hook: Callable[..., Any]) -> Verdict:
         require(leaf.grad is not None and torch.allclose(leaf.grad, expected_grad, atol=1e-4),
                 N_("The gradient does not flow back to the caller's tensor: build the new input with tensor operations "
                    "(no .data, .detach() or torch.no_grad())."))
-    pair, a = _Affine(), torch.randn(3, 5, generator=draw) * 3.0 - 1.0
+    pair = Net(lambda m, x, shift: m.fc(x) + shift, fc=nn.Linear(5, 3))  # two positional inputs
+    a = torch.randn(3, 5, generator=draw) * 3.0 - 1.0
     shift = torch.randn(3, 3, generator=draw)
     with torch.no_grad():
         expected = pair.fc(_standardised(a)) + shift
@@ -81,19 +71,6 @@ def _standardise_test(hook: Callable[..., Any]) -> Verdict:
 
 
 # -- 03.2: a feature extractor that stays right with in-place layers ----------------------------------------
-class _ResidualInPlace(nn.Module):
-    """``out = fc(x); out += x; relu_(out)``: both in-place writes hit fc's output."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc, self.act = nn.Linear(4, 4), nn.ReLU(inplace=True)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.fc(x)
-        out += x
-        return self.act(out)
-
-
 def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) -> Verdict:
     draw = generator(32)
     torch.manual_seed(32)
@@ -124,7 +101,9 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
                 N_("A layer followed by ReLU(inplace=True) came back rectified: the ReLU wrote into the memory your "
                    "entry shares. Keep a copy, taken when the layer returns."))
         fail(N_("Some entries do not hold what their layer returned."))
-    residual, x = _ResidualInPlace(), torch.randn(5, 4, generator=draw)
+    # both in-place writes, `+= x` and the ReLU, hit fc's output
+    residual = Net(lambda m, x: m.act(m.fc(x).add_(x)), fc=nn.Linear(4, 4), act=nn.ReLU(inplace=True))
+    x = torch.randn(5, 4, generator=draw)
     with torch.no_grad():
         fc_out = residual.fc(x)
     got = extract(residual, x, ["fc"])
@@ -163,18 +142,6 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
 
 
 # -- 03.3 (stretch): a call tracer that also sees a forward that raised --------------------------------------
-class _Reuse(nn.Module):
-    """``act`` is called twice."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.act, self.mid = nn.Tanh(), nn.Linear(3, 4)
-        self.head = nn.Sequential(nn.Linear(4, 2), nn.ReLU(inplace=True))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.act(self.act(self.mid(self.act(x)))))  # the second and third calls: the same shape
-
-
 def _as_calls(calls: Any) -> list[tuple[Any, Any]] | None:
     """The tracer's calls as plain (name, shape tuple or None) pairs; None when they are not such pairs."""
     try:
@@ -191,7 +158,8 @@ def _as_calls(calls: Any) -> list[tuple[Any, Any]] | None:
 
 
 def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
-    model = _Reuse()
+    model = Net(lambda m, x: m.head(m.act(m.act(m.mid(m.act(x))))),  # act's 2nd and 3rd calls: the same shape
+                act=nn.Tanh(), mid=nn.Linear(3, 4), head=nn.Sequential(nn.Linear(4, 2), nn.ReLU(inplace=True)))
     expected = [("act", (2, 3)), ("mid", (2, 4)), ("act", (2, 4)), ("act", (2, 4)), ("head.0", (2, 2)),
                 ("head.1", (2, 2))]
     with tracer_class(model) as tracer:

@@ -13,8 +13,9 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Refusal, Text, Verdict, as_float_tensor,
-                                                 fail, generator, require, require_no_hooks, the_error_gets_out)
+from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Net, Refusal, Text, Verdict,
+                                                 as_float_tensor, fail, generator, require, require_no_hooks,
+                                                 the_error_gets_out)
 
 
 def _saved_tensor_hooks_active() -> bool:
@@ -235,17 +236,6 @@ def _half_test(hooks_class: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-class _TanhAfter(nn.Module):
-    """A container whose own forward saves a tensor after its last leaf ran: no leaf module saved that one."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.body = nn.Sequential(nn.Linear(4, 6), nn.Sigmoid())
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.body(x) * 3)
-
-
 def _graph_truth(model: nn.Module, x: torch.Tensor, *, dedupe: bool = True, skip_params: bool = True
                  ) -> dict[str, int]:
     """Bytes per leaf module from the graph's own ``_saved_*`` attributes (no saved-tensor hooks involved)."""
@@ -282,9 +272,11 @@ def _bytes_test(function: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     convnet = nn.Sequential(nn.Conv2d(3, 5, 3), nn.MaxPool2d(2), nn.ReLU(inplace=True), nn.Flatten(),
                             nn.Linear(5 * 3 * 3, 4), nn.Tanh())
     nested = nn.Sequential(nn.Sequential(nn.Linear(6, 7), nn.ReLU()), nn.Linear(7, 2), nn.Sigmoid())
+    # its own forward saves a tensor (tanh's) after its last leaf ran: no leaf module saved that one
+    tanh_after = Net(lambda m, x: torch.tanh(m.body(x) * 3), body=nn.Sequential(nn.Linear(4, 6), nn.Sigmoid()))
     for model, x in ((convnet, torch.randn(2, 3, 8, 8, generator=generator(1))),
                      (nested, torch.randn(5, 6, generator=generator(2))),
-                     (_TanhAfter(), torch.randn(3, 4, generator=generator(3)))):
+                     (tanh_after, torch.randn(3, 4, generator=generator(3)))):
         answer = function(model, x)
         require(not _saved_tensor_hooks_active(), N_("A saved_tensors_hooks pair is still in force after your "
                                                      "function returned: use it as a with-block."))
@@ -301,7 +293,7 @@ def _bytes_test(function: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
         require(got not in (_graph_truth(model, x, skip_params=False),
                             _graph_truth(model, x, dedupe=False, skip_params=False)),
                 N_("Tensors that live in a parameter (a Linear saves weight.t()) cost no new memory: leave them out."))
-        require(not (isinstance(model, _TanhAfter) and got.get("body.1", 0) > truth.get("body.1", 0)),
+        require(not (model is tanh_after and got.get("body.1", 0) > truth.get("body.1", 0)),
                 N_("The last leaf module got more bytes than it saved: after a leaf's forward ends, the code of the "
                    "module around it (here a tanh in the model's own forward) can save tensors too, and no leaf module "
                    "is running then. Mark where each leaf's call ends, not only where it starts."))

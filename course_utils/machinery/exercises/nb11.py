@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Text, Verdict, fail, generator,
+from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Net, Text, Verdict, fail, generator,
                                                  is_handle, removing, require, require_no_hooks, require_untouched,
                                                  the_error_gets_out, watch_hooks)
 
@@ -171,17 +171,6 @@ def _mean_test(answer: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-class _CallsForward(nn.Module):
-    """Calls its layer's .forward directly: module hooks run only through module(...)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.layer = nn.Linear(3, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layer.forward(x)
-
-
 class _AuxHead(nn.Module):
     """An auxiliary head that runs in training mode only (as in torchvision's GoogLeNet and Inception v3)."""
 
@@ -211,7 +200,9 @@ def _fires(scenario: str) -> bool:
     if scenario == "under_no_grad":
         model = hooked = nn.Linear(3, 3)
     else:
-        model = _CallsForward() if scenario == "forward_called_directly" else _AuxHead().eval()
+        # .forward called directly: module hooks run only through module(...)
+        model = (Net(lambda m, x: m.layer.forward(x), layer=nn.Linear(3, 3))
+                 if scenario == "forward_called_directly" else _AuxHead().eval())
         hooked = model.layer if scenario == "forward_called_directly" else model.aux
     with hooked.register_forward_hook(note), torch.set_grad_enabled(scenario != "under_no_grad"):
         model(x)
@@ -280,25 +271,6 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-class _Residual(nn.Module):
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(x + self.conv(x))
-
-
-class _NamedNet(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.stem, self.blocks = nn.Conv2d(3, 4, 3, padding=1), nn.Sequential(_Residual(4), _Residual(4))
-        self.pool, self.head = nn.AdaptiveAvgPool2d(1), nn.Linear(4, 5)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.pool(self.blocks(self.stem(x))).flatten(1))
-
-
 def _layer_models() -> list[tuple[nn.Module, torch.Tensor, str, str]]:
     """(model, input, the right layer, the last layer with a 4-D output even if 1x1)."""
     torch.manual_seed(116)
@@ -309,9 +281,14 @@ def _layer_models() -> list[tuple[nn.Module, torch.Tensor, str, str]]:
     # the right layer nested in a block whose own output is flat; the last map one column wide (4x3, then 4x1)
     column = nn.Sequential(nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.Conv2d(3, 2, (1, 3)), nn.ReLU(),
                                          nn.AdaptiveMaxPool2d(1), nn.Flatten()), nn.Linear(2, 2))
+    def residual() -> Net:
+        return Net(lambda m, x: torch.relu(x + m.conv(x)), conv=nn.Conv2d(4, 4, 3, padding=1))
+
+    named = Net(lambda m, x: m.head(m.pool(m.blocks(m.stem(x))).flatten(1)), stem=nn.Conv2d(3, 4, 3, padding=1),
+                blocks=nn.Sequential(residual(), residual()), pool=nn.AdaptiveAvgPool2d(1), head=nn.Linear(4, 5))
     draw = generator(16)
     return [(sequential, torch.randn(2, 1, 9, 7, generator=draw), "3", "4"),
-            (_NamedNet(), torch.randn(1, 3, 6, 8, generator=draw), "blocks", "pool"),
+            (named, torch.randn(1, 3, 6, 8, generator=draw), "blocks", "pool"),
             (strip, torch.randn(2, 1, 4, 7, generator=draw), "3", "4"),
             (column, torch.randn(2, 1, 6, 5, generator=draw), "0.3", "0.4")]
 
