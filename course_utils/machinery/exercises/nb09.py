@@ -16,23 +16,14 @@ from course_utils.optim_hooks import optimizer_hook_report
 _WIDTH = 6
 
 
-class _Attention(nn.Module):
-    """Today's attention projections: q, k, v and out, each Linear(d, d) (a fused qkv once held the first three)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.q, self.k, self.v, self.out = (nn.Linear(_WIDTH, _WIDTH) for _projection in range(4))
-
-
-class _Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.attn, self.mlp = _Attention(), nn.Linear(_WIDTH, _WIDTH)
+def _attention() -> nn.Module:
+    """Today's attention projections: q, k, v and out (a fused qkv once held the first three)."""
+    return nn.ModuleDict({name: nn.Linear(_WIDTH, _WIDTH) for name in ("q", "k", "v", "out")})
 
 
 def _transformer() -> nn.Sequential:
-    return nn.Sequential(OrderedDict(embed=nn.Linear(3, _WIDTH), blocks=nn.ModuleList([_Block(), _Block()]),
-                                     head=nn.Linear(_WIDTH, 2)))
+    blocks = nn.ModuleList([nn.ModuleDict({"attn": _attention(), "mlp": nn.Linear(_WIDTH, _WIDTH)}) for _ in range(2)])
+    return nn.Sequential(OrderedDict(embed=nn.Linear(3, _WIDTH), blocks=blocks, head=nn.Linear(_WIDTH, 2)))
 
 
 def _old_checkpoint(model: nn.Module, seed: int) -> dict[str, torch.Tensor]:
@@ -81,7 +72,7 @@ def _mismatch(missing: list[str], unexpected: list[str]) -> None:
 def _split_test(function: Callable[[nn.Module], Any]) -> Verdict:
     # the attention module loaded on its own (prefix ""); the same class inside a model, two blocks deep; a checkpoint
     # already in the new format, which must load unchanged
-    alone, deep, current = _Attention(), _transformer(), _transformer()
+    alone, deep, current = _attention(), _transformer(), _transformer()
     draw = generator(5)
     cases = [(N_("an attention module on its own"), alone, [alone], _old_checkpoint(alone, 3)),
              (N_("a model with two attention blocks"), deep, [block.attn for block in deep.blocks],

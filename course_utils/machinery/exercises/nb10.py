@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.machinery.exercise_kit import (N_, Exercise, Text, Verdict, expect_live_value, fail, generator,
+from course_utils.machinery.exercise_kit import (N_, Exercise, Net, Text, Verdict, expect_live_value, fail, generator,
                                                  is_handle, name_the_mistake, removing, require, require_no_hooks)
 
 _STEPS = 2
@@ -47,18 +47,9 @@ def _counting_backend(graphs: list) -> Callable[..., Any]:
     return backend
 
 
-class _Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.first, self.second = nn.Linear(6, 10), nn.Linear(10, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.second(torch.tanh(self.first(x)))
-
-
 def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     torch.manual_seed(31)
-    model = _Block()
+    model = Net(lambda m, x: m.second(torch.tanh(m.first(x))), first=nn.Linear(6, 10), second=nn.Linear(10, 4))
     with torch.no_grad():  # three dead units: their outputs are exact zeros, so "> 0" and ">= 0" differ
         model.first.weight[:3] = 0
         model.first.bias[:3] = 0
