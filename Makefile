@@ -35,7 +35,7 @@ NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: sync check translations help venv lab lab-complete test test-profile test-browser test-hub test-compat unit nbval nbval-portable refresh bench learner slides site html timings clean hub hub-remove-learner
+.PHONY: sync check translations help venv lab lab-complete lint test test-profile test-browser test-hub test-compat unit nbval nbval-portable refresh bench learner slides site html timings clean hub hub-remove-learner
 
 help:
 	@echo "make lab      create .venv if needed, prepare your workspace/ (exercises), open JupyterLab on it (127.0.0.1)"
@@ -59,6 +59,7 @@ help:
 	@echo "make site     the course's website in build/site: every page in English and (zh/) Chinese, search, slides (make html: the same)"
 	@echo "make timings  measure each notebook's execution time (for the instructor guide)"
 	@echo "make bench    time course_utils.saliency against captum and pytorch-grad-cam (a few minutes)"
+	@echo "make lint     ruff (lint) and mypy (types) on the course's code, as configured in pyproject.toml (make test runs it)"
 	@echo "make unit     unit tests only;  make nbval  notebook checks only;  make test-hub  the hub's own tests (sudo)"
 	@echo "make clean    remove .venv, build/ and node_modules/;  python -m tools  lists the verbs these targets run"
 	@echo "make nbval-portable  strict nbval with another CPU's kernels (no AVX2/AVX-512): outputs must not depend on the CPU"
@@ -121,7 +122,13 @@ $(AXE): package.json package-lock.json
 
 TIMEOUTS := --timeout=600 --timeout-method=signal
 
-test: venv $(if $(HAVE_CHROMIUM),$(AXE))
+# Static checks (pyproject.toml's [tool.ruff] and [tool.mypy]): the linter over every Python file, the type checker
+# over course_utils and tools; both keep caches in build/, so a second run rereads only what changed.
+lint: venv
+	$(PY) -m ruff check
+	$(PY) -m mypy
+
+test: venv lint $(if $(HAVE_CHROMIUM),$(AXE))
 	@test -n "$(HAVE_CHROMIUM)" || echo "SKIPPED the browser tests: no Chromium at $(CHROMIUM) (apt-get install chromium-headless-shell, or make test CHROMIUM=/path; CI installs it)"
 	$(if $(HAVE_CHROMIUM),COURSE_REQUIRE_BROWSER=1) $(PY) -m pytest -n $(WORKERS) tests $(NOTEBOOKS) \
 	    $(if $(HAVE_CHROMIUM),,--ignore=tests/browser) --nbval --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) \

@@ -2,7 +2,7 @@
 validators called bare (same answer, same cases, timed in turn).
 
 Not a test: it prints a table of medians (ms) and ratios. Progress recording is off, printed lines are discarded.
-Usage: ``.venv/bin/python benchmarks/bench_check_overhead.py [--repeat 30]``
+Usage: ``.venv/bin/python -m benchmarks.bench_check_overhead [--repeat 30]``
 """
 
 from __future__ import annotations
@@ -17,22 +17,20 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
-os.environ["COURSE_PROGRESS"] = "off"
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from course_utils.machinery import checks  # noqa: E402
-from course_utils.machinery.exercise_kit import Verdict  # noqa: E402
-from tests.exercise_cases import all_cases  # noqa: E402
+from course_utils.machinery import checks
+from course_utils.machinery.exercise_kit import Verdict
+from tests.exercise_cases import all_cases
 
 
-def median_ms(run, repeat: int) -> float:  # noqa: ANN001
+def median_ms(run, repeat: int) -> float:
     """Median wall time of ``run()`` in ms (after one warm-up call), printed output discarded."""
     return paired_ms(run, run, repeat)[0]
 
 
-def paired_ms(first, second, repeat: int) -> tuple[float, float]:  # noqa: ANN001
+def paired_ms(first, second, repeat: int) -> tuple[float, float]:
     """Medians of ``first()`` and ``second()`` in ms, timed in turn (so that a busy machine slows both alike)."""
     timings: tuple[list[float], list[float]] = ([], [])
     with contextlib.redirect_stdout(io.StringIO()):
@@ -72,6 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=30)
     repeat = parser.parse_args().repeat
+    os.environ["COURSE_PROGRESS"] = "off"
     table = dict(checks.catalogue())
     table["99.1"] = dataclasses.replace(table["05.2"], id="99.1", validate=lambda answer: Verdict(True))
     real = checks.catalogue
@@ -87,7 +86,7 @@ def main() -> None:
     cases = all_cases()
     for exercise_id in ("01.1", "03.2", "05.1", "05.3", "07.2"):
         item, answer = checks.exercise(exercise_id), cases[exercise_id].right[0]
-        bare, full = paired_ms(lambda: item.validate(answer), lambda: checks.check(exercise_id, answer), repeat)
+        bare, full = paired_ms(partial(item.validate, answer), partial(checks.check, exercise_id, answer), repeat)
         print(f"{exercise_id:10} {bare:18.2f} {full:11.2f} {full - bare:12.2f} {full / bare:6.2f}")
 
 

@@ -14,6 +14,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable
+from functools import partial
 
 import torch
 import torchvision
@@ -64,14 +65,14 @@ def main() -> None:
             for key in ("captum", "lib"):
                 models[key].load_state_dict(models["ours"].state_dict())
             gbp = time_interleaved({
-                "ours": lambda: guided_backprop(models["ours"], x, targets),
-                "captum": lambda: GuidedBackprop(models["captum"]).attribute(x, target=targets),
-                "lib": lambda: library_guided_backprop(models["lib"], x, targets),
+                "ours": partial(guided_backprop, models["ours"], x, targets),
+                "captum": partial(GuidedBackprop(models["captum"]).attribute, x, target=targets),
+                "lib": partial(library_guided_backprop, models["lib"], x, targets),
             }, args.repeats)
             cam = time_interleaved({
-                "ours": lambda: grad_cam(models["ours"], layer, x, targets),
-                "captum": lambda: captum_grad_cam(models["captum"], layer, x, targets),
-                "lib": lambda: pytorch_grad_cam(models["lib"], layer, x, targets),
+                "ours": partial(grad_cam, models["ours"], layer, x, targets),
+                "captum": partial(captum_grad_cam, models["captum"], layer, x, targets),
+                "lib": partial(pytorch_grad_cam, models["lib"], layer, x, targets),
             }, args.repeats)
             for method, t in (("Guided Backprop", gbp), ("Grad-CAM", cam)):
                 print(f"{name:9} {batch:>5}  {method:15} {t['ours']:8.3f} {t['captum']:8.3f} {t['lib']:9.3f}  "

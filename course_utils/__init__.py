@@ -16,6 +16,8 @@
 - ``models``     -- the articles' fixed-weight MLP (``seed_mlp``) and ``LeNet``
 - ``transformer``, ``attention_view`` -- notebook 12's two-layer language model and its task; its attention
   patterns, drawn (``draw_pattern``) and explored (``attention_explorer``, a ``widgets.FigureExplorer``)
+- ``hf_model``   -- notebook 13: the same trained model as a Hugging Face ``transformers`` ``GPT2LMHeadModel``
+  (``induction_gpt2``, ``to_gpt2``), exact to float32 rounding
 
 **The course's machinery** (``course_utils.machinery``: checks, exercises, editions, workspace, set-up, doctor,
 progress record, ...): see its own docstring.

@@ -24,7 +24,8 @@ import torch
 import torch.nn.modules.module as _module_globals
 import torch.optim.optimizer as _optimizer_globals
 
-__all__ = ["PRIVATE_NAMES", "default_device_set", "dispatch_modes", "function_modes", "global_hook_dicts", "print_options",
+__all__ = ["PRIVATE_NAMES", "default_device_set", "dispatch_modes", "function_modes", "global_hook_dicts",
+           "print_options",
            "put_back_modes", "storage_key"]
 
 # Each private torch name the course reads, and the test that fails if a PyTorch release moves it.

@@ -54,7 +54,8 @@ def pattern_figure(patterns: Mapping[int, torch.Tensor], lengths: torch.Tensor, 
     repeat = int(lengths[sequence])
     fig = Figure(figsize=(3.8, 3.6), layout="constrained")
     ax = fig.subplots()
-    image = draw_pattern(ax, patterns[layer][sequence, head], _("layer {layer}, head {head}, sequence {sequence}").format(layer=layer, head=head, sequence=sequence),
+    title = _("layer {layer}, head {head}, sequence {sequence}").format(layer=layer, head=head, sequence=sequence)
+    image = draw_pattern(ax, patterns[layer][sequence, head], title,
                          repeat_start=size - repeat)
     fig.colorbar(image, ax=ax, shrink=0.8, label=_("attention weight"))
     return fig, {"size": size, "repeat": repeat, "start": size - repeat}

@@ -76,7 +76,8 @@ def checkpoint_bars(memory: Mapping[int, tuple[int, int]], forwards: Mapping[int
     ax.bar(labels, kept, color="tab:blue", label=_("kept from forward until backward"))
     ax.bar(labels, extra, bottom=kept, color="tab:orange", label=_("held while backward recomputes one segment"))
     for index, s in enumerate(settings):
-        note = (_("{count} fwd").format(count=forwards[s]) if forwards else "") + ("\n" + _("lowest") if s in best else "")
+        note = ((_("{count} fwd").format(count=forwards[s]) if forwards else "")
+                + ("\n" + _("lowest") if s in best else ""))
         if note:
             ax.annotate(note.strip(), (index, kept[index] + extra[index]), ha="center", va="bottom", fontsize=8,
                         xytext=(0, 2), textcoords="offset points")

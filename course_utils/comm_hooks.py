@@ -106,7 +106,7 @@ def counting_hook(inner: Callable[..., torch.futures.Future[torch.Tensor]],
     Usage: ``ddp.register_comm_hook(group, counting_hook(fp16_compress_hook, count))``
     """
 
-    def hook(state, bucket):  # noqa: ANN001, ANN202 -- see the docstring
+    def hook(state, bucket):
         buffer = bucket.buffer()
         count.bytes_in += buffer.numel() * buffer.element_size()
         count.hook_calls += 1
@@ -131,7 +131,7 @@ def _hook_and_state(name: str, group: Any) -> tuple[Callable[..., Any], Any]:
 
 
 def _flat_grads(model: nn.Module) -> torch.Tensor:
-    return torch.cat([param.grad.detach().flatten() for param in model.parameters()])
+    return torch.cat([param.grad.detach().flatten() for param in model.parameters() if param.grad is not None])
 
 
 def compare_comm_hooks(rank: int, world_size: int, hooks: Sequence[str] = HOOKS, steps: int = 4) -> dict[str, Any]:

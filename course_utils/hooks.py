@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Union
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -39,7 +39,7 @@ __all__ = [
     "assert_no_hooks",
 ]
 
-LayerSpec = Union[str, nn.Module, type]
+LayerSpec = str | nn.Module | type
 """A layer given by dotted name (``"features.3"``), by the module object, or by module type (``nn.ReLU``)."""
 
 # Dictionaries that do not hold hooks but flags about hooks stored elsewhere (keyed by the same hook id).
@@ -333,7 +333,8 @@ def count_hooks(target: nn.Module | torch.Tensor, *, include_global: bool = Fals
     Usage: ``count_hooks(model)``
     """
     return sum(
-        n for key, n in hook_report(target, include_global=include_global).items() if not key.endswith(_FLAG_DICT_SUFFIXES)
+        n for key, n in hook_report(target, include_global=include_global).items()
+        if not key.endswith(_FLAG_DICT_SUFFIXES)
     )
 
 

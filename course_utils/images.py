@@ -19,7 +19,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["PHOTOS", "load_photo", "crop_photo", "to_input", "saliency_to_image", "show_heatmap", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = ["PHOTOS", "load_photo", "crop_photo", "to_input", "saliency_to_image", "show_heatmap", "IMAGENET_MEAN",
+           "IMAGENET_STD"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -38,7 +38,8 @@ import torch.nn as nn
 from course_utils._torch_internals import storage_key
 from course_utils.hooks import HookRegistry
 
-__all__ = ["SavedRecord", "SavedTensorLog", "checkpoint_memory", "saved_tensor_hooks_active", "storage_key", "tensor_bytes"]
+__all__ = ["SavedRecord", "SavedTensorLog", "checkpoint_memory", "saved_tensor_hooks_active", "storage_key",
+           "tensor_bytes"]
 
 OUTSIDE = "(outside any layer)"
 """The layer name given to tensors saved while no leaf module of the model was running."""
@@ -98,7 +99,8 @@ class SavedTensorLog:
         earlier = self._seen.get(key) if key is not None else None  # None: no memory of its own (an empty tensor)
         duplicate = earlier is not None and earlier() is not None  # a freed storage's address can be reused
         parameter = key is not None and key in self._parameters
-        self.records.append(SavedRecord(layer, tuple(tensor.shape), tensor.dtype, tensor_bytes(tensor), duplicate, parameter))
+        self.records.append(
+            SavedRecord(layer, tuple(tensor.shape), tensor.dtype, tensor_bytes(tensor), duplicate, parameter))
         kept = tensor.detach()
         if key is not None and not duplicate:
             self._seen[key] = weakref.ref(kept)
@@ -214,18 +216,18 @@ def checkpoint_memory(blocks: int, segments: Iterable[int], *, width: int = 256,
 
     memory: dict[int, tuple[int, int]] = {}
     forwards: dict[int, int] = {}
-    for segments in settings:
+    for count in settings:
         ran = [0]
-        handles = [block[0].register_forward_hook(lambda module, args, output: ran.__setitem__(0, ran[0] + 1))
+        handles = [block[0].register_forward_hook(lambda module, args, output, ran=ran: ran.__setitem__(0, ran[0] + 1))
                    for block in chain]
         try:
             with SavedTensorLog(model) as log:
-                total = loss(segments)
+                total = loss(count)
             total.backward()  # the checkpointed segments run again in here
         finally:
             for handle in handles:
                 handle.remove()
-        forwards[segments] = ran[0]
-        memory[segments] = (log.total_bytes, one_segment_saves(segments) if segments else 0)
+        forwards[count] = ran[0]
+        memory[count] = (log.total_bytes, one_segment_saves(count) if count else 0)
         model.zero_grad(set_to_none=True)
     return memory, forwards

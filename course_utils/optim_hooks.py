@@ -36,7 +36,8 @@ def optimizer_hook_report(*optimizers: torch.optim.Optimizer, include_global: bo
     report: dict[str, int] = {}
     for index, optimizer in enumerate(optimizers):
         if not isinstance(optimizer, torch.optim.Optimizer):
-            raise TypeError(f"Expected torch.optim.Optimizer objects, got {type(optimizer).__name__} (argument {index}).")
+            raise TypeError(
+                f"Expected torch.optim.Optimizer objects, got {type(optimizer).__name__} (argument {index}).")
         for name, value in vars(optimizer).items():
             if "hook" in name and isinstance(value, Mapping) and value:
                 report[f"{type(optimizer).__name__}#{index}.{name}"] = len(value)

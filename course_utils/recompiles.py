@@ -31,15 +31,15 @@ def _scale_by(factor: float) -> Callable[..., torch.Tensor]:
     return hook
 
 
-def _fresh_hook_new_number(model: nn.Module, call: int) -> list[Any]:
+def _fresh_hook_new_number(model: nn.Sequential, call: int) -> list[Any]:
     return [model[0].register_forward_hook(_scale_by(float(call + 1)))]
 
 
-def _fresh_hook_same_number(model: nn.Module, call: int) -> list[Any]:
+def _fresh_hook_same_number(model: nn.Sequential, call: int) -> list[Any]:
     return [model[0].register_forward_hook(_scale_by(2.0))]
 
 
-def _no_hook(model: nn.Module, call: int) -> list[Any]:
+def _no_hook(model: nn.Sequential, call: int) -> list[Any]:
     return []
 
 
@@ -49,7 +49,7 @@ class Pattern:
     returns their handles; ``removed``: whether they are removed after the call (a well-behaved helper's hooks are;
     a leaky helper's pile up)."""
 
-    register: Callable[[nn.Module, int], list[Any]]
+    register: Callable[[nn.Sequential, int], list[Any]]
     removed: bool = True
 
 

@@ -420,9 +420,11 @@ class ActivationRecorder:
         if not self.record_inputs:
             raise ValueError("Inputs were not recorded: create the recorder with inputs=True.")
         call = self._one(name)
-        if index >= len(call.inputs) or call.inputs[index] is None:
-            raise IndexError(f"Layer {name!r} got {len(call.inputs)} positional input(s); input {index} is not a tensor.")
-        return call.inputs[index].read(f"Input {index} of {name!r}")
+        entry = call.inputs[index] if index < len(call.inputs) else None
+        if entry is None:
+            raise IndexError(
+                f"Layer {name!r} got {len(call.inputs)} positional input(s); input {index} is not a tensor.")
+        return entry.read(f"Input {index} of {name!r}")
 
     def gradient(self, name: str) -> torch.Tensor:
         """The gradient of the loss with respect to one call's output (needs ``gradients=True`` and a backward)."""

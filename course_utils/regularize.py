@@ -136,6 +136,7 @@ def clip_grad_value_hooks(
     limit = float(clip_value)
 
     def clamp_accumulated(leaf: torch.Tensor) -> None:  # post-accumulate hooks must return None
+        assert leaf.grad is not None  # the hook runs right after a gradient was accumulated into .grad
         leaf.grad.clamp_(-limit, limit)
 
     def clamp_contribution(grad: torch.Tensor) -> torch.Tensor:

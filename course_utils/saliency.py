@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Union
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -52,7 +52,7 @@ __all__ = [
     "resolve_targets",
 ]
 
-Target = Union[None, int, Sequence[int], torch.Tensor]
+Target = int | Sequence[int] | torch.Tensor | None
 GUIDED_ACTIVATIONS: tuple[type[nn.Module], ...] = (nn.ReLU, nn.ReLU6)
 """Activation modules that Guided Backprop guides by default."""
 
@@ -97,7 +97,8 @@ def resolve_targets(target: Target, logits: torch.Tensor) -> torch.Tensor:
         indices = torch.full((n,), target, dtype=torch.long)
     elif isinstance(target, torch.Tensor):
         if target.dim() != 1 or target.is_floating_point() or target.dtype == torch.bool:
-            raise ValueError(f"A target tensor must be 1-D with integer class indices, got {target.dtype} {tuple(target.shape)}.")
+            raise ValueError("A target tensor must be 1-D with integer class indices, "
+                             f"got {target.dtype} {tuple(target.shape)}.")
         indices = target.detach().to("cpu", torch.long)
     elif isinstance(target, Sequence) and not isinstance(target, str):
         if not all(isinstance(t, int) and not isinstance(t, bool) for t in target):
@@ -106,7 +107,8 @@ def resolve_targets(target: Target, logits: torch.Tensor) -> torch.Tensor:
     else:
         raise ValueError(f"target must be None, an int, or a sequence/1-D tensor of ints; got {type(target).__name__}.")
     if indices.numel() != n:
-        raise ValueError(f"Got {indices.numel()} targets for a batch of {n}: give one class per sample, or one int for all.")
+        raise ValueError(
+            f"Got {indices.numel()} targets for a batch of {n}: give one class per sample, or one int for all.")
     if indices.numel() and (indices.min() < 0 or indices.max() >= classes):
         bad = indices[(indices < 0) | (indices >= classes)][0].item()
         raise ValueError(f"Target class {bad} is out of range: this model has {classes} classes (0..{classes - 1}).")
@@ -205,7 +207,8 @@ def guided_backprop(
     if guided[0] == 0:
         hint = "" if functional else " If forward() uses F.relu/torch.relu, pass functional=True."
         warnings.warn(
-            f"guided_backprop guided no activation: {type(model).__name__} ran no {'/'.join(k.__name__ for k in kinds)} "
+            f"guided_backprop guided no activation: {type(model).__name__} ran no "
+            f"{'/'.join(k.__name__ for k in kinds)} "
             f"module, so the result is the plain (vanilla) gradient.{hint}",
             UserWarning,
             stacklevel=2,

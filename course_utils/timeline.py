@@ -176,7 +176,8 @@ class HookTimeline:
         self._hooks.adopt(module_globals.register_module_forward_pre_hook(self._observer("global forward pre-hook")))
         self._hooks.adopt(module_globals.register_module_forward_hook(self._observer("global forward hook")))
         if backward:
-            self._hooks.adopt(module_globals.register_module_full_backward_pre_hook(self._observer("global backward pre-hook")))
+            self._hooks.adopt(
+                module_globals.register_module_full_backward_pre_hook(self._observer("global backward pre-hook")))
             self._hooks.adopt(module_globals.register_module_full_backward_hook(self._observer("global backward hook")))
 
     def _observer(self, kind: str, label: str | None = None) -> Callable[..., None]:
@@ -218,8 +219,9 @@ class HookTimeline:
     def _xlabel(self, colours: dict[str, str]) -> str:
         """The x-axis label, naming the colour of each pass that has events (only those)."""
         passes = [phase for phase in colours if any(e.phase == phase for e in self.events)]
-        key = _(", ").join(_("{colour}: {phase} pass").format(colour=_(colours[phase].removeprefix("tab:")), phase=_(phase))
-                           for phase in passes)
+        key = _(", ").join(
+            _("{colour}: {phase} pass").format(colour=_(colours[phase].removeprefix("tab:")), phase=_(phase))
+            for phase in passes)
         return _("firing order ({key})").format(key=key) if key else _("firing order")
 
     def plot(self, ax: Any = None, title: str = "Which hook fires when", upto: int | None = None) -> Any:

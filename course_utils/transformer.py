@@ -149,7 +149,7 @@ def repeated_sequences(batch: int, seed: int, block_length: int | None = None) -
 
 def predictable(lengths: torch.Tensor) -> torch.Tensor:
     """Boolean mask ``(batch, SEQ_LEN - 1)`` of the predictions that the sequence determines: position ``t``
-    predicts token ``t + 1``, determined from the repeat's second token on (``t >= SEQ_LEN - L``)."""
+    predicts token ``t + 1``, determined from the repeat's first token on (``t >= SEQ_LEN - L``)."""
     return torch.arange(SEQ_LEN - 1)[None, :] >= (SEQ_LEN - lengths)[:, None]
 
 

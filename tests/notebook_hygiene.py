@@ -26,7 +26,8 @@ RULES = {
     "errors": "no error output unless the cell is tagged raises-exception (and a tagged cell does raise)",
     "stderr": "no stderr in stored outputs",
     "unstable": "no 0x addresses, hook ids, absolute paths or ipykernel_ paths in stored outputs",
-    "opening": "the first cell is markdown with a title, objectives, estimated minutes and the Binder configuration (binder/)",
+    "opening": "the first cell is markdown with a title, objectives, estimated minutes and the Binder configuration "
+               "(binder/)",
     "setup": "the first code cell calls setup_notebook()",
     "no-hooks-left": "the last code cell calls assert_no_hooks(...)",
     "control-chars": "no control character (tab, backspace, carriage return, ...) in any cell's source; only newlines",
@@ -148,64 +149,41 @@ def schema_problem(nb: dict[str, Any]) -> str | None:
     return None
 
 
-def problems(nb: dict[str, Any]) -> list[str]:
-    """Every hygiene rule the notebook breaks, one message each (``"rule: detail"``).
-
-    Usage: ``assert problems(nbformat.read(path, as_version=4)) == []``
-    """
+def _code_cell_problems(index: int, cell: dict[str, Any]) -> list[str]:
+    """What the stored outputs of code cell ``index`` break: errors, digits, stderr, unstable."""
     found: list[str] = []
-    invalid = schema_problem(nb)
-    if invalid:
-        found.append(invalid)
-    cells = nb.get("cells", [])
-    code_cells = [c for c in cells if c.get("cell_type") == "code"]
+    tags = cell.get("metadata", {}).get("tags", [])
+    outputs = cell.get("outputs", [])
+    has_error = any(o.get("output_type") == "error" for o in outputs)
+    if has_error and "raises-exception" not in tags:
+        found.append(f"errors: code cell {index} has an error output but is not tagged raises-exception")
+    if "raises-exception" in tags and not has_error:
+        found.append(f"errors: code cell {index} is tagged raises-exception but stored no error")
+    allow_digits = cell.get("metadata", {}).get(ALLOW_DIGITS)
+    if allow_digits is not None and not (isinstance(allow_digits, str) and allow_digits.strip()):
+        found.append(f"digits: code cell {index} has {ALLOW_DIGITS!r} in its metadata without a reason (a string)")
+    for output in outputs:
+        if not allow_digits:
+            noisy = next(filter(None, map(too_many_digits, _texts(output))), None)
+            if noisy:
+                found.append(
+                    f"digits: code cell {index} output prints {noisy!r}, digits another CPU rounds differently: "
+                    f"print a bound (max difference < 1e-5) or round; or give the reason in the cell's metadata "
+                    f"{ALLOW_DIGITS!r}"
+                )
+        if output.get("output_type") == "stream" and output.get("name") == "stderr":
+            found.append(f"stderr: code cell {index} stored stderr output (catch and print warnings instead)")
+        for text in _texts(output):
+            for label, pattern in UNSTABLE_PATTERNS.items():
+                match = pattern.search(text)
+                if match:
+                    found.append(f"unstable: code cell {index} output contains a {label}: {match.group(0)!r}")
+    return found
 
-    kernel = nb.get("metadata", {}).get("kernelspec", {}).get("name")
-    if kernel != "python3":
-        found.append(f"kernelspec: kernelspec name is {kernel!r}, expected 'python3'")
 
-    counts = [c.get("execution_count") for c in code_cells]
-    if counts != list(range(1, len(code_cells) + 1)):
-        found.append(f"executed: execution counts are {counts}, expected 1..{len(code_cells)} (run `make refresh`)")
-
-    for index, cell in enumerate(code_cells, start=1):
-        tags = cell.get("metadata", {}).get("tags", [])
-        outputs = cell.get("outputs", [])
-        has_error = any(o.get("output_type") == "error" for o in outputs)
-        if has_error and "raises-exception" not in tags:
-            found.append(f"errors: code cell {index} has an error output but is not tagged raises-exception")
-        if "raises-exception" in tags and not has_error:
-            found.append(f"errors: code cell {index} is tagged raises-exception but stored no error")
-        allow_digits = cell.get("metadata", {}).get(ALLOW_DIGITS)
-        if allow_digits is not None and not (isinstance(allow_digits, str) and allow_digits.strip()):
-            found.append(f"digits: code cell {index} has {ALLOW_DIGITS!r} in its metadata without a reason (a string)")
-        for output in outputs:
-            if not allow_digits:
-                noisy = next(filter(None, map(too_many_digits, _texts(output))), None)
-                if noisy:
-                    found.append(
-                        f"digits: code cell {index} output prints {noisy!r}, digits another CPU rounds differently: "
-                        f"print a bound (max difference < 1e-5) or round; or give the reason in the cell's metadata "
-                        f"{ALLOW_DIGITS!r}"
-                    )
-            if output.get("output_type") == "stream" and output.get("name") == "stderr":
-                found.append(f"stderr: code cell {index} stored stderr output (catch and print warnings instead)")
-            for text in _texts(output):
-                for label, pattern in UNSTABLE_PATTERNS.items():
-                    match = pattern.search(text)
-                    if match:
-                        found.append(f"unstable: code cell {index} output contains a {label}: {match.group(0)!r}")
-
-    for number, cell in enumerate(cells, start=1):
-        source = _source(cell)
-        for match in _CONTROL.finditer(source):
-            line = source.count("\n", 0, match.start()) + 1
-            context = source[max(0, match.start() - 15) : match.end() + 15]
-            found.append(
-                f"control-chars: cell {number} ({cell.get('cell_type')}) line {line} contains {match.group(0)!r} "
-                f"in {context!r} (a TeX command like \\top or \\bar written without r''? use spaces, not tabs)"
-            )
-
+def _frame_problems(cells: list[dict[str, Any]], code_cells: list[dict[str, Any]]) -> list[str]:
+    """What the notebook's frame breaks: its opening, setup cell, hint imports and last cell."""
+    found: list[str] = []
     first = cells[0] if cells else {}
     first_text = _source(first)
     if first.get("cell_type") != "markdown" or not (
@@ -229,3 +207,39 @@ def problems(nb: dict[str, Any]) -> list[str]:
     if not code_cells or "assert_no_hooks(" not in _source(code_cells[-1]):
         found.append("no-hooks-left: the last code cell must call assert_no_hooks(...) on the notebook's models")
     return found
+
+
+def problems(nb: dict[str, Any]) -> list[str]:
+    """Every hygiene rule the notebook breaks, one message each (``"rule: detail"``).
+
+    Usage: ``assert problems(nbformat.read(path, as_version=4)) == []``
+    """
+    found: list[str] = []
+    invalid = schema_problem(nb)
+    if invalid:
+        found.append(invalid)
+    cells = nb.get("cells", [])
+    code_cells = [c for c in cells if c.get("cell_type") == "code"]
+
+    kernel = nb.get("metadata", {}).get("kernelspec", {}).get("name")
+    if kernel != "python3":
+        found.append(f"kernelspec: kernelspec name is {kernel!r}, expected 'python3'")
+
+    counts = [c.get("execution_count") for c in code_cells]
+    if counts != list(range(1, len(code_cells) + 1)):
+        found.append(f"executed: execution counts are {counts}, expected 1..{len(code_cells)} (run `make refresh`)")
+
+    for index, cell in enumerate(code_cells, start=1):
+        found += _code_cell_problems(index, cell)
+
+    for number, cell in enumerate(cells, start=1):
+        source = _source(cell)
+        for match in _CONTROL.finditer(source):
+            line = source.count("\n", 0, match.start()) + 1
+            context = source[max(0, match.start() - 15) : match.end() + 15]
+            found.append(
+                f"control-chars: cell {number} ({cell.get('cell_type')}) line {line} contains {match.group(0)!r} "
+                f"in {context!r} (a TeX command like \\top or \\bar written without r''? use spaces, not tabs)"
+            )
+
+    return found + _frame_problems(cells, code_cells)

@@ -210,7 +210,8 @@ def test_an_in_place_relu_input_is_kept_unrectified_only_as_a_clone_as_the_cheat
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(inplace=True))
     kept: dict[str, Any] = {}
-    handles = [model[1].register_forward_pre_hook(lambda module, args: kept.update(alias=args[0], clone=args[0].clone())),
+    handles = [model[1].register_forward_pre_hook(
+                   lambda module, args: kept.update(alias=args[0], clone=args[0].clone())),
                model[0].register_forward_hook(lambda module, args, output: kept.update(before=output.clone()))]
     try:
         with torch.no_grad():
@@ -238,7 +239,7 @@ def _bucket_as_the_comm_hook_gets_it(rank: int, world_size: int) -> dict[str, li
     local(x).sum().backward()
     buckets = []
 
-    def hook(state, bucket):  # noqa: ANN001, ANN202 -- DDP reads the parameter names; no annotations
+    def hook(state, bucket):
         buckets.append(bucket.buffer().clone())
         return default_hooks.allreduce_hook(state, bucket)
 

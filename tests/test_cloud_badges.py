@@ -16,10 +16,10 @@ import nbformat
 import pytest
 
 from course_utils.machinery import cloud, report_problem
+from tools import cloud_badges
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-from tools import cloud_badges
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("tools/compat/*.json", "course_utils/machinery/locale/*/tools.po",
@@ -114,7 +114,8 @@ def test_the_install_does_nothing_in_the_course_s_own_environment(monkeypatch: p
 
 
 @pytest.mark.parametrize("platform", ["colab", "kaggle"])
-def test_on_colab_or_kaggle_it_installs_the_course_and_not_torch(platform: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_on_colab_or_kaggle_it_installs_the_course_and_not_torch(platform: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     calls = run_install(monkeypatch, colab=platform == "colab", kaggle=platform == "kaggle", installed=False)
     assert len(calls) == 1
     (command,), kwargs = calls[0]
@@ -131,7 +132,8 @@ def test_on_colab_or_kaggle_it_installs_the_course_and_not_torch(platform: str, 
 def test_the_repository_is_named_in_one_place() -> None:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs the git checkout")
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True)
     naming = []
     for name in filter(None, listed.stdout.split("\0")):
         path = ROOT / name

@@ -84,5 +84,6 @@ def test_a_job_runs_through_the_course_runner_and_judge_loaded_by_path(tmp_path:
     judge = execute.load(ROOT / "tests" / "learner_run.py")
     label, problems, notes, warnings, _ = execute.run_job(("nb (teaching)", str(path), str(path), "teaching"), judge,
                                                           cell_timeout=60, notebook_timeout=120)
-    assert (label, problems, notes, warnings) == ("nb (teaching)", ["cell 0: a check failed: ✗ Exercise 01.2: not yet."],
+    assert (label, problems, notes, warnings) == ("nb (teaching)",
+                                                  ["cell 0: a check failed: ✗ Exercise 01.2: not yet."],
                                                   [], [])

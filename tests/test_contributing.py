@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from notebook_hygiene import GUIDE_SECTION, RULES
 
 # make check runs these tests when one of these files changes
@@ -59,7 +58,8 @@ def test_every_command_tool_test_file_and_test_it_names_exists() -> None:
     guide = text()
     for module in set(re.findall(r"python -m ((?:tools|course_utils)[\w.]*)", guide)) - {"tools.X"}:
         assert importlib.util.find_spec(module) is not None, f"CONTRIBUTING.md runs python -m {module}: no such module"
-    for path in set(re.findall(r"`((?:tests|tools|course_utils|notebooks|translations)/[\w./-]+?)(?:::(\w+))?`", guide)):
+    for path in set(re.findall(r"`((?:tests|tools|course_utils|notebooks|translations)/[\w./-]+?)(?:::(\w+))?`",
+                               guide)):
         name, test = path
         if "NN" in name or "*" in name:
             continue

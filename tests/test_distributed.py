@@ -83,7 +83,7 @@ def ports(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     opened: list[int] = []
     original = distributed._open_store
 
-    def recording(world_size: int, timeout: float):  # noqa: ANN202
+    def recording(world_size: int, timeout: float):
         store = original(world_size, timeout)
         opened.append(store.port)
         return store
@@ -98,7 +98,7 @@ def launched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     pids: list[int] = []
     original = distributed._start_worker
 
-    def recording(work: Path, rank: int):  # noqa: ANN202
+    def recording(work: Path, rank: int):
         process = original(work, rank)
         pids.append(process.pid)
         return process
@@ -197,7 +197,8 @@ def test_workers_are_ended_when_the_calling_cell_fails_or_is_interrupted(tmp_pat
     assert len(ports) == 2
 
 
-def test_local_rank_zero_joins_the_group_with_the_workers(tmp_path: Path, ports: list[int], launched: list[int]) -> None:
+def test_local_rank_zero_joins_the_group_with_the_workers(tmp_path: Path, ports: list[int],
+                                                          launched: list[int]) -> None:
     environment = dict(os.environ)
 
     def local(rank: int, world_size: int) -> float:

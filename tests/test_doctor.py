@@ -12,6 +12,12 @@ from course_utils.machinery import env_check as doctor_module
 from course_utils.machinery.env_check import SUPPORTED_PYTHONS, detect_route, doctor
 
 
+def _fake(monkeypatch: pytest.MonkeyPatch, package: str, version: str | None) -> None:
+    """doctor() sees ``package`` at ``version`` (None: not installed), every other package as installed."""
+    real = doctor_module._installed
+    monkeypatch.setattr(doctor_module, "_installed", lambda name: version if name == package else real(name))
+
+
 def test_doctor_passes_here(capsys: pytest.CaptureFixture[str]) -> None:
     report = doctor()
     out = capsys.readouterr().out
@@ -39,9 +45,9 @@ def test_an_unsupported_python_is_reported_with_the_route_s_fix(version: str, mo
     assert python.fix == detect_route().fix_python
 
 
-def test_doctor_reports_a_wrong_torch_with_the_fix(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    real = doctor_module._installed
-    monkeypatch.setattr(doctor_module, "_installed", lambda name: "2.0.0" if name == "torch" else real(name))
+def test_doctor_reports_a_wrong_torch_with_the_fix(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    _fake(monkeypatch, "torch", "2.0.0")
     report = doctor()
     out = capsys.readouterr().out
     assert not report.ok
@@ -53,8 +59,7 @@ def test_doctor_reports_a_wrong_torch_with_the_fix(monkeypatch: pytest.MonkeyPat
 def test_a_torch_inside_the_supported_range_passes_with_the_note(
     version: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    real = doctor_module._installed
-    monkeypatch.setattr(doctor_module, "_installed", lambda name: version if name == "torch" else real(name))
+    _fake(monkeypatch, "torch", version)
     report = doctor()
     out = capsys.readouterr().out
     assert report.ok, out
@@ -65,8 +70,7 @@ def test_a_torch_inside_the_supported_range_passes_with_the_note(
 def test_a_torch_outside_the_range_fails_and_says_what_to_install(
     version: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = doctor_module._installed
-    monkeypatch.setattr(doctor_module, "_installed", lambda name: version if name == "torch" else real(name))
+    _fake(monkeypatch, "torch", version)
     monkeypatch.setattr(doctor_module, "in_checkout", lambda: False)  # as on Colab: installed without the checkout
     report = doctor(show=False)
     torch_finding = next(f for f in report.findings if f.name == "torch")
@@ -91,8 +95,7 @@ def test_without_the_checkout_doctor_checks_ranges_and_does_not_need_jupyterlab(
 
 
 def test_doctor_reports_a_missing_widget_front_end(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = doctor_module._installed
-    monkeypatch.setattr(doctor_module, "_installed", lambda name: None if name == "jupyterlab_widgets" else real(name))
+    _fake(monkeypatch, "jupyterlab_widgets", None)
     report = doctor(show=False)
     failing = [f for f in report.findings if not f.ok]
     assert [f.name for f in failing] == ["ipywidgets front end"]
@@ -153,7 +156,8 @@ def test_a_named_conda_environment_is_updated_from_environment_yml(tmp_path: Pat
     assert route.name == "conda"
     assert "`conda env update -n pytorch-hooks-course -f environment.yml`" in route.fix_packages
     assert "make" not in route.fix_packages + route.fix_widgets + route.fix_python
-    assert route.fix_python.startswith("In a terminal, in the course folder: `conda env remove -n pytorch-hooks-course`")
+    assert route.fix_python.startswith(
+        "In a terminal, in the course folder: `conda env remove -n pytorch-hooks-course`")
 
 
 def test_conda_s_base_environment_is_told_to_make_the_course_s_own(tmp_path: Path) -> None:
@@ -180,8 +184,7 @@ def test_doctor_gives_the_conda_command_in_a_conda_kernel(
     (prefix / "conda-meta").mkdir(parents=True)
     monkeypatch.setattr(sys, "prefix", str(prefix))
     monkeypatch.setattr(sys, "base_prefix", str(prefix))
-    real = doctor_module._installed
-    monkeypatch.setattr(doctor_module, "_installed", lambda name: "2.0.0" if name == "torch" else real(name))
+    _fake(monkeypatch, "torch", "2.0.0")
     report = doctor()
     out = capsys.readouterr().out
     assert not report.ok
@@ -191,10 +194,10 @@ def test_doctor_gives_the_conda_command_in_a_conda_kernel(
 
 
 def test_doctor_here_follows_the_route_this_kernel_took(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = doctor_module._installed
-    monkeypatch.setattr(doctor_module, "_installed", lambda name: None if name == "jupyterlab_widgets" else real(name))
+    _fake(monkeypatch, "jupyterlab_widgets", None)
     failing = [f for f in doctor(show=False).findings if not f.ok]
     assert [f.fix for f in failing] == [detect_route().fix_widgets]
     if Path(sys.prefix).name.startswith(".venv") and sys.prefix != sys.base_prefix:  # make test's own venv
         assert detect_route().name == "make"
-        assert f"`make venv{'' if Path(sys.prefix).name == '.venv' else ' VENV=' + Path(sys.prefix).name}`" in failing[0].fix
+        venv = Path(sys.prefix).name
+        assert f"`make venv{'' if venv == '.venv' else ' VENV=' + venv}`" in failing[0].fix

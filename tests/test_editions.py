@@ -5,22 +5,22 @@ from local files. (The readable pages are the website's: tests/test_website.py.)
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
 import io
 import re
 import textwrap
 import tokenize
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
 import pytest
+from learner_run import learner_run_problems
 
-ROOT = Path(__file__).resolve().parent.parent
+from course_utils.machinery.learner_edition import learner_notebook, restore_solutions, solution_blocks, stub_source
 from tools import build_editions
 from tools.notebook_runner import run_notebook
 
-from course_utils.machinery.learner_edition import learner_notebook, restore_solutions, solution_blocks, stub_source  # noqa: E402
-from learner_run import learner_run_problems  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("tools/nbconvert_templates/*", "vendor/*")
@@ -81,7 +81,8 @@ def _material(body: list[str]) -> tuple[list[str], list[str], list[float]]:
             if isinstance(value, str) and len(value.strip()) >= 4:
                 strings.append(value.strip())
         elif token.type == tokenize.NUMBER:
-            value = complex(token.string.replace("_", "")).real if token.string.endswith(("j", "J")) else float(token.string.replace("_", ""))
+            digits = token.string.replace("_", "")
+            value = complex(digits).real if digits.endswith(("j", "J")) else float(digits)
             if value not in (0, 1, 2, 3):
                 numbers.append(value)
     return lines, strings, numbers
@@ -115,12 +116,13 @@ def _task_cells(cells: list, index: int) -> set[int]:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_learner_edition_reveals_no_line_string_or_number_of_a_solution(path: Path) -> None:
     """Nothing of a solution block -- a line of >= 20 characters, a string of >= 4, a number other than 0..3 -- is
-    anywhere in the learner edition (shorter lines such as `loss.backward()` are too generic to give anything away). What the exercise's own task gives (code to fix, options to choose from, data)
+    anywhere in the learner edition (shorter lines such as `loss.backward()` are too generic to give anything away).
+    What the exercise's own task gives (code to fix, options to choose from, data)
     and what stays visible in its own cell (the def line) is the question, not the answer, and is not counted."""
     teaching = nbformat.read(path, as_version=4)
     learner = learner_notebook(teaching)
     leaks = []
-    for index, (original, cell) in enumerate(zip(teaching.cells, learner.cells)):
+    for index, (original, cell) in enumerate(zip(teaching.cells, learner.cells, strict=True)):
         blocks = solution_blocks(original.source) if original.cell_type == "code" else []
         if not blocks:
             assert cell.source == original.source, f"cell {index}: changed although it holds no solution"
@@ -132,7 +134,7 @@ def test_learner_edition_reveals_no_line_string_or_number_of_a_solution(path: Pa
         shown = _numbers_in(elsewhere) - _numbers_in(cell.source)
         lines = original.source.splitlines()
 
-        def seen(found: Callable[[str], bool]) -> str:
+        def seen(found: Callable[[str], bool], others: dict[int, str] = others) -> str:
             return "visible in cell " + ", ".join(str(position) for position, text in others.items() if found(text))
 
         for block in blocks:
@@ -154,7 +156,7 @@ def test_solution_cells_round_trip_and_carry_nbgrader_metadata(path: Path) -> No
     teaching = nbformat.read(path, as_version=4)
     learner = learner_notebook(teaching)
     grade_ids = []
-    for index, (original, cell) in enumerate(zip(teaching.cells, learner.cells)):
+    for index, (original, cell) in enumerate(zip(teaching.cells, learner.cells, strict=True)):
         tags = original.metadata.get("tags", [])
         has_blocks = original.cell_type == "code" and bool(solution_blocks(original.source))
         assert ("solution" in tags) == has_blocks, f"cell {index}: the solution tag and the markers disagree"
@@ -240,7 +242,8 @@ def test_every_slide_deck_is_produced_with_its_title(editions: Path) -> None:
     deck = (editions / "slides" / "03_forward_hooks.slides.html").read_text(encoding="utf-8")
     assert deck.count("<section") > 5  # one slide per ## heading at least
     assert (editions / "slides" / "reveal.js" / "dist" / "reveal.js").exists()
-    assert "data:image/png;base64" in (editions / "slides" / "05_guided_backprop.slides.html").read_text(encoding="utf-8")
+    slides = (editions / "slides" / "05_guided_backprop.slides.html").read_text(encoding="utf-8")
+    assert "data:image/png;base64" in slides
 
 
 # -- vendored jQuery ----------------------------------------------------------------------------------------------

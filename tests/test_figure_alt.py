@@ -24,12 +24,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import nbformat  # noqa: E402
-import pytest  # noqa: E402
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from course_utils.figures import alt_literals, alt_of, check_alt, figure_output, show_figure  # noqa: E402
+from course_utils.figures import alt_literals, alt_of, check_alt, figure_output, show_figure
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted(
@@ -186,15 +185,16 @@ def test_alt_literals_finds_each_literal_where_it_is() -> None:
 
 
 def test_the_chinese_build_writes_the_translated_alt_text_into_the_code() -> None:
-    from tools.i18n import editions
     from babel.messages.catalog import Catalog
+
+    from tools.i18n import editions
 
     source = ('show_figure(fig, alt="Two bars: {a} and {b}, "\n'
               '                     "the second the taller one by far, as the text says.", a=1, b=2)\n')
     catalog = Catalog(locale="zh")
     english = "Two bars: {a} and {b}, the second the taller one by far, as the text says."
-    catalog.add(english, "两根柱子：{a} 和 {b}，第二根高得多，正如正文所说。这是一段足够长的中文说明文字，用来测试换行，"
-                "占位符 {a_long_field_name} 绝不能被切开。", context="c1")
+    catalog.add(english, "两根柱子：{a} 和 {b}，第二根高得多，正如正文所说。"
+                "这是一段足够长的中文说明文字，用来测试换行，占位符 {a_long_field_name} 绝不能被切开。", context="c1")
     built = editions.translated_code(source, "c1", "zh", catalog)
     assert alt_literals(built)[0].text.startswith("两根柱子：{a} 和 {b}")
     assert ast.parse(built) and built.endswith(", a=1, b=2)\n") and built.count("\n") == 2, built

@@ -148,7 +148,8 @@ def test_without_its_notebooks_the_course_map_says_what_to_do(wheel: Path, fresh
     assert site.is_relative_to(fresh_env.parent.parent)
     shutil.rmtree(site / "notebooks")
     try:
-        result = outside(fresh_env, "from course_utils.machinery.course import course_map; course_map()", tmp_path, check=False)
+        result = outside(fresh_env, "from course_utils.machinery.course import course_map; course_map()", tmp_path,
+                         check=False)
         assert result.returncode != 0
         assert "FileNotFoundError" in result.stderr and "`pip install`" in result.stderr, result.stderr
     finally:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from course_utils.machinery.course import course_map
+from course_utils.machinery.layout import EXERCISE_ID
 from tools import instructor_guide
 
-from course_utils.machinery.course import course_map  # noqa: E402
-from course_utils.machinery.layout import EXERCISE_ID  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("notebooks/instructor_guide.md", "notebooks/*/instructor_guide.md",
@@ -110,7 +110,8 @@ def test_a_missing_section_or_notebook_is_a_clear_error(tmp_path: Path) -> None:
         instructor_guide.agenda_table([instructor_guide.Block(notebook="02", sections=(9,), minutes=5)], notebooks,
                                       instructor_guide.NOTEBOOKS_DIR)
     with pytest.raises(ValueError, match="not in the course map"):
-        instructor_guide.agenda_table([instructor_guide.Block(notebook="77")], notebooks, instructor_guide.NOTEBOOKS_DIR)
+        instructor_guide.agenda_table([instructor_guide.Block(notebook="77")], notebooks,
+                                      instructor_guide.NOTEBOOKS_DIR)
 
 
 def test_the_chinese_guide_gets_the_tables_generated_in_chinese_and_never_translates_them() -> None:
@@ -142,7 +143,8 @@ def test_each_agenda_names_the_exercises_in_the_room_and_builds_its_own_editions
         posed = {exercise: (section, stretch) for section, exercise, stretch in instructor_guide.posed_exercises(path)}
         named = [m[0] for m in re.finditer(EXERCISE_ID, row.split("in the room:")[1])] if "in the room:" in row else []
         assert set(named) <= set(posed) and not any(posed[e][1] for e in named), row
-        covered = [int(n) for n in re.findall(r"\d+", row.split("sections ")[1].split(";")[0])] if "sections" in row else []
+        covered = [int(n) for n in re.findall(r"\d+",
+                                              row.split("sections ")[1].split(";")[0])] if "sections" in row else []
         assert all(posed[e][0] in covered for e in named) if covered else True, row
     assert any("in the room: exercises" in row for _number, row, _minutes in rows)
     half_day = instructor_guide.agenda_notebooks("half-day")

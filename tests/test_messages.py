@@ -18,11 +18,11 @@ import pytest
 
 from course_utils.machinery import messages
 from course_utils.machinery.env_check import detect_route
+from course_utils.machinery.guard import SessionGuard
 from course_utils.machinery.learner_edition import stub_source
 from course_utils.machinery.messages import _, in_every_language, set_language
-from course_utils.machinery.guard import SessionGuard
-from tools.i18n import messages as catalogue_tool
 from tests.fresh_python import FreshPython
+from tools.i18n import messages as catalogue_tool
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("course_utils/machinery/locale/*")
@@ -80,8 +80,11 @@ def test_every_message_has_a_chinese_entry_and_course_mo_is_compiled() -> None:
     if untranslated:
         from tools.i18n.editions import UntranslatedWarning
 
-        warnings.warn(UntranslatedWarning(f"{len(untranslated)} messages show in English (translations_may_lag = true):\n"
-                                          + "\n".join(f"{where[0]}: {msgid!r}" for msgid, where in untranslated.items())))
+        warnings.warn(UntranslatedWarning(f"{len(untranslated)} messages show in English "
+                                          "(translations_may_lag = true):\n"
+                                          + "\n".join(f"{where[0]}: {msgid!r}" for msgid,
+                                                      where in untranslated.items())),
+                      stacklevel=2)
 
 
 def test_the_machinery_messages_keep_their_placeholders_in_chinese() -> None:
@@ -127,7 +130,8 @@ def test_no_printed_message_uses_markdown_emphasis() -> None:
     printed = {msgid for msgid, where in catalogue_tool.source_messages().items()
                if any(place.startswith("course_utils/") for place in where)}
     found = [msgid for msgid in printed if _emphasised(msgid)]
-    found += [f"zh: {message.string}" for path in catalogue_tool.parts("zh") for message in catalogue_tool.read_part(path)
+    found += [f"zh: {message.string}" for path in catalogue_tool.parts("zh")
+              for message in catalogue_tool.read_part(path)
               if message.id in printed and message.string and _emphasised(message.string)]
     assert not found, "write these without *...*:\n" + "\n".join(found)
 

@@ -10,7 +10,6 @@ from typing import Any
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
-
 from notebook_hygiene import GUIDE_SECTION, RULES, problems, report
 
 _FOLDER = Path(__file__).resolve().parent.parent / "notebooks"
@@ -40,10 +39,13 @@ def test_the_course_has_notebooks() -> None:
 def clean_notebook() -> Any:
     nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nb.cells = [
-        new_markdown_cell("# A lesson\n\nObjectives: learn a thing.\n\nEstimated time: 10 min. Binder: see binder/README.md"),
-        new_code_cell("from course_utils import check, hint, setup_notebook\nprint(setup_notebook())", execution_count=1,
+        new_markdown_cell("# A lesson\n\nObjectives: learn a thing.\n\n"
+                          "Estimated time: 10 min. Binder: see binder/README.md"),
+        new_code_cell("from course_utils import check, hint, setup_notebook\nprint(setup_notebook())",
+                      execution_count=1,
                       outputs=[new_output("stream", name="stdout", text="torch 2.14.1\n")]),
-        new_code_cell("raise ValueError('shown on purpose')", execution_count=2, metadata={"tags": ["raises-exception"]},
+        new_code_cell("raise ValueError('shown on purpose')", execution_count=2,
+                      metadata={"tags": ["raises-exception"]},
                       outputs=[new_output("error", ename="ValueError", evalue="shown on purpose", traceback=[])]),
         new_code_cell("check('99.1', answer)\nassert_no_hooks(model)", execution_count=3),
     ]
@@ -166,7 +168,8 @@ BREAKERS = {
         output_text("C:\\Users\\alice\\course"),
         output_text("File ipykernel_1234/567.py, line 3"),
     ],
-    "opening": [break_opening_not_markdown, break_opening_no_minutes, break_opening_no_objectives, break_opening_no_binder],
+    "opening": [break_opening_not_markdown, break_opening_no_minutes, break_opening_no_objectives,
+                break_opening_no_binder],
     "setup": [break_setup],
     "no-hooks-left": [break_last_cell],
     "hint": [import_without("hint"), import_without("check"), break_import_in_parentheses],
@@ -203,22 +206,15 @@ def test_schema_problem_says_where_the_notebook_is_invalid() -> None:
     )
 
 
-def test_urls_and_ratios_are_not_paths() -> None:
-    nb = clean_notebook()
-    output_text("see github.com/pytorch/pytorch/pull/30531 and https://docs.pytorch.org/a/b/c; 1/2/3")(nb)
-    assert problems(nb) == []
-
-
-def test_bounds_rounded_values_and_versions_are_not_noise() -> None:
-    nb = clean_notebook()
+@pytest.mark.parametrize("change", [
+    output_text("see github.com/pytorch/pytorch/pull/30531 and https://docs.pytorch.org/a/b/c; 1/2/3"),  # not paths
     output_text("max difference < 1e-6; tolerance 1e-05; 2.5e-03; loss 0.073; 1,797 digits; torch 2.14.1; "
-                "127.0.0.1; 12345678 bytes; 3.1415927; id 0.12345678")(nb)
-    assert problems(nb) == []
-
-
-def test_digits_allowed_with_a_reason() -> None:
+                "127.0.0.1; 12345678 bytes; 3.1415927; id 0.12345678"),  # bounds, rounded values, versions
+    allow_digits("float64 rounding is the lesson: the same on every CPU"),  # digits allowed with a reason
+], ids=["urls-and-ratios", "bounds-and-versions", "digits-with-a-reason"])
+def test_what_looks_like_a_problem_but_is_not(change: Callable[[Any], None]) -> None:
     nb = clean_notebook()
-    allow_digits("float64 rounding is the lesson: the same on every CPU")(nb)
+    change(nb)
     assert problems(nb) == []
 
 
@@ -236,7 +232,8 @@ def test_a_notebook_without_exercises_needs_no_hint_import() -> None:
     nb.cells[3].source = "assert_no_hooks(model)"
     nb.cells[1].source = "from course_utils import setup_notebook\nprint(setup_notebook())"
     assert problems(nb) == []
-    nb.cells[1].source = "from course_utils import (\n    check,\n    hint,\n    setup_notebook,\n)\nprint(setup_notebook())"
+    nb.cells[1].source = ("from course_utils import (\n    check,\n    hint,\n    setup_notebook,\n)\n"
+                          "print(setup_notebook())")
     nb.cells[3].source = "check('99.1', answer)\nassert_no_hooks(model)"
     assert problems(nb) == []
 
@@ -257,26 +254,23 @@ def test_each_rule_catches_a_notebook_that_breaks_it(rule: str, breaker: Callabl
     assert any(p.startswith(f"{rule}:") for p in found), found
 
 
-def _refresh_coalesce_streams():  # type: ignore[no-untyped-def]
-    """tools.refresh_notebooks.coalesce_streams."""
+@pytest.mark.parametrize(("texts", "stored"), [
+    # chunks of one stream are merged; a chunk of another stream stays between them
+    ([("stdout", "first line"), ("stdout", "\nsecond\n"), ("stderr", "err\n"), ("stdout", "after\n")],
+     [("stdout", "first line\nsecond\n"), ("stderr", "err\n"), ("stdout", "after\n")]),
+    # a text progress bar redraws its line with \r at moments that depend on timing (notebook 07's tqdm bar):
+    # only the last state of the line is stored, so re-running gives the same file
+    ([("stdout", "\repochs:   0%| 0/4\repochs:  50%| 2/4"), ("stdout", "\repochs: 100%| 4/4\repochs: 100%| 4/4\n"),
+      ("stdout", "trained\r\n")],
+     [("stdout", "epochs: 100%| 4/4\ntrained\r\n")]),
+], ids=["merges-chunks", "keeps-the-finished-progress-bar"])
+def test_refresh_stores_streams_as_they_end(texts: list[tuple[str, str]], stored: list[tuple[str, str]]) -> None:
     from tools.refresh_notebooks import coalesce_streams
 
-    return coalesce_streams
-
-
-def test_refresh_merges_stream_chunks() -> None:
-    coalesce_streams = _refresh_coalesce_streams()
     nb = clean_notebook()
-    nb.cells[1].outputs = [
-        new_output("stream", name="stdout", text="first line"),
-        new_output("stream", name="stdout", text="\nsecond\n"),
-        new_output("stream", name="stderr", text="err\n"),
-        new_output("stream", name="stdout", text="after\n"),
-    ]
+    nb.cells[1].outputs = [new_output("stream", name=name, text=text) for name, text in texts]
     coalesce_streams(nb)
-    assert [(o.name, o.text) for o in nb.cells[1].outputs] == [
-        ("stdout", "first line\nsecond\n"), ("stderr", "err\n"), ("stdout", "after\n")
-    ]
+    assert [(o.name, o.text) for o in nb.cells[1].outputs] == stored
 
 
 def test_refresh_names_a_solution_cell_whose_stored_output_is_not_a_pass() -> None:
@@ -293,15 +287,3 @@ def test_refresh_names_a_solution_cell_whose_stored_output_is_not_a_pass() -> No
     assert failed_checks(nb) == ["cell missing: printed \"✗ There is no exercise '13.1'. Did you mean '12.1'?\""]
 
 
-def test_refresh_keeps_only_the_finished_progress_bar() -> None:
-    # A text progress bar redraws its line with \r at moments that depend on timing (notebook 07's tqdm bar):
-    # refresh stores only the last state of the line, so re-running gives the same file.
-    coalesce_streams = _refresh_coalesce_streams()
-    nb = clean_notebook()
-    nb.cells[1].outputs = [
-        new_output("stream", name="stdout", text="\repochs:   0%| 0/4\repochs:  50%| 2/4"),
-        new_output("stream", name="stdout", text="\repochs: 100%| 4/4\repochs: 100%| 4/4\n"),
-        new_output("stream", name="stdout", text="trained\r\n"),
-    ]
-    coalesce_streams(nb)
-    assert [o.text for o in nb.cells[1].outputs] == ["epochs: 100%| 4/4\ntrained\r\n"]

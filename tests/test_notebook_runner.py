@@ -58,7 +58,8 @@ def test_a_run_leaves_no_kernel_behind_and_has_ci_settings(tmp_path: Path) -> No
 
 
 def test_a_cell_that_raises_or_runs_too_long_fails_naming_the_notebook_and_the_cell(tmp_path: Path) -> None:
-    with pytest.raises(NotebookFailed, match=r"^nb.ipynb: cell 1 \(.raise ValueError\(.no.\).\) raised ValueError: no$"):
+    with pytest.raises(NotebookFailed,
+                       match=r"^nb.ipynb: cell 1 \(.raise ValueError\(.no.\).\) raised ValueError: no$"):
         execute(notebook("x = 1", "raise ValueError('no')"), tmp_path, name="nb.ipynb")
     tagged = notebook("raise KeyError('shown')", "print('after')")
     tagged.cells[0].metadata["tags"] = ["raises-exception"]
@@ -110,7 +111,8 @@ def test_a_kernel_that_never_starts_leaves_no_noise_at_exit(tmp_path: Path) -> N
     """nbclient registers its clean-up for exit and leaves it there when the kernel dies at start; at exit it then
     fails on the missing kernel manager (an AssertionError in CI's log, once)."""
     code = (f"from pathlib import Path; from nbformat.v4 import new_code_cell, new_notebook; "
-            f"from tools.notebook_runner import run_notebook; run = run_notebook(new_notebook(cells=[new_code_cell('1')]),"
+            f"from tools.notebook_runner import run_notebook; "
+            f"run = run_notebook(new_notebook(cells=[new_code_cell('1')]),"
             f" Path({str(tmp_path)!r}), kernel_starts=1, extra_arguments={dying_start(tmp_path / 'starts', 99)!r}); "
             f"print(run.problem)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

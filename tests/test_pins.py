@@ -18,7 +18,14 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from course_utils.machinery.pins import DISTRIBUTION, installed_ranges, parse_pins, parse_ranges, read_pins, supported_ranges
+from course_utils.machinery.pins import (
+    DISTRIBUTION,
+    installed_ranges,
+    parse_pins,
+    parse_ranges,
+    read_pins,
+    supported_ranges,
+)
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("requirements.txt", "pyproject.toml", "environment.yml")
@@ -61,7 +68,8 @@ def test_every_declared_package_is_in_the_lock_and_the_lock_is_inside_every_rang
         for requirement in requirements:
             name = canonicalize_name(requirement.name)
             assert name in pins, f"{name} ({group or 'dependencies'}) has no exact version in requirements.txt"
-            assert requirement.specifier.contains(pins[name]), f"the lock's {name} {pins[name]} is outside {requirement}"
+            assert requirement.specifier.contains(pins[name]), \
+                f"the lock's {name} {pins[name]} is outside {requirement}"
     named = {canonicalize_name(r.name) for requirements in declared().values() for r in requirements}
     assert set(pins) <= named, f"pinned but declared nowhere in pyproject.toml: {sorted(set(pins) - named)}"
 
@@ -109,7 +117,8 @@ def test_missing_requirements_file_says_what_to_do(tmp_path: Path) -> None:
 
 def test_installed_metadata_records_the_ranges_of_pyproject_toml() -> None:
     # a difference means the install is stale
-    assert installed_ranges() == supported_ranges(), "the installed course_utils is older than pyproject.toml: run `make venv`"
+    assert installed_ranges() == supported_ranges(), \
+        "the installed course_utils is older than pyproject.toml: run `make venv`"
 
 
 def test_ranges_skip_extras_and_other_platforms() -> None:
@@ -140,8 +149,9 @@ def test_a_non_editable_install_without_the_checkout_reads_its_own_metadata(tmp_
         check=True, capture_output=True, text=True, timeout=300,
     )
     shutil.rmtree(source)  # the checkout is gone: only the installed files remain
-    probe = ("import json, course_utils.machinery.pins as p\ntry:\n    p.read_pins(); lock = True\nexcept FileNotFoundError:\n"
-             "    lock = False\nprint(json.dumps([p.__file__, {k: str(v) for k, v in p.supported_ranges().items()}, lock]))")
+    probe = ("import json, course_utils.machinery.pins as p\ntry:\n    p.read_pins(); lock = True\n"
+             "except FileNotFoundError:\n    lock = False\n"
+             "print(json.dumps([p.__file__, {k: str(v) for k, v in p.supported_ranges().items()}, lock]))")
     env = {**os.environ, "PYTHONPATH": str(site)}
     result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, check=True, capture_output=True,
                             text=True, timeout=120)

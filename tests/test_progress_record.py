@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import json
 import multiprocessing
-import os
 from pathlib import Path
 
 import pytest
@@ -77,14 +76,16 @@ def test_off_and_another_file(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert record("01.1", True) is None and lines(in_tmp / "elsewhere.jsonl")[0]["exercise"] == "01.1"
 
 
-def test_a_folder_that_cannot_be_written_gives_a_note_not_an_error(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_folder_that_cannot_be_written_gives_a_note_not_an_error(in_tmp: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     (in_tmp / "a-file").write_text("x")
     monkeypatch.setenv("COURSE_PROGRESS", str(in_tmp / "a-file" / "record.jsonl"))  # real: a file is no folder
     note = record("01.1", True)
-    assert note and note.startswith("(Your progress was not recorded: NotADirectoryError") and "COURSE_PROGRESS=off" in note
+    assert note and note.startswith("(Your progress was not recorded: NotADirectoryError")
+    assert "COURSE_PROGRESS=off" in note
     monkeypatch.delenv("COURSE_PROGRESS")
 
-    def read_only(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - root may write anywhere, so simulate EACCES
+    def read_only(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied", str(in_tmp / RECORD_NAME))
 
     monkeypatch.setattr(progress_record.os, "open", read_only)
@@ -107,7 +108,8 @@ def test_a_device_or_folder_is_refused(in_tmp: Path, monkeypatch: pytest.MonkeyP
 def test_a_corrupt_record_is_read_around_and_still_appended_to(in_tmp: Path) -> None:
     path = in_tmp / RECORD_NAME
     good = json.dumps({"exercise": "02.1", "verdict": "pass", "attempt": 1, "time": "2026-01-01T00:00:00Z"})
-    path.write_bytes(b"\x00\xff garbage\n" + good.encode() + b"\n{\"exercise\": \"02.1\"}\n" + b"x" * 5000 + b"\n[1, 2]\n")
+    path.write_bytes(b"\x00\xff garbage\n" + good.encode() + b"\n{\"exercise\": \"02.1\"}\n" + b"x" * 5000
+                     + b"\n[1, 2]\n")
     assert record("02.1", False) is None
     attempts, unreadable = read_record(path)
     assert [(a.exercise, a.verdict, a.attempt) for a in attempts] == [("02.1", "pass", 1), ("02.1", "fail", 2)]
@@ -210,7 +212,7 @@ def test_check_records_each_attempt_and_a_failed_record_never_hides_the_verdict(
 def test_a_stub_not_written_yet_is_no_attempt(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from course_utils import check
 
-    def stub(grad):  # noqa: ANN001, ANN202 - what the learner edition leaves in an exercise cell
+    def stub(grad):
         raise NotImplementedError("Exercise 01.1: your code goes here")
 
     assert not check("01.1", stub)

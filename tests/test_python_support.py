@@ -58,7 +58,8 @@ def test_the_build_backend_range_holds_the_pinned_setuptools() -> None:
             assert "--check-build-dependencies" in line, line
 
 
-# --- the Makefile, run for real (make -n prints without running; the checks run with fake Pythons) ---------------------
+# --- the Makefile, run for real (make -n prints without running; the checks run with fake Pythons)
+# ---------------------
 
 
 def fake_python(folder: Path, version: tuple[int, int]) -> Path:

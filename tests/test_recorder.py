@@ -67,7 +67,8 @@ def test_recorder_is_right_where_naive_hooks_are_wrong(resnet) -> None:
     assert len(rec.keys()) == len(truth) == 60
     assert all(torch.equal(rec.outputs[key], truth[key]) for key in truth)
     naive_flat = {
-        (name if len(calls) == 1 else f"{name}#{k}"): out for name, calls in naive.items() for k, out in enumerate(calls)
+        (name if len(calls) == 1 else f"{name}#{k}"): out
+        for name, calls in naive.items() for k, out in enumerate(calls)
     }
     naive_wrong = [key for key in truth if not torch.equal(naive_flat[key], truth[key])]
     assert len(naive_wrong) == 17  # measured: in-place ReLUs and `out += identity` overwrite 17 aliases
@@ -330,9 +331,9 @@ def test_mappings_behave_like_mappings_for_keys_they_do_not_have() -> None:
     with pytest.raises(KeyError, match="not a recorded layer"):
         rec.outputs["head"]
     with pytest.raises(ValueError, match="inputs=True"):
-        rec.inputs
+        _ = rec.inputs
     with pytest.raises(NoGradientError, match="gradients=True"):
-        rec.gradients
+        _ = rec.gradients
 
 
 def test_private_dispatch_api_still_works() -> None:

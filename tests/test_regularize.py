@@ -93,7 +93,8 @@ def test_arguments_are_validated_clearly() -> None:
         clip_grad_value_hooks(model, 1.0, mode="norm")  # type: ignore[arg-type]
 
 
-def gradients_after(model: nn.Module, batches: list[torch.Tensor], clip: str | None, limit: float = 0.05) -> list[torch.Tensor]:
+def gradients_after(model: nn.Module, batches: list[torch.Tensor], clip: str | None,
+                    limit: float = 0.05) -> list[torch.Tensor]:
     model.zero_grad(set_to_none=True)
     if clip is None:
         for batch in batches:

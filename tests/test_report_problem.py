@@ -14,8 +14,14 @@ from course_utils import check
 from course_utils.machinery import report_problem as report_problem_module
 from course_utils.machinery.cloud import REPOSITORY
 from course_utils.machinery.exercises import catalogue
-from course_utils.machinery.report_problem import (ASK_FOR_VERSIONS, notebook_of, notebook_problem_url, problem_link,
-                                                   problem_url, report_problem)
+from course_utils.machinery.report_problem import (
+    ASK_FOR_VERSIONS,
+    notebook_of,
+    notebook_problem_url,
+    problem_link,
+    problem_url,
+    report_problem,
+)
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -88,7 +94,7 @@ def test_report_problem_prints_the_link(capsys: pytest.CaptureFixture[str]) -> N
 def test_a_failed_check_offers_the_link_without_the_learners_code(capsys: pytest.CaptureFixture[str]) -> None:
     secret = "a-learner-secret-value"
 
-    def hook(grad):  # noqa: ANN001, ANN202 - a wrong answer whose code holds a string that must never be sent
+    def hook(grad):
         return grad * 0 if secret else grad
 
     assert not check("01.1", hook)
@@ -103,8 +109,8 @@ def test_a_failed_check_offers_the_link_without_the_learners_code(capsys: pytest
     assert re.sub(r"<[^>]+>", "", html).startswith("Think the check itself is wrong? report it")
 
 
-def test_in_a_notebook_the_cross_line_is_followed_by_a_link_not_an_address(monkeypatch: pytest.MonkeyPatch,
-                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_in_a_notebook_the_cross_line_is_followed_by_a_link_not_an_address(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """JupyterLab, Colab and Kaggle render the display's HTML (a link); a plain-text front end shows its short text."""
     import IPython
 

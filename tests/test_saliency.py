@@ -147,7 +147,8 @@ def test_grad_cam_agrees_with_captum_and_pytorch_grad_cam(name: str, layer: str,
     assert ours.shape == (2, size, size)
     assert (ours - captum_cam(model, layer, x, targets)).abs().max() <= 1e-5
     assert (ours - library_cam(model, layer, x, targets)).abs().max() <= 1e-5
-    assert torch.allclose(ours.flatten(1).amin(1), torch.zeros(2)) and torch.allclose(ours.flatten(1).amax(1), torch.ones(2))
+    assert torch.allclose(ours.flatten(1).amin(1), torch.zeros(2))
+    assert torch.allclose(ours.flatten(1).amax(1), torch.ones(2))
     assert_no_hooks(model)
 
 

@@ -53,7 +53,7 @@ def test_bad_seed_is_rejected(seed: object) -> None:
 
 def test_print_warnings_prints_category_and_message(capsys: pytest.CaptureFixture[str]) -> None:
     with print_warnings() as caught:
-        warnings.warn("first\n   second", FutureWarning)
+        warnings.warn("first\n   second", FutureWarning, stacklevel=1)
     assert len(caught) == 1
     assert capsys.readouterr().out == "FutureWarning: first second\n"
 
@@ -71,14 +71,14 @@ def test_print_warnings_sees_the_non_leaf_grad_warning(capsys: pytest.CaptureFix
 def test_print_warnings_counts_repeats(capsys: pytest.CaptureFixture[str]) -> None:
     with print_warnings():
         for _ in range(3):
-            warnings.warn("again", UserWarning)
+            warnings.warn("again", UserWarning, stacklevel=1)
     assert capsys.readouterr().out == "UserWarning: again [3 times]\n"
 
 
 def test_print_warnings_still_prints_when_the_block_raises(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(KeyError):
         with print_warnings():
-            warnings.warn("before the error", UserWarning)
+            warnings.warn("before the error", UserWarning, stacklevel=1)
             raise KeyError("x")
     assert "UserWarning: before the error" in capsys.readouterr().out
 

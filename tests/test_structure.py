@@ -33,7 +33,8 @@ def _modules() -> dict[str, Path]:
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     """The modules of ``known`` that ``path`` imports anywhere (in a function too), ``TYPE_CHECKING`` blocks aside."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+    skipped = {id(node) for block in ast.walk(tree) if isinstance(block,
+                                                                  ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
                for statement in block.body for node in ast.walk(statement)}
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
@@ -98,7 +99,8 @@ def test_the_makefile_reads_the_notebook_pattern_from_the_settings() -> None:
                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     assert shown == layout.NOTEBOOK_GLOB == layout.SETTINGS.notebook_pattern
     notebooks = re.search(r"^NOTEBOOKS := (.+)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.MULTILINE)[1]
-    assert notebooks == "$(sort $(wildcard notebooks/$(NOTEBOOK_GLOB))) $(sort $(wildcard notebooks/zh/$(NOTEBOOK_GLOB)))"
+    assert notebooks == ("$(sort $(wildcard notebooks/$(NOTEBOOK_GLOB))) "
+                         "$(sort $(wildcard notebooks/zh/$(NOTEBOOK_GLOB)))")
 
 
 def test_the_settings_are_checked_and_say_what_is_wrong() -> None:

@@ -87,7 +87,7 @@ def test_it_names_the_code_cells_whose_outputs_may_be_stale() -> None:
     assert sync.cells_to_refresh(current, None) == ["d"], "a new notebook: only the cells never run"
 
 
-def test_it_names_the_start_notebook_when_its_course_map_is_old(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_it_names_the_start_notebook_when_its_course_map_is_old(tmp_path: Path, monkeypatch) -> None:
     def start(shown: str) -> nbformat.NotebookNode:
         cell = new_code_cell("Markdown(course_map_markdown())", id="map", execution_count=1)
         cell.outputs = [new_output("execute_result", {"text/markdown": shown}, execution_count=1)]
@@ -169,7 +169,7 @@ def test_make_sync_runs_every_generator_in_order_through_the_one_command() -> No
     assert re.search(r"^sync: venv\n\t\$\(PY\) -m tools sync$", makefile, re.MULTILINE)
 
 
-def test_a_step_runs_only_when_what_it_reads_or_writes_changed(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_a_step_runs_only_when_what_it_reads_or_writes_changed(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(sync, "ROOT", tmp_path)
     monkeypatch.setattr(sync, "CODE", ("code/*.py",))
     (tmp_path / "in").mkdir()
@@ -203,7 +203,7 @@ def test_a_step_runs_only_when_what_it_reads_or_writes_changed(tmp_path: Path, m
     assert problems == ["fails: an agenda names notebook 77"]
 
 
-def test_a_removed_notebook_leaves_a_list_behind(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_a_removed_notebook_leaves_a_list_behind(tmp_path: Path, monkeypatch) -> None:
     """What an instructor who deletes notebook 02 must change: a small course in a temporary folder."""
     def notebook(*sources: str) -> str:  # a code cell where the source starts with "from"
         cells = [{"cell_type": "code" if s.startswith("from") else "markdown", "id": f"c{i}", "metadata": {},

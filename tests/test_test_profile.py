@@ -11,8 +11,9 @@ import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 from tools import test_profile
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_tests_cpu_includes_the_child_process_it_waits_for(tmp_path: Path) -> None:

@@ -5,15 +5,25 @@ from __future__ import annotations
 
 import copy
 import importlib.resources
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from course_utils.hooks import assert_no_hooks
-from course_utils.transformer import (BLOCK_LENGTHS, SEQ_LEN, VOCAB, WEIGHTS, KVCache, generate, induction_accuracy,
-                                      induction_loss, induction_transformer, predictable, repeated_sequences)
+from course_utils.transformer import (
+    BLOCK_LENGTHS,
+    SEQ_LEN,
+    VOCAB,
+    WEIGHTS,
+    KVCache,
+    generate,
+    induction_accuracy,
+    induction_loss,
+    induction_transformer,
+    predictable,
+    repeated_sequences,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = {
     "model", "x", "z", "w", "mlp", "loss", "answer", "validator", "train", "hook", "handle", "rec", "ddp", "group",
     "count", "optimizer", "other_optimizer", "clamp_hook", "photo224", "ax", "fig", "plt", "logits", "message",
-    "text", "attempts", "fp16_compress_hook", "captum_grad_cam", "grad_cam", "guided_backprop", "DistributedDataParallel",
+    "text", "attempts", "fp16_compress_hook", "captum_grad_cam", "grad_cam", "guided_backprop",
+    "DistributedDataParallel",
     "STUB_MESSAGE", "output", "timer", "seen", "Version", "SpecifierSet", "torch", "nn", "os", "Path", "hooks",
     "log", "map_random", "map_trained", "timeline", "categories", "photo", "photos", "layers", "kc", "missed", "job",
     "notebook", "patterns", "lengths", "head", "features", "truth", "names", "sizes", "cell", "cell_source",
@@ -145,7 +146,8 @@ def _free_names(tree: ast.Module) -> set[str]:
     for statement in tree.body:
         inside = _bound(statement.value) if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)) \
             and statement.value is not None else _bound(statement)
-        loaded = {node.id for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+        loaded = {node.id for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx,
+                                                                                                       ast.Load)}
         free |= loaded - defined - inside
         defined |= _bound(statement)
     return free - set(dir(builtins))

@@ -17,20 +17,21 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
 
-from course_utils.attention_view import attention_explorer  # noqa: E402
-from course_utils.charts import checkpoint_bars, feature_histograms, graphs_per_call as graphs_chart  # noqa: E402
-from course_utils.hooks import UnknownLayerError, assert_no_hooks  # noqa: E402
-from course_utils.memory import checkpoint_memory  # noqa: E402
-from course_utils.recompiles import PATTERNS, graphs_per_call  # noqa: E402
-from course_utils.saliency import grad_cam  # noqa: E402
-from course_utils.timeline import HookTimeline  # noqa: E402
-from course_utils.widgets import METHODS, WIDGET_VIEW, FigureExplorer, SaliencyExplorer  # noqa: E402
+from course_utils.attention_view import attention_explorer
+from course_utils.charts import checkpoint_bars, feature_histograms
+from course_utils.charts import graphs_per_call as graphs_chart
+from course_utils.hooks import UnknownLayerError, assert_no_hooks
+from course_utils.memory import checkpoint_memory
+from course_utils.recompiles import PATTERNS, graphs_per_call
+from course_utils.saliency import grad_cam
+from course_utils.timeline import HookTimeline
+from course_utils.widgets import METHODS, WIDGET_VIEW, FigureExplorer, SaliencyExplorer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -131,7 +131,8 @@ def test_the_command_line_prepares_the_real_course(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "course_utils.machinery.workspace", str(tmp_path / "ws")],
                             capture_output=True, text=True, check=True, cwd=tmp_path)
     assert "Workspace ready" in result.stdout
-    assert len(list((tmp_path / "ws").glob("[0-9][0-9]_*.ipynb"))) == len(list(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")))
+    pattern = "[0-9][0-9]_*.ipynb"
+    assert len(list((tmp_path / "ws").glob(pattern))) == len(list(NOTEBOOKS_DIR.glob(pattern)))
     manifest = json.loads((tmp_path / "ws" / MANIFEST).read_text())
     assert set(manifest) == {"delivered", "offered"}
 

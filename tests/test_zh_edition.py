@@ -26,12 +26,12 @@ from urllib.parse import unquote
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from course_utils.machinery.course import course_map
+from course_utils.machinery.learner_edition import learner_notebook
+from course_utils.machinery.workspace import prepare_workspace
 from tools.i18n import editions, units
 
-from course_utils.machinery.course import course_map  # noqa: E402
-from course_utils.machinery.learner_edition import learner_notebook  # noqa: E402
-from course_utils.machinery.workspace import prepare_workspace  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("course_utils/course.toml", "course_utils/machinery/locale/*/generated.po",
@@ -97,7 +97,8 @@ def test_a_fork_that_lets_the_translation_lag_gets_warnings_with_the_list() -> N
 GLOSSARY = ROOT / "translations" / LANG / "GLOSSARY.md"
 _ROW = re.compile(r"^\| (.+?) \| (.+?) \|$")
 _COMMA = re.compile(r"[\u4e00-\u9fff] ?,|, ?[\u4e00-\u9fff]")  # an ASCII comma next to a Chinese character
-# a space between two Chinese characters (or full-width punctuation), left where a term was replaced: "一个 梯度累加后钩子"
+# a space between two Chinese characters (or full-width punctuation), left where a term was replaced: "一个
+# 梯度累加后钩子"
 _EMPHASIS = re.compile(r"(?<![A-Za-z0-9_*])\*[^*\s][^*]*\*(?![A-Za-z0-9_*])")  # *...*, not (x*w)**2
 _QUOTED = re.compile(r'\*[^*]+\*|“[^”]*”|"[^"]*"|`[^`]*`|\]\([^)]*\)')  # titles, quotes, code, link targets
 _SPACE = re.compile(r"[\u4e00-\u9fff，。：；、（）“”] +[\u4e00-\u9fff，。：；、（）“”]")
@@ -156,8 +157,8 @@ def test_the_translation_keeps_the_glossary(source: str) -> None:
     assert not problems, f"{source} (see {GLOSSARY.relative_to(ROOT)}):\n" + "\n".join(problems)
 
 
-def _literal_stars(markdown: str, parser) -> int:  # noqa: ANN001 -- asterisks left as text once the Markdown is parsed
-    def texts(tokens):  # noqa: ANN001, ANN202
+def _literal_stars(markdown: str, parser) -> int:
+    def texts(tokens):
         for token in tokens:
             yield from texts(token.children) if token.children else [token.content] if token.type == "text" else []
     return sum(text.count("*") for text in texts(parser.parse(markdown)))
@@ -223,13 +224,14 @@ def test_the_chinese_guides_are_what_the_build_makes(source: str) -> None:
         f"{target.relative_to(ROOT)} is not what tools/i18n/editions.py builds: run make translations")
 
 
-@functools.lru_cache(maxsize=None)
-def catalog_of(english: Path):  # noqa: ANN201 -- a babel Catalog
+@functools.cache
+def catalog_of(english: Path):
     return editions.read_catalog(editions.po_path(LANG, str(english.relative_to(ROOT))))
 
 
 def built_code(english: Path, cell: dict) -> str:
-    """The Chinese code of an English code cell: setup_notebook(lang="zh"), its comments and shown strings translated."""
+    """The Chinese code of an English code cell: setup_notebook(lang="zh"), its comments and shown strings
+    translated."""
     return editions.translated_code("".join(cell["source"]), cell["id"], LANG, catalog_of(english))
 
 
@@ -264,7 +266,7 @@ def code_differences(english: str, chinese: str) -> list[str]:
     if len(ours) != len(theirs):
         return [f"{len(ours)} tokens in English, {len(theirs)} in Chinese"]
     problems = []
-    for (kind, en), (_kind, zh) in zip(ours, theirs):
+    for (kind, en), (_kind, zh) in zip(ours, theirs, strict=True):
         if en == zh:
             continue
         en_prefix, _bar, en_body = en.partition("|")
@@ -281,7 +283,7 @@ def test_parity_same_cells_tags_headings_and_code(english: Path) -> None:
     ours, theirs = cells(english), cells(zh_path(english))
     assert [c["cell_type"] for c in ours] == [c["cell_type"] for c in theirs]
     assert [c["id"] for c in ours] == [c["id"] for c in theirs]
-    for en, zh in zip(ours, theirs):
+    for en, zh in zip(ours, theirs, strict=True):
         where = f"{english.name} cell {en['id']}"
         assert en["metadata"] == zh["metadata"], f"{where}: metadata (tags, slideshow, ...) differ"
         en_text, zh_text = "".join(en["source"]), "".join(zh["source"])
@@ -324,7 +326,8 @@ def test_the_course_map_reads_the_chinese_openings() -> None:
     assert [row.minutes for row in chinese] == [row.minutes for row in english]
     untranslated = [row.file for row in chinese if not _CJK.search(row.title + row.learn)]
     if untranslated and editions.translations_may_lag():
-        warnings.warn(editions.UntranslatedWarning(f"the opening cells of {untranslated} are not in Chinese yet"))
+        warnings.warn(editions.UntranslatedWarning(f"the opening cells of {untranslated} are not in Chinese yet"),
+                      stacklevel=2)
         return
     assert not untranslated, f"the opening cells of {untranslated} are not in Chinese"
 
@@ -419,7 +422,7 @@ def notebook_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return english
 
 
-def _edit_cell(english: Path, cell_id: str, change) -> str:  # noqa: ANN001 -- change: str -> str
+def _edit_cell(english: Path, cell_id: str, change) -> str:
     notebook = json.loads(english.read_text())
     cell = next(c for c in notebook["cells"] if c["id"] == cell_id)
     cell["source"] = change("".join(cell["source"]))
@@ -516,6 +519,7 @@ def test_a_chinese_learner_notebook_runs_with_chinese_stubs_and_checks(tmp_path:
     """The Chinese learner edition of 01, run in a kernel as a learner's workspace holds it: only the stubs fail, and
     check() reports them in Chinese (tests/learner_run.py knows both languages)."""
     from learner_run import learner_run_problems
+
     from tools.notebook_runner import execute
 
     prepare_workspace(tmp_path, quiet=True, lang=LANG)
@@ -572,7 +576,8 @@ def test_a_po_file_of_the_old_form_is_migrated_without_losing_a_translation() ->
     cells = [{"id": "m1", "cell_type": "markdown", "source": "## Title\n\nOne paragraph.\n\n- an item\n- another"},
              {"id": "c1", "cell_type": "code", "source": 'show_figure(fig, alt="Two bars: {a}.", a=1)'}]
     old = Catalog(locale="zh")
-    old.add("## Title\n\nOne paragraph.\n\n- an item\n- another", "## 标题\n\n一段。\n\n补充的一段。\n\n- 一项\n- 另一项",
+    old.add("## Title\n\nOne paragraph.\n\n- an item\n- another",
+            "## 标题\n\n一段。\n\n补充的一段。\n\n- 一项\n- 另一项",
             context="m1")
     old.add("Two bars: {a}.", "两根柱子：{a}。", context="c1/alt1")
     new = legacy.in_units(old, cells, fences=True)

@@ -184,9 +184,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="default: build/, and build/agenda-KEY/ or build/notebooks-NN-NN/ "
                         "for a part, so that make sync's full learner edition does not replace it")
     parser.add_argument("--lang", choices=LANGUAGES, default="en", help="zh: the Chinese edition (notebooks/zh/)")
-    part = parser.add_mutually_exclusive_group()
-    part.add_argument("--agenda", help="only the notebooks of this agenda of the instructor guide (half-day, ...)")
-    part.add_argument("--notebooks", nargs="+", default=(), metavar="NN", help="only these notebooks, by number")
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument("--agenda", help="only the notebooks of this agenda of the instructor guide (half-day, ...)")
+    choice.add_argument("--notebooks", nargs="+", default=(), metavar="NN", help="only these notebooks, by number")
     args = parser.parse_args(argv)
     only = tuple(number.zfill(2) for number in args.notebooks)
     if args.agenda:

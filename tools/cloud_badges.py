@@ -15,8 +15,8 @@ Idempotent: a second run changes nothing. Only sources change (no output), so st
 ``--check`` changes nothing and exits 1 if a file would change (tests/test_cloud_badges.py). The Chinese edition's
 block (``lang="zh"``, written by ``tools.i18n.editions``) is the same sentences from the message catalogue.
 
-Usage: ``python -m tools.cloud_badges`` (``make sync`` runs it: after merging notebooks, after changing REPOSITORY, after
-test-compat)
+Usage: ``python -m tools.cloud_badges`` (``make sync`` runs it: after merging notebooks, after changing REPOSITORY,
+after test-compat)
 """
 
 from __future__ import annotations
@@ -150,7 +150,8 @@ def readme_table(paths: list[Path], data: dict[str, dict[str, dict[str, str]]], 
         if not runs:
             return "\n".join([README_START, _("Not verified yet: run `make test-compat`."), README_END])
         header = [_("notebook"), *(_("torch {torch} ({run})").format(
-            torch=min(data[n][run]["torch"] for n in data if run in data[n]), run=_run_label(run, lang)) for run in runs)]
+            torch=min(data[n][run]["torch"] for n in data if run in data[n]), run=_run_label(run,
+                                                                                             lang)) for run in runs)]
         lines = [README_START, "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for path in paths:
             dates = [data.get(path.stem, {}).get(run, {}).get("date") for run in runs]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -287,7 +287,7 @@ def timings_markdown(notebooks_dir: Path | None = None, timings: dict[str, int] 
 
 
 # -- the guide ----------------------------------------------------------------------------------------------
-GENERATED = {"timings": timings_markdown, "agendas": agendas_markdown}
+GENERATED: dict[str, Callable[..., str]] = {"timings": timings_markdown, "agendas": agendas_markdown}
 
 
 def _block(name: str) -> re.Pattern[str]:
@@ -302,10 +302,10 @@ def guide_block(name: str, text: str) -> str | None:
 
 def updated_guide(text: str) -> str:
     for name, generate in GENERATED.items():
-        pattern = _block(name)
-        if not pattern.search(text):
+        match = _block(name).search(text)
+        if match is None:
             raise SystemExit(f"{GUIDE.name} lacks the <!-- {name}:start ... --> / <!-- {name}:end --> markers.")
-        text = pattern.sub(lambda m, body=generate(): f"{m.group(1)}\n{body}\n{m.group(3)}", text, count=1)
+        text = f"{text[:match.start()]}{match.group(1)}\n{generate()}\n{match.group(3)}{text[match.end():]}"
     return text
 
 

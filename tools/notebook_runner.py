@@ -79,7 +79,7 @@ class NotebookRun:
 _BaseChannel: Any = AsyncKernelClient.shell_channel_class.default_value  # jupyter_client 7 and 8 name it differently
 
 
-class SlicedPollChannel(_BaseChannel):  # type: ignore[misc]
+class SlicedPollChannel(_BaseChannel):
     """A kernel client's channel whose ``get_msg`` waits at most :data:`POLL_SLICE` at a time (see the docstring of
     this module); ``late`` counts the messages found only when a slice ran out."""
 
@@ -204,10 +204,12 @@ def run_notebook(notebook: nbformat.NotebookNode | Path, cwd: Path | None = None
     if isinstance(notebook, Path):
         name, cwd = notebook.name, cwd or notebook.parent
         notebook = nbformat.read(notebook, as_version=4)
+    assert isinstance(notebook, nbformat.NotebookNode)
     started, notes, problem = time.monotonic(), [], None
     env = {key: value for key, value in os.environ.items() if key != "COURSE_LANG"} | KERNEL_ENV
     with tempfile.TemporaryDirectory(prefix="course-kernel-") as tmp:
-        for attempt in range(1, kernel_starts + 1):  # a kernel that died at start ran no cell: the notebook is as it was
+        # a kernel that died at start ran no cell: the notebook is as it was
+        for attempt in range(1, kernel_starts + 1):
             client = _Client(notebook, kernel_manager_class=_KernelManager, timeout=int(cell_timeout) or None,
                              allow_errors=allow_errors, resources={"metadata": {"path": str(cwd or Path.cwd())}},
                              extra_arguments=list(extra_arguments or []), **client_options)
@@ -215,7 +217,7 @@ def run_notebook(notebook: nbformat.NotebookNode | Path, cwd: Path | None = None
             try:
                 with open(stderr_path, "wb") as stderr:
                     asyncio.run(client.run(notebook_timeout, env=env, stderr=stderr))
-            except (Exception, asyncio.CancelledError) as error:  # noqa: BLE001 -- every way a run stops is named
+            except (Exception, asyncio.CancelledError) as error:
                 said = _last_error_line(stderr_path)
                 if client.running is None and _DIED_AT_START in str(error):
                     notes.append(f"kernel start {attempt} of {kernel_starts} died before its first cell"

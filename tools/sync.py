@@ -26,7 +26,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -252,8 +252,8 @@ def message_part(code_file: str) -> str:
     return "tools.po" if code_file.startswith("tools/") else "machinery.po"
 
 
-def undefined_exercises(checked: dict[str, list[str]], defined: set[str] | list[str],
-                        module_files: set[str] | list[str]) -> list[str]:
+def undefined_exercises(checked: dict[str, list[str]], defined: Collection[str],
+                        module_files: Collection[str]) -> list[str]:
     """What to do about each notebook whose ``check("NN.k", ...)`` names an exercise no module defines.
 
     ``checked``: notebook file name -> the exercise ids its cells check; ``defined``: the catalogue's ids;
@@ -344,7 +344,7 @@ def leftovers() -> list[str]:
     patterns = ("course_utils/machinery/exercises/nb{n}.py", "tests/exercise_cases/nb{n}.py",
                 "course_utils/machinery/locale/*/nb{n}.po", "translations/*/{n}_*.po", "notebooks/*/{n}_*.ipynb")
     orphans = sorted({name for pattern in patterns for path in ROOT.glob(pattern.format(n="[0-9]" * 2))
-                      if re.search(r"(?:nb|/)(\d\d)[_.]", name := str(path.relative_to(ROOT)))[1] not in numbers})
+                      if re.findall(r"(?:nb|/)(\d\d)[_.]", name := str(path.relative_to(ROOT)))[0] not in numbers})
     found += [f"{path}: belongs to a notebook the course no longer has" for path in orphans]
     modules = check.python_modules()
     sources = {name: path.read_text(encoding="utf-8") for name, path in modules.items()}
@@ -447,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="run every step, whatever the stamps say")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    stamps, failed = read_stamps(args.all), []
+    stamps, failed = read_stamps(args.all), list[str]()
     generated = run_steps(generators(learner=not args.no_learner), stamps, failed)
     found = run_steps(checks(), stamps, failed)
     STAMPS.parent.mkdir(parents=True, exist_ok=True)

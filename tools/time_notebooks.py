@@ -53,8 +53,10 @@ def main() -> None:
         print(f"{path.name:32} {seconds:8.1f} {read_opening(path).minutes:16d}", flush=True)
     print(f"{'total':32} {total:8.1f}")
     if not args.no_write:
-        record = json.loads(instructor_guide.TIMINGS.read_text(encoding="utf-8")) if instructor_guide.TIMINGS.exists() else {}
-        record.setdefault("measured", "make timings: each notebook top to bottom in a fresh kernel, kernel start included")
+        timings = instructor_guide.TIMINGS
+        record = json.loads(timings.read_text(encoding="utf-8")) if timings.exists() else {}
+        record.setdefault("measured",
+                          "make timings: each notebook top to bottom in a fresh kernel, kernel start included")
         record["seconds"] = measured
         instructor_guide.TIMINGS.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         guide = instructor_guide.GUIDE

@@ -22,8 +22,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from course_utils.transformer import (WEIGHTS, InductionTransformer, induction_accuracy, induction_loss,
-                                      repeated_sequences)
+from course_utils.transformer import (
+    WEIGHTS,
+    InductionTransformer,
+    induction_accuracy,
+    induction_loss,
+    repeated_sequences,
+)
 
 OUT = Path(__file__).resolve().parent.parent / "course_utils" / "weights" / WEIGHTS
 STEPS, BATCH, LEARNING_RATE = 800, 128, 1e-3

@@ -55,7 +55,8 @@ def notebooks_folder(lang: str = "en") -> Path:
 _TITLE = re.compile(r"^#\s+(.+?)\s*$", re.MULTILINE)
 # English, and the Chinese edition's "**你将学到** ..." and "**预计时间：** 35 分钟"
 _LEARN = re.compile(r"\*\*(?:You will learn|你将学[到会][:：]?)\*\*[:：]?\s*(.+?)\s*$", re.MULTILINE)
-_MINUTES = re.compile(r"\*\*(?:Estimated time:|预计时间[:：]?)\*\*[:：]?\s*(?:约\s*)?(\d+)\s*(?:min|分钟)", re.IGNORECASE)
+_MINUTES = re.compile(r"\*\*(?:Estimated time:|预计时间[:：]?)\*\*[:：]?\s*(?:约\s*)?(\d+)\s*(?:min|分钟)",
+                      re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -79,14 +80,17 @@ def _opening(path: Path) -> str:
 def read_opening(path: Path) -> NotebookInfo:
     """Title, one-line summary and minutes from a notebook's opening cell; a clear error when one is missing."""
     text = _opening(path)
-    found = {name: pattern.search(text) for name, pattern in (("title", _TITLE), ("learn", _LEARN), ("minutes", _MINUTES))}
+    patterns = (("title", _TITLE), ("learn", _LEARN), ("minutes", _MINUTES))
+    found = {name: pattern.search(text) for name, pattern in patterns}
     missing = [name for name, match in found.items() if match is None]
     if missing:
         raise ValueError(
             f"{path.name}: the opening cell lacks {', '.join(missing)} "
             "(expected '# Title', '**You will learn** ...' and '**Estimated time:** N min')."
         )
-    return NotebookInfo(path.name, found["title"].group(1), found["learn"].group(1), int(found["minutes"].group(1)))
+    title, learn, minutes = found["title"], found["learn"], found["minutes"]
+    assert title and learn and minutes  # none is missing
+    return NotebookInfo(path.name, title.group(1), learn.group(1), int(minutes.group(1)))
 
 
 def course_map(notebooks_dir: Path | None = None) -> list[NotebookInfo]:

@@ -5,8 +5,8 @@ environment of ``environment.yml`` (Windows, or anyone using conda), another vir
 outside any environment.
 
 Versions: the course's own environment has the exact lock (requirements.txt) the stored outputs were made with.
-Any version inside the supported ranges (pyproject.toml, :func:`course_utils.machinery.pins.supported_ranges`) also passes,
-with a note that the last digits of some numbers may differ from the stored outputs; outside them doctor() says
+Any version inside the supported ranges (pyproject.toml, :func:`course_utils.machinery.pins.supported_ranges`) also
+passes, with a note that the last digits of some numbers may differ from the stored outputs; outside them doctor() says
 what to install.
 
 The report is in the course's language (``COURSE_LANG=zh`` or ``setup_notebook(lang="zh")``: Chinese); commands and
@@ -28,7 +28,8 @@ from packaging.version import InvalidVersion, Version
 from course_utils.machinery.messages import N_, _
 from course_utils.machinery.pins import in_checkout, read_pins, supported_ranges
 
-__all__ = ["SUPPORTED_NOTE", "SUPPORTED_PYTHONS", "Finding", "describe_range", "DoctorReport", "Route", "detect_route", "doctor"]
+__all__ = ["SUPPORTED_NOTE", "SUPPORTED_PYTHONS", "Finding", "describe_range", "DoctorReport", "Route",
+           "detect_route", "doctor"]
 
 SUPPORTED_PYTHONS = ("3.11", "3.12", "3.13")
 """The Python versions the course runs on; pyproject.toml's requires-python and the Makefile's check say the same
@@ -286,8 +287,9 @@ def _check_widgets_frontend(route: Route) -> Finding:
 
 def _check_kernel() -> Finding:
     try:
-        import course_utils  # noqa: F401  (importable from this kernel: the kernel is the course's Python)
         import torch  # noqa: F401
+
+        import course_utils  # noqa: F401  (importable from this kernel: the kernel is the course's Python)
     except ImportError as error:  # pragma: no cover - doctor is itself in course_utils
         return Finding(_("kernel"), False, str(error), _("Choose the kernel of the course environment."))
     shell = _ipython_kind()

@@ -15,8 +15,10 @@ import re
 import tomllib
 from dataclasses import dataclass, fields
 from importlib import resources
+from typing import Any
 
-__all__ = ["CHECK_CALL", "COMPLETE", "EXERCISE_ID", "MANIFEST", "NOTEBOOK_GLOB", "RECORD_NAME", "SETTINGS", "Settings", "read_settings"]
+__all__ = ["CHECK_CALL", "COMPLETE", "EXERCISE_ID", "MANIFEST", "NOTEBOOK_GLOB", "RECORD_NAME", "SETTINGS",
+           "Settings", "read_settings"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,9 @@ def read_settings(text: str, where: str = "course_utils/course.toml") -> Setting
         problems.append("languages must start with \"en\", the language the others are translated from")
     if problems:
         raise ValueError(f"{where}: " + "; ".join(problems))
-    return Settings(**{f.name: tuple(data[f.name]) if f.name == "languages" else data[f.name] for f in fields(Settings)})
+    values: dict[str, Any] = {f.name: tuple(data[f.name]) if f.name == "languages" else data[f.name]
+                              for f in fields(Settings)}
+    return Settings(**values)
 
 
 SETTINGS = read_settings(resources.files("course_utils").joinpath("course.toml").read_text(encoding="utf-8"))

@@ -38,7 +38,8 @@ EXPECTED_NOISE: tuple[tuple[type[Warning], str], ...] = (
 
 # Fonts with Chinese glyphs, most likely first (Debian/Ubuntu, macOS, Windows): a Chinese notebook's figure titles and
 # labels are Chinese, and matplotlib draws each glyph DejaVu Sans lacks with the first of these that is installed.
-CJK_FONTS = ("WenQuanYi Micro Hei", "Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC", "Microsoft YaHei", "SimHei")
+CJK_FONTS = ("WenQuanYi Micro Hei", "Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC", "Microsoft YaHei",
+             "SimHei")
 
 
 def _configure_matplotlib(lang: str) -> None:

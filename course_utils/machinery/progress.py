@@ -15,13 +15,12 @@ from collections.abc import Mapping
 
 from course_utils.machinery.exercises import catalogue
 from course_utils.machinery.messages import _
-from course_utils.machinery.progress_record import (ENV, read_record, record_path, recording_off, reset_record,
-                                                    summarise)
+from course_utils.machinery.progress_record import ENV, read_record, record_path, recording_off, reset_record, summarise
 
 __all__ = ["Progress", "progress"]
 
 
-class Progress(dict):  # type: ignore[type-arg]
+class Progress(dict):
     """What :func:`progress` returns: per notebook number, ``{"done": [...], "tried": [...], "not started": [...]}``.
     A dict that a notebook does not show again (``progress()`` printed it as a table already)."""
 
@@ -53,7 +52,8 @@ def table(summary: Mapping[str, Mapping[str, list[str]]], titles: Mapping[str, s
     for number, row in summary.items():
         title = titles.get(number, number)[:32]
         still_open = ", ".join(row["tried"] + row["not started"]) or "-"
-        lines.append(f"{title:32} {len(row['done']):>5} {len(row['tried']):>6} {len(row['not started']):>12}   {still_open}")
+        counts = f"{len(row['done']):>5} {len(row['tried']):>6} {len(row['not started']):>12}"
+        lines.append(f"{title:32} {counts}   {still_open}")
     done = sum(len(row["done"]) for row in summary.values())
     total = sum(len(ids) for row in summary.values() for ids in row.values())
     lines.append(_left(_("all"), 32) + f" {done:>5} " + _("of {total} exercises done").format(total=total))
@@ -79,8 +79,8 @@ def progress(reset: bool = False) -> Progress:
     path = record_path()
     if path is None:
         print(_("Progress is not recorded: {setting} is set.").format(setting=f"{ENV}=off") if recording_off() else
-              _("Progress is recorded in your own workspace ({make_lab}, or {command}), not in the course's own folder. "
-                "To record here too: {setting}.").format(make_lab="make lab",
+              _("Progress is recorded in your own workspace ({make_lab}, or {command}), not in the course's own "
+                "folder. To record here too: {setting}.").format(make_lab="make lab",
                                                       command="python -m course_utils.machinery.workspace DIR",
                                                       setting=f"{ENV}=/path/to/progress.jsonl"))
         return Progress()

@@ -167,7 +167,7 @@ def record(exercise_id: str, passed: bool, *, path: Path | None = None) -> str |
                 with open(os.dup(fd), encoding="utf-8", errors="replace") as reader:
                     earlier, _unreadable = parse_lines(reader)
                 attempt = 1 + sum(1 for item in earlier if item.exercise == exercise_id)
-                when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                 line = json.dumps({"exercise": exercise_id, "verdict": "pass" if passed else "fail",
                                    "attempt": attempt, "time": when}) + "\n"
                 data = line.encode("utf-8")

@@ -83,7 +83,8 @@ def short_problem_url(exercise: str) -> str:
     cannot hide a long address behind a word. Usage: ``short_problem_url("06.1")``"""
     if not _EXERCISE.fullmatch(str(exercise)):
         raise ValueError(f"exercise looks like '06.1', got {exercise!r}")
-    return f"https://github.com/{cloud.REPOSITORY}/issues/new?" + urlencode({"title": f"Problem in exercise {exercise}"})
+    title = urlencode({"title": f"Problem in exercise {exercise}"})
+    return f"https://github.com/{cloud.REPOSITORY}/issues/new?" + title
 
 
 class ProblemLink:
@@ -124,7 +125,8 @@ def notebook_problem_url(notebook: str) -> str:
     if not _NOTEBOOK.fullmatch(str(notebook)):
         raise ValueError(f"notebook looks like '06_grad_cam.ipynb', got {notebook!r}")
     example = f"{notebook[:2]}.1"
-    return _issue_url(None, notebook, ASK_FOR_VERSIONS, exercise_hint=f"the exercise's id ({example}), if it is about one")
+    return _issue_url(None, notebook, ASK_FOR_VERSIONS,
+                      exercise_hint=f"the exercise's id ({example}), if it is about one")
 
 
 def _title(exercise: str | None, notebook: str | None) -> str:

@@ -50,7 +50,7 @@ def _read_manifest(dest: Path) -> dict[str, dict[str, str]]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as error:
         raise SystemExit(_("{path} is unreadable ({error}). Move it away and run again; your notebooks are "
-                           "safe.").format(path=path, error=error))
+                           "safe.").format(path=path, error=error)) from error
     data.setdefault("delivered", {})
     data.setdefault("offered", {})
     return data

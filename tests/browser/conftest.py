@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from labserver import CHROMIUM, CHROMIUM_FLAGS, Lab, LabPage, jupyterlab, serve_workspace
 
 

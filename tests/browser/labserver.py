@@ -35,7 +35,6 @@ from typing import Any
 from urllib.parse import quote, urlparse
 
 import nbformat
-
 from chromium_path import CHROMIUM  # noqa: F401  (re-exported to the browser tests)
 from learner_run import cell_problem
 
@@ -56,8 +55,8 @@ def course_notebooks() -> list[str]:
 
 
 def serve_workspace(dest: Path) -> Path:
-    """A learner's workspace in ``dest``, made by ``course_utils.machinery.workspace`` exactly as ``make lab`` makes it: the
-    learner edition of every notebook (exercise stubs, no outputs) and ``complete/``. Lab saves what it runs
+    """A learner's workspace in ``dest``, made by ``course_utils.machinery.workspace`` exactly as ``make lab`` makes
+    it: the learner edition of every notebook (exercise stubs, no outputs) and ``complete/``. Lab saves what it runs
     there; the stored notebooks stay untouched, and nothing can pass on a stored output."""
     from course_utils.machinery.workspace import prepare_workspace
 
@@ -446,6 +445,20 @@ _RUN_ALL = """(path) => {
 }"""
 
 
+def _judge_finished(path: str, cells: list[dict[str, Any]], final: dict[int, dict[str, Any]]) -> None:
+    """Keep each cell that has just finished in ``final``; raise ``NotebookFailed`` for one that failed."""
+    for cell in cells:
+        if cell["count"] is None or cell["running"] or cell["index"] in final:
+            continue
+        final[cell["index"]] = cell
+        errors = [(error["ename"], error["evalue"] if error["ename"] else error["traceback"])
+                  for error in cell["errors"]]
+        problem = cell_problem(cell["tags"], errors, "\n".join(cell["check_lines"]))
+        if problem:
+            raise NotebookFailed(f"{_describe(path, cell)}: {problem}"
+                                 + (f"\nstderr: {cell['stderr']}" if cell["stderr"] else ""), cells)
+
+
 def run_all(page: Any, path: str, timeout: float = 300, stall: float = 120, stopped: float = 3,
             interval: float = 0.5) -> list[dict[str, Any]]:
     """Run All in the open notebook ``path``, as a learner catching up does; return its code cells' final state.
@@ -476,16 +489,7 @@ def run_all(page: Any, path: str, timeout: float = 300, stall: float = 120, stop
         if state is None:
             raise NotebookFailed(f"{path} is no longer open in JupyterLab.", cells)
         cells = [final.get(cell["index"], cell) for cell in state["cells"]]
-        for cell in cells:
-            if cell["count"] is None or cell["running"] or cell["index"] in final:
-                continue
-            final[cell["index"]] = cell
-            errors = [(error["ename"], error["evalue"] if error["ename"] else error["traceback"])
-                      for error in cell["errors"]]
-            problem = cell_problem(cell["tags"], errors, "\n".join(cell["check_lines"]))
-            if problem:
-                raise NotebookFailed(f"{_describe(path, cell)}: {problem}"
-                                     + (f"\nstderr: {cell['stderr']}" if cell["stderr"] else ""), cells)
+        _judge_finished(path, cells, final)
         pending = [cell for cell in cells if cell["count"] is None or cell["running"]]
         if not pending:
             log.info("Run All finished in %s: %d code cells in %.1f s", path, len(cells), time.monotonic() - start)

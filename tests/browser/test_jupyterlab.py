@@ -28,12 +28,20 @@ from typing import Any
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-
 from labserver import (
-    ROOT, SCREENSHOTS, Lab, LabPage, NotebookFailed, Traffic, course_notebooks, evaluate, run_all, wait_for,
+    ROOT,
+    SCREENSHOTS,
+    Lab,
+    LabPage,
+    NotebookFailed,
+    Traffic,
+    course_notebooks,
+    evaluate,
+    run_all,
+    wait_for,
 )
 from learner_run import EXPECTED_ERROR_TAG, STUB_TAG, learner_run_problems
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 NOTEBOOKS = course_notebooks()
 GRAD_CAM = "06_grad_cam.ipynb"  # its saliency explorer is tested on the same run

@@ -66,6 +66,8 @@ KEEP = 'model.blocks[layer].register_forward_hook(lambda m, a, output: kept.__se
 STEER = """
 def add_steering(module, vector, scale):
     def hook(m, args, output):
+        if isinstance(output, tuple):
+            return (output[0] + scale * vector, *output[1:])
         return output + scale * vector
 
     return module.register_forward_hook(hook)
@@ -112,6 +114,7 @@ CASES = {
                    ("            handle.remove()", "            pass", "left behind"),
                    (("    try:\n", "    finally:\n"), ("    if True:\n", "    if True:\n"), "finally"),
                    ("        model(tokens)\n", "", "never ran"),
+                   ("        model(tokens)\n", "        model(tokens)\n        model(tokens)\n", "ran the model 2 times"),
                    ("streams, handles = [], []", "streams, handles = SHARED, []", "earlier call"),  # outlives the call
                    (POST, POST.replace("block.", "block.mlp."), "model.blocks[0].mlp adds"),
                    ("streams.append(output.detach()))", "streams.append(output.detach()) or streams[-1])",
@@ -126,6 +129,8 @@ CASES = {
                     "loop variable"),  # a dict, every hook writes the last index
                    (("(len(model.blocks) + 1)", "enumerate(model.blocks)"), ("3", "enumerate(model.blocks[:2])"),
                     "their number varies"),  # the number of blocks hard-coded
+                   (("streams.__setitem__(0,", "index + 1"), ("streams.__setitem__(-1,", "index"),
+                    "belongs at 1"),  # the embedding stream last
                ),
                (answer("""
                     def cache_residuals(model, tokens):  # model.blocks is never called
@@ -180,6 +185,11 @@ CASES = {
             ("return (heads,)", "return [heads]", "returned a list, not a tensor"),
             ("    return attention.out_proj.register_forward_pre_hook(pre_hook)",
              "    return [attention.out_proj.register_forward_pre_hook(pre_hook)]", "(got list)"),
+            ("heads[..., head * width:(head + 1) * width] = 0", "heads[0, :, head * width:(head + 1) * width] = 0",
+             "at every position of every sequence"),  # the first sequence only
+            ((*TAKE_INPUT, "out_proj.register_forward_pre_hook"),  # the head's queries at in_proj's output
+             ("def pre_hook(module, args, output):\n        heads = output.clone()", "return heads",
+              "in_proj.register_forward_hook"), "through its values alone"),
         ),
     ),
     "12.3": Cases(
@@ -223,11 +233,16 @@ CASES = {
               "register_forward_hook(hook)"),
              ('model.blocks[layer].register_forward_pre_hook(lambda m, args: kept.__setitem__("x", args[0]))',
               "    def hook(module, args):\n        patched = args[0].clone()", "        return (patched,)",
-              "register_forward_pre_hook(hook)"), "what enters block"),
+              "register_forward_pre_hook(hook)"), "the stream that enters block"),
             ("    with " + KEEP + ":\n        model(clean)",  # the clean hook stays
              "    model.blocks[layer].register_forward_hook(lambda m, a, output: kept.update(x=output))\n    model(clean)",
              "left behind"),
             ("[:, position]", "[:, position + 1]", "next to position"),
+            (("    with " + KEEP + ":\n        model(clean)", "        return model(corrupted)"),  # the keeping hook stays
+             ("    keep = " + KEEP + "\n    model(clean)", "        result = model(corrupted)\n    keep.remove()\n    return result"),
+             "still registered"),
+            ("model.blocks[layer]", "model.blocks[layer - 1]", "the stream that enters block 1"),
+            ('kept["x"][:, position]', 'kept["x"][:, position - 1]', "Which activation did you keep"),
             ("[:, position]", "[:, position:]", "every position from"),
             ("[:, position]", "[0, position]", "first sequence"),
             (("        model(clean)", "        return model(corrupted)"),
@@ -242,24 +257,55 @@ CASES = {
         right=[answer("""
                    def add_steering(module, vector, scale):  # lambda, keeps vector*scale
                        shift = vector * scale
-                       return module.register_forward_hook(lambda m, args, output: output + shift)
+                       return module.register_forward_hook(
+                           lambda m, args, output: output + shift if torch.is_tensor(output)
+                           else (output[0] + shift,) + tuple(output[1:]))
                    """),
-               answer(STEER.replace("        return output + scale * vector",  # changes the output in place
-                                    "        output.add_(vector, alpha=scale)"))],
-        wrong=mutants(
-            STEER,
-            ("        return output + scale * vector", "        output = output + scale * vector", "changed nothing"),
-            ("return output + scale * vector", "return (output + scale * vector,)", "returned a tuple, not a tensor"),
-            (("    def hook", "scale * vector"), ("    vector.mul_(scale)\n\n    def hook", "vector"), "changed the vector"),
-            ("scale * vector", "vector", "without its scale"),
-            ("        return output + scale * vector",
-             "        steered = output.clone()\n        steered[:, -1] += scale * vector\n        return steered",
-             "last position"),
-            (("def hook(m, args, output):", "return output + scale * vector", "register_forward_hook"),
-             ("def hook(m, args):", "return (args[0] + scale * vector,)", "register_forward_pre_hook"),
-             "what enters the module"),
-            ("scale * vector", "scale * vector / vector.norm()", "unit vector"),
-        ),
+               answer("""
+                   def add_steering(module, vector, scale):  # changes the output in place, returns nothing
+                       def hook(m, args, output):
+                           (output[0] if isinstance(output, tuple) else output).add_(vector, alpha=scale)
+
+                       return module.register_forward_hook(hook)
+                   """)],
+        wrong=[*mutants(
+                   STEER,
+                   ("        return output + scale * vector", "        output = output + scale * vector", "changed nothing"),
+                   ("return output + scale * vector", "return (output + scale * vector,)", "your hook returned a tuple"),
+                   (("    def hook", "scale * vector"), ("    vector.mul_(scale)\n\n    def hook", "vector"),
+                    "changed the vector"),
+                   ("scale * vector", "vector", "without its scale"),
+                   ("        return output + scale * vector",
+                    "        steered = output.clone()\n        steered[:, -1] += scale * vector\n        return steered",
+                    "last position"),
+                   ("scale * vector", "scale * vector / vector.norm()", "unit vector"),
+                   ("scale * vector", "(scale * vector).repeat(24, 1)", "any number of positions"),  # one length only
+                   ("(output[0] + scale * vector, *output[1:])", "output[0] + scale * vector",
+                    "returned a Tensor: return a tuple"),  # the tuple's first element alone
+                   ("(output[0] + scale * vector, *output[1:])", "(output[0] + scale * vector,)", "a tuple of 1"),
+                   ("        if isinstance(output, tuple):\n            return (output[0] + scale * vector, *output[1:])\n",
+                    "", "returns a tuple (output, weights)"),  # the tuple not handled
+                   ("        return output + scale * vector",  # steers position 0 .. of every sequence but the first
+                    "        steered = output.clone()\n        steered[:, 1:] += scale * vector\n        return steered",
+                    "positions (batch times sequence)"),
+               ),
+               (answer("""
+                    def add_steering(module, vector, scale):  # a pre-hook: what enters the module
+                        return module.register_forward_pre_hook(lambda m, args: (args[0] + scale * vector, *args[1:]))
+                    """), "what enters the module"),
+               (answer("""
+                    def add_steering(module, vector, scale):  # the shift shaped at the first call's length
+                        kept = []
+
+                        def hook(m, args, output):
+                            stream = output[0] if isinstance(output, tuple) else output
+                            if not kept:
+                                kept.append((scale * vector).expand(stream.shape[1], -1))
+                            steered = stream + kept[0]
+                            return (steered, *output[1:]) if isinstance(output, tuple) else steered
+
+                        return module.register_forward_hook(hook)
+                    """), "KV-cached generation")],
     ),
     "12.5": Cases(
         right=[answer("""
@@ -284,6 +330,8 @@ CASES = {
                     "after generation"),
                    ((*SLICED[0], "use_cache=True"), (*SLICED[1], "use_cache=False"), "KV cache"),
                    (">= start", "> start", "after start"),
+                   ('kwargs["positions"] >= start', 'kwargs["positions"] - prompt.shape[1] >= start', "end of the prompt"),
+                   ("+= vector", "+= 2 * vector", "first differ"),
                    (">= start", ">= prompt.shape[1]", "generated positions"),  # start ignored
                    (("def hook(module, args, kwargs, output):\n        steered = output.clone()", "        return steered",
                      "register_forward_hook(hook"),

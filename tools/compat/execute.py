@@ -10,7 +10,8 @@ on this ``sys.path``): a cell past ``--cell-timeout`` or a notebook past ``--not
 notebook, naming the cell, and its kernel is stopped; a kernel that dies before its first cell is started again, and
 the retry noted in the log.
 
-Usage (what ``tools.compat.run`` runs, by path, in the compat environment): ``python tools/compat/execute.py --folder /tmp/x --learner-run tests/learner_run.py --report /tmp/x/r.json``
+Usage (what ``tools.compat.run`` runs, by path, in the compat environment): ``python tools/compat/execute.py --folder
+/tmp/x --learner-run tests/learner_run.py --report /tmp/x/r.json``
 """
 
 from __future__ import annotations
@@ -39,14 +40,15 @@ KERNEL_WARNING_FILTERS = "; ".join(
     for category in ("DeprecationWarning", "FutureWarning")
 )
 EXPECTED_ERROR = "raises-exception"
-WARNING_LINE = re.compile(r"^(?P<path>\S+?):(?P<line>\d+): (?P<category>DeprecationWarning|FutureWarning): (?P<message>.*)$")
+WARNING_LINE = re.compile(r"^(?P<path>\S+?):(?P<line>\d+): "
+                          r"(?P<category>DeprecationWarning|FutureWarning): (?P<message>.*)$")
 # Where a warning is the course's debt: raised in torch or torchvision, or attributed (stacklevel) to the course's
 # own code -- a notebook cell (ipykernel_...) or course_utils -- that calls a deprecated torch API.
 COURSE_DEBT = re.compile(r"/(torch|torchvision|course_utils)/|ipykernel_\d+")
 TOOLS = Path(__file__).resolve().parent.parent
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(path: Path) -> ModuleType:
     """A module of the checkout, by its path (tools/notebook_runner.py, tests/learner_run.py)."""
     name = f"course_checkout_{path.stem}"  # beside, never instead of, a module of that name
@@ -84,7 +86,8 @@ def warnings_seen(executed: nbformat.NotebookNode) -> tuple[list[str], list[str]
     """(debt, other): DeprecationWarning/FutureWarning lines a cell wrote to stderr (the kernel starts with
     :data:`KERNEL_WARNING_FILTERS`), split into the course's debt (torch, torchvision, course code) and the rest.
     Lessons that teach a warning catch it with print_warnings(), which prints to stdout: not counted."""
-    debt, other = [], []
+    debt: list[str] = []
+    other: list[str] = []
     for index, cell in enumerate(executed.cells):
         if cell.cell_type != "code":
             continue

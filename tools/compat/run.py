@@ -35,6 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
+from course_utils.machinery.pins import parse_pins
+
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = ROOT / "tools" / "compat" / "colab-packages.txt"
 VERIFIED = ROOT / "tools" / "compat" / "verified.json"
@@ -58,7 +62,8 @@ def sh(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]
 
 def find_python(given: str | None) -> str:
     candidates = [given] if given else [os.environ.get("COURSE_COMPAT_PYTHON", ""), f"python{COLAB_PYTHON}",
-                                        *sorted(map(str, Path.home().glob(f".pyenv/versions/{COLAB_PYTHON}*/bin/python3")))]
+                                        *sorted(map(str,
+                                                    Path.home().glob(f".pyenv/versions/{COLAB_PYTHON}*/bin/python3")))]
     for candidate in filter(None, candidates):
         try:
             out = subprocess.run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
@@ -68,26 +73,18 @@ def find_python(given: str | None) -> str:
         if out.returncode == 0 and out.stdout.strip() == COLAB_PYTHON:
             return candidate
     sys.exit(f"compat: Colab runs Python {COLAB_PYTHON}; none found. Install it (apt-get install python{COLAB_PYTHON}"
-             f" python{COLAB_PYTHON}-venv, or pyenv install {COLAB_PYTHON}) or pass --python /path/to/python{COLAB_PYTHON}.")
+             f" python{COLAB_PYTHON}-venv, or pyenv install {COLAB_PYTHON}) or pass "
+             f"--python /path/to/python{COLAB_PYTHON}.")
 
 
 def snapshot_pins() -> dict[str, str]:
-    pins = {}
-    for raw in SNAPSHOT.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if line:
-            name, version = line.split("==")
-            pins[canonical(name)] = version
-    return pins
-
-
-def canonical(name: str) -> str:
-    return name.lower().replace("_", "-").replace(".", "-")
+    """Colab's packages, ``{normalised name: version}``, read as the course reads its own lock."""
+    return parse_pins(SNAPSHOT.read_text(encoding="utf-8").splitlines())
 
 
 def freeze(python: Path) -> dict[str, str]:
     out = sh([str(python), *PIP, "list", "--format", "json"]).stdout
-    return {canonical(item["name"]): item["version"] for item in json.loads(out)}
+    return {canonicalize_name(item["name"]): item["version"] for item in json.loads(out)}
 
 
 def base_environment(python_exe: str, cache: Path) -> tuple[Path, dict[str, str]]:
@@ -230,7 +227,8 @@ def record_verified(run: str, report: dict[str, list[str]], torch_version: str) 
         if report.get(f"{name} (teaching)") == [] and report.get(f"{name} (learner)") == []:
             data.setdefault(name, {})[run] = {"torch": torch_version, "date": today}
     VERIFIED.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    log(f"recorded in {VERIFIED.relative_to(ROOT)}; `python -m tools.cloud_badges` shows it in the notebooks and README")
+    log(f"recorded in {VERIFIED.relative_to(ROOT)}; `python -m tools.cloud_badges` shows it in the notebooks and "
+        "README")
 
 
 if __name__ == "__main__":

@@ -20,14 +20,15 @@ translator fixes the entry -- unless only numbers or code names changed (``75`` 
 then the translation gets the same change and stays current (:func:`carried`). ``stale`` (and the tests) name
 every unit without a current translation. Whether that fails ``make test`` is one setting of
 ``course_utils/course.toml``, read by :func:`translations_may_lag` alone: ``false`` (the course's own) fails, ``true``
-(a fork that ships English first) warns with the list; the messages of ``check()`` and ``hint()`` follow the same setting (``tools/i18n/messages.py``).
+(a fork that ships English first) warns with the list; the messages of ``check()`` and ``hint()`` follow the same
+setting (``tools/i18n/messages.py``).
 A PO file of the old form (one entry per cell) is cut into today's units by ``update`` (``tools/i18n/legacy.py``).
 
 Usage::
 
-    python -m tools.i18n.editions update     # after editing English: bring the PO files in line (never loses a translation)
-    python -m tools.i18n.editions build      # write notebooks/zh/*.ipynb, notebooks/zh/*.md, README.zh.md, the site's landing page
-    python -m tools.i18n.editions stale      # what is untranslated or out of date (exit 1 if anything, unless it may lag)
+    python -m tools.i18n.editions update  # after editing English: the PO files in line (never loses a translation)
+    python -m tools.i18n.editions build   # notebooks/zh/*.ipynb, notebooks/zh/*.md, README.zh.md, the landing page
+    python -m tools.i18n.editions stale   # what is untranslated or out of date (exit 1 if any, unless it may lag)
     python -m tools.i18n.editions export notebooks/03_forward_hooks.ipynb > 03.txt   # the entries as plain text
     python -m tools.i18n.editions export --missing notebooks/03_forward_hooks.ipynb > 03.txt   # only those to do
     python -m tools.i18n.editions import notebooks/03_forward_hooks.ipynb 03.txt  # translations back in
@@ -51,6 +52,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from babel.messages.catalog import Catalog, Message
 from babel.messages.pofile import read_po, write_po
@@ -60,6 +62,7 @@ from course_utils.machinery.layout import NOTEBOOK_GLOB, SETTINGS, read_settings
 from course_utils.machinery.messages import LANGUAGES, N_, _, in_language
 from tools.i18n import legacy
 from tools.i18n import units as units_module
+from tools.i18n.units import as_text
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -260,19 +263,14 @@ def update(lang: str, source: str) -> tuple[int, int]:
         if old.get(unit.english, context=unit.context) is None:
             unmatched[unit.context] = unmatched.get(unit.context, 0) + 1
     for unit in units:
-        before = old.get(unit.english, context=unit.context)
-        candidates = orphans.get(unit.context, [])
-        if before is None and candidates:
-            ratio, best = max((difflib.SequenceMatcher(None, m.id, unit.english).ratio(), n) for n, m in
-                              enumerate(candidates))
-            if ratio >= 0.6 or len(candidates) == 1 == unmatched[unit.context]:
-                before = candidates.pop(best)
+        before = _previous(unit, old, orphans, unmatched)
         message = Message(unit.english, context=unit.context, auto_comments=[f"source-sha256: {sha(unit.english)}"])
         if before is None:
             added += 1
         elif before.id == unit.english:
             message.string, message.flags = before.string, set(before.flags)
-        elif not before.fuzzy and (same := carried(before.id, unit.english, before.string)) is not None:
+        elif not before.fuzzy and (same := carried(as_text(before.id), unit.english,
+                                                   as_text(before.string))) is not None:
             message.string = same
         else:
             changed += 1
@@ -282,11 +280,24 @@ def update(lang: str, source: str) -> tuple[int, int]:
             # it: the translator compares the two Englishes (Babel cannot round-trip a multi-line "#| msgid").
             was = (_was(old, before) if before.fuzzy else None) or Message(before.id, string=before.string,
                                                                            context=unit.context)
-            new_catalog.obsolete[was.id if unit.context is None else (was.id, unit.context)] = was
+            new_catalog.obsolete[as_text(was.id) if unit.context is None else (as_text(was.id), unit.context)] = was
         if new_catalog.get(message.id, context=message.context) is None:
             new_catalog[message.id] = message
     write_catalog(path, new_catalog)
     return added, changed
+
+
+def _previous(unit: Unit, old: Catalog, orphans: dict[str | None, list[Message]],
+              unmatched: dict[str | None, int]) -> Message | None:
+    """The entry ``unit``'s translation comes from: its own, else the one orphan of its cell, or the most similar."""
+    before = old.get(unit.english, context=unit.context)
+    candidates = orphans.get(unit.context, [])
+    if before is None and candidates:
+        ratio, best = max((difflib.SequenceMatcher(None, m.id, unit.english).ratio(), n) for n, m in
+                          enumerate(candidates))
+        if ratio >= 0.6 or len(candidates) == 1 == unmatched[unit.context]:
+            before = candidates.pop(best)
+    return before
 
 
 _CODE_LIKE = re.compile(r"`[^`\n]+`|\d+(?:\.\d+)*(?:e[-+]?\d+)?|[A-Za-z_]\w*(?:\.\w+)*")
@@ -300,7 +311,7 @@ def carried(old_english: str, new_english: str, translation: str) -> str | None:
     if old != new:  # the words around the numbers and names differ
         return None
     changes: dict[str, str] = {}
-    for before, after in zip(_CODE_LIKE.findall(old_english), _CODE_LIKE.findall(new_english)):
+    for before, after in zip(_CODE_LIKE.findall(old_english), _CODE_LIKE.findall(new_english), strict=True):
         if before == after:
             continue
         if not all(re.search(r"[\d_.`A-Z]", word[1:] or word) or word[0].isdigit() for word in (before, after)) \
@@ -327,7 +338,7 @@ def previous_english(catalog: Catalog, context: str | None, english: str | None 
     message = next((m for m in catalog if m.id and m.context == context and m.fuzzy
                     and english in (None, m.id)), None)
     was = _was(catalog, message) if message is not None else None
-    return was.id if was is not None else None
+    return as_text(was.id) if was is not None else None
 
 
 def stale(lang: str, source: str) -> list[str]:
@@ -357,7 +368,7 @@ def is_translated(catalog: Catalog, unit: Unit) -> bool:
 def translation(lang: str, catalog: Catalog, unit: Unit) -> str:
     if not is_translated(catalog, unit):
         return unit.english  # not translated (yet): the English, never an outdated translation
-    return catalog.get(unit.english, context=unit.context).string
+    return as_text(cast(Message, catalog.get(unit.english, context=unit.context)).string)
 
 
 def with_lag_note(text: str, lang: str) -> str:
@@ -437,7 +448,7 @@ def _anchor_map(lang: str, _files: tuple[tuple[Path, int], ...]) -> dict[str, di
         for unit in [u for u in notebook_units(path) if u.kind == "text"]:
             english, translated = headings(unit.english), headings(translation(lang, catalog, unit))
             if [level for level, _ in english] == [level for level, _ in translated]:
-                pairs.update({anchor(e): anchor(t) for (_, e), (_, t) in zip(english, translated)})
+                pairs.update({anchor(e): anchor(t) for (_, e), (_, t) in zip(english, translated, strict=True)})
         mapping[path.name] = pairs
     return mapping
 
@@ -454,8 +465,9 @@ def translated_path(english: str, lang: str) -> str | None:
 
 def retarget_links(text: str, lang: str, english_file: str, built_file: str,
                    anchors: dict[str, dict[str, str]]) -> str:
-    """Relative links of ``english_file``'s text, for the same text at ``built_file``: a link to a notebook or guide goes
-    to its translation (a section link to the translated heading), any other file is still reached from the new place."""
+    """Relative links of ``english_file``'s text, for the same text at ``built_file``: a link to a notebook or guide
+    goes to its translation (a section link to the translated heading), any other file is still reached from the new
+    place."""
     import posixpath
     from urllib.parse import quote, unquote
 
@@ -513,7 +525,8 @@ def built_notebook(lang: str, english_path: Path, anchors: dict[str, dict[str, s
         cell["source"] = source.splitlines(keepends=True)
     notebook["metadata"]["language_edition"] = {
         "lang": lang, "english": english_path.name,
-        "generated_by": "make sync (tools/i18n/editions.py): edit the English notebook and translations/, not this file"}
+        "generated_by": "make sync (tools/i18n/editions.py): edit the English notebook and translations/, "
+                        "not this file"}
     return notebook
 
 
@@ -616,13 +629,14 @@ def export_text(lang: str, source: str, *, only_missing: bool = False) -> str:
     for key, message in keyed.items():
         if only_missing and message.string and not message.fuzzy:
             continue
-        note = _KIND_NOTES.get(kinds.get((message.context, message.id), "").replace("fstring", "string"))
+        english = as_text(message.id)
+        note = _KIND_NOTES.get(kinds.get((message.context, english), "").replace("fstring", "string"))
         key = f"{key}\n{note}" if note else key
         if message.fuzzy and message.string:
             was = _was(catalog, message)
-            context = _quoted("The English changed since it was translated. The English now:", message.id)
+            context = _quoted("The English changed since it was translated. The English now:", english)
             if was is not None:
-                context += _quoted("The English before:", was.id)
+                context += _quoted("The English before:", as_text(was.id))
             context += f"{_NOTE} Its old translation, to bring up to date (left as it is, it stays out of date):\n"
             out.append(f"@@ {key}\n{context}{message.string}\n\n")
         else:
@@ -640,17 +654,18 @@ def import_text(lang: str, source: str, text: str, unchanged: list[str] | None =
     if pieces[0].strip():
         raise ValueError("the text must start with an '@@ KEY' line")
     count = 0
-    for key, body in zip(pieces[1::2], pieces[2::2]):
+    for key, body in zip(pieces[1::2], pieces[2::2], strict=True):
         if key not in keyed:
             raise ValueError(f"{source} has no entry {key!r}: keys are {', '.join(keyed)}")
         message = keyed[key]
         body = "\n".join(line for line in body.split("\n") if not line.startswith(_NOTE)).strip("\n")
-        english_regions = set(_PLACEHOLDER.findall(message.id))
+        english = as_text(message.id)
+        english_regions = set(_PLACEHOLDER.findall(english))
         if set(_PLACEHOLDER.findall(body)) != english_regions:
             raise ValueError(f"entry {key}: keep the placeholders {sorted(english_regions)} exactly as in the English")
-        if kinds.get((message.context, message.id)) in ("string", "fstring"):
-            check_string(message.id, body, f"entry {key}", kinds[message.context, message.id] == "fstring")
-        if message.fuzzy and body == message.string.strip("\n"):
+        if kinds.get((message.context, english)) in ("string", "fstring"):
+            check_string(english, body, f"entry {key}", kinds[message.context, english] == "fstring")
+        if message.fuzzy and body == as_text(message.string).strip("\n"):
             if unchanged is not None:
                 unchanged.append(key)
             continue
@@ -658,7 +673,7 @@ def import_text(lang: str, source: str, text: str, unchanged: list[str] | None =
         message.string = body
         message.flags.discard("fuzzy")
         if was is not None:
-            del catalog.obsolete[(was.id, was.context) if was.context is not None else was.id]
+            del catalog.obsolete[(as_text(was.id), was.context) if was.context is not None else as_text(was.id)]
         count += 1
     write_catalog(po_path(lang, source), catalog)
     return count
@@ -674,7 +689,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_intermixed_args(argv)  # export --missing SOURCE and --missing export SOURCE alike
     if args.command in ("export", "import"):
         if args.source is None or (args.command == "import" and args.text is None):
-            parser.error(f"{args.command} needs the English source" + (" and the text file" if args.command == "import" else ""))
+            parser.error(f"{args.command} needs the English source"
+                         + (" and the text file" if args.command == "import" else ""))
         source = str(Path(args.source).resolve().relative_to(ROOT))
         if args.command == "export":
             sys.stdout.write(export_text(args.lang, source, only_missing=args.missing))

@@ -18,6 +18,7 @@ import re
 from babel.messages.catalog import Catalog, Message
 
 from tools.i18n import units as units_module
+from tools.i18n.units import as_text
 
 
 def _pairs(english: str, translation: str, fences: bool) -> list[tuple[str, str]]:
@@ -56,17 +57,19 @@ def in_units(catalog: Catalog, cells: list[dict] | None, fences: bool) -> Catalo
     def is_old(message: Message) -> bool:
         if message.context and re.search(r"/alt\d+$", message.context):
             return True
-        blocks = units_module.markdown_blocks(message.id, fences)
+        english = as_text(message.id)
+        blocks = units_module.markdown_blocks(english, fences)
         in_markdown = cells is None or message.context in markdown
-        return in_markdown and [b.text for b in blocks] != [message.id]
+        return in_markdown and [b.text for b in blocks] != [english]
 
     old = [(m, False) for m in catalog if m.id and is_old(m)]
     old += [(m, True) for m in catalog.obsolete.values() if m.id and is_old(m)]
     if not old:
         return catalog
     for message, obsolete in old:
+        msgid, string = as_text(message.id), as_text(message.string)
         if obsolete:
-            catalog.obsolete.pop((message.id, message.context) if message.context else message.id, None)
+            catalog.obsolete.pop((msgid, message.context) if message.context else msgid, None)
         else:
             catalog.delete(message.id, context=message.context)
         if message.context and (alt := re.search(r"/alt(\d+)$", message.context)):
@@ -75,12 +78,12 @@ def in_units(catalog: Catalog, cells: list[dict] | None, fences: bool) -> Catalo
             number = int(alt[1]) - 1
             pieces = {p.start: p for p in units_module.code_pieces(code.get(cell_id, ""))}
             piece = pieces.get(literals[number].start) if number < len(literals) else None
-            english = piece.text if piece is not None and literals[number].text == message.id else message.id
+            english = piece.text if piece is not None and literals[number].text == msgid else msgid
             quote = piece.shape.split(" ")[0].lstrip("rRuUfF") if piece is not None else '"'
-            pairs = [(english, _as_body(message.string, quote))]
-            context = cell_id
+            pairs = [(english, _as_body(string, quote))]
+            context: str | None = cell_id
         else:
-            pairs, context = _pairs(message.id, message.string, fences), message.context
+            pairs, context = _pairs(msgid, string, fences), message.context
         for english, translation in pairs:
             new = Message(english, string=translation, context=context, flags=set(message.flags))
             if obsolete:

@@ -29,6 +29,7 @@ import io
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import cast
 
 from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_file
@@ -43,13 +44,14 @@ TOOLS = ROOT / "tools"
 LOCALE = PACKAGE / "machinery" / "locale"
 TRANSLATED = tuple(lang for lang in LANGUAGES if lang != "en")
 KEYWORDS = {"_": None, "N_": None}
-_FIXED_DATE = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+_FIXED_DATE = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
 def source_messages(files: Iterable[Path] | None = None) -> dict[str, list[str]]:
     """Every message marked in the code: msgid -> ["path:line", ...]."""
     found: dict[str, list[str]] = {}
-    code = [*PACKAGE.rglob("*.py"), *(path for path in TOOLS.rglob("*.py") if "hub" not in path.relative_to(TOOLS).parts)]
+    code = [*PACKAGE.rglob("*.py"),
+            *(path for path in TOOLS.rglob("*.py") if "hub" not in path.relative_to(TOOLS).parts)]
     for path in sorted(files if files is not None else code):
         if path.name == "messages.py" and path.parent.name == "machinery":
             continue  # the docstring's examples
@@ -81,10 +83,11 @@ def merged(lang: str) -> tuple[Catalog, list[str]]:
         for message in read_part(path):
             if not message.id or not message.string or message.fuzzy:
                 continue
-            if message.id in seen and seen[message.id][0] != message.string:
-                problems.append(f"{path.name} and {seen[message.id][1]} translate {message.id[:60]!r} differently")
+            msgid, string = cast(str, message.id), cast(str, message.string)  # the course has no plural forms
+            if msgid in seen and seen[msgid][0] != string:
+                problems.append(f"{path.name} and {seen[msgid][1]} translate {msgid[:60]!r} differently")
                 continue
-            seen[message.id] = (message.string, path.name)
+            seen[msgid] = (string, path.name)
             catalog.add(message.id, message.string)
     return catalog, problems
 
@@ -211,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {mo_path(args.lang).relative_to(ROOT)}")
         return 0
     found, untranslated = problems(args.lang), missing(args.lang)
-    print("\n".join(found) if found else f"{args.lang}: every message translated, course.mo compiled" if not untranslated
+    print("\n".join(found) if found
+          else f"{args.lang}: every message translated, course.mo compiled" if not untranslated
           else f"{args.lang}: {len(untranslated)} messages show in English until translated (translations may lag; "
                "python -m tools.i18n.messages missing lists them), course.mo compiled")
     return 1 if found else 0

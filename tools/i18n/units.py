@@ -19,6 +19,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass
+from typing import cast
 
 from markdown_it import MarkdownIt
 
@@ -37,6 +38,14 @@ class Piece:
     text: str
     kind: str = "text"
     shape: str = ""
+
+
+def as_text(value: object) -> str:
+    """A message's id or string as the course writes them: one ``str`` (Babel also allows plural forms, which the
+    course's catalogues do not use).
+
+    Usage: ``english = as_text(message.id)``"""
+    return cast(str, value)
 
 
 def _line_starts(text: str) -> list[int]:
@@ -138,7 +147,7 @@ def _compared(source: str) -> tuple[list[tuple[int, int]], list[str]]:
         text = source[starts[line - 1]:starts[line]] if line < len(starts) else ""
         return starts[line - 1] + len(text.encode()[:column].decode())
 
-    nodes: list[ast.AST] = []
+    nodes: list[ast.expr] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
             nodes.append(node)
@@ -185,7 +194,7 @@ def code_pieces(source: str) -> list[Piece]:
         if j == i:
             i += 1
             continue
-        run = [_LITERAL.match(t[1]) for t in significant[i:j]]
+        run = [cast(re.Match[str], _LITERAL.match(t[1])) for t in significant[i:j]]
         before = [t[1] for t in significant[max(i - 2, 0):i]]
         body = "".join(m["body"] for m in run)
         shown = body if "f" not in run[0]["prefix"].lower() else re.sub(r"\{[^{}]*\}", " ", body)
@@ -214,13 +223,14 @@ def _chunks(text: str, count: int) -> list[str]:
             inside.add(i)
         elif char in " ，。；：、）" and i + 1 < len(text) and i + 1 not in inside:
             breaks.append(i + 1)
-    cuts, size = [], len(text) / count
+    cuts: list[int] = []
+    size = len(text) / count
     for n in range(1, count):
         best = min((b for b in breaks if not cuts or b > cuts[-1] + 1), key=lambda b: abs(b - n * size), default=None)
         if best is not None and best < len(text):
             cuts.append(best)
     cuts = sorted(set(cuts))
-    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
 
 
 def written_back(source: str, piece: Piece, translation: str) -> str:

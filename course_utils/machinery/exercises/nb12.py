@@ -1,5 +1,5 @@
 """Exercises of notebooks/12_transformer_hooks.ipynb: cache the residual stream, ablate a head, patch a position,
-steer with a vector, and steer during KV-cached generation.
+steer with a vector (a block's output or an attention module's tuple), and steer during KV-cached generation.
 
 Every check builds its own transformers (``course_utils.transformer.InductionTransformer`` with random weights and
 another number of blocks, heads or ``d_head`` than the notebook's model), draws new token sequences, and computes the
@@ -7,9 +7,13 @@ truth itself: by running the blocks one by one (12.1), or with its own correct h
 matched against the mistakes learners make here, each recomputed: hooking the attention module (or the block, or
 ``in_proj``) instead of ``out_proj``'s input, the wrong head slice, a hook that changes a copy and returns nothing, a
 cache that keeps the graph or outlives the call, a patch of the block's input, of the wrong position or run, a vector
-changed in place or added to the input, a slice of the output that is empty once a KV cache feeds one position at a
-time, and state kept between calls. Where hooks sit while the model runs is read with ``watch_hooks``, so that a ✗
-can say where to look.
+changed in place or added to the input, a shift built for one length or for a tensor where the output is a tuple, a
+slice of the output that is empty once a KV cache feeds one position at a time, a start counted from the end of the
+prompt, and state kept between calls. Where no recomputed mistake matches, the ✗ says where the answer goes wrong: the
+features out_proj reads, the first position whose logits differ, the share of positions steered, the first token
+generated differently. Where hooks sit while the model runs is read with ``watch_hooks`` (12.1, 12.2) or counted run
+by run (12.3), so that a ✗ can say where to look. 12.4 judges what its hook returns itself (``watch_hooks=False``):
+handing on a tuple is part of that exercise.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Text, Verdict, fail, generator,
+from course_utils.hooks import count_hooks
+from course_utils.machinery.exercise_kit import (N_, ATOL, Exercise, FailsOnPurpose, Text, Verdict, fail, generator,
                                                  hooks_left, name_the_mistake, removing, require, require_no_hooks,
                                                  same, seeded, tensor_result, the_error_gets_out, type_name,
                                                  watch_hooks)
@@ -91,6 +96,9 @@ def _wrong_count(result: list, truth: list[torch.Tensor], n_layers: int, runs: l
     if not result:
         _nothing_cached(runs)
     fields = {"got": len(result), "expected": len(truth), "blocks": n_layers}
+    require(len(runs) <= 1, N_("Your list holds {got} tensors, not {expected}: your function ran the model {runs} "
+                               "times, and every run added its streams. Run model(tokens) once, with every hook "
+                               "registered."), runs=len(runs), **fields)
     require(not (len(result) > len(truth) and all(map(same, result[-len(truth):], truth))),
             N_("Your list also holds the tensors of an earlier call ({got} tensors, of which the last {expected} are "
                "right): make a new list inside cache_residuals, so that every call starts empty."), **fields)
@@ -125,6 +133,10 @@ def _wrong_stream(model: InductionTransformer, tokens: torch.Tensor, truth: list
         require(not same(checked, addition), N_("Stream {index} is what model.blocks[{block}].{part} adds to the "
                                                 "residual stream, not the stream itself: keep what the block "
                                                 "returns."), index=index, block=block, part=part)
+    elsewhere = [other for other, stream in enumerate(truth) if other != index and same(checked, stream)]
+    require(not elsewhere, N_("Stream {index} is the residual stream that belongs at {other}: stream 0 is what "
+                              "enters block 0, stream i + 1 what block i returns."), index=index,
+            other=elsewhere[0] if elsewhere else None)
     fail(N_("Stream {index} is not the residual stream there: the embedding stream is what enters block 0, stream i + "
             "1 what block i returns."), index=index)
 
@@ -173,6 +185,14 @@ def _zeroed(model: InductionTransformer, layer: int, tokens: torch.Tensor, colum
         return _run(model, tokens)
 
 
+def _read_by_out_proj(model: InductionTransformer, layer: int, tokens: torch.Tensor) -> torch.Tensor:
+    """What ``out_proj`` of block ``layer`` reads, after the hooks registered before this probe."""
+    seen: list[torch.Tensor] = []
+    with model.blocks[layer].attn.out_proj.register_forward_pre_hook(lambda module, args: seen.append(args[0])):
+        _run(model, tokens)
+    return seen[0]
+
+
 def _hands_input_on(module: torch.nn.Module) -> bool:
     """Whether ``module``'s forward pre-hooks hand its input on as the very tensor it was called with (a hook that
     returns nothing, or the args it got), rather than a new tensor."""
@@ -199,11 +219,12 @@ def _misplaced_ablation(where: list[str], layer: int, head: int) -> None:
                "stream), not what head {head} produces: the heads' outputs lie side by side further in, after they "
                "are computed and before they are mixed."), head=head)
     require(not any(name.startswith(f"{inside}attn.in_proj.") for name in where),
-            N_("in_proj makes the queries, keys and values of every head: what you zeroed there does not switch off "
-               "head {head}'s output. The heads' outputs lie side by side where out_proj reads them."), head=head)
-    fail(N_("Your hook is on {where}, where every feature mixes all the heads: a head can be switched off only where "
-            "the heads' outputs lie side by side, inside the attention of block {layer}."),
-         where=", ".join(n for n in where if n.startswith(inside)), layer=layer)
+            N_("At in_proj's output a head is switched off through its values alone (its queries and keys only change "
+               "where it looks), and what you zeroed there is not exactly head {head}'s values. out_proj's input, "
+               "where the heads' outputs lie side by side, is the simpler place."), head=head)
+    fail(N_("Your hook is on {where}, where every feature mixes all the heads, so no slice of it is head {head}'s: "
+            "look inside the attention of block {layer}, where each head's features are still apart."),
+         where=", ".join(n for n in where if n.startswith(inside)), head=head, layer=layer)
 
 
 def _ablate_test(ablate_head: Callable[..., Any]) -> Verdict:
@@ -212,6 +233,7 @@ def _ablate_test(ablate_head: Callable[..., Any]) -> Verdict:
         width = model.blocks[0].attn.d_head
         own = slice(head * width, (head + 1) * width)
         expected, untouched = _zeroed(model, layer, tokens, own), _run(model, tokens)
+        clean_heads = _read_by_out_proj(model, layer, tokens)
         handle = ablate_head(model, layer, head)
         where = hooks_left(model)
         with removing(handle):
@@ -219,7 +241,7 @@ def _ablate_test(ablate_head: Callable[..., Any]) -> Verdict:
                                "remove the hook (got {type})."))
             require(where, N_("No hook is registered on the model after your call: register one on the attention of "
                               "block {layer}."), layer=layer)
-            result = _run(model, tokens)
+            result, heads = _run(model, tokens), _read_by_out_proj(model, layer, tokens)
             passes_through = same(result, untouched) and _hands_input_on(model.blocks[layer].attn.out_proj)
         require_no_hooks(model, _LEFT_AFTER_REMOVE)
         if same(result, expected):
@@ -252,8 +274,13 @@ def _ablate_test(ablate_head: Callable[..., Any]) -> Verdict:
             (lambda: _zeroed(model, 1 - layer, tokens, own), N_("You ablated head {head} of the other block: the hook "
                                                                 "belongs on model.blocks[{layer}].")),
         ], head=head, layer=layer)
-        fail(N_("Not head {head} of block {layer} switched off: in out_proj's input, that head's d_head features must "
-                "be zero and every other feature as it was."), head=head, layer=layer)
+        features = (heads != clean_heads).flatten(0, -2).any(0)            # the features your hook changed
+        zero = (heads[..., own] == 0).flatten(0, -2).all(0)
+        fail(N_("Not head {head} of block {layer} switched off: in what out_proj reads, {zero} of the head's {width} "
+                "features are zero at every position of every sequence, and {changed} features of other heads "
+                "changed. That head's d_head features must "
+                "be zero and every other feature as it was."), head=head, layer=layer, width=width,
+             zero=int(zero.sum()), changed=int(features.sum() - features[own].sum()))
     return Verdict(True)
 
 
@@ -290,27 +317,35 @@ def _patch_test(patch_position: Callable[..., Any]) -> Verdict:
         corrupted = clean.clone()
         corrupted[:, ::3] = (corrupted[:, ::3] + 1) % 64            # a third of the tokens changed
         clean_before, corrupted_before = clean.clone(), corrupted.clone()
-        expected = _patched(model, clean, corrupted, layer, position)
-        raw = patch_position(model, clean, corrupted, layer, position)
+        expected, hooks_per_run = _patched(model, clean, corrupted, layer, position), []
+        with model.register_forward_pre_hook(lambda module, args: hooks_per_run.append(count_hooks(module) - 1)):
+            raw = patch_position(model, clean, corrupted, layer, position)
         require_no_hooks(model, _LEFT)
         require(torch.equal(clean, clean_before) and torch.equal(corrupted, corrupted_before),
                 N_("Your function changed the clean or corrupted tokens: leave the caller's inputs alone."))
         result = tensor_result(raw, tuple(expected.shape), Text(N_("the logits of the patched run")))
         if same(result, expected):
             continue
-        fields = {"layer": layer, "position": position}
         length = clean.shape[1]
-        name_the_mistake(result, [
-            (lambda: _run(model, corrupted), N_("Your patch changed nothing: a forward hook replaces the block's output "
-                                                "only with what it returns. Return the patched copy.")),
-            *[(value, N_("The block's whole output was replaced by the clean one, at every position: patch only "
-                         "position {position} (output[:, position]). Is the hook that kept the clean output still "
-                         "registered during the corrupted run, and does it return something (dict.setdefault returns "
-                         "the stored value)? A forward hook's return value replaces the output."))
-              for value in (lambda: _run(model, clean), lambda: _patched(model, clean, corrupted, layer, slice(None)))],
-            (lambda: _patched(model, clean, corrupted, layer, position, where="input"),
-             N_("You patched what enters block {layer} (its input); patch what it returns, with a forward hook.")),
-        ], **fields)
+        fields = {"layer": layer, "position": position, "hooks": hooks_per_run[-1] if hooks_per_run else 0}
+        if same(result, _run(model, corrupted)):
+            require(fields["hooks"] <= 1, N_("Your patch changed nothing, and {hooks} hooks were on the model during "
+                                             "the last run: is the hook that kept the clean output still registered? "
+                                             "It runs again and keeps the corrupted output before your patch reads "
+                                             "it. Remove it before the corrupted run."), **fields)
+            fail(N_("Your patch changed nothing: the corrupted run's logits came out as they were. Does your hook "
+                    "return the patched copy? A forward hook replaces the block's output only with what it returns."))
+        if same(result, _run(model, clean)) or same(result, _patched(model, clean, corrupted, layer, slice(None))):
+            require(fields["hooks"] <= 1,
+                    N_("The block's whole output was replaced by the clean one, and {hooks} hooks were on the model "
+                       "during the last run: the hook that kept the clean output is still registered, and it returns "
+                       "what it kept (dict.setdefault returns the stored value), which replaces the output. Remove it "
+                       "before the corrupted run."), **fields)
+            fail(N_("The block's whole output was replaced by the clean one, at every position: patch only position "
+                    "{position} (output[:, position])."), **fields)
+        name_the_mistake(result, [(lambda: _patched(model, clean, corrupted, layer, position, where="input"),
+                                   N_("You patched the stream that enters block {layer} (the block's input, which the "
+                                      "block before it returns), not the stream block {layer} returns."))], **fields)
         for other in range(len(model.blocks)):
             require(other == layer or not same(result, _patched(model, clean, corrupted, other, position)),
                     N_("You patched block {other}; the task asks for block {layer}."), other=other, layer=layer)
@@ -333,64 +368,122 @@ def _patch_test(patch_position: Callable[..., Any]) -> Verdict:
              N_("You patched the output of block {layer}'s attention, not of the block: patch what "
                 "model.blocks[{layer}] returns, the residual stream.")),
         ], **fields)
-        fail(N_("Not the corrupted run with block {layer}'s output at position {position} taken from the clean run."),
-             **fields)
+        first = int(((result - expected).abs().amax(dim=(0, 2)) > ATOL).nonzero()[0])
+        require(first >= position, N_("Your logits differ from the patched run's already at position {first}, before "
+                                      "position {position}, which a patch at {position} cannot reach (attention looks "
+                                      "only back): which tokens did your last run read, and what else did your hooks "
+                                      "change?"), first=first, **fields)
+        fail(N_("Your logits agree with the patched run's before position {position} and differ from it on: the run "
+                "and the place are right, but what you put at position {position} is not block {layer}'s output "
+                "there in the clean run. Which activation did you keep, and from which run?"), **fields)
     return Verdict(True)
 
 
-# -- 12.4: steer with a vector ------------------------------------------------------------------------------------
-def _steered(model: InductionTransformer, layer: int, tokens: torch.Tensor, shift: torch.Tensor,
-             positions: Any = slice(None), rows: Any = slice(None), where: str = "output") -> torch.Tensor:
-    """The model with ``shift`` added at ``[rows, positions]`` of block ``layer``'s output (``where="input"``: of
-    its input)."""
-    def shifted(stream: torch.Tensor) -> torch.Tensor:
-        steered = stream.clone()
-        steered[rows, positions] += shift
-        return steered
+# -- 12.4: steer with a vector, on a tensor or a tuple, at any length --------------------------------------------
+def _called_with(model: InductionTransformer, module: torch.nn.Module, tokens: torch.Tensor) -> tuple[tuple, dict]:
+    """The arguments ``module`` is called with when ``model`` runs on ``tokens``."""
+    seen: list[tuple[tuple, dict]] = []
+    with module.register_forward_pre_hook(lambda hooked, args, kwargs: seen.append((args, kwargs)), with_kwargs=True):
+        _run(model, tokens)
+    return seen[0]
 
-    block = model.blocks[layer]
-    with (block.register_forward_pre_hook(lambda module, args: (shifted(args[0]),)) if where == "input"
-          else block.register_forward_hook(lambda module, args, output: shifted(output))):
-        return _run(model, tokens)
+
+def _shifted(stream: torch.Tensor, shift: torch.Tensor, positions: Any = slice(None), rows: Any = slice(None)
+             ) -> torch.Tensor:
+    steered = stream.clone()
+    steered[rows, positions] += shift
+    return steered
 
 
 def _steer_test(add_steering: Callable[..., Any]) -> Verdict:
-    for layer, scale, seed in ((1, 0.7, 131), (0, -2.0, 132), (2, 3.0, 133)):
-        model, tokens = _model(3, 4, seed), _tokens(4, seed)
-        vector = torch.randn(32, generator=generator(seed))
-        before = vector.clone()
-        expected, untouched = _steered(model, layer, tokens, scale * vector), _run(model, tokens)
-        handle = add_steering(model.blocks[layer], vector, scale)
-        with removing(handle):
+    model = _model(3, 4, 131)
+    for target, scale, length, seed in (("blocks.1", 0.7, 24, 131), ("blocks.0", -2.0, 9, 132),
+                                        ("blocks.2.attn", 3.0, 24, 133), ("blocks.0.attn", 1.5, 5, 134)):
+        module, vector = model.get_submodule(target), torch.randn(32, generator=generator(seed))
+        args, kwargs = _called_with(model, module, _tokens(4, seed)[:, :length])
+        before, returns_tuple = vector.clone(), target.endswith("attn")
+        with torch.no_grad():
+            untouched = module(*args, **kwargs)
+        stream = untouched[0] if returns_tuple else untouched
+        fields = {"target": target, "length": length, "count": len(untouched) if returns_tuple else 1}
+        handle = add_steering(module, vector, scale)
+        with removing(handle), torch.no_grad():
             _handle(handle, N_("Return the handle that register_forward_hook gives you, so that the caller can remove "
                                "the hook (got {type})."))
             changed = not torch.equal(vector, before)
-            result = _run(model, tokens)
+            try:
+                result = module(*args, **kwargs)
+            except (RuntimeError, TypeError, ValueError, IndexError) as error:
+                if length == 24 and not returns_tuple:  # the notebook's case: check() names the learner's line
+                    raise
+                fail(N_("{target} returns a tuple (output, weights), and your hook raised {error} on it: steer the "
+                        "tuple's first element and return a tuple with the rest as it was.") if returns_tuple else
+                     N_("On {length} positions your hook on {target} raised {error}: steering must fit any number of "
+                        "positions, not only the notebook's 24."), error=f"{type(error).__name__}: {error}", **fields)
             changed = changed or not torch.equal(vector, before)
         require_no_hooks(model, _LEFT_AFTER_REMOVE)
         require(not changed, N_("Your code changed the vector it was given (an in-place operation on it): compute "
                                 "scale * vector as a new tensor."))
+        if returns_tuple:
+            require(isinstance(result, tuple), N_("{target} returns a tuple (output, weights), and your hook returned "
+                                                  "a {type}: return a tuple of the same length, its first element "
+                                                  "steered and the rest as it was."), type=type_name(result), **fields)
+            require(len(result) == len(untouched), N_("{target} returns a tuple of {count} (output, weights), and your "
+                                                      "hook returned a tuple of {size}: keep the rest of the tuple as "
+                                                      "it was."), size=len(result), **fields)
+            result = result[0]
+        require(isinstance(result, torch.Tensor), N_("{target} returns a tensor, and your hook returned a {type}: what "
+                                                     "a forward hook returns replaces the output, so return a tensor "
+                                                     "shaped like it."), type=type_name(result), **fields)
+        expected = _shifted(stream, scale * vector)
         if same(result, expected):
             continue
         name_the_mistake(result, [
-            (untouched, N_("Your hook changed nothing: a forward hook replaces the output only with what it returns. "
-                           "Return the steered output from the hook.")),
-            (lambda: _steered(model, layer, tokens, vector), N_("You added the vector without its scale: add scale * "
-                                                                "vector.")),
-            (lambda: _steered(model, layer, tokens, scale * vector, positions=-1),
+            (stream, N_("Your hook changed nothing: a forward hook replaces the output only with what it returns. "
+                        "Return the steered output from the hook.")),
+            (_shifted(stream, vector), N_("You added the vector without its scale: add scale * vector.")),
+            (_shifted(stream, scale * vector, positions=-1),
              N_("You steered only the last position: add the vector at every position.")),
-            (lambda: _steered(model, layer, tokens, scale * vector, rows=0),
+            (_shifted(stream, scale * vector, rows=0),
              N_("You steered only the first sequence of the batch: add the vector to every sequence, at every "
                 "position.")),
-            (lambda: _steered(model, layer, tokens, scale * vector, where="input"),
+            (lambda: _first(module(args[0] + scale * vector, *args[1:], **kwargs)),
              N_("You added the vector to what enters the module (a forward pre-hook): the task adds it to what the "
                 "module returns.")),
-            (lambda: _steered(model, layer, tokens, scale * vector / vector.norm()),
+            (_shifted(stream, scale * vector / vector.norm()),
              N_("You scaled a unit vector (vector / its norm): add scale * vector as it was given, with its own "
                 "length.")),
         ])
-        fail(N_("Not the model with scale * vector added to the output of the block you were given."))
+        added = result - stream
+        steered = torch.isclose(added, scale * vector, atol=ATOL).all(-1)
+        fail(N_("Not scale * vector added at every position of {target}'s output: {steered} of its {total} positions "
+                "(batch times sequence) got exactly that. Compare what your hook adds with scale * vector."),
+             steered=int(steered.sum()), total=steered.numel(), **fields)
+    _steer_generation(add_steering, model)
     return Verdict(True)
+
+
+def _first(output: Any) -> torch.Tensor:
+    return output[0] if isinstance(output, tuple) else output
+
+
+def _steer_generation(add_steering: Callable[..., Any], model: InductionTransformer) -> None:
+    """12.4 during KV-cached generation: the block sees the prompt once, then one position per step."""
+    prompt, vector = _tokens(3, 135)[:, :9], torch.randn(32, generator=generator(135)) * 2
+    with model.blocks[1].register_forward_hook(lambda module, args, output: output + 1.5 * vector):
+        expected = generate(model, prompt, 8, use_cache=False)
+    handle = add_steering(model.blocks[1], vector, 1.5)
+    with removing(handle):
+        try:
+            result = generate(model, prompt, 8, use_cache=True)
+        except (RuntimeError, TypeError, ValueError, IndexError) as error:
+            fail(N_("During KV-cached generation, where blocks.1 sees the prompt's 9 positions and then one position "
+                    "per step, your hook raised {error}: every call must be steered at each of its positions, whatever "
+                    "their number."), error=f"{type(error).__name__}: {error}")
+    require(torch.equal(result, expected),
+            N_("During KV-cached generation, where blocks.1 sees the prompt's 9 positions and then one position per "
+               "step, your steering gives other tokens than scale * vector added at every position of every call: "
+               "does your hook keep something from an earlier call, such as a shift shaped for its length?"))
 
 
 # -- 12.5 (stretch): steer during KV-cached generation -------------------------------------------------------------
@@ -398,11 +491,13 @@ def _generated(model: InductionTransformer, prompt: torch.Tensor, new_tokens: in
                start: int, use_cache: bool, mistake: str = "") -> torch.Tensor:
     """Greedy generation steered at absolute positions >= start (``mistake="slice"``: output[:, start:];
     ``"everywhere"``: every position; ``"after"``: positions > start; ``"generated"``: only the positions after the
-    prompt; ``"input"``: the block's input instead of its output)."""
+    prompt; ``"prompt_end"``: start counted from the end of the prompt; ``"input"``: the block's input instead of its
+    output)."""
     def steered(stream: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         stream = stream.clone()
         where = {"slice": (slice(None), slice(start, None)), "everywhere": (slice(None),),
-                 "after": (slice(None), positions > start), "generated": (slice(None), positions >= prompt.shape[1])
+                 "after": (slice(None), positions > start), "generated": (slice(None), positions >= prompt.shape[1]),
+                 "prompt_end": (slice(None), positions >= prompt.shape[1] + start)
                  }.get(mistake, (slice(None), positions >= start))
         stream[where] += vector
         return stream
@@ -417,7 +512,7 @@ def _generated(model: InductionTransformer, prompt: torch.Tensor, new_tokens: in
 
 
 def _kv_test(generate_steered: Callable[..., Any]) -> Verdict:
-    for case, (layer, prompt_length, start, seed) in enumerate(((1, 12, 15, 134), (0, 10, 5, 135))):
+    for case, (layer, prompt_length, start, seed) in enumerate(((0, 10, 5, 135), (1, 12, 15, 134))):
         model = _model(2, 4, seed)
         prompt, new_tokens = _tokens(6, seed)[:, :prompt_length], 24 - prompt_length
         vector = torch.randn(32, generator=generator(seed)) * 3
@@ -440,21 +535,33 @@ def _kv_test(generate_steered: Callable[..., Any]) -> Verdict:
                    "generate_steered."))
         if torch.equal(result, expected):
             continue
+        require(torch.equal(result[:, :prompt_length], prompt),
+                N_("Return the prompt followed by the generated tokens: the first {length} tokens of your result are "
+                   "not the prompt."), length=prompt_length)
         name_the_mistake(result, [(lambda mistake=mistake: _generated(model, prompt, new_tokens, layer, vector, start,
                                                                       True, mistake), message)
                                   for mistake, message in (
             ("slice", N_("output[:, start:] assumes the output holds every position. With the KV cache each step's "
-                         "output holds only the new position, so the slice is empty and nothing is steered. Use the "
-                         "absolute positions the block is called with (kwargs['positions'], with_kwargs=True).")),
+                         "output holds only the new position, so after the prompt the slice is empty and no generated "
+                         "position is steered. Use the absolute positions the block is called with "
+                         "(kwargs['positions'], with_kwargs=True).")),
             ("everywhere", N_("You steered every position: only positions >= start ({start}) get the vector.")),
             ("after", N_("You steered the positions after start, not from start on: position {start} itself gets the "
                          "vector too.")),
+            ("prompt_end", N_("You steered from position {late} on: you counted start from the end of the prompt. "
+                              "start is an absolute position, counted from the prompt's first token (position 0), as "
+                              "kwargs['positions'] counts.")),
             ("generated", N_("You steered the generated positions, those after the prompt: start ({start}) says where "
                              "steering begins, inside the prompt or after it.")),
             ("input", N_("You added the vector to what enters block {layer} (a forward pre-hook): the task adds it to "
-                         "what the block returns.")))], torch.equal, start=start, layer=layer)
-        fail(N_("Not the tokens of a generation steered at positions >= {start} of block {layer}: compare with "
-                "generate(..., use_cache=False) and the same hook."), start=start, layer=layer)
+                         "what the block returns.")))], torch.equal, start=start, layer=layer,
+            late=prompt_length + start)
+        first = int((result != expected).any(0).nonzero()[0])
+        fail(N_("Your tokens first differ from those of the steered generation at position {first}, the token chosen "
+                "at generation step {step}: the steering that chose it is not vector added at every position >= "
+                "{start} of block {layer}'s output. Compare with generate(..., use_cache=False) and the same "
+                "steering."),
+             first=first, step=first - prompt_length + 1, start=start, layer=layer)
     return Verdict(True)
 
 
@@ -474,7 +581,8 @@ EXERCISES = (
                        "module's own output is too late."),
                     N_("Head h owns features h*d_head to (h+1)*d_head, and d_head is an attribute of the attention "
                        "module. Clone args[0], zero the slice, return the copy.")),
-             praise=N_("One slice of out_proj's input: the whole of head ablation.")),
+             praise=N_("Zero ablation of a head is one slice of out_proj's input set to zero; mean and resample "
+                       "ablation write another value into the same slice.")),
     Exercise("12.3", N_("Write patch_position(model, clean, corrupted, layer, position): the corrupted run's logits "
                         "with one position of one block's output patched from the clean run."),
              _patch_test, what=N_("a function patch_position(model, clean, corrupted, layer, position)"),
@@ -483,13 +591,15 @@ EXERCISES = (
                     N_("Clone the corrupted output, copy output[:, position] from the clean one, and return the "
                        "copy: a forward hook's return value replaces the output.")),
              praise=N_("Cache, then replace: activation patching is two forward hooks.")),
-    Exercise("12.4", N_("Write add_steering(module, vector, scale): a forward hook that adds scale * vector to the "
-                        "output; return its handle."),
-             _steer_test, what=N_("a function add_steering(module, vector, scale)"),
-             hints=(N_("A forward hook that returns a tensor replaces the module's output with it."),
-                    N_("Return output + scale * vector from the hook (a new tensor; the vector broadcasts over the "
-                       "batch and the positions), and return the handle from your function.")),
-             praise=N_("Activation addition is one line in a forward hook.")),
+    Exercise("12.4", N_("Write add_steering(module, vector, scale): a forward hook that adds scale * vector at every "
+                        "position of the output, a tensor or a tuple's first element; return its handle."),
+             _steer_test, what=N_("a function add_steering(module, vector, scale)"), watch_hooks=False,
+             hints=(N_("What a forward hook returns replaces the module's output: a tensor for a block, a tuple of the "
+                       "same length for the attention module."),
+                    N_("Add scale * vector (a new tensor of shape (d_model,), which broadcasts over the batch and any "
+                       "number of positions) to the output, or to its first element, and return the handle.")),
+             praise=N_("One forward hook steers a block or a layer that returns a tuple, at any length and under a KV "
+                       "cache.")),
     Exercise("12.5", N_("Write generate_steered(model, prompt, new_tokens, layer, vector, start): KV-cached "
                         "generation steered from an absolute position on."),
              _kv_test, what=N_("a function generate_steered(model, prompt, new_tokens, layer, vector, start)"),
