@@ -10,31 +10,28 @@ cell id and ``/alt1``, ``/alt2``, ...), and writes the translation into the Chin
 carry Chinese alt text. A number in the alt text is compared by nbval like any printed number: print bounds and
 rounded values that hold on any CPU.
 
-**What a figure's output holds.** One ``display_data`` output, the same in a live kernel and in the stored notebook:
+**What a figure's output holds.** One ``display_data`` output, the same in a live kernel and in the stored notebook,
+with the image stored once:
 
-- ``image/png`` -- the figure;
-- ``metadata["image/png"]["alt"]`` -- the alt text, where ``IPython.display.Image(..., alt=...)`` puts it (IPython's
-  convention, and the ``alt`` metadata that jupyter/enhancement-proposals#120 proposes for every front end);
-- ``text/html`` -- ``<img src="data:image/png;base64,..." alt="...">``: the one representation that every consumer
-  below reads alt text from today;
+- ``text/html`` -- ``<img src="data:image/png;base64,..." alt="...">``: the figure and its alt text, in the one
+  representation every consumer below reads alt text from (a photograph or a heat map is a JPEG, ``image/jpeg``,
+  where that is less than half the PNG: :func:`image_bytes`);
 - ``text/plain`` -- the alt text itself: what a text-only reader gets, and what nbval compares on every run.
 
-**How each consumer reads it** (checked in the installed versions: JupyterLab 4.6, nbconvert 7.17, IPython 9):
+There is no ``image/png`` beside it: that would store each figure twice (the course's notebooks went from 4.2 to
+8.9 MB when they did), and the one front end that would use it, JupyterLab's image renderer (``renderImage`` in
+``@jupyterlab/rendermime`` 4.6), writes no ``alt`` at all -- not from the output's metadata either.
 
-- *JupyterLab* (and Notebook 7, which is built on it) prefers ``text/html`` to ``image/png`` and keeps the ``<img>``'s
-  ``alt``, also in an untrusted notebook (its sanitizer allows ``alt`` and ``data:`` images). Its own image renderer
-  (``renderImage`` in ``@jupyterlab/rendermime``) ignores the ``alt`` metadata: without the HTML, a screen reader
-  would hear nothing there.
-- *nbconvert's HTML exporters* prefer ``text/html`` too (``make html``, the slides); the ``classic`` template also
-  reads the metadata (``output | get_metadata('alt', 'image/png')``), the ``lab`` template does not.
-- *A Sphinx site with myst-nb*: ``text/html`` comes before ``image/png`` in myst-nb's render priority for the HTML
-  builders, so the ``<img alt>`` reaches the page as it is. A builder that prefers ``image/png`` (LaTeX, or an
-  ``nb_mime_priority_overrides`` that demotes ``text/html``) takes the alt text from the metadata: myst-nb's image
-  options are cell-level only (``cell.metadata.mystnb.image.alt``), so such a site copies
-  :func:`alt_of` of each output into the image node (a ``myst_nb.mime_renderers`` plugin, or that cell metadata).
+**How each consumer reads it** (checked in the installed versions: JupyterLab 4.6, nbconvert 7.17, myst-nb 1.4):
+
+- *JupyterLab* (and Notebook 7, which is built on it) renders the ``text/html`` and keeps the ``<img>``'s ``alt``,
+  also in an untrusted notebook (its sanitizer allows ``alt`` and ``data:`` images); so do Colab and VS Code.
+- *nbconvert's HTML exporters* render it too (the slides, both templates).
+- *The course's website* (myst-nb, ``tools/site``) turns each such ``<img>`` into an image file with its alt text,
+  which the browser caches and loads lazily.
 - *nbval* compares ``text/plain`` and ``text/html`` (the ``data:`` image itself is masked by
   ``tests/nbval_sanitize.cfg``, since pixels may differ between CPUs); ``tests/test_figure_alt.py`` fails on any
-  image output, in any notebook of either language, without alt text in all three places.
+  figure, in any notebook of either language, without its alt text in both places.
 
 **Widgets** (:mod:`course_utils.widgets`) show the same bundle for their first state, with the live controls' view
 added (``application/vnd.jupyter.widget-view+json``): a front end with ipywidgets shows the controls, anything else
@@ -57,7 +54,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AltLiteral", "alt_literals", "alt_of", "check_alt", "figure_output", "png_bytes", "show_figure"]
+__all__ = ["AltLiteral", "alt_literals", "alt_of", "check_alt", "figure_output", "image_bytes", "show_figure"]
 
 ALT_KEYWORD = "alt"
 """The keyword argument that carries a figure's alt text, in :func:`show_figure` and in every widget."""
@@ -84,26 +81,37 @@ def check_alt(text: str) -> str:
     return text
 
 
-def png_bytes(figure: Any) -> bytes:
-    """The figure as PNG, as the notebook's inline backend draws it (tight bounding box, ``savefig.dpi``)."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", bbox_inches="tight")
-    return buffer.getvalue()
+def image_bytes(figure: Any) -> tuple[str, bytes]:
+    """``(MIME type, bytes)`` of the figure as the notebook's inline backend draws it (tight bounding box,
+    ``savefig.dpi``): a PNG, or a JPEG (quality 90) where that is less than half the PNG's size -- a photograph or a
+    saliency map, whose noise PNG compresses badly (notebook 05's maps: 598 kB as PNG, 106 kB as JPEG); a chart of
+    flat colours stays a PNG, which is smaller and sharp there.
+
+    Usage: ``mime, data = image_bytes(fig)``
+    """
+    drawn = {}
+    for kind, options in (("png", {}), ("jpeg", {"pil_kwargs": {"quality": 90}})):
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format=kind, bbox_inches="tight", **options)
+        drawn[f"image/{kind}"] = buffer.getvalue()
+    small = len(drawn["image/jpeg"]) * 2 < len(drawn["image/png"])
+    return ("image/jpeg", drawn["image/jpeg"]) if small else ("image/png", drawn["image/png"])
 
 
 def figure_output(figure: Any, alt: str, **values: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(data, metadata)`` of the figure's display output with its alt text (``alt`` formatted with ``values``).
+    """``(data, metadata)`` of the figure's display output with its alt text (``alt`` formatted with ``values``): the
+    image once, in an ``<img>`` with its alt text (``text/html``), and the alt text as ``text/plain``.
 
     Usage: ``data, metadata = figure_output(fig, alt="... {n} ...", n=3)``
     """
     text = check_alt(alt.format(**values) if values else alt)
-    encoded = base64.b64encode(png_bytes(figure)).decode("ascii")
+    mime, image = image_bytes(figure)
+    encoded = base64.b64encode(image).decode("ascii")
     data = {
-        "image/png": encoded,
-        "text/html": f'<img src="data:image/png;base64,{encoded}" alt="{html.escape(text, quote=True)}"/>',
+        "text/html": f'<img src="data:{mime};base64,{encoded}" alt="{html.escape(text, quote=True)}"/>',
         "text/plain": text,
     }
-    return data, {"image/png": {ALT_KEYWORD: text}}
+    return data, {}
 
 
 def show_figure(figure: Any, *, alt: str, **values: Any) -> None:
@@ -127,14 +135,16 @@ def _close(figure: Any) -> None:
     plt.close(figure)
 
 
+_IMG = re.compile(r'^<img src="data:image/[\w+.-]+;base64,[A-Za-z0-9+/=]+" alt="([^"]*)"/>$')
+
+
 def alt_of(output: dict[str, Any]) -> str | None:
-    """The alt text of a stored notebook output (its ``image/png`` metadata), or None.
+    """The alt text of a stored notebook output: its figure's ``<img alt>`` (:func:`figure_output`), else None.
 
     Usage: ``[alt_of(o) for o in cell["outputs"]]``
     """
-    metadata = output.get("metadata") or {}
-    value = (metadata.get("image/png") or {}).get(ALT_KEYWORD) or metadata.get(ALT_KEYWORD)
-    return value if isinstance(value, str) else None
+    found = _IMG.match("".join((output.get("data") or {}).get("text/html", "")))
+    return html.unescape(found[1]) if found else None
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,10 @@ def test_the_generated_parts_are_up_to_date() -> None:
 def test_each_notebook_opens_with_its_own_links_and_the_guarded_install(path: Path) -> None:
     notebook = nbformat.read(path, as_version=4)
     opening = notebook.cells[0].source
-    assert f"[Colab]({cloud.colab_url(path.name)})" in opening
+    assert f"[Colab]({cloud.colab_url(path.name)})" in opening  # the learner edition first
     assert f"[Kaggle]({cloud.kaggle_url(path.name)})" in opening
+    assert f"[Colab]({cloud.colab_url(path.name, complete=True)})" in opening  # then the complete notebook
+    assert f"[Kaggle]({cloud.kaggle_url(path.name, complete=True)})" in opening
     assert f"[Report a problem]({report_problem.notebook_problem_url(path.name)})" in opening
     assert "**Last verified**" in opening and "binder/" in opening  # Binder stays offered
     code = first_code(notebook).source

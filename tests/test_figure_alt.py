@@ -1,7 +1,7 @@
 """Every figure the course draws carries alt text, in every notebook of both languages (course_utils/figures.py).
 
-- every image output of every stored notebook (English and Chinese) has its alt text in the three places the front
-  ends read it -- the ``image/png`` metadata, the ``<img alt>`` of its ``text/html``, its ``text/plain`` -- and the
+- every figure of every stored notebook (English and Chinese) is stored once, as the ``<img>`` of its ``text/html``,
+  with its alt text in the two places the front ends read it -- that ``<img alt>`` and its ``text/plain`` -- and the
   alt text says something (not a file name, not ``<Figure size ...>``); the Chinese notebooks' is Chinese;
 - the cell that drew it wrote that text itself, as an ``alt="..."`` literal (which the translation pipeline carries
   into translations/zh), and no notebook shows a figure any other way (``plt.show()``, a figure left for the inline
@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 import ast
+import base64
 import html
+import io
 import json
 import re
 from pathlib import Path
@@ -35,12 +37,21 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted(
     (ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/svg+xml")
 _IMG_ALT = re.compile(r'<img\b[^>]*\balt="([^"]*)"')
+_EMBEDDED = re.compile(r'<img\b[^>]*\bsrc="data:image/')
+
+
+def is_figure(output: dict) -> bool:
+    """An image output, or an HTML one that embeds an image (what ``show_figure`` stores)."""
+    data = output.get("data", {})
+    return any(t in data for t in IMAGE_TYPES) or bool(_EMBEDDED.search("".join(data.get("text/html", ""))))
+
+
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 def figure_problems(nb: Any, chinese: bool = False) -> list[str]:
-    """What is wrong with the figures of a notebook: each image output without alt text in all three places, alt
-    text that says too little, a drawing cell without its own ``alt=`` literal, a ``plt.show()``."""
+    """What is wrong with the figures of a notebook: each figure stored twice or without alt text in both places,
+    alt text that says too little, a drawing cell without its own ``alt=`` literal, a ``plt.show()``."""
     problems = []
     code_number = 0
     for cell in nb["cells"]:
@@ -51,15 +62,17 @@ def figure_problems(nb: Any, chinese: bool = False) -> list[str]:
         where = f"code cell {code_number}"
         if re.search(r"\bplt\.show\(\)", source):
             problems.append(f"{where}: plt.show() shows a figure without alt text; use show_figure(fig, alt=...)")
-        images = [o for o in cell.get("outputs", []) if any(t in o.get("data", {}) for t in IMAGE_TYPES)]
+        images = [o for o in cell.get("outputs", []) if is_figure(o)]
         if images and not alt_literals(source):
             problems.append(f"{where}: draws a figure but writes no alt=\"...\" text of its own")
         for output in images:
             alt = alt_of(output)
             data = output["data"]
             if not alt:
-                problems.append(f"{where}: a figure without alt text in its metadata (image/png.alt)")
+                problems.append(f"{where}: a figure without alt text: show it with show_figure(fig, alt=...)")
                 continue
+            if stored := [t for t in IMAGE_TYPES if t in data]:
+                problems.append(f"{where}: the figure is stored twice, as {stored[0]} beside its <img>")
             try:
                 check_alt(alt)
             except ValueError as error:
@@ -93,11 +106,12 @@ def plt_show_notebook() -> Any:
     nb = new_notebook()
     fig, ax = plt.subplots()
     ax.plot([1, 2, 3])
-    data, _ = figure_output(fig, alt="A rising line through three points, from one to three, left to right.")
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
     plt.close(fig)
     nb.cells = [new_markdown_cell("# A lesson"), new_code_cell(
         "fig, ax = plt.subplots()\nax.plot([1, 2, 3])\nplt.show()", execution_count=1,
-        outputs=[new_output("display_data", data={"image/png": data["image/png"],
+        outputs=[new_output("display_data", data={"image/png": base64.b64encode(png.getvalue()).decode(),
                                                   "text/plain": "<Figure size 640x480 with 1 Axes>"})])]
     return nb
 
@@ -106,7 +120,7 @@ def test_the_check_catches_a_figure_without_alt_text() -> None:
     problems = figure_problems(plt_show_notebook())
     assert any("plt.show()" in p for p in problems)
     assert any("no alt=" in p for p in problems)
-    assert any("without alt text in its metadata" in p for p in problems)
+    assert any("without alt text" in p for p in problems)
 
 
 def test_the_check_catches_each_missing_place_and_a_poor_alt_text() -> None:
@@ -125,24 +139,47 @@ def test_the_check_catches_each_missing_place_and_a_poor_alt_text() -> None:
 
     assert figure_problems(notebook(data, metadata)) == []
     assert figure_problems(notebook(data, metadata), chinese=True)  # English alt text in a Chinese notebook
-    assert any("text/html" in p for p in figure_problems(notebook({**data, "text/html": "<img src='x'>"}, metadata)))
+    unlabelled = data["text/html"].replace(html.escape(text, quote=True), "")
+    assert any("without alt text" in p for p in figure_problems(notebook({**data, "text/html": unlabelled}, {})))
     assert any("text/plain" in p for p in figure_problems(notebook({**data, "text/plain": "<Figure>"}, metadata)))
-    poor = {"image/png": {"alt": "figure.png"}}
-    assert any("says too little" in p for p in figure_problems(notebook({**data, "text/plain": "figure.png"}, poor)))
+    poor = data["text/html"].replace(html.escape(text, quote=True), "figure.png")
+    assert any("says too little" in p for p in figure_problems(notebook({"text/html": poor, "text/plain": "figure.png"}, {})))
+    twice = {**data, "image/png": "iVBORw0KGgo="}
+    assert any("stored twice" in p for p in figure_problems(notebook(twice, metadata)))
 
 
 # -- the pieces -------------------------------------------------------------------------------------------
-def test_figure_output_puts_the_alt_text_in_three_places_and_escapes_it() -> None:
+def test_figure_output_stores_the_image_once_with_its_alt_text_escaped() -> None:
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])
     data, metadata = figure_output(fig, alt='A line from "a" to <b>: {count} points & a slope of {slope:.1f}.',
                                    count=2, slope=1.0)
     plt.close(fig)
     alt = 'A line from "a" to <b>: 2 points & a slope of 1.0.'
-    assert metadata == {"image/png": {"alt": alt}} and data["text/plain"] == alt
-    assert data["image/png"].startswith("iVBORw0KGgo")  # base64 of the PNG signature
-    assert f'alt="{html.escape(alt, quote=True)}"' in data["text/html"]
-    assert f'src="data:image/png;base64,{data["image/png"]}"' in data["text/html"]
+    assert set(data) == {"text/html", "text/plain"} and metadata == {} and data["text/plain"] == alt
+    assert data["text/html"].startswith('<img src="data:image/png;base64,iVBORw0KGgo')  # a chart: a PNG
+    assert data["text/html"].endswith(f' alt="{html.escape(alt, quote=True)}"/>')
+    assert alt_of({"data": data, "metadata": metadata}) == alt
+
+
+def test_a_photograph_is_a_jpeg_and_a_chart_a_png() -> None:
+    import numpy as np
+
+    from course_utils.figures import image_bytes
+
+    noise = np.random.default_rng(0).random((300, 400, 3))  # what a saliency map looks like to a PNG encoder
+    fig, ax = plt.subplots()
+    ax.imshow(noise)
+    mime, image = image_bytes(fig)
+    assert mime == "image/jpeg" and image.startswith(b"\xff\xd8"), mime
+    png = io.BytesIO()
+    fig.savefig(png, format="png", bbox_inches="tight")
+    assert len(image) * 2 < len(png.getvalue())
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    ax.bar(["a", "b", "c"], [3, 1, 2])
+    assert image_bytes(fig)[0] == "image/png"
+    plt.close(fig)
 
 
 def test_show_figure_displays_one_output_and_closes_the_figure(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,7 +190,7 @@ def test_show_figure_displays_one_output_and_closes_the_figure(monkeypatch: pyte
     show_figure(fig, alt="A line rising from one to two, the only thing drawn in this figure.")
     assert not plt.fignum_exists(fig.number)
     (data,), kwargs = shown[0]
-    assert kwargs["raw"] and kwargs["metadata"]["image/png"]["alt"] == data["text/plain"]
+    assert kwargs["raw"] and alt_of({"data": data}) == data["text/plain"]
     fig, ax = plt.subplots()
     with pytest.raises(ValueError, match="says too little"):
         show_figure(fig, alt="plot.png")
@@ -247,7 +284,7 @@ def test_nbval_masks_the_embedded_image_and_compares_the_rest() -> None:
         return text
 
     one = '<img src="data:image/png;base64,iVBORw0KGgoAAA+/=" alt="A line."/>'
-    other = '<img src="data:image/png;base64,iVBORw0KGgoBBB/+=" alt="A line."/>'
+    other = '<img src="data:image/jpeg;base64,/9j/4AAQBBB/+=" alt="A line."/>'  # the same figure, drawn elsewhere
     assert sanitized(one) == sanitized(other)
     assert sanitized(one) != sanitized(other.replace("A line.", "Another line."))
 

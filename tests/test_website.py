@@ -1,7 +1,9 @@
 """The course's website (``make site``: ``python -m tools.site``), read from the files it writes: every page in both
-languages with the right ``<html lang>`` and a switch to its twin, the launch buttons and the "report a problem" and
-"last verified" lines of every notebook page from ``course_utils.machinery.cloud``, figures with alt text, a search
-index that finds the course's words in English and in Chinese, and a publishing workflow.
+languages with the right ``<html lang>``, a switch to its twin with the same sections and a favicon, no link to a
+file or anchor that is not there, the launch buttons, download links and "Open in" lines of every notebook page
+leading to its learner edition first and its complete notebook second, figures as lazily loaded image files with
+their alt text, the glossary page, a search index that finds the course's words (and the synonyms readers type) in
+English and in Chinese, and a publishing workflow that puts the learner editions where Colab and Kaggle open them.
 
 The site is built once per run (``course_site``, tests/conftest.py) and shared with tests/browser/test_site.py, which
 opens every page in Chromium. A small fixture site checks that alt text is read from wherever an output carries it.
@@ -15,6 +17,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote
 
 import nbformat
 import pytest
@@ -31,7 +34,7 @@ pytestmark = pytest.mark.reads("tools/site/landing*.md", "translations/*/landing
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 LANGS = {"en": "", "zh": "zh/"}
-GUIDE_PAGES = ("index", "hooks_cheatsheet", "instructor_guide")
+GUIDE_PAGES = ("index", "hooks_cheatsheet", "instructor_guide", "glossary")
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
 
@@ -48,9 +51,8 @@ def main_part(text: str) -> str:
 
 
 def figures(text: str) -> list[tuple[str, str | None]]:
-    """(src, alt) of each image of a page's article that a notebook output made: an ``image/png`` output myst-nb
-    writes to _images/, or the ``<img src="data:...">`` of a ``text/html`` output, which myst-nb prefers and copies
-    as it is (every figure ``course_utils.figures.show_figure`` shows)."""
+    """(src, alt) of each image of a page's article that a notebook output made (myst-nb and tools/site write each
+    to _images/), and of any ``<img src="data:...">`` left in it (there should be none: a figure is a file)."""
     found = []
     for tag in re.findall(r"<img\b[^>]*>", main_part(text)):
         src = re.search(r'src="([^"]+)"', tag)
@@ -83,6 +85,8 @@ def test_every_page_is_there_in_both_languages_with_its_language_and_a_switch_to
             assert f'<link rel="alternate" hreflang="{twin[2]}" href="{twin[1]}">' in text
             assert not re.search(r'<script[^>]+src="[^"]*jquery', text, re.IGNORECASE), "vendor/README.md: no jQuery"
             assert not re.search(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//', text), f"{lang}/{name}: remote file"
+            footer = text.partition('<footer class="bd-footer-content">')[2]
+            assert ("本课程的作者们" in footer) == (lang == "zh") and ("course's authors" in footer) == (lang == "en"), name
     assert (site / ".nojekyll").is_file(), "GitHub Pages would hide _static/ and _images/"
 
 
@@ -92,7 +96,7 @@ def test_the_sidebar_lists_every_notebook_in_order_then_the_guides(site: Path) -
         assert sidebar, lang
         links = [href.removesuffix(".html") if href != "#" else "06_grad_cam"
                  for href in re.findall(r'<a class="[^"]*reference internal[^"]*" href="([^"]+)"', sidebar[1])]
-        assert links == [*(p.stem for p in NOTEBOOKS), "hooks_cheatsheet", "instructor_guide"], links
+        assert links == [*(p.stem for p in NOTEBOOKS), "hooks_cheatsheet", "instructor_guide", "glossary"], links
 
 
 def test_the_landing_page_has_the_course_map_and_how_to_run_it(site: Path) -> None:
@@ -125,23 +129,74 @@ def test_each_notebook_page_launches_its_own_notebook_and_carries_its_report_and
     assert cloud.binder_url("zh/03_forward_hooks.ipynb").endswith("urlpath=lab/tree/workspace-zh/03_forward_hooks.ipynb")
 
 
-def test_every_site_figure_has_alt_text_that_describes_it(site: Path) -> None:
-    """Each page shows every figure of its stored notebook, each with the alt text its output carries."""
+def is_learner_edition(notebook: nbformat.NotebookNode, lang: str) -> bool:
+    """Stubs where the teaching notebook has solutions, in the edition's language, and no solution anywhere."""
+    from course_utils.machinery.learner_edition import BEGIN, STUB_TAG
+
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    stubs = [cell for cell in code if STUB_TAG in cell.metadata.get("tags", [])]
+    return (bool(stubs) and all("raise NotImplementedError" in cell.source for cell in stubs)
+            and not any(BEGIN in cell.source for cell in code)
+            and notebook.metadata.get("language_edition", {}).get("lang", "en") == lang)
+
+
+def test_every_launch_and_download_route_gives_the_exercises_first_and_the_complete_notebook_second(site: Path) -> None:
+    """The launch menu (Colab, Kaggle: the branch the workflow publishes from the site's notebooks/; Binder: the
+    workspace binder/postBuild prepares), the download menu, and the notebook's own "Open in" line."""
+    learner_path = re.compile(rf"/{re.escape(cloud.REPOSITORY)}/blob/{cloud.LEARNER_BRANCH}/(notebooks/[\w/]+\.ipynb)$")
+    complete_path = re.compile(rf"/{re.escape(cloud.REPOSITORY)}/blob/{cloud.BRANCH}/(notebooks/[\w/]+\.ipynb)$")
+    postbuild = (ROOT / "binder" / "postBuild").read_text(encoding="utf-8")
+    for lang, prefix in LANGS.items():
+        assert f'workspace "${{HOME}}/{"workspace" if lang == "en" else "workspace-zh"}" --lang {lang}' in postbuild
+        for path in NOTEBOOKS:
+            notebook = f"{prefix}{path.name}"
+            for complete, pattern in ((False, learner_path), (True, complete_path)):
+                for url in (cloud.colab_url(notebook, complete=complete), cloud.kaggle_url(notebook, complete=complete)):
+                    found = pattern.search(url)
+                    assert found, url
+                    # the learner branch holds the site's notebooks/ folder as it is (.github/workflows/site.yml)
+                    target = nbformat.read((site if not complete else ROOT) / found[1], as_version=4)
+                    assert is_learner_edition(target, lang) != complete, (url, complete)
+                binder = cloud.binder_url(notebook, complete=complete)
+                assert binder.endswith(("complete/" if complete else "") + path.name), binder
+            text = page(site, lang, path.stem)
+            menu = re.search(r'dropdown-download-buttons.*?</ul>', text, re.DOTALL)[0]
+            exercises, complete_file = re.findall(r'<a href="([^"]+\.ipynb)"', menu)
+            assert is_learner_edition(nbformat.read((site / prefix / exercises).resolve(), as_version=4), lang)
+            assert not is_learner_edition(nbformat.read(site / prefix / complete_file, as_version=4), lang)
+            assert complete_file == f"_sources/{path.name}"
+            opening = nbformat.read(ROOT / "notebooks" / notebook, as_version=4).cells[0].source
+            links = re.findall(r"\[(?:Colab|Kaggle)\]\(([^)]+)\)", opening)
+            assert links == [cloud.colab_url(notebook), cloud.kaggle_url(notebook),
+                             cloud.colab_url(notebook, complete=True), cloud.kaggle_url(notebook, complete=True)], links
+
+
+def test_every_site_figure_is_a_lazily_loaded_file_with_the_alt_text_its_output_carries(site: Path) -> None:
+    """Each page shows every figure of its stored notebook as a file of _images/, with its size and
+    ``loading="lazy"``, and with the alt text its output carries; no page embeds an image (``data:``)."""
     from course_utils.figures import alt_of
 
     problems = []
     for lang, folder in (("en", ROOT / "notebooks"), ("zh", ROOT / "notebooks" / "zh")):
         for path in NOTEBOOKS:
-            stored = [alt_of(output) for cell in nbformat.read(folder / path.name, as_version=4).cells
-                      for output in cell.get("outputs", []) if "image/png" in output.get("data", {})]
-            shown = figures(page(site, lang, path.stem))
+            stored = [alt for cell in nbformat.read(folder / path.name, as_version=4).cells
+                      for output in cell.get("outputs", []) if (alt := alt_of(output)) is not None]
+            text = page(site, lang, path.stem)
+            shown = figures(text)
             if len(shown) != len(stored):
                 problems.append(f"{lang}/{path.stem}: {len(shown)} figures on the page, {len(stored)} in the notebook")
             for number, ((src, alt), carried) in enumerate(zip(shown, stored), start=1):
+                tag = next(tag for tag in re.findall(r"<img\b[^>]*>", text) if f'src="{src}"' in tag)
                 if alt != carried:
                     problems.append(f"{lang}/{path.stem}, figure {number}: alt {alt!r}, its output carries {carried!r}")
                 elif not is_description(alt, src):
                     problems.append(f"{lang}/{path.stem}, figure {number}: alt text that says nothing ({alt!r})")
+                if not (src.startswith("_images/") and (site / LANGS[lang] / src).is_file()):
+                    problems.append(f"{lang}/{path.stem}, figure {number}: not an image file ({src[:40]})")
+                if not all(attribute in tag for attribute in ('loading="lazy"', "width=", "height=")):
+                    problems.append(f"{lang}/{path.stem}, figure {number}: not lazily loaded with its size: {tag[:80]}")
+            if "data:image/" in text:
+                problems.append(f"{lang}/{path.stem}: an image embedded in the page")
     assert not problems, ("; ".join(problems) + ". Give each figure alt text where it is made: "
                           "show_figure(fig, alt=...) (course_utils/figures.py).")
 
@@ -175,6 +230,68 @@ def test_the_glossary_gives_the_chinese_splitter_whole_words() -> None:
     assert all(re.fullmatch(r"[\u4e00-\u9fff]{2,}", term) for term in terms)
 
 
+def test_the_words_readers_type_find_the_pages_of_the_glossary_term(site: Path) -> None:
+    synonyms = extension.search_synonyms()
+    assert "显存" in synonyms["内存"] and len(synonyms) >= 5
+    text = (site / "zh" / "searchindex.js").read_text(encoding="utf-8")
+    data = json.loads(text[text.index("(") + 1:text.rindex(")")])
+
+    def pages(word: str) -> set[int]:
+        return {i for kind in ("terms", "titleterms") for i in [data[kind].get(word, [])] for i in
+                ([i] if isinstance(i, int) else i)}
+
+    for term, typed in synonyms.items():
+        for word in typed:
+            assert pages(term) <= pages(word), (term, word)  # found wherever the term is (and where it is written)
+    assert pages("显存"), "no page has 内存?"
+
+
+def test_the_glossary_page_lists_every_term_in_both_languages(site: Path) -> None:
+    rows = extension.glossary_rows()
+    assert len(rows) > 50
+    for lang in LANGS:
+        article = main_part(page(site, lang, "glossary"))
+        text = html.unescape(re.sub(r"<[^>]+>", "", article))
+        assert ("术语表" if lang == "zh" else "Glossary") in text and len(re.findall("<tr", article)) == len(rows) + 1
+        assert all(chinese.replace("“", "").replace("”", "")[:6] in text.replace("“", "").replace("”", "")
+                   for _english, chinese in rows), lang
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert not [name for name in tracked if name.endswith("/glossary.md")], "made from GLOSSARY.md, not written twice"
+
+
+def test_every_page_has_the_favicon_and_links_only_to_what_is_there(site: Path) -> None:
+    """No link or source in any page (both languages) points at a file that is not in the site, or at an anchor its
+    page does not have; every page has the favicon; twin pages have the same sections (the language switch)."""
+    ids: dict[Path, set[str]] = {}
+
+    def anchors(path: Path) -> set[str]:
+        if path not in ids:
+            ids[path] = set(re.findall(r'\bid="([^"]+)"', path.read_text(encoding="utf-8")))
+        return ids[path]
+
+    broken, checked = [], 0
+    for lang in LANGS:
+        for path in sorted((site / LANGS[lang]).glob("*.html")):
+            text = path.read_text(encoding="utf-8")
+            icon = re.search(r'<link rel="icon" href="([^"]+)"', text)
+            assert icon and (path.parent / icon[1]).resolve().is_file(), f"{path.name}: no favicon"
+            for link in re.findall(r'(?:href|src)="([^"]+)"', text):
+                link = html.unescape(link)
+                if re.match(r"[a-z][\w+.-]*:", link) or link.startswith(("//", "slides/")):
+                    continue  # another site, mailto:, javascript:, data:, or the slides (left out here: make site)
+                target, _, anchor = link.partition("#")
+                file = (path.parent / target.split("?")[0]).resolve() if target else path
+                checked += 1
+                if not file.exists():
+                    broken.append(f"{path.relative_to(site)} -> {link}")
+                elif anchor and file.suffix == ".html" and unquote(anchor) not in anchors(file):
+                    broken.append(f"{path.relative_to(site)} -> {link} (no such anchor)")
+    assert checked > 2000 and not broken, f"{len(broken)} broken links of {checked}: {broken[:5]}"
+    for name in [p.stem for p in NOTEBOOKS] + list(GUIDE_PAGES):
+        counts = [len(re.findall(r"<section\b", main_part(page(site, lang, name)))) for lang in LANGS]
+        assert counts[0] == counts[1], f"{name}: {counts} sections in English and Chinese"
+
+
 def test_twin_urls_and_anchors() -> None:
     assert extension.twin_url("04_backward_hooks", "en") == "zh/04_backward_hooks.html"
     assert extension.twin_url("04_backward_hooks", "zh") == "../04_backward_hooks.html"
@@ -188,32 +305,34 @@ def test_chinese_search_names_the_stemmer_it_loads(site: Path) -> None:
     assert assigned and all(re.search(rf"var\s+{name}\s*=", data) for name in assigned), assigned
 
 
-# -- alt text from wherever an output carries it: a fixture site ----------------------------------------------------
+# -- a fixture site: a figure as a file, a broken section link ------------------------------------------------------
 def fixture_notebook() -> nbformat.NotebookNode:
-    def image(metadata: dict | None = None) -> nbformat.NotebookNode:
-        return new_output("display_data", data={"image/png": PNG, "text/plain": "<Figure>"}, metadata=metadata or {})
+    import matplotlib
 
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from course_utils.figures import figure_output
+
+    fig, ax = plt.subplots(figsize=(2, 1))
+    ax.plot([0, 1], [0, 1])
+    data, metadata = figure_output(fig, alt="A line rising from zero to one: the figure's alt text, as it is stored.")
+    plt.close(fig)
     nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nb.cells = [
         new_markdown_cell("# 01 · Fixture\n\n**You will learn** alt text.\n\n**Estimated time:** 1 min\n\n"
-                          "Inline $\\partial y / \\partial x$.\n\n## 1 · Two figures"),
-        new_code_cell("show()", execution_count=1, outputs=[
-            image({"image/png": {"alt": "A bar chart: output metadata"}}), image({"alt": "Second: the output's own alt"})]),
-        new_code_cell("show()", execution_count=2, outputs=[image()],
-                      metadata={"mystnb": {"image": {"alt": "Third: myst-nb's cell metadata"}}}),
-        new_code_cell("show()", execution_count=3, outputs=[image()], metadata={"alt": "Fourth: nbconvert's cell alt"}),
-        new_code_cell("show_figure()", execution_count=4, outputs=[new_output(
-            "display_data", data={"image/png": PNG, "text/plain": "Fifth: show_figure's <img alt>",
-                                  "text/html": f'<img src="data:image/png;base64,{PNG}" alt="Fifth: show_figure&#x27;s '
-                                               '&lt;img alt&gt;"/>'},
-            metadata={"image/png": {"alt": "Fifth: show_figure's <img alt>"}})]),
-        new_code_cell("show()", execution_count=5, outputs=[image()]),
-        new_markdown_cell("See [the first section](#1-·-Two-figures), not [a section that is gone](#2-·-Gone)."),
+                          "Inline $\\partial y / \\partial x = 2$.\n\n## 1 · A figure"),
+        new_code_cell("show_figure(fig, alt=...)", execution_count=1,
+                      outputs=[new_output("display_data", data=data, metadata=metadata)]),
+        new_code_cell("plt.show()", execution_count=2, outputs=[new_output(
+            "display_data", data={"image/png": PNG, "text/plain": "<Figure size 640x480 with 1 Axes>"})]),
+        new_markdown_cell("See [the first section](#1-·-A-figure), not [a section that is gone](#2-·-Gone)."),
     ]
     return nb
 
 
-def test_the_site_renders_the_alt_text_an_output_carries_and_fails_on_a_broken_section_link(tmp_path: Path) -> None:
+def test_the_site_writes_a_figure_as_a_lazy_file_with_its_alt_text_and_fails_on_a_broken_section_link(
+        tmp_path: Path) -> None:
     edition = Edition("en", tmp_path / "site", tmp_path / "cache")
     edition.src.mkdir(parents=True)
     nbformat.write(fixture_notebook(), edition.src / "01_fixture.ipynb")
@@ -222,10 +341,14 @@ def test_the_site_renders_the_alt_text_an_output_carries_and_fails_on_a_broken_s
     warnings = [line for line in (result.stdout + result.stderr).splitlines() if "WARNING" in line]
     assert result.returncode != 0, "a link to a section that is gone must fail the build"
     assert len(warnings) == 1 and "01_fixture.ipynb" in warnings[0] and "2-·-Gone" in warnings[0], warnings
-    found = [alt for _src, alt in figures((edition.html / "01_fixture.html").read_text(encoding="utf-8"))]
-    assert found[:5] == ["A bar chart: output metadata", "Second: the output's own alt", "Third: myst-nb's cell metadata",
-                         "Fourth: nbconvert's cell alt", "Fifth: show_figure's <img alt>"], found
-    assert not is_description(found[5], "_images/x.png"), "a figure without alt text must be found by the test above"
+    text = (edition.html / "01_fixture.html").read_text(encoding="utf-8")
+    (src, alt), (_plain, none) = figures(text)
+    assert alt == "A line rising from zero to one: the figure's alt text, as it is stored."
+    assert src.startswith("_images/") and (edition.html / src).is_file() and "data:image" not in text
+    assert re.search(rf'<img alt="[^"]*"[^>]* height="\d+" loading="lazy" src="{src}" width="\d+"', text), text
+    assert not is_description(none, "_images/x.png"), "a figure without alt text must be found by the site's test"
+    assert extension.formula_lines("a = b_{i=1} = c") == ["a ", "= b_{i=1} ", "= c"]
+    assert text.count("<math") == 2 and "<wbr>" in text  # one formula, which a line may break after its "="
 
 
 def test_make_site_puts_the_slides_beside_the_pages_of_each_language(tmp_path: Path) -> None:
@@ -277,6 +400,15 @@ def test_the_workflow_publishes_the_site_on_pushes_to_main_and_the_readme_links_
     assert "python -m tools.site" in runs  # what make site runs, without make venv's torch
     assert {"actions/upload-pages-artifact", "actions/deploy-pages"} <= set(uses)
     assert any(step.get("with", {}).get("path") == "build/site" for step in steps)
+    # the learner editions the build writes to build/site/notebooks/, pushed as the branch Colab and Kaggle open
+    learner = workflow["jobs"]["learner-branch"]
+    assert learner["permissions"] == {"contents": "write"} and "publish == 'true'" in learner["if"]
+    assert any(step.get("with", {}).get("path") == "build/site/notebooks/" for step in workflow["jobs"]["build"]["steps"])
+    pushed = " ".join(step.get("run", "") for step in learner["steps"])
+    assert "push --force" in pushed and pushed.rstrip().endswith(cloud.LEARNER_BRANCH)
+    from tools.site.build import Edition
+
+    assert Edition("zh", Path("s"), Path("c")).out / "notebooks" == Path("s/notebooks")  # zh in notebooks/zh/
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     first_screen = "\n".join(readme.splitlines()[:15])
     assert cloud.site_url() in first_screen, "the README's first screen links the website"

@@ -4,7 +4,7 @@ Generated from ``course_utils.machinery.cloud`` (the repository's owner/name, wr
 ``tools/compat/verified.json`` (written by ``make test-compat``):
 
 - in the opening markdown cell, between ``<!-- cloud: ... -->`` and ``<!-- /cloud -->``: "Open in Colab" and
-  "Open in Kaggle" links, a "Report a problem" link (a prefilled issue on the same repository, from
+  "Open in Kaggle" links to the learner edition, then to the complete notebook (``cloud.colab_url``), a "Report a problem" link (a prefilled issue on the same repository, from
   ``course_utils.machinery.report_problem.notebook_problem_url``) and the torch versions the notebook last passed
   on, with the dates;
 - at the top of the first code cell, between ``# --- cloud install`` and ``# --- end of the cloud install``: the
@@ -82,8 +82,11 @@ def links_block(notebook: str, data: dict[str, dict[str, dict[str, str]]], lang:
     with in_language(lang):
         return "\n".join([
             LINKS_START,
-            _("**Open in:** [Colab]({colab}) · [Kaggle]({kaggle}) — the first code cell installs the course there; "
-              "save a copy to keep your work.").format(colab=colab_url(where), kaggle=kaggle_url(where)),
+            _("**Open in:** [Colab]({colab}) · [Kaggle]({kaggle}) — the exercises, for you to write; the first code "
+              "cell installs the course there; save a copy to keep your work. The complete notebook, with every "
+              "solution: [Colab]({colab_complete}) · [Kaggle]({kaggle_complete}).").format(
+                  colab=colab_url(where), kaggle=kaggle_url(where), colab_complete=colab_url(where, complete=True),
+                  kaggle_complete=kaggle_url(where, complete=True)),
             "",
             _("**Something wrong in this notebook?** [Report a problem]({url}) — a prefilled issue on the course's "
               "repository with this notebook's name (no code, no paths; it asks for your versions).").format(

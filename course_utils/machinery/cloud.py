@@ -6,52 +6,64 @@ of its first code cell (which do nothing in the course's own environment, and on
 course without touching torch); ``tests/test_cloud_badges.py`` checks every notebook carries exactly those. The
 website's launch buttons (Colab, Kaggle, Binder: ``python -m tools.site``) are made from the same functions.
 
+Every route opens the learner edition (the exercises as stubs, ``course_utils.machinery.learner_edition``) unless
+``complete=True`` asks for the teaching notebook with every solution: Colab and Kaggle open a notebook from a GitHub
+path, so the website's workflow (``.github/workflows/site.yml``) publishes the learner editions that ``make site``
+writes (``notebooks/``, ``notebooks/zh/``) as the branch :data:`LEARNER_BRANCH`, made anew on every push to main;
+Binder opens the learner's workspace that ``binder/postBuild`` prepares, with ``complete/`` beside it.
+
 Usage: ``colab_url("01_tensor_hooks.ipynb")``; ``install_lines()`` -> the guarded install, as notebook source
 """
 
 from __future__ import annotations
 
-from course_utils.machinery.layout import SETTINGS
+from course_utils.machinery.layout import COMPLETE, SETTINGS
 
-__all__ = ["BRANCH", "REPOSITORY", "binder_url", "colab_url", "install_lines", "install_requirement", "kaggle_url",
-           "site_url"]
+__all__ = ["BRANCH", "LEARNER_BRANCH", "REPOSITORY", "binder_url", "colab_url", "install_lines", "install_requirement",
+           "kaggle_url", "site_url"]
 
 REPOSITORY = SETTINGS.repository
 """GitHub owner/name the course is published under: change it in ``course_utils/course.toml``, then ``make sync``."""
 BRANCH = SETTINGS.branch
-"""The branch the cloud links open and the install cell installs."""
+"""The branch the complete notebooks' cloud links open, the install cell installs and Binder builds."""
+LEARNER_BRANCH = "learner"
+"""The branch ``.github/workflows/site.yml`` publishes the learner editions on (``notebooks/NN_x.ipynb``,
+``notebooks/zh/``), made anew from ``make site``'s ``build/site/notebooks/`` on every push to main."""
 
 
-def _notebook_path(notebook: str) -> str:
-    return f"{REPOSITORY}/blob/{BRANCH}/notebooks/{notebook}"
+def _notebook_path(notebook: str, complete: bool) -> str:
+    return f"{REPOSITORY}/blob/{BRANCH if complete else LEARNER_BRANCH}/notebooks/{notebook}"
 
 
-def colab_url(notebook: str) -> str:
-    """The link that opens ``notebook`` (a file name in notebooks/) on Google Colab.
+def colab_url(notebook: str, *, complete: bool = False) -> str:
+    """The link that opens ``notebook`` (a path in notebooks/: ``"01_x.ipynb"``, ``"zh/01_x.ipynb"``) on Google Colab:
+    its learner edition, or with ``complete=True`` the notebook with every solution.
 
     Usage: ``colab_url("00_start_here.ipynb")``
     """
-    return f"https://colab.research.google.com/github/{_notebook_path(notebook)}"
+    return f"https://colab.research.google.com/github/{_notebook_path(notebook, complete)}"
 
 
-def kaggle_url(notebook: str) -> str:
-    """The link that imports ``notebook`` into a new Kaggle notebook.
+def kaggle_url(notebook: str, *, complete: bool = False) -> str:
+    """The link that imports ``notebook`` into a new Kaggle notebook (its learner edition unless ``complete``).
 
     Usage: ``kaggle_url("00_start_here.ipynb")``
     """
-    return f"https://kaggle.com/kernels/welcome?src=https://github.com/{_notebook_path(notebook)}"
+    return f"https://kaggle.com/kernels/welcome?src=https://github.com/{_notebook_path(notebook, complete)}"
 
 
-def binder_url(notebook: str) -> str:
+def binder_url(notebook: str, *, complete: bool = False) -> str:
     """The link that starts the course on mybinder.org (built from ``binder/``) and opens ``notebook`` from the
     learner's workspace that ``binder/postBuild`` prepares: ``workspace/`` for an English notebook, ``workspace-zh/``
-    for a Chinese one (``"zh/01_tensor_hooks.ipynb"``), as ``make lab`` names them.
+    for a Chinese one (``"zh/01_tensor_hooks.ipynb"``), as ``make lab`` names them; ``complete=True``: the notebook
+    with every solution, from the workspace's ``complete/``.
 
     Usage: ``binder_url("00_start_here.ipynb")``
     """
     folder, _, name = notebook.rpartition("/")
     workspace = f"workspace-{folder}" if folder else "workspace"
-    return f"https://mybinder.org/v2/gh/{REPOSITORY}/{BRANCH}?urlpath=lab/tree/{workspace}/{name}"
+    where = f"{workspace}/{COMPLETE}" if complete else workspace
+    return f"https://mybinder.org/v2/gh/{REPOSITORY}/{BRANCH}?urlpath=lab/tree/{where}/{name}"
 
 
 def site_url() -> str:

@@ -1,24 +1,28 @@
 """The course's website in Chromium (``make site``; the files themselves: tests/test_website.py).
 
 The site is built once per run (``course_site``, tests/conftest.py) and served as GitHub Pages serves it, over HTTP,
-here on 127.0.0.1 only. One browser opens every page of both languages once (``visits``) and records what each did:
-console errors and script errors, requests that left the machine or failed, the formulas KaTeX typeset, and what
-axe-core (from npm, ``make test`` installs it: package.json) finds against WCAG 2.1 A and AA and its best practices.
-Then: no page has a console error or a request off the machine; axe-core finds nothing serious or critical (the
-report, ``build/browser/site-axe.json``, names every rule that failed anywhere); the sidebar reaches every notebook;
-the language switch lands on the twin page; the search finds ``register_full_backward_hook`` in 04 and 11 and 钩子 in
-the Chinese pages; a launch button opens the page's own notebook; screenshots of a notebook page in both languages.
+here on 127.0.0.1 only. Every page of both languages is opened once (``visits``), in a fresh tab at 1366 x 768, and
+recorded: console and script errors, requests that left the machine or failed, the bytes it fetched (with every lazy
+image loaded: benchmarks/bench_site_weight.py's measure), its formulas, what axe-core (from npm, ``make test``
+installs it: package.json) finds against WCAG 2.1 A and AA and its best practices, each control's keyboard focus, its
+tables, its solutions, its launch and download menus; then its width on a 390 px phone and its code in the print view
+at A4 width.
+
+Then, on every page: no console error, no request off the machine, axe-core finds nothing serious or critical (the
+report, ``build/browser/site-axe.json``, names every rule that failed anywhere), formulas typeset, no page wider than
+the phone, no table cut at 1366 px, no code cut in print, a visible focus ring on every control, every solution
+folded, the weight targets met; and: the sidebar, the language switch that keeps the section, the search (the right
+page first, snippets from the article, the glossary's synonyms), the copy button, screenshots.
 
 Run with ``make test-browser`` (or ``pytest tests/browser/test_site.py``).
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
-import threading
+import re
+import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,18 +31,23 @@ from urllib.parse import quote, urlparse
 
 import pytest
 
+from benchmarks.bench_site_weight import LARGEST_TARGET, MEDIAN_TARGET, PHONE, measure, serving, site_pages
 from course_utils.machinery import cloud
+from course_utils.machinery.learner_edition import BEGIN
 from labserver import CHROMIUM, CHROMIUM_FLAGS, LOOPBACK, SCREENSHOTS
 
 ROOT = Path(__file__).resolve().parents[2]
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 NOTEBOOKS = sorted(path.stem for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+GUIDES = ("index", "hooks_cheatsheet", "instructor_guide", "glossary", "search")
 AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
 BLOCKING = ("serious", "critical")
 SCREENSHOT_PAGE = "06_grad_cam"
+DESKTOP = {"width": 1366, "height": 768}
+A4 = {"width": 718, "height": 1000}  # A4's 210 mm at 96 px an inch, less the print margins Chromium sets
 # Formula source left as text outside code and typeset maths (the same check as the slides': test_static_maths).
 RAW_TEXT = """() => {
-  const skip = "PRE, CODE, SCRIPT, STYLE, TEXTAREA, .katex, .katex-display, .highlight";
+  const skip = "PRE, CODE, SCRIPT, STYLE, TEXTAREA, math, .highlight";
   const walker = document.createTreeWalker(document.querySelector("article") || document.body, NodeFilter.SHOW_TEXT);
   const texts = [];
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
@@ -46,6 +55,44 @@ RAW_TEXT = """() => {
   }
   return texts.join("\\n");
 }"""
+# Each control a keyboard reaches, focused as a keyboard focuses it: those whose focus cannot be seen (no outline of
+# at least 2 px, or the control itself hidden: the copy button, transparent until the mouse is over its cell).
+FOCUS = """() => {
+  const controls = [...document.querySelectorAll('a[href], button, input, select, textarea, summary, [tabindex]')]
+    .filter((el) => el.tabIndex >= 0 && el.getClientRects().length && el.checkVisibility({visibilityProperty: true}));
+  const unseen = [];
+  for (const el of controls) {
+    el.focus({focusVisible: true});
+    if (document.activeElement !== el) continue;
+    const style = getComputedStyle(el);
+    const ring = style.outlineStyle !== "none" && parseFloat(style.outlineWidth) >= 2;
+    if (!ring || !el.checkVisibility({opacityProperty: true, visibilityProperty: true})) {
+      unseen.push(el.outerHTML.slice(0, 100));
+    }
+  }
+  document.activeElement?.blur();
+  return {count: controls.length, unseen};
+}"""
+# Tables whose content is wider than their box (a reader would have to scroll them sideways), and code cut at the
+# right edge (in the print view, where nothing scrolls).
+CUT_TABLES = """() => [...document.querySelectorAll("article table")]
+  .filter((table) => table.scrollWidth > table.parentElement.clientWidth + 1)
+  .map((table) => `${table.scrollWidth} px in ${table.parentElement.clientWidth}: ${table.innerText.slice(0, 40)}`)"""
+PHONE_SCROLLING_TABLES = """() => [...document.querySelectorAll("article table")].filter((table) => {
+  const box = table.parentElement;
+  return box.scrollWidth > box.clientWidth && ["auto", "scroll"].includes(getComputedStyle(box).overflowX);
+}).length"""
+CUT_CODE = """() => [...document.querySelectorAll("article pre")].filter((pre) => pre.scrollWidth > pre.clientWidth + 1)
+  .map((pre) => pre.innerText.split("\\n").find((line) => line.length > 60) || pre.innerText.slice(0, 60))"""
+# Every exercise's solution cell: folded (a closed <details> whose code cannot be seen) or not.
+SOLUTIONS = """() => [...document.querySelectorAll("div.cell")].filter((cell) => cell.innerText.includes("BEGIN SOLUTION")
+    || [...cell.querySelectorAll("pre")].some((pre) => pre.textContent.includes("BEGIN SOLUTION")))
+  .map((cell) => {
+    const details = cell.querySelector("details");
+    const code = [...cell.querySelectorAll("pre")].find((pre) => pre.textContent.includes("BEGIN SOLUTION"));
+    return {folded: Boolean(details && !details.open), seen: Boolean(code && code.checkVisibility()),
+            prompt: details ? details.querySelector("summary").innerText.trim() : ""};
+  })"""
 
 
 def require_browser_tools() -> None:
@@ -59,24 +106,12 @@ def require_browser_tools() -> None:
         pytest.skip(message)
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
-        pass
-
-
 @pytest.fixture(scope="module")
 def served(course_site: Path) -> Iterator[str]:
     """The site over HTTP on 127.0.0.1 (a port the system picks), stopped at the module's end whatever happens."""
     require_browser_tools()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(course_site)))
-    thread = threading.Thread(target=server.serve_forever, name="site-server", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(course_site) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -85,50 +120,58 @@ def browser(served: str) -> Iterator[Any]:
 
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS)
-        context = chromium.new_context(viewport={"width": 1400, "height": 900}, color_scheme="light")
         try:
-            yield context
+            yield chromium
         finally:
-            context.close()
             chromium.close()
+
+
+@pytest.fixture(scope="module")
+def tab(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport=DESKTOP, color_scheme="light")
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
 
 
 @dataclass
 class Visit:
-    """What one page did when it loaded, and what axe-core found on it."""
+    """What one page did when it loaded, and what was found on it."""
 
     console_errors: list[str] = field(default_factory=list)
     outside: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    weight: int = 0  # bytes of every file it fetched, every lazy image included
     maths: int = 0
-    maths_errors: int = 0
     raw_maths: str = ""
     violations: list[dict[str, Any]] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
     undecided: list[str] = field(default_factory=list)  # rules axe-core left for a person to check on this page
     sidebar: list[str] = field(default_factory=list)  # where the sidebar's links lead, as URLs
     launch: dict[str, str] = field(default_factory=dict)  # the launch menu's buttons: name -> URL
+    downloads: list[str] = field(default_factory=list)  # the download menu's links, in order, as URLs
+    focus: dict[str, Any] = field(default_factory=dict)
+    cut_tables: list[str] = field(default_factory=list)  # at 1366 px
+    tables: int = 0
+    phone_width: int = 0  # the page's width on a 390 px phone
+    phone_scrolling_tables: int = 0  # tables that scroll sideways inside their own box there
+    cut_code: list[str] = field(default_factory=list)  # in the print view at A4 width
+    solutions: list[dict[str, Any]] = field(default_factory=list)
 
 
-def site_pages(site: Path) -> list[str]:
-    """Every HTML page of the site, relative to its root (the slides are tested as decks: test_static_maths)."""
-    return sorted(path.relative_to(site).as_posix() for lang in ("", "zh") for path in (site / lang).glob("*.html"))
-
-
-class Recorder:
-    """The listeners of one tab, writing into the visit of the page it is on now."""
-
-    def __init__(self, page: Any) -> None:
-        self.visit = Visit()
-        page.on("console", lambda message: message.type == "error" and self.visit.console_errors.append(message.text))
-        page.on("pageerror", lambda error: self.visit.console_errors.append(f"script error: {error}"))
-        page.on("request", self.request)
-        page.on("requestfailed", lambda req: self.visit.failed.append(f"{req.url} ({req.failure})"))
-
-    def request(self, req: Any) -> None:
+def record(page: Any, visit: Visit) -> None:
+    """Listen to one tab for what a visit records of its requests and errors."""
+    def request(req: Any) -> None:
         parsed = urlparse(req.url)
         if parsed.scheme in ("http", "https", "ws", "wss") and parsed.hostname not in LOOPBACK:
-            self.visit.outside.append(req.url)
+            visit.outside.append(req.url)
+
+    page.on("console", lambda message: message.type == "error" and visit.console_errors.append(message.text))
+    page.on("pageerror", lambda error: visit.console_errors.append(f"script error: {error}"))
+    page.on("request", request)
+    page.on("requestfailed", lambda req: visit.failed.append(f"{req.url} ({req.failure})"))
 
 
 # Before axe-core runs, each code block keeps one token of each highlighting class and the rest becomes plain text:
@@ -155,45 +198,47 @@ AXE_RUN = """async (tags) => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def tab(browser: Any) -> Iterator[Any]:
-    page = browser.new_page()
+def visit_page(browser: Any, url: str, name: str, site: Path, axe: str) -> Visit:
+    """One page in a fresh tab (an empty cache: its weight counts every file it needs)."""
+    visit = Visit()
+    context = browser.new_context(viewport=DESKTOP, color_scheme="light")
     try:
-        yield page
+        page = context.new_page()
+        record(page, visit)
+        visit.weight = measure(page, url + name, site).whole_bytes
+        visit.maths = page.locator("article math").count()
+        visit.raw_maths = page.evaluate(RAW_TEXT)
+        visit.sidebar = page.eval_on_selector_all("nav.bd-docs-nav a", "links => links.map(a => a.href)")
+        visit.launch = dict(page.eval_on_selector_all(
+            ".dropdown-launch-buttons a", "links => links.map(a => [a.textContent.trim(), a.href])"))
+        visit.downloads = page.eval_on_selector_all(".dropdown-download-buttons a", "links => links.map(a => a.href)")
+        visit.solutions = page.evaluate(SOLUTIONS)
+        visit.focus = page.evaluate(FOCUS)
+        visit.cut_tables = page.evaluate(CUT_TABLES)
+        visit.tables = page.locator("article table").count()
+        if name.removeprefix("zh/") == f"{SCREENSHOT_PAGE}.html":
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOTS / f"site-{SCREENSHOT_PAGE}-{'zh' if name.startswith('zh/') else 'en'}.png"))
+        page.evaluate(ONE_TOKEN_PER_CLASS)
+        page.evaluate(axe)
+        found = page.evaluate(AXE_RUN, AXE_TAGS)
+        visit.violations, visit.rules_run, visit.undecided = found["violations"], found["ran"], found["undecided"]
+        page.set_viewport_size(PHONE)
+        visit.phone_width = page.evaluate("document.documentElement.scrollWidth")
+        visit.phone_scrolling_tables = page.evaluate(PHONE_SCROLLING_TABLES)
+        page.emulate_media(media="print")
+        page.set_viewport_size(A4)
+        visit.cut_code = page.evaluate(CUT_CODE)
     finally:
-        page.close()
+        context.close()
+    return visit
 
 
 @pytest.fixture(scope="module")
 def visits(course_site: Path, served: str, browser: Any) -> dict[str, Visit]:
-    """Every page of both languages, opened once, one after the other in one tab: what it did, axe-core's verdict."""
+    """Every page of both languages, each opened once: what it did and what was found on it."""
     axe = AXE.read_text(encoding="utf-8")
-    results: dict[str, Visit] = {}
-    page = browser.new_page()
-    recorder = Recorder(page)
-    try:
-        for name in site_pages(course_site):
-            visit = recorder.visit = results[name] = Visit()
-            page.goto(served + name, wait_until="load")
-            if page.locator(".math").count():
-                page.wait_for_function("() => document.querySelectorAll('.math .katex').length > 0", timeout=15_000)
-            visit.maths = page.locator(".math .katex").count()
-            visit.maths_errors = page.locator(".katex-error").count()
-            visit.raw_maths = page.evaluate(RAW_TEXT)
-            visit.sidebar = page.eval_on_selector_all("nav.bd-docs-nav a", "links => links.map(a => a.href)")
-            visit.launch = dict(page.eval_on_selector_all(
-                ".dropdown-launch-buttons a", "links => links.map(a => [a.textContent.trim(), a.href])"))
-            if name.removeprefix("zh/") == f"{SCREENSHOT_PAGE}.html":
-                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=str(SCREENSHOTS / f"site-{SCREENSHOT_PAGE}-{'zh' if name.startswith('zh/') else 'en'}.png"))
-            page.evaluate(ONE_TOKEN_PER_CLASS)
-            page.evaluate(axe)
-            found = page.evaluate(AXE_RUN, AXE_TAGS)
-            visit.violations, visit.rules_run, visit.undecided = found["violations"], found["ran"], found["undecided"]
-    finally:
-        recorder.visit = Visit()  # what the page does while it closes is no page's
-        page.close()
-    return results
+    return {name: visit_page(browser, served, name, course_site, axe) for name in site_pages(course_site)}
 
 
 def write_axe_report(visits: dict[str, Visit]) -> dict[str, dict[str, Any]]:
@@ -219,33 +264,82 @@ def write_axe_report(visits: dict[str, Visit]) -> dict[str, dict[str, Any]]:
     return failed
 
 
+def problems(visits: dict[str, Visit], attribute: str) -> list[str]:
+    return [f"{name}: {getattr(visit, attribute)[:3]}" for name, visit in visits.items() if getattr(visit, attribute)]
+
+
 # -- every page --------------------------------------------------------------------------------------------------
 def test_every_page_loads_with_no_console_error_and_no_request_off_the_machine(visits: dict[str, Visit]) -> None:
-    assert len(visits) == 2 * (len(NOTEBOOKS) + 4), sorted(visits)  # + landing, cheat-sheet, guide, search
-    problems = [f"{name}: {what}: {found[:3]}" for name, visit in visits.items()
-                for what, found in (("console errors", visit.console_errors), ("requests off the machine", visit.outside),
-                                    ("failed requests", visit.failed)) if found]
-    assert not problems, "\n".join(problems)
+    assert len(visits) == 2 * (len(NOTEBOOKS) + len(GUIDES)), sorted(visits)
+    found = [f"{what}: {line}" for what in ("console_errors", "outside", "failed") for line in problems(visits, what)]
+    assert not found, "\n".join(found)
 
 
-def test_axe_core_finds_nothing_serious_or_critical_on_any_page(visits: dict[str, Visit]) -> None:
+def test_axe_core_finds_no_violation_on_any_page(visits: dict[str, Visit]) -> None:
     failed = write_axe_report(visits)
     assert all(len(visit.rules_run) > 30 for visit in visits.values()), "axe-core ran too few rules: is it axe?"
-    blocking = {rule: info for rule, info in failed.items() if info["impact"] in BLOCKING}
-    assert not blocking, "axe-core (report: build/browser/site-axe.json): " + "; ".join(
+    assert not failed, "axe-core (report: build/browser/site-axe.json): " + "; ".join(
         f"{rule} [{info['impact']}] {info['help']} on {len(info['pages'])} pages, e.g. {next(iter(info['pages'].items()))}"
-        for rule, info in blocking.items())
+        for rule, info in failed.items())
 
 
-def test_formulas_are_typeset_offline_with_no_source_left_as_text(visits: dict[str, Visit]) -> None:
-    import re
-
+def test_formulas_are_typeset_by_the_browser_with_no_source_left_as_text(visits: dict[str, Visit]) -> None:
     raw = re.compile(r"\$[^$\s][^$\n]*\$|\\\(|\\\[|\\(?:partial|sum|frac|alpha|cdot|max)\b")
     for name in ("01_tensor_hooks.html", "zh/01_tensor_hooks.html"):
         assert visits[name].maths > 5, f"{name}: no typeset formula"
     for name, visit in visits.items():
-        assert visit.maths_errors == 0, f"{name}: {visit.maths_errors} formula(s) KaTeX could not parse"
         assert not raw.findall(visit.raw_maths), f"{name}: formula source left as text: {raw.findall(visit.raw_maths)[:3]}"
+
+
+def test_no_page_is_wider_than_a_phone(visits: dict[str, Visit]) -> None:
+    wide = {name: visit.phone_width for name, visit in visits.items() if visit.phone_width > PHONE["width"]}
+    assert not wide, f"pages wider than a {PHONE['width']} px phone (px): {wide}"
+
+
+def test_no_table_is_cut_at_1366_px_nor_code_in_the_print_view(visits: dict[str, Visit]) -> None:
+    assert not problems(visits, "cut_tables"), problems(visits, "cut_tables")
+    assert not problems(visits, "cut_code"), "code cut at A4 width in print: " + "; ".join(problems(visits, "cut_code"))
+    assert visits["hooks_cheatsheet.html"].tables >= 5 and visits["zh/hooks_cheatsheet.html"].tables >= 5
+    # on a phone the cheat-sheet's tables scroll inside their own box (the page itself does not: above)
+    assert visits["hooks_cheatsheet.html"].phone_scrolling_tables >= 5
+
+
+def test_every_control_shows_where_the_keyboard_focus_is(visits: dict[str, Visit], served: str, tab: Any) -> None:
+    for name, visit in visits.items():
+        assert visit.focus["count"] > 5, f"{name}: too few controls found: {visit.focus}"
+        assert not visit.focus["unseen"], f"{name}: a focus no one can see (WCAG 2.4.7): {visit.focus['unseen'][:3]}"
+    tab.goto(f"{served}zh/04_backward_hooks.html")  # and with the keyboard itself: the first ten Tab stops
+    for _ in range(10):
+        tab.keyboard.press("Tab")
+        ring = tab.evaluate("(() => { const s = getComputedStyle(document.activeElement); "
+                            "return [document.activeElement.outerHTML.slice(0, 80), s.outlineStyle, s.outlineWidth]; })()")
+        assert ring[1] != "none" and float(ring[2].removesuffix("px")) >= 2, ring
+
+
+def test_every_solution_is_folded_until_the_reader_opens_it(visits: dict[str, Visit], served: str, tab: Any) -> None:
+    import nbformat
+
+    for lang, folder in (("", ROOT / "notebooks"), ("zh/", ROOT / "notebooks" / "zh")):
+        for notebook in NOTEBOOKS:
+            cells = nbformat.read(folder / f"{notebook}.ipynb", as_version=4).cells
+            expected = sum(cell.cell_type == "code" and BEGIN in cell.source for cell in cells)
+            shown = visits[f"{lang}{notebook}.html"].solutions
+            assert len(shown) == expected, f"{lang}{notebook}: {len(shown)} solutions on the page, {expected} in it"
+            prompt = "显示参考答案" if lang else "Show the solution"
+            assert all(s["folded"] and not s["seen"] and s["prompt"] == prompt for s in shown), (lang, notebook, shown)
+    tab.goto(f"{served}04_backward_hooks.html")
+    summary = tab.locator("div.cell details summary").first
+    summary.click()  # opened on purpose: the solution shows
+    assert tab.locator("div.cell details").first.evaluate("d => d.open")
+    assert tab.locator("div.cell details pre").first.is_visible()
+
+
+def test_the_pages_weigh_what_the_issue_asks(visits: dict[str, Visit]) -> None:
+    for lang in ("en", "zh"):
+        weights = {name: visit.weight for name, visit in visits.items() if name.startswith("zh/") == (lang == "zh")}
+        heaviest = max(weights, key=weights.get)
+        assert statistics.median(weights.values()) <= MEDIAN_TARGET, (lang, sorted(weights.items(), key=lambda i: i[1]))
+        assert weights[heaviest] <= LARGEST_TARGET, (lang, heaviest, weights[heaviest])
 
 
 # -- navigation --------------------------------------------------------------------------------------------------
@@ -253,7 +347,7 @@ def test_the_sidebar_reaches_every_notebook_in_both_languages(served: str, tab: 
     for name, visit in visits.items():
         lang = "zh/" if name.startswith("zh/") else ""
         reached = {url.removeprefix(served + lang).split("#")[0] for url in visit.sidebar}
-        missing = [notebook for notebook in NOTEBOOKS if f"{notebook}.html" not in reached]
+        missing = [page for page in [*NOTEBOOKS, "glossary"] if f"{page}.html" not in reached]
         assert not missing, f"{name}: the sidebar does not reach {missing}"
     for lang in ("", "zh/"):  # and a click on it lands there, with previous and next beside the article
         tab.goto(f"{served}{lang}index.html")
@@ -264,38 +358,120 @@ def test_the_sidebar_reaches_every_notebook_in_both_languages(served: str, tab: 
         assert tab.locator(".prev-next-area a.right-next").get_attribute("href") == "07_hooks_in_training.html"
 
 
-def test_the_language_switch_lands_on_the_twin_page_and_back(served: str, tab: Any) -> None:
-    tab.goto(f"{served}04_backward_hooks.html#2-·-Example-M3:-a-deprecated-hook-on-the-whole-model")
-    tab.locator("a.course-language-switch").click()
-    tab.wait_for_url(f"{served}zh/04_backward_hooks.html")
+def section_ids(tab: Any) -> list[str]:
+    return tab.eval_on_selector_all("article section[id]", "sections => sections.map(s => s.id)")
+
+
+def settled(tab: Any, section: str) -> None:
+    """Wait until the section's heading is where a link to it puts it (the theme's scroll-padding-top)."""
+    tab.wait_for_function("""(id) => Math.abs(document.getElementById(id).getBoundingClientRect().top
+        - parseFloat(getComputedStyle(document.documentElement).scrollPaddingTop)) < 2""", arg=section, timeout=10_000)
+
+
+def test_the_language_switch_lands_on_the_same_section_of_the_twin_page(served: str, tab: Any) -> None:
+    twins = {}
+    for lang in ("", "zh/"):
+        tab.goto(f"{served}{lang}04_backward_hooks.html")
+        twins[lang] = section_ids(tab)
+    assert len(twins[""]) == len(twins["zh/"]) > 5
+    switch = tab.locator("a.course-language-switch")
+    # from a link to a section, English -> Chinese, with the keyboard (focusing the switch scrolls the page)
+    tab.goto(f"{served}04_backward_hooks.html#{quote(twins[''][3])}")
+    settled(tab, twins[""][3])  # the reader reads there (the theme scrolls to an anchor smoothly), then switches
+    switch.focus()
+    tab.keyboard.press("Enter")
+    tab.wait_for_url(f"{served}zh/04_backward_hooks.html#{quote(twins['zh/'][3])}")
     assert tab.evaluate("document.documentElement.lang") == "zh-CN"
     assert tab.locator("article h1").first.inner_text().startswith("04 · 模块上的反向钩子")
-    tab.locator("a.course-language-switch").click()
-    tab.wait_for_url(f"{served}04_backward_hooks.html")
+    settled(tab, twins["zh/"][3])  # its heading at the top of the window
+    # from where the reader scrolled to, Chinese -> English, with the mouse
+    tab.locator(f"#{twins['zh/'][6]}").evaluate("section => section.scrollIntoView()")
+    settled(tab, twins["zh/"][6])
+    switch.evaluate("link => link.click()")  # a click where it is (Playwright's own click scrolls to it first)
+    tab.wait_for_url(f"{served}04_backward_hooks.html#{quote(twins[''][6])}")
     assert tab.evaluate("document.documentElement.lang") == "en"
+    # from the top of a page: the top of its twin
+    tab.goto(f"{served}index.html")
+    switch.click()
+    tab.wait_for_url(f"{served}zh/index.html")
 
 
-@pytest.mark.parametrize(("lang", "query", "expected"), [
-    ("", "register_full_backward_hook", {"04_backward_hooks", "11_hook_clinic"}),
-    ("zh/", "钩子", set(NOTEBOOKS)),
-], ids=["en-api", "zh-hook"])
-def test_search_finds_the_pages(served: str, tab: Any, lang: str, query: str, expected: set[str]) -> None:
+# -- search ------------------------------------------------------------------------------------------------------
+def search(tab: Any, served: str, lang: str, query: str) -> list[tuple[str, str]]:
+    """The results of a query on the search page: (page, snippet) each, best first."""
     tab.goto(f"{served}{lang}search.html?q={quote(query)}")
     tab.wait_for_function("() => document.querySelector('#search-results .search-summary')?.textContent.trim()",
                           timeout=30_000)
-    found = {href.split(".html")[0] for href in tab.eval_on_selector_all(
-        "#search-results ul.search li a", "links => links.map(a => a.getAttribute('href'))")}
-    assert expected <= found, f"{lang}search.html?q={query}: {sorted(found)}"
+    tab.wait_for_function("() => [...document.querySelectorAll('#search-results ul.search li')]"
+                          ".every(li => li.querySelector('p.context'))", timeout=30_000)
+    return [(href.split(".html")[0], text) for href, text in tab.eval_on_selector_all(
+        "#search-results ul.search li", "lis => lis.map(li => [li.querySelector('a').getAttribute('href'), "
+        "li.querySelector('p.context').textContent])")]
 
 
-def test_each_notebook_page_launches_its_own_notebook(visits: dict[str, Visit]) -> None:
+# What readers type, and the page that answers it (the titles name it); zh: the glossary's terms.
+QUERIES = [
+    ("", "saved tensor", "08_saved_tensor_hooks"), ("", "register_full_backward_hook", "04_backward_hooks"),
+    ("", "grad-cam", "06_grad_cam"), ("", "guided backprop", "05_guided_backprop"),
+    ("", "gradient clipping", "07_hooks_in_training"), ("", "forward pre-hook", "03_forward_hooks"),
+    ("", "tensor hook", "01_tensor_hooks"), ("", "remove hook handle", "02_hook_lifecycle"),
+    ("", "optimizer hook", "09_state_and_optimizer_hooks"), ("", "compile", "10_hooks_at_scale"),
+    ("", "DDP communication hook", "10_hooks_at_scale"), ("", "activation patching", "12_transformer_hooks"),
+    ("", "cheat sheet", "hooks_cheatsheet"), ("", "hook clinic", "11_hook_clinic"),
+    ("zh/", "保存张量钩子", "08_saved_tensor_hooks"), ("zh/", "梯度裁剪", "07_hooks_in_training"),
+    ("zh/", "前向钩子", "03_forward_hooks"), ("zh/", "反向钩子", "04_backward_hooks"),
+    ("zh/", "导向反向传播", "05_guided_backprop"), ("zh/", "激活修补", "12_transformer_hooks"),
+    ("zh/", "句柄", "02_hook_lifecycle"), ("zh/", "优化器钩子", "09_state_and_optimizer_hooks"),
+    ("zh/", "编译", "10_hooks_at_scale"), ("zh/", "术语表", "glossary"),
+]
+
+
+@pytest.mark.parametrize(("lang", "query", "expected"), QUERIES, ids=[f"{lang}{q}" for lang, q, _ in QUERIES])
+def test_search_puts_the_right_page_first_with_a_snippet_of_its_text(served: str, tab: Any, lang: str, query: str,
+                                                                     expected: str) -> None:
+    results = search(tab, served, lang, query)
+    assert results and results[0][0] == expected, f"{lang}{query}: {[page for page, _ in results[:4]]}"
+    for page, snippet in results[:5]:  # the article's words, not the theme's buttons or the page's contents column
+        assert not re.search(r"System Settings|Light\s+Dark|亮色|暗色|Contents|目录|Color mode", snippet), (page, snippet)
+
+
+def test_search_finds_what_readers_type_for_a_glossary_term(served: str, tab: Any) -> None:
+    from tools.site.extension import search_synonyms
+
+    typed = search_synonyms()["内存"]
+    assert "显存" in typed
+    pages = {page for page, _ in search(tab, served, "zh/", "内存")}
+    assert "08_saved_tensor_hooks" in pages and {page for page, _ in search(tab, served, "zh/", "显存")} == pages
+
+
+def test_search_finds_the_pages_in_both_languages(served: str, tab: Any) -> None:
+    assert {"04_backward_hooks", "11_hook_clinic"} <= {page for page, _ in search(tab, served, "", "register_full_backward_hook")}
+    assert set(NOTEBOOKS) <= {page for page, _ in search(tab, served, "zh/", "钩子")}
+
+
+# -- launching, downloading, copying -----------------------------------------------------------------------------
+def test_each_notebook_page_launches_and_downloads_the_exercises_first(served: str, visits: dict[str, Visit]) -> None:
     for notebook in NOTEBOOKS:
         for lang in ("", "zh/"):
             path = f"{lang}{notebook}.ipynb"
             expected = {"Colab": cloud.colab_url(path), "Kaggle": cloud.kaggle_url(path), "Binder": cloud.binder_url(path)}
-            assert visits[f"{lang}{notebook}.html"].launch == expected, f"{lang}{notebook}"
-            assert all(url.endswith(path) or url.endswith(f"/{notebook}.ipynb") for url in expected.values())
+            visit = visits[f"{lang}{notebook}.html"]
+            assert visit.launch == expected, f"{lang}{notebook}"
+            learner = "notebooks/" + (f"zh/{notebook}.ipynb" if lang else f"{notebook}.ipynb")
+            assert visit.downloads == [served + learner, f"{served}{lang}_sources/{notebook}.ipynb"], visit.downloads
     assert not visits["index.html"].launch, "the landing page is no notebook"
+
+
+def test_the_copy_button_copies_a_code_cell_and_not_its_output(served: str, tab: Any) -> None:
+    tab.goto(f"{served}01_tensor_hooks.html")
+    cells = tab.locator("div.cell_input")
+    assert tab.locator("div.cell_input button.copybtn").count() == cells.count() > 10
+    assert tab.locator("div.cell_output button.copybtn").count() == 0
+    cell = cells.nth(1)
+    cell.hover()
+    cell.locator("button.copybtn").click()
+    copied = tab.evaluate("navigator.clipboard.readText()")
+    assert copied.strip() == cell.locator("pre").inner_text().strip() and "\n" in copied.strip()
 
 
 def test_screenshots_of_a_notebook_page_in_both_languages(visits: dict[str, Visit]) -> None:

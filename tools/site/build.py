@@ -2,17 +2,20 @@
 theme; ``tools/site/conf.py``) and its slides with ``tools/build_editions.py``, all at once.
 
 The sources are staged in ``<cache>/<lang>/src``: the notebooks with their stored outputs, the cheat-sheet, the
-instructor guide, and ``tools/site/landing.md`` or its translation as ``index.md``. A file is copied only when it
-changed, so a second build rereads nothing that is the same. Sphinx writes to ``<cache>/<lang>/html``, copied into
-the site afterwards (English at its root, Chinese in ``zh/``). Any Sphinx warning fails the build, naming the page (a
-broken link, a section anchor that is gone).
+instructor guide, the glossary page (made from ``translations/zh/GLOSSARY.md``), and ``tools/site/landing.md`` or its
+translation as ``index.md``. A file is written only when it changed, so a second build rereads nothing that is the
+same. Sphinx writes to ``<cache>/<lang>/html``, copied into the site afterwards (English at its root, Chinese in
+``zh/``). Any Sphinx warning fails the build, naming the page (a broken link, a section anchor that is gone).
+
+The learner edition of every notebook (``course_utils.machinery.learner_edition``) goes to ``notebooks/`` and
+``notebooks/zh/`` of the site: the download menu's first entry, and what ``.github/workflows/site.yml`` publishes as
+the branch that Colab and Kaggle open (``course_utils.machinery.cloud.LEARNER_BRANCH``).
 
 Usage: ``build(ROOT / "build" / "site", ROOT / "build" / "site-cache")`` (``python -m tools.site``, ``make site``)
 """
 
 from __future__ import annotations
 
-import filecmp
 import posixpath
 import re
 import shutil
@@ -21,9 +24,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
+
 from course_utils.machinery import cloud
 from course_utils.machinery.layout import NOTEBOOK_GLOB
+from course_utils.machinery.learner_edition import learner_notebook
 from course_utils.machinery.messages import LANGUAGES
+from tools.site.extension import glossary_page
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -69,9 +76,9 @@ class Edition:
         return self.cache / self.lang / "doctrees"
 
 
-def _copy_if_changed(source: Path, target: Path) -> None:
-    if not target.exists() or not filecmp.cmp(source, target, shallow=False):
-        shutil.copy2(source, target)
+def _write_if_changed(target: Path, data: bytes) -> None:
+    if not target.exists() or target.read_bytes() != data:
+        target.write_bytes(data)
 
 
 _RELATIVE_LINK = re.compile(r"\]\((?![a-z][\w+.-]*:|#)([^()\s#]+)(#[^()\s]*)?\)")
@@ -95,7 +102,7 @@ def repository_links(text: str, source: Path) -> str:
 
 
 def stage(edition: Edition) -> list[Path]:
-    """Copy what the pages are made from into ``edition.src``; every ``NN_*.ipynb`` found is a page."""
+    """Write what the pages are made from into ``edition.src``; every ``NN_*.ipynb`` found is a page."""
     notebooks = sorted(edition.notebooks.glob(NOTEBOOK_GLOB))
     if not notebooks:
         raise SystemExit(f"No course notebooks (NN_topic.ipynb) in {edition.notebooks}.")
@@ -105,21 +112,31 @@ def stage(edition: Edition) -> list[Path]:
     wanted = {path.name: path for path in notebooks}
     wanted.update({name: edition.notebooks / name for name in GUIDES})
     wanted["index.md"] = edition.landing
+    missing = [path for path in wanted.values() if not path.exists()]
+    if missing:
+        raise SystemExit(f"{missing[0].relative_to(ROOT)} is missing: the site needs it.")
+    texts = {name: path.read_bytes() for name, path in wanted.items()}
+    for name in GUIDES:  # a link to a file of the repository (CONTRIBUTING.md) goes to the repository's copy
+        texts[name] = repository_links(wanted[name].read_text(encoding="utf-8"), wanted[name]).encode("utf-8")
+    texts["glossary.md"] = glossary_page(edition.lang).encode("utf-8")
     edition.src.mkdir(parents=True, exist_ok=True)
     for stale in edition.src.iterdir():
-        if stale.name not in wanted:
+        if stale.name not in texts:
             stale.unlink() if stale.is_file() else shutil.rmtree(stale)
-    for name, source in wanted.items():
-        if not source.exists():
-            raise SystemExit(f"{source.relative_to(ROOT)} is missing: the site needs it.")
-        if name in GUIDES:  # a link to a file of the repository (CONTRIBUTING.md) goes to the repository's copy
-            text = repository_links(source.read_text(encoding="utf-8"), source)
-            target = edition.src / name
-            if not target.exists() or target.read_text(encoding="utf-8") != text:
-                target.write_text(text, encoding="utf-8")
-            continue
-        _copy_if_changed(source, edition.src / name)
-    return [edition.src / name for name in wanted]
+    for name, data in texts.items():
+        _write_if_changed(edition.src / name, data)
+    return [edition.src / name for name in texts]
+
+
+def write_learner_editions(edition: Edition) -> list[Path]:
+    """The learner edition of each notebook, in ``notebooks/`` of the site (``notebooks/zh/`` for Chinese)."""
+    folder = edition.out / "notebooks" / ("" if edition.lang == "en" else edition.lang)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in sorted(edition.notebooks.glob(NOTEBOOK_GLOB)):
+        nbformat.write(learner_notebook(nbformat.read(path, as_version=4)), folder / path.name)
+        written.append(folder / path.name)
+    return written
 
 
 def sphinx_command(edition: Edition) -> list[str]:
@@ -167,5 +184,6 @@ def build(out: Path, cache: Path, langs: tuple[str, ...] = LANGUAGES, *, slides:
         raise SystemExit("\n".join(failed))
     for edition in editions:
         shutil.copytree(edition.html, edition.pages, dirs_exist_ok=True)
+        write_learner_editions(edition)
     return sorted(page for e in editions for page in e.pages.glob("*.html"))
 

@@ -7,12 +7,13 @@ Nothing is executed: myst-nb renders the outputs stored in the notebooks, which 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 project = "PyTorch Hooks, hands-on"
-author = "the course's authors"
-copyright = "the course's authors, MIT licence"  # noqa: A001 (Sphinx's name)
+author = copyright = ""  # noqa: A001 (Sphinx's names): in the edition's language, from tools/site/extension.py
 language = "en"
 
-extensions = ["myst_nb", "tools.site.extension"]
+extensions = ["myst_nb", "sphinx_copybutton", "tools.site.extension"]
 root_doc = "index"
 exclude_patterns: list[str] = []
 
@@ -31,8 +32,10 @@ html_theme = "sphinx_book_theme"
 html_title = project
 html_static_path = ["static"]
 html_css_files = ["course.css"]
+html_js_files = [("course.js", {"defer": "defer"})]
+html_favicon = "static/favicon.svg"
 templates_path = ["templates"]
-html_copy_source = True  # the .ipynb download button
+html_copy_source = True  # _sources/NN.ipynb: the complete notebook, second in the download menu
 html_show_sourcelink = False
 html_last_updated_fmt = None
 html_theme_options = {
@@ -44,11 +47,18 @@ html_theme_options = {
     "show_toc_level": 2,
     "navigation_with_keys": False,
     "navbar_persistent": [],  # the search field is in the sidebar: no second one in a header bar
+    # The cheat-sheet's tables, six columns of code, take the width of the page's contents column (readable at 1366 px)
+    "secondary_sidebar_items": {"**": ["page-toc.html"], "hooks_cheatsheet": []},
 }
 # The book theme's sidebar, with the course's title inside a landmark (templates/course-home.html)
 html_sidebars = {"**": ["course-home.html", "search-button-field.html", "sbt-sidebar-nav.html"]}
+# The chapter whose title holds the query first, and snippets from the article (search.js)
+html_search_scorer = str(Path(__file__).with_name("search.js"))
 html_use_index = False  # no index entries: no empty genindex page
 # A heading's permalink is named by its title ("Link to this heading"), not read out as "#"
 html_permalinks_icon = '<span aria-hidden="true">#</span>'
-# Maths: the vendored KaTeX (vendor/katex, as in the slides), typeset in the browser without a network.
-html_math_renderer = "katex"
+# A copy button on each code cell, not on its outputs (sphinx-copybutton), leaving out the ">>> " of a pasted session
+copybutton_selector = "div:not(.output) > div.highlight pre"
+copybutton_prompt_text = ">>> "
+# Formulas as MathML (tools/site/extension.py), typeset by the browser itself: no script or font on any page.
+html_math_renderer = "mathml"

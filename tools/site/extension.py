@@ -1,56 +1,77 @@
 """What the course's website adds to myst-nb and the book theme (a Sphinx extension; ``tools/site/conf.py`` loads it).
 
-- the landing page's course map and links (MyST substitutions) in the page's language;
+- the landing page's course map and links (MyST substitutions) in the page's language, and the glossary page, made
+  from ``translations/zh/GLOSSARY.md``;
 - on every page, a switch to the same page in the other language (``zh/`` below the English site), and
-  ``<link rel="alternate" hreflang>`` to it; the guides' own "中文版 / English" lines are left out (the switch does it);
-- on each notebook page, launch buttons for Colab, Kaggle and Binder, in the theme's header, with the URLs
-  ``course_utils.machinery.cloud`` makes (the same as the notebook's own "Open in" line);
-- maths typeset in the browser by the vendored KaTeX (``vendor/katex``): nothing is fetched;
-- a figure's alt text from wherever its stored output carries it: the course's figures carry it in their
-  ``text/html``'s ``<img alt>`` (``course_utils.figures``), which myst-nb prefers and copies as it is; for an output
-  with only an image, myst-nb reads the cell's ``mystnb: image: alt`` metadata itself, and this adds the output's own
-  metadata (``{"image/png": {"alt": ...}}``, what ``IPython.display.Image(..., alt=...)`` stores and nbconvert reads)
-  and the cell's ``alt`` (nbconvert's);
-- Chinese search: Sphinx's splitter (jieba) with the course's glossary as its user dictionary, so that 前向钩子 or
-  梯度裁剪 are words of the index and not only their pieces.
+  ``<link rel="alternate" hreflang>`` to it (``static/course.js`` keeps the section being read); the guides' own
+  "中文版 / English" lines are left out (the switch does it);
+- on each notebook page, launch buttons for Colab, Kaggle and Binder in the theme's header, which open the learner
+  edition (``course_utils.machinery.cloud``, the same URLs as the notebook's own "Open in" line), and a download menu
+  whose first entry is that edition and whose second is the complete notebook;
+- every exercise's solution folded (myst-nb's ``hide-cell``, "Show the solution"): a reader opens one on purpose;
+- each figure (``course_utils.figures``: an ``<img>`` with a ``data:`` URI and its alt text) written as an image file
+  in ``_images/``, with its alt text, its size and ``loading="lazy"``;
+- formulas as MathML, which the browser typesets with nothing to fetch;
+- Chinese search: Sphinx's splitter (jieba) with the glossary as its user dictionary, so that 前向钩子 or 梯度裁剪 are
+  words of the index and not only their pieces, and the words readers type for a term (显存 for 内存) indexed
+  wherever the term is (the glossary's "a reader searches for" table).
 
 Usage: ``extensions = ["myst_nb", "tools.site.extension"]`` in conf.py (``python -m tools.site`` builds the site).
 """
 
 from __future__ import annotations
 
+import base64
+import html
+import io
+import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
-import nbformat
+import imagesize
 from docutils import nodes
+from docutils.utils.math.latex2mathml import tex2mathml
 from sphinx.application import Sphinx
 from sphinx.config import Config
-from sphinx.ext import mathjax
 from sphinx.search.zh import SearchChinese
+from sphinx.transforms.post_transforms.images import DataURIExtractor
+
+from myst_nb.sphinx_ import HideCodeCellNode, depart_HideCellInput, visit_HideCellInput
 
 from course_utils.machinery import cloud
 from course_utils.machinery.course import course_map
+from course_utils.machinery.learner_edition import BEGIN
 
 ROOT = Path(__file__).resolve().parents[2]
-KATEX = ROOT / "vendor" / "katex"
 GLOSSARY = ROOT / "translations" / "zh" / "GLOSSARY.md"
 NOTEBOOK = re.compile(r"\d\d_\w+")
+FIGURE = re.compile(r'<img src="(data:image/(?:png|jpeg);base64,[A-Za-z0-9+/=]+)" alt="([^"]*)"/>')
 
 # The few words the theme does not translate itself, by edition (the prose comes from tools/site/landing.md and
 # its translation, translations/zh/landing.po).
 WORDS = {
     "en": {
         "twin": "中文", "twin_lang": "zh-CN", "twin_title": "本页的中文版 (this page in Chinese)", "home": "Course home",
-        "launch": "Run this notebook: Colab, Kaggle or Binder", "open_on": "Open this notebook on {}",
+        "author": "the course's authors", "copyright": "the course's authors, MIT licence",
+        "launch": "Run this notebook's exercises: Colab, Kaggle or Binder", "open_on": "Open the exercises on {}",
         "notebook": "notebook", "learn": "what you learn", "minutes": "minutes", "total": "total",
+        "show_solution": "Show the solution", "hide_solution": "Hide the solution",
+        "exercises": "Exercises .ipynb", "exercises_tip": "The notebook with the exercises for you to write",
+        "complete": "Complete .ipynb", "complete_tip": "The complete notebook, with every solution",
+        "glossary": "Glossary", "glossary_intro": "The course's terms and their Chinese, one translation each, as the "
+        "Chinese edition uses them (from `translations/zh/GLOSSARY.md`).",
     },
     "zh": {
         "twin": "English", "twin_lang": "en", "twin_title": "This page in English（本页的英文版）", "home": "课程首页",
-        "launch": "运行这个笔记本：Colab、Kaggle 或 Binder", "open_on": "在 {} 上打开这个笔记本",
+        "author": "本课程的作者们", "copyright": "本课程的作者们，MIT 许可证",
+        "launch": "运行这个笔记本的练习：Colab、Kaggle 或 Binder", "open_on": "在 {} 上打开练习",
         "notebook": "笔记本", "learn": "你将学到", "minutes": "分钟", "total": "合计",
+        "show_solution": "显示参考答案", "hide_solution": "隐藏参考答案",
+        "exercises": "学员版 .ipynb", "exercises_tip": "练习留给你来写的学员版笔记本",
+        "complete": "完整版 .ipynb", "complete_tip": "含全部参考答案的完整版笔记本",
+        "glossary": "术语表", "glossary_intro": "课程中文版的术语和它们的英文原文，每个术语只用一种译法"
+        "（来自 `translations/zh/GLOSSARY.md`）。",
     },
 }
 
@@ -66,6 +87,80 @@ def jupyterlab_anchor(title: str) -> str:
     Usage: ``jupyterlab_anchor("3 · Hooks that only look")`` -> ``"3-·-Hooks-that-only-look"``
     """
     return title.strip().replace(" ", "-")
+
+
+# -- the glossary: the Chinese splitter's words, the readers' synonyms, the glossary page -----------------------------
+def glossary_tables() -> list[tuple[tuple[str, str], list[tuple[str, str]]]]:
+    """Each two-column table of ``translations/zh/GLOSSARY.md``: its header and its rows, in the file's order."""
+    tables: list[tuple[tuple[str, str], list[tuple[str, str]]]] = []
+    in_table = False
+    for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if len(cells) != 2 or set("".join(cells)) <= set("-:"):
+            in_table = bool(cells)
+            continue
+        if not in_table:
+            tables.append(((cells[0], cells[1]), []))
+            in_table = True
+        else:
+            tables[-1][1].append((cells[0], cells[1]))
+    return tables
+
+
+def glossary_rows(header: tuple[str, str] = ("English", "中文")) -> list[tuple[str, str]]:
+    """The rows of the first table of GLOSSARY.md with that header (the terms: English, Chinese)."""
+    return next((rows for found, rows in glossary_tables() if found == header), [])
+
+
+def glossary_terms() -> list[str]:
+    """The Chinese terms of ``translations/zh/GLOSSARY.md`` (its second column), one word each."""
+    terms: list[str] = []
+    for _english, chinese in (row for _header, rows in glossary_tables() for row in rows):
+        text = re.sub(r"[（(][^）)]*[）)]", " ", chinese)
+        for part in re.split(r"[/／，,、；;\s]+", text):
+            if re.fullmatch(r"[\u4e00-\u9fff]{2,}", part) and part not in terms:
+                terms.append(part)
+    return terms
+
+
+def search_synonyms() -> dict[str, list[str]]:
+    """The glossary's "a reader searches for" table, by the course's word: ``{"内存": ["显存"]}``."""
+    synonyms: dict[str, list[str]] = {}
+    for typed, term in glossary_rows(("a reader searches for", "the course's word")):
+        synonyms.setdefault(term, []).append(typed)
+    return synonyms
+
+
+def glossary_page(lang: str) -> str:
+    """The glossary page (``glossary.md``) of an edition: the terms table, the edition's language first."""
+    words = WORDS[lang]
+    rows = [(chinese, english) if lang == "zh" else (english, chinese) for english, chinese in glossary_rows()]
+    header = ("中文", "English") if lang == "zh" else ("English", "中文")
+    lines = [f"# {words['glossary']}", "", words["glossary_intro"], "", "| {} | {} |".format(*header), "|---|---|"]
+    return "\n".join(lines + ["| {} | {} |".format(*row) for row in rows]) + "\n"
+
+
+def chinese_search(synonyms: dict[str, list[str]]) -> type[SearchChinese]:
+    """Sphinx's Chinese search, which also indexes a reader's word for a term wherever the term is (``synonyms``).
+
+    Sphinx 9.0's loads the English stemmer's JavaScript but names ``ChineseStemmer``, which does not exist, so every
+    search fails in the browser (sphinx-doc/sphinx#14229; fixed in Sphinx 9.1, which needs Python 3.12): where that
+    is so, the stemmer is named right."""
+    import sphinx.search
+
+    class ChineseSearch(SearchChinese):
+        def split(self, input: str) -> list[str]:  # noqa: A002 (Sphinx's name)
+            words = super().split(input)
+            return words + [typed for word in words for typed in synonyms.get(word, ())]
+
+    scripts = Path(sphinx.search.__file__).parent / "minified-js"
+    stemmer = (scripts / SearchChinese.js_stemmer_rawcode).read_text(encoding="utf-8")
+    name = re.search(r"var\s+(\w+Stemmer)\s*=\s*function", stemmer)
+    if name is not None and name[1] != f"{SearchChinese.language_name}Stemmer":
+        ChineseSearch.js_stemmer_rawcode = ""
+        ChineseSearch.js_stemmer_code = "\n".join([(scripts / "base-stemmer.js").read_text(encoding="utf-8"), stemmer,
+                                                   f"window.Stemmer = {name[1]};"])
+    return ChineseSearch
 
 
 # -- the landing page ------------------------------------------------------------------------------------------------
@@ -86,6 +181,7 @@ def configure(app: Sphinx, config: Config) -> None:
     title = re.search(r"^# (.+)$", landing.read_text(encoding="utf-8"), re.MULTILINE) if landing.exists() else None
     if title:  # the landing page's title, in the edition's language, names the site (sidebar, browser tab)
         config.html_title = config.project = title[1].strip()
+    config.author, config.copyright = WORDS[lang]["author"], WORDS[lang]["copyright"]  # the footer, in its language
     repository = f"https://github.com/{cloud.REPOSITORY}"
     config.myst_substitutions = {
         **config.myst_substitutions,
@@ -101,80 +197,61 @@ def configure(app: Sphinx, config: Config) -> None:
         config.html_search_options = {**config.html_search_options, "dict": str(userdict)}
 
 
-def glossary_terms() -> list[str]:
-    """The Chinese terms of ``translations/zh/GLOSSARY.md`` (its second column), one word each."""
-    terms: list[str] = []
-    for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) != 2 or not re.search(r"[\u4e00-\u9fff]", cells[1]):
-            continue
-        text = re.sub(r"[（(][^）)]*[）)]", " ", cells[1])
-        for part in re.split(r"[/／，,、；;\s]+", text):
-            if re.fullmatch(r"[\u4e00-\u9fff]{2,}", part) and part not in terms:
-                terms.append(part)
-    return terms
+def page_source(app: Sphinx, docname: str, source: list[str]) -> None:
+    """What the site shows differently from the file: a guide without its own "**中文版：** ..." or "**English:** ..."
+    line (the language switch replaces it); a notebook with each exercise's solution cell folded, input and output
+    (the check's ✓ can name the answer), behind "Show the solution". The files themselves, which the download menu
+    offers (``_sources/``), stay as they are."""
+    suffix = Path(app.env.doc2path(docname)).suffix
+    if suffix == ".md":
+        source[0] = re.sub(r"(?m)^\*\*(?:中文版：|English:)\*\* \[[^\]]*\]\([^)]*\)\s*$\n?", "", source[0])
+    elif suffix == ".ipynb":
+        words = WORDS[edition(app.config)]
+        notebook = json.loads(source[0])
+        for cell in notebook["cells"]:
+            if cell["cell_type"] == "code" and BEGIN in "".join(cell["source"]):
+                cell["metadata"]["tags"] = [*cell["metadata"].get("tags", []), "hide-cell"]
+                cell["metadata"]["mystnb"] = {"code_prompt_show": words["show_solution"],
+                                              "code_prompt_hide": words["hide_solution"]}
+        source[0] = json.dumps(notebook)
 
 
-def chinese_search() -> type[SearchChinese] | None:
-    """Sphinx 9.0's Chinese search loads the English stemmer's JavaScript but names ``ChineseStemmer``, which does not
-    exist, so every search fails in the browser (sphinx-doc/sphinx#14229; fixed upstream in Sphinx 9.1, which needs
-    Python 3.12). Where that is so, the same search with the stemmer named right; None where Sphinx has the fix."""
-    import sphinx.search
+def folded_cell(self: Any, node: HideCodeCellNode) -> None:
+    """myst-nb's folded cell, its ``<summary>`` named by the prompt it shows ("Show the solution"): myst-nb names
+    each one "Toggle hidden content", which axe-core reports (label-content-name-mismatch, WCAG 2.5.3)."""
+    start = len(self.body)
+    visit_HideCellInput(self, node)
+    self.body[start:] = [part.replace(' aria-label="Toggle hidden content"', "") for part in self.body[start:]]
 
-    scripts = Path(sphinx.search.__file__).parent / "minified-js"
-    stemmer = (scripts / SearchChinese.js_stemmer_rawcode).read_text(encoding="utf-8")
-    name = re.search(r"var\s+(\w+Stemmer)\s*=\s*function", stemmer)
-    if name is None or name[1] == f"{SearchChinese.language_name}Stemmer":
+
+# -- figures: image files with their alt text ------------------------------------------------------------------
+def figure_image(html_text: str) -> nodes.image | None:
+    """An image node for a figure's ``<img src="data:..." alt="...">`` (its size read from the image), or None."""
+    found = FIGURE.fullmatch(html_text.strip())
+    if found is None:
         return None
-
-    class ChineseSearch(SearchChinese):
-        js_stemmer_rawcode = ""
-        js_stemmer_code = "\n".join([(scripts / "base-stemmer.js").read_text(encoding="utf-8"), stemmer,
-                                      f"window.Stemmer = {name[1]};"])
-
-    return ChineseSearch
+    width, height = imagesize.get(io.BytesIO(base64.b64decode(found[1].partition(",")[2])))
+    return nodes.image(uri=found[1], alt=html.unescape(found[2]), width=str(width), height=str(height),
+                       loading="lazy", candidates={"?": found[1]})
 
 
-def drop_language_lines(app: Sphinx, docname: str, source: list[str]) -> None:
-    """A guide's own "**中文版：** ..." or "**English:** ..." paragraph: the site's language switch replaces it."""
-    if Path(app.env.doc2path(docname)).suffix != ".md":
-        return
-    source[0] = re.sub(r"(?m)^\*\*(?:中文版：|English:)\*\* \[[^\]]*\]\([^)]*\)\s*$\n?", "", source[0])
+def notebook_figures(app: Sphinx, doctree: nodes.document) -> None:
+    """Each figure of a notebook page as an image node, lazily loaded (``FigureFiles`` writes it to a file)."""
+    if Path(app.env.doc2path(app.env.docname)).suffix == ".ipynb":
+        for raw in list(doctree.findall(nodes.raw)):
+            if raw.get("format") == "html" and (image := figure_image(raw.astext())) is not None:
+                raw.replace_self(image)
 
 
-# -- figures: alt text -------------------------------------------------------------------------------------------
-def output_alt(output: Any, mime_type: str, cell_metadata: dict[str, Any]) -> str | None:
-    """The alt text an image output carries: its metadata for the MIME type, the output's own ``alt``, the cell's."""
-    metadata = output.get("metadata", {})
-    for found in ((metadata.get(mime_type) or {}).get("alt"), metadata.get("alt"), cell_metadata.get("alt")):
-        if isinstance(found, str) and found.strip():
-            return found.strip()
-    return None
+class FigureFiles(DataURIExtractor):
+    """Sphinx's own extractor of ``data:`` images, for the HTML builder too: each figure becomes a file of
+    ``_images/``, which a browser caches and loads when it is about to be seen, instead of bytes inside the page."""
+
+    def match(self, node: nodes.image) -> bool:
+        return node["uri"].startswith("data:")
 
 
-def alt_text_from_outputs(app: Sphinx, doctree: nodes.document) -> None:
-    """Give each notebook image the alt text its stored output carries (myst-nb reads only the cell's ``mystnb``)."""
-    path = Path(app.env.doc2path(app.env.docname))
-    if path.suffix != ".ipynb":
-        return
-    cells = nbformat.read(path, as_version=4).cells
-    for cell_node in doctree.findall(lambda n: isinstance(n, nodes.container) and n.get("nb_element") == "cell_code"):
-        cell = cells[cell_node["cell_index"]]
-        displays = iter([o for o in cell.get("outputs", []) if o.get("output_type") in ("display_data", "execute_result")])
-        bundles = cell_node.findall(lambda n: isinstance(n, nodes.container) and n.get("nb_element") == "mime_bundle")
-        for bundle in bundles:
-            mime_types = [child.get("mime_type") for child in bundle.children]
-            output = next((o for o in displays if set(mime_types) <= set(o.get("data", {}))), None)
-            if output is None:  # not the outputs myst-nb rendered: leave the images as they are
-                break
-            for container in bundle.children:
-                for image in container.findall(nodes.image):
-                    alt = output_alt(output, container["mime_type"], cell.metadata)
-                    if alt and not image.get("alt"):
-                        image["alt"] = alt
-
-
-# -- page furniture: language switch, launch buttons, KaTeX ------------------------------------------------------
+# -- page furniture: language switch, launch and download menus, formulas ----------------------------------------
 def twin_url(pagename: str, lang: str) -> str:
     """The same page in the other edition, relative to this page (English at the root, Chinese in ``zh/``)."""
     up = "../" * pagename.count("/")
@@ -197,8 +274,10 @@ def language_switch(app: Sphinx, pagename: str, templatename: str, context: dict
         f'\n<link rel="alternate" hreflang="{words["twin_lang"]}" href="{context["course_twin_url"]}">')
 
 
-def launch_buttons(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
-    """On a notebook page, the theme's launch menu with Colab, Kaggle and Binder (URLs from course_utils' cloud)."""
+def notebook_buttons(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
+    """On a notebook page: the theme's launch menu with Colab, Kaggle and Binder, and its download menu with the
+    learner edition first (``make site`` writes it to the site's ``notebooks/``), the complete notebook second (the
+    file of ``_sources/``), then the print view."""
     if not (NOTEBOOK.fullmatch(pagename) and context.get("page_source_suffix") == ".ipynb"):
         return
     lang = edition(app.config)
@@ -207,45 +286,66 @@ def launch_buttons(app: Sphinx, pagename: str, templatename: str, context: dict[
     launch = [("Colab", cloud.colab_url(notebook), "_static/images/logo_colab.png"),
               ("Kaggle", cloud.kaggle_url(notebook), "fab fa-kaggle"),
               ("Binder", cloud.binder_url(notebook), "_static/images/logo_binder.svg")]
-    context.setdefault("header_buttons", []).insert(0, {
+    buttons = context.setdefault("header_buttons", [])
+    buttons.insert(0, {
         "type": "group", "tooltip": words["launch"], "icon": "fas fa-rocket", "label": "launch-buttons",
         "buttons": [{"type": "link", "text": name, "url": url, "icon": icon, "label": f"launch-{name.lower()}",
                      "tooltip": words["open_on"].format(name)} for name, url, icon in launch],
     })
+    for group in buttons:
+        if group.get("label") == "download-buttons":  # the theme's: the page's source file, then the print view
+            source, pdf = ({b["label"]: b for b in group["buttons"]}[label]
+                           for label in ("download-source-button", "download-pdf-button"))
+            group["buttons"] = [
+                {**source, "url": ("" if lang == "en" else "../") + f"notebooks/{notebook}", "text": words["exercises"],
+                 "tooltip": words["exercises_tip"], "label": "download-learner-button"},
+                {**source, "text": words["complete"], "tooltip": words["complete_tip"]}, pdf]
 
 
-def katex(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
-    """KaTeX's files on the pages that have formulas (``static/course-katex.js`` typesets them)."""
-    if app.builder.math_renderer_name == "katex" and doctree is not None and (
-            app.env.get_domain("math").has_equations(pagename)):
-        app.add_css_file("katex/katex.min.css")
-        app.add_js_file("katex/katex.min.js", loading_method="defer")
-        app.add_js_file("katex/contrib/auto-render.min.js", loading_method="defer")
-        app.add_js_file("course-katex.js", loading_method="defer")
+def formula_lines(tex: str) -> list[str]:
+    """An inline formula cut before each ``=`` outside braces and environments, where a line may break (as KaTeX
+    breaks a long formula): a browser does not break a MathML formula, which would widen a phone's page.
+
+    Usage: ``formula_lines("a = b_{i=1} = c")`` -> ``["a ", "= b_{i=1} ", "= c"]``
+    """
+    parts, depth, start = [], 0, 0
+    for token in re.finditer(r"\\(begin|end)\{\w+\*?\}|[{}=]", tex):
+        depth += {"{": 1, "}": -1, "=": 0}.get(token[0], 1 if token[1] == "begin" else -1)
+        if token[0] == "=" and depth == 0 and tex[start:token.start()].strip():
+            parts.append(tex[start:token.start()])
+            start = token.start()
+    return [*parts, tex[start:]]
 
 
-def copy_katex(app: Sphinx, exception: Exception | None) -> None:
-    if exception is None and app.builder.format == "html":
-        shutil.copytree(KATEX, Path(app.outdir) / "_static" / "katex", dirs_exist_ok=True)
-        if edition(app.config) == "en":  # the site's root
-            (Path(app.outdir) / ".nojekyll").touch()  # GitHub Pages: serve _static/ and _images/ as they are
+def mathml(self: Any, node: nodes.Element) -> None:
+    """A formula as MathML (docutils' LaTeX converter), which every current browser typesets itself: no script, no
+    font to fetch, and a screen reader reads it."""
+    if isinstance(node, nodes.math_block):
+        self.body.append(tex2mathml(node.astext(), as_block=True))
+    else:
+        self.body.append("<wbr>".join(tex2mathml(part) for part in formula_lines(node.astext())))
+    raise nodes.SkipNode
+
+
+def nojekyll(app: Sphinx, exception: Exception | None) -> None:
+    if exception is None and app.builder.format == "html" and edition(app.config) == "en":  # the site's root
+        (Path(app.outdir) / ".nojekyll").touch()  # GitHub Pages: serve _static/ and _images/ as they are
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    app.add_html_math_renderer("katex", inline_renderers=(mathjax.html_visit_math, None),
-                               block_renderers=(mathjax.html_visit_displaymath, None))
+    app.add_html_math_renderer("mathml", inline_renderers=(mathml, None), block_renderers=(mathml, None))
     app.connect("config-inited", configure)
-    if (fixed := chinese_search()) is not None:
-        app.add_search_language(fixed)
-    app.connect("source-read", drop_language_lines)
-    app.connect("doctree-read", alt_text_from_outputs)
+    app.add_search_language(chinese_search(search_synonyms()))
+    app.connect("source-read", page_source)
+    app.add_node(HideCodeCellNode, override=True, html=(folded_cell, depart_HideCellInput))
+    app.connect("doctree-read", notebook_figures)
+    app.add_post_transform(FigureFiles)
     # before the theme drops the header templates that render empty (500); after it fills its header buttons (501)
     app.connect("html-page-context", language_switch, priority=450)
-    app.connect("html-page-context", launch_buttons, priority=600)
-    app.connect("html-page-context", katex)
-    app.connect("build-finished", copy_katex)
+    app.connect("html-page-context", notebook_buttons, priority=600)
+    app.connect("build-finished", nojekyll)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
 
 
-__all__ = ["alt_text_from_outputs", "course_map_table", "glossary_terms", "jupyterlab_anchor", "output_alt", "setup",
-           "twin_url"]
+__all__ = ["course_map_table", "formula_lines", "glossary_page", "glossary_terms", "jupyterlab_anchor", "notebook_figures",
+           "search_synonyms", "setup", "twin_url"]
