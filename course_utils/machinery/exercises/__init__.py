@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from types import MappingProxyType
-from collections.abc import Mapping
 
 from course_utils.machinery.exercise_kit import Exercise
 
@@ -30,7 +30,7 @@ def catalogue() -> Mapping[str, Exercise]:
     found: dict[str, Exercise] = {}
     for name in MODULES:
         module = importlib.import_module(f"{__name__}.{name}")
-        for item in getattr(module, "EXERCISES"):
+        for item in module.EXERCISES:
             if item.id in found:
                 raise ValueError(f"Exercise id {item.id!r} is defined twice (again in {name}).")
             if f"nb{item.notebook}" != name:

@@ -8,8 +8,17 @@ from typing import Any
 import torch
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, Verdict, fail, generator, is_handle, removing, require,
-                                                 require_no_hooks)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    Verdict,
+    fail,
+    generator,
+    is_handle,
+    removing,
+    require,
+    require_no_hooks,
+)
 
 
 def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:

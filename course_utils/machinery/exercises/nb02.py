@@ -8,8 +8,20 @@ from typing import Any
 import torch
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, Verdict, as_float_tensor, fail, generator, is_handle,
-                                                 plain, removing, require, require_no_hooks, the_error_gets_out)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    Verdict,
+    as_float_tensor,
+    fail,
+    generator,
+    is_handle,
+    plain,
+    removing,
+    require,
+    require_no_hooks,
+    the_error_gets_out,
+)
 
 
 def _leak_test(measure: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:

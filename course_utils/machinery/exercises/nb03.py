@@ -11,8 +11,21 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Net, Text, Verdict, fail, generator,
-                                                 plain, require, require_no_hooks, the_error_gets_out, watch_hooks)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    FailsOnPurpose,
+    Net,
+    Text,
+    Verdict,
+    fail,
+    generator,
+    plain,
+    require,
+    require_no_hooks,
+    the_error_gets_out,
+    watch_hooks,
+)
 
 _HOOKS_STAY = N_("{count} hook(s) are still on the model: remove every hook before returning.")
 

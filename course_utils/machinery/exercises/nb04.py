@@ -10,8 +10,20 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.machinery.exercise_kit import (N_, Exercise, Verdict, as_whole_number, fail, generator, is_handle,
-                                                 plain, removing, require, require_no_hooks)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    Verdict,
+    as_whole_number,
+    fail,
+    generator,
+    is_handle,
+    plain,
+    removing,
+    require,
+    require_no_hooks,
+)
+
 
 def _deprecated_shapes() -> tuple[tuple[int, ...], ...]:
     layer, shapes = nn.Linear(5, 2, bias=False), []
@@ -188,7 +200,8 @@ def _recorder_test(attach: Callable[[nn.Module, list[str], dict], Any]) -> Verdi
                                              "loop see when it runs?"), key="2")
             require(sorted(store) == ["0", "2"], N_("After a backward, store should have the keys ['0', '2']; got "
                                                     "{keys}."), keys=sorted(store))
-            matches = [all(torch.allclose(store[n], g, atol=1e-6) for n, g in zip(["0", "2"], grads)) for grads in truth]
+            matches = [all(torch.allclose(store[n], g, atol=1e-6) for n, g in zip(["0", "2"], grads))
+                       for grads in truth]
             require(matches[step] or step == 0 or not matches[0],
                     N_("The second backward did not replace the first one's gradients: store the gradient at every "
                        "backward."))
@@ -204,7 +217,7 @@ def _recorder_test(attach: Callable[[nn.Module, list[str], dict], Any]) -> Verdi
     fresh = _convnet()
     try:
         attach(fresh, ["0", "no.such.layer"], {})
-    except Exception:  # noqa: BLE001 -- any error is right here; what matters is what is left behind
+    except Exception:
         require_no_hooks(fresh, N_("A bad layer name raised, but the hook on layer '0' stayed: remove what you already "
                                    "attached before re-raising."))
         return Verdict(True)

@@ -11,9 +11,24 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Text, Verdict, fail, generator,
-                                                 name_the_mistake, require, require_no_hooks, require_untouched, same,
-                                                 seeded, tensor_result, the_error_gets_out, watch_hooks)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    FailsOnPurpose,
+    Text,
+    Verdict,
+    fail,
+    generator,
+    name_the_mistake,
+    require,
+    require_no_hooks,
+    require_untouched,
+    same,
+    seeded,
+    tensor_result,
+    the_error_gets_out,
+    watch_hooks,
+)
 
 _TARGETS = [6, 0, 3]
 _LAYER_INPUT_MISTAKE = N_("These are the Grad-CAM maps of the layer's input, not of its output: a forward hook is "
@@ -163,7 +178,8 @@ def _what_went_wrong(result: torch.Tensor, expected: torch.Tensor, model: nn.Seq
         ((expected - low) / (high - low).clamp(min=1e-12), N_("Your maps are scaled: return the raw maps, after the "
                                                               "ReLU and before any scaling or upsampling (step 3 of "
                                                               "section 1 is for display only).")),
-        (expected / high.clamp(min=1e-12), N_("Your maps are scaled: return the raw maps, after the ReLU and before any "
+        (expected / high.clamp(min=1e-12), N_("Your maps are scaled: return the raw maps, after the ReLU and before "
+                                              "any "
                                               "scaling or upsampling (step 3 of section 1 is for display only).")),
         (_cam(rectified, gradient), N_("At layer {layer} the ReLU after the layer works in place: the activation you "
                                        "kept was rectified after your hook ran. Keep a copy of it.")),

@@ -11,8 +11,20 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.hooks import count_hooks, hook_report
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Text, Verdict, fail, generator,
-                                                 is_handle, removing, require, require_no_hooks, the_error_gets_out)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    FailsOnPurpose,
+    Text,
+    Verdict,
+    fail,
+    generator,
+    is_handle,
+    removing,
+    require,
+    require_no_hooks,
+    the_error_gets_out,
+)
 
 
 def _conv_model() -> nn.Sequential:

@@ -13,9 +13,21 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Net, Refusal, Text, Verdict,
-                                                 as_float_tensor, fail, generator, require, require_no_hooks,
-                                                 the_error_gets_out)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    FailsOnPurpose,
+    Net,
+    Refusal,
+    Text,
+    Verdict,
+    as_float_tensor,
+    fail,
+    generator,
+    require,
+    require_no_hooks,
+    the_error_gets_out,
+)
 
 
 def _saved_tensor_hooks_active() -> bool:
@@ -127,7 +139,8 @@ def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[
             N_("A tensor was freed, a new one got the same memory address, and your unpack gave back the old tensor's "
                "values: a cached copy is valid only while the storage it was made from is alive. Look at how your "
                "cache tells a live entry from a stale one."))
-    require(isinstance(back, torch.Tensor) and back.dtype == torch.float32 and torch.equal(back, torch.full((64,), 2.0)),
+    require(isinstance(back, torch.Tensor) and back.dtype == torch.float32
+            and torch.equal(back, torch.full((64,), 2.0)),
             N_("unpack did not give back the tensor pack received (a 1-D float32 tensor of 2.0s came back as something "
                "else): rebuild it with its shape, stride and storage offset, in its original dtype."))
     require(torch.equal(unpack(packed_first), torch.ones(64)),
@@ -183,7 +196,7 @@ def _half_test(hooks_class: Callable[..., Any]) -> Verdict:
         _address_reuse_probe(learner_pack, instance.unpack_hook)
     except Refusal:
         raise
-    except Exception as error:  # noqa: BLE001 -- the learner's hooks, called on a plain 1-D tensor
+    except Exception as error:
         fail(N_("Your hooks failed on a plain 1-D float32 tensor ({type}: {error})."), type=type(error).__name__,
              error=error)
     x, reference_model = torch.randn(3, 2, 64, 64, generator=generator(5)), _pooling_model()
@@ -298,7 +311,8 @@ def _bytes_test(function: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
                    "module around it (here a tanh in the model's own forward) can save tensors too, and no leaf module "
                    "is running then. Mark where each leaf's call ends, not only where it starts."))
         total, expected = sum(got.values()), sum(truth.values())
-        require(total != expected, N_("The total ({total} bytes) is right, but not how it is shared between the layers: "
+        require(total != expected, N_("The total ({total} bytes) is right, but not how it is shared between the "
+                                      "layers: "
                                       "expected {expected}, got {got}. A storage counts for the first layer that saved "
                                       "it, also when a later layer saves it again."), total=expected, expected=truth,
                 got=got)

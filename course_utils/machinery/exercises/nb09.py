@@ -9,8 +9,18 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.machinery.exercise_kit import (N_, Exercise, Text, Verdict, fail, generator, is_handle, removing,
-                                                 require, require_no_hooks)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    Text,
+    Verdict,
+    fail,
+    generator,
+    is_handle,
+    removing,
+    require,
+    require_no_hooks,
+)
 from course_utils.optim_hooks import optimizer_hook_report
 
 _WIDTH = 6
@@ -62,7 +72,8 @@ def _mismatch(missing: list[str], unexpected: list[str]) -> None:
             N_("{key} was not split: a hook on a module deep in a model receives the keys with the hook's prefix in "
                "front (here '{prefix}'). Look at the keys your hook looks for, and at the ones it stores."),
             key=fused_left[0] if fused_left else "", prefix=fused_left[0][:-len("qkv.weight")] if fused_left else "")
-    require(not fused_left, N_("The fused entry {key} is still in the checkpoint after your hook, beside its q, k and v "
+    require(not fused_left, N_("The fused entry {key} is still in the checkpoint after your hook, beside its q, k and "
+                               "v "
                                "pieces, and a strict load refuses keys the model does not have: look at what your "
                                "hook leaves in state_dict."), key=fused_left[0] if fused_left else "")
     fail(N_("After your hook, missing keys {missing} and unexpected keys {unexpected}: add exactly q, k and v's "
@@ -102,7 +113,8 @@ def _split_test(function: Callable[[nn.Module], Any]) -> Verdict:
             _mismatch(list(result.missing_keys), list(result.unexpected_keys))
         loaded = model.state_dict()
         wrong = [key for key, value in _expected(checkpoint).items() if not torch.equal(loaded[key], value)]
-        require(not wrong, N_("With {label}, {key} did not get the right values: the fused weight holds q's rows first, "
+        require(not wrong, N_("With {label}, {key} did not get the right values: the fused weight holds q's rows "
+                              "first, "
                               "then k's, then v's (and the bias likewise)."), label=Text(label),
                 key=wrong[0] if wrong else "")
     return Verdict(True)
@@ -152,7 +164,7 @@ def _reachable_tensors(value: Any, depth: int = 0, seen: set[int] | None = None)
 
 def _filled(cell: Any) -> bool:
     try:
-        cell.cell_contents
+        _ = cell.cell_contents
     except ValueError:
         return False
     return True
@@ -248,11 +260,13 @@ def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdi
                 if not all(torch.equal(a, b) for a, b in zip(params, plain_model.parameters())):
                     if index in bad:
                         _kept_a_bad_step(guarded, params, before, label)
-                    fail(N_("With {label}, a normal step was undone or changed: undo only a step that moved a weight by "
+                    fail(N_("With {label}, a normal step was undone or changed: undo only a step that moved a weight "
+                            "by "
                             "more than max_change or left one not finite."), label=Text(label))
                 if not _state_equal(guarded, plain, params, list(plain_model.parameters())):
                     _state_not_restored(guarded, params, state_before, label)
-        require(not optimizer_hook_report(guarded), N_("Removing your handles left hooks on the optimizer: register one "
+        require(not optimizer_hook_report(guarded), N_("Removing your handles left hooks on the optimizer: register "
+                                                       "one "
                                                        "pre-hook and one post-hook, and return both handles."))
     return Verdict(True)
 
@@ -291,7 +305,8 @@ def _window(every: int, done: int, params: list[torch.Tensor], plain_model: nn.M
                                             "call, so that the next backward adds to it."), every=every, done=done)
     require(not missing, N_("With every={every}, after backward {done} of {every} some parameters have no .grad and "
                             "others do: each parameter's hook runs once per backward, so count the calls per parameter "
-                            "(a counter shared by all the hooks counts parameters, not backward passes -- and a counter "
+                            "(a counter shared by all the hooks counts parameters, not backward passes -- and a "
+                            "counter "
                             "made inside your loop is shared too if the hook reads the loop's variable when it "
                             "runs)."), every=every, done=done)
     require(all(torch.allclose(p.grad, q.grad, atol=1e-6) for p, q in zip(params, plain_model.parameters())),

@@ -18,8 +18,21 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.machinery.exercise_kit import (N_, Exercise, Net, Text, Verdict, expect_live_value, fail, generator,
-                                                 is_handle, name_the_mistake, removing, require, require_no_hooks)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    Net,
+    Text,
+    Verdict,
+    expect_live_value,
+    fail,
+    generator,
+    is_handle,
+    name_the_mistake,
+    removing,
+    require,
+    require_no_hooks,
+)
 
 _STEPS = 2
 _BUCKET_CAP_MB = 0.0005  # ~500 bytes: after DDP rebuilds its buckets (second step) the model needs several
@@ -171,20 +184,20 @@ def _train_ddp(rank: int, hook: Callable[..., Any], state: Any, size: int = 6) -
     return found
 
 
-def _reference_weighted(state, bucket):  # noqa: ANN001, ANN202 -- DDP reads the signature: no annotations
+def _reference_weighted(state, bucket):
     import torch.distributed as dist
 
     grads = bucket.buffer()
     sent = torch.cat([grads * state.samples, grads.new_tensor([float(state.samples)])])
 
-    def divide(fut):  # noqa: ANN001, ANN202
+    def divide(fut):
         total = fut.value()[0]
         return grads.copy_(total[:-1] / total[-1])
 
     return dist.all_reduce(sent, group=state.group, async_op=True).get_future().then(divide)
 
 
-def _reference_bf16(process_group, bucket):  # noqa: ANN001, ANN202
+def _reference_bf16(process_group, bucket):
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
     return default_hooks.bf16_compress_hook(process_group, bucket)
@@ -221,6 +234,23 @@ class _StoppedAllReduce(RuntimeError):
     """Raised here instead of an all-reduce that would not match rank 1's."""
 
 
+def _noting(notes: dict[str, Any], buffer: torch.Tensor) -> Callable[[Any], Any]:
+    """A then() callback that notes in ``notes`` what the hook's Future held (see :func:`_guarded`)."""
+
+    def note_what_it_holds(done: Any) -> Any:
+        value = done.value()
+        if not isinstance(value, torch.Tensor):
+            notes["held"] = type(value).__name__  # DDP's error would print all of it (a whole bucket)
+        if not (isinstance(value, torch.Tensor) and value.data_ptr() == buffer.data_ptr()
+                and value.shape == buffer.shape):
+            notes["not_the_buffer"] += 1
+        if isinstance(value, torch.Tensor) and value.numel() != buffer.numel():
+            notes["sizes"] = (value.numel(), buffer.numel())  # DDP reads the first values and says nothing
+        return value
+
+    return note_what_it_holds
+
+
 @contextlib.contextmanager
 def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Iterator[Callable[..., Any]]:
     """The learner's hook, its all-reduces checked against rank 1's; ``notes`` gets what its Futures held:
@@ -248,7 +278,7 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
         return real_all_reduce(tensor, *args, **kwargs)
 
     @functools.wraps(hook)  # DDP checks the learner's own signature and name
-    def wrapped(state, bucket):  # noqa: ANN001, ANN202
+    def wrapped(state, bucket):
         current.update(inside=True, calls=0, bucket=bucket.buffer().numel())
         try:
             result = hook(state, bucket)
@@ -258,20 +288,7 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
             stop(N_("Your hook did not call torch.distributed.all_reduce for a bucket; rank 1 sends {sends}."))
         if not callable(getattr(result, "then", None)):
             return result  # not a Future (all_reduce's get_future() gives torch._C.Future): DDP refuses it itself
-        buffer = bucket.buffer()
-
-        def note_what_it_holds(done):  # noqa: ANN001, ANN202
-            value = done.value()
-            if not isinstance(value, torch.Tensor):
-                notes["held"] = type(value).__name__  # DDP's error would print all of it (a whole bucket)
-            if not (isinstance(value, torch.Tensor) and value.data_ptr() == buffer.data_ptr()
-                    and value.shape == buffer.shape):
-                notes["not_the_buffer"] += 1
-            if isinstance(value, torch.Tensor) and value.numel() != buffer.numel():
-                notes["sizes"] = (value.numel(), buffer.numel())  # DDP reads the first values and says nothing
-            return value
-
-        return result.then(note_what_it_holds)
+        return result.then(_noting(notes, bucket.buffer()))
 
     dist.all_reduce = checked_all_reduce
     try:
@@ -291,7 +308,8 @@ def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which:
                                           "torch.distributed.destroy_process_group() (or restart the kernel) so the "
                                           "check can start its own."))
     kept: dict[str, Any] = {}
-    mismatch = N_("The two ranks' all-reduces did not match: rank 1 runs torch's hook, which sends {sends}, per bucket; "
+    mismatch = N_("The two ranks' all-reduces did not match: rank 1 runs torch's hook, which sends {sends}, per "
+                  "bucket; "
                   "your hook must send the same.")
 
     def rank0(rank: int, world_size: int) -> list[torch.Tensor]:
@@ -353,15 +371,17 @@ def _weighted_test(hook: Callable[..., Any]) -> Verdict:
     require("sizes" not in noted, N_("The gradients are right, but your Future held {held} values for a bucket of "
                                      "{size}: DDP copies the first ones and ignores the rest without a word, yet the "
                                      "Future must hold the bucket's new values only. Look at what your then() callback "
-                                     "returns."), held=noted.get("sizes", (0, 0))[0], size=noted.get("sizes", (0, 0))[1])
+                                     "returns."),
+        held=noted.get("sizes", (0, 0))[0], size=noted.get("sizes", (0, 0))[1])
     return Verdict(True)
 
 
 def _bf16_test(hook: Callable[..., Any]) -> Verdict:
     noted, mine, theirs = _run_pair(hook, lambda group: group, "bf16")
+    far = 1e-2
     for got, truth in zip(mine, _trajectory((6, 6))):
         own, other = truth["rank0"], truth["rank1"]
-        mean, far = (own + other) / 2, 1e-2
+        mean = (own + other) / 2
         require(got.dtype == torch.float32, N_("The gradients came back as {dtype}: copy the result into the bucket's "
                                                "float32 buffer (decompress) before returning it."), dtype=got.dtype)
         if _relative(got, mean) > far:  # rank 1 ran torch's hook: divide, then sum
@@ -374,7 +394,8 @@ def _bf16_test(hook: Callable[..., Any]) -> Verdict:
                                            "divides.")),
             ], lambda result, wrong: _relative(result, wrong) < far)
         require(torch.equal(got, got.to(torch.bfloat16).to(torch.float32)),
-                N_("Some gradients are not bfloat16 numbers: the all-reduce was not done in bfloat16. Look at the dtype "
+                N_("Some gradients are not bfloat16 numbers: the all-reduce was not done in bfloat16. Look at the "
+                   "dtype "
                    "of the tensor your hook hands to all_reduce."))
         require(_relative(got, mean) <= far, N_("The gradients are far from the mean of both ranks (relative error "
                                                 "{relative:.2g}): average, in bfloat16, then copy back."),

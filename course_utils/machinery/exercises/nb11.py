@@ -13,9 +13,23 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Net, Text, Verdict, fail, generator,
-                                                 is_handle, removing, require, require_no_hooks, require_untouched,
-                                                 the_error_gets_out, watch_hooks)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    FailsOnPurpose,
+    Net,
+    Text,
+    Verdict,
+    fail,
+    generator,
+    is_handle,
+    removing,
+    require,
+    require_no_hooks,
+    require_untouched,
+    the_error_gets_out,
+    watch_hooks,
+)
 
 
 def _inplace_flags(model: nn.Module) -> dict[str, bool]:
@@ -129,7 +143,8 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
     require(not still_alive, N_("After the loop {still_alive} of {total} input batches are still alive: what you kept "
                                 "holds the autograd graph (through its grad_fn), and the graph holds the batch."),
             still_alive=still_alive, total=len(sizes))
-    _filled_one(kept, len(names) * len(sizes), len(sizes), N_("After {count} forwards kept['{filled}'] holds all {total} tensors and the "
+    _filled_one(kept, len(names) * len(sizes), len(sizes), N_("After {count} forwards kept['{filled}'] holds all "
+                                                              "{total} tensors and the "
                                             "other list none: every hook appends under the same name. Which value of "
                                             "the loop variable does a hook defined in the loop see when it runs?"))
     for name in names:
@@ -143,7 +158,8 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
                     name=name)
             if not torch.allclose(got, truth, atol=1e-6):
                 require(not torch.allclose(got, truth.clamp(min=0), atol=1e-6),
-                        N_("kept['{name}'] holds the values as they are after the in-place ReLU that follows the layer: "
+                        N_("kept['{name}'] holds the values as they are after the in-place ReLU that follows the "
+                           "layer: "
                            "your tensor shares its memory with the output, which that ReLU overwrites."), name=name)
                 fail(N_("kept['{name}'] does not hold the layer's outputs, in forward order."), name=name)
     return Verdict(True)
@@ -257,7 +273,7 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
         values = []
         for batch in batches:
             with torch.no_grad(), module.register_forward_hook(
-                    lambda module, args, output: values.append(float(output.norm()))):
+                    lambda module, args, output, values=values: values.append(float(output.norm()))):
                 reference(batch)
         got = norms[name]
         require(isinstance(got, list) and len(got) == len(values),
@@ -324,7 +340,8 @@ def _layer_test(answer: Callable[..., Any]) -> Verdict:
                    "own output is flat) you returned {got!r}: hook every named module, nested ones too "
                    "(named_modules(), not named_children())."), got=got)
         require(got in names, N_("{got!r} is not a module name of the model (names from named_modules())."), got=got)
-        fail(N_("Expected the last module, in the order the forward calls finish, whose output is (N, C, h, w) with h * "
+        fail(N_("Expected the last module, in the order the forward calls finish, whose output is (N, C, h, w) with h "
+                "* "
                 "w > 1; got {got!r}."), got=got)
     return Verdict(True)
 
