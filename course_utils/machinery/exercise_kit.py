@@ -1,17 +1,7 @@
-"""What an exercise is, and the kit its check is written with: ``Exercise``, ``Verdict``, scenarios and mistakes.
+"""What an exercise is, and the kit its check is written with (CONTRIBUTING.md, "Add or change an exercise").
 
-An exercise module (``course_utils/machinery/exercises/nbNN.py``) exports ``EXERCISES``, a tuple of :class:`Exercise`;
-``course_utils.machinery.exercises.catalogue()`` collects them and ``course_utils.machinery.checks.check`` runs them.
-A check runs the learner's answer on scenarios the notebook never showed and says what is wrong, never the answer:
-it calls :func:`fail` (or :func:`require`) with a message, and returns ``Verdict(True)`` when every scenario held.
-The kit owns what many checks share: seeded tiny models and inputs (:func:`seeded`, :func:`randn`), a model that fails
-on purpose (:class:`FailsOnPurpose`) and the error that must get out (:func:`the_error_gets_out`), "no hook left"
-(:func:`require_no_hooks`), handles (:func:`removing`), closeness with a named tolerance (:func:`same`), a result's
-type and shape (:func:`tensor_result`), the usual mistakes recomputed and named (:func:`name_the_mistake`), and the
-hooks a module carries while it runs (:func:`watch_hooks`).
-
-This module imports nothing of the course but its messages and ``course_utils.hooks``: no import cycle, nothing
-registered at import time.
+A module ``exercises/nbNN.py`` exports ``EXERCISES``; a check runs the learner's answer on scenarios the notebook
+never showed, stops at the first thing wrong with :func:`fail` / :func:`require`, and returns ``Verdict(True)``.
 
 Usage::
 
@@ -46,8 +36,8 @@ from course_utils.machinery.layout import EXERCISE_ID
 from course_utils.machinery.messages import N_, Text, _
 
 __all__ = [
-    "ATOL", "Exercise", "ExerciseKind", "FailedOnPurpose", "FailsOnPurpose", "HooksSeen", "N_", "Refusal", "Status", "Text",
-    "Verdict", "as_float_tensor", "as_whole_number", "expect_choice", "expect_live_order", "expect_live_value",
+    "ATOL", "Exercise", "ExerciseKind", "FailedOnPurpose", "FailsOnPurpose", "HooksSeen", "N_", "Net", "Refusal",
+    "Status", "Text", "Verdict", "as_float_tensor", "as_whole_number", "expect_choice", "expect_live_value",
     "expect_tensor", "fail", "generator", "hooks_left", "is_handle", "name_the_mistake", "plain", "plain_tensor",
     "randn", "removing", "require", "require_no_hooks", "require_untouched", "same", "seeded", "tensor_result",
     "the_error_gets_out", "type_name", "watch_hooks",
@@ -70,11 +60,7 @@ class Status(enum.Enum):
 
 @dataclass(frozen=True, init=False)
 class Verdict:
-    """The outcome of a validator: passed or not, and what to tell the learner.
-
-    ``Verdict(ok, message="", status=None)``: ``status`` defaults to ``Status.PASSED`` or ``Status.FAILED``;
-    ``message`` is text in the learner's language or a :class:`~course_utils.machinery.messages.Text`, translated when
-    it is read (``verdict.message``) or printed.
+    """Passed or not, and what to tell the learner (a str, or a :class:`Text` translated when read or printed).
 
     Usage: ``Verdict(False, _("Expected a tensor."))``, ``Verdict(False, Text(N_("...")), status=Status.TIMED_OUT)``
     """
@@ -104,7 +90,7 @@ class Verdict:
 
 
 class Refusal(Exception):
-    """Raised by :func:`fail` in a check; :meth:`Exercise.judge` turns it into ``Verdict(False, text)``."""
+    """Raised by :func:`fail`; :meth:`Exercise.judge` turns it into ``Verdict(False, text)``."""
 
     def __init__(self, text: Text | str) -> None:
         super().__init__(str(text))
@@ -112,7 +98,7 @@ class Refusal(Exception):
 
 
 def fail(message: str, **fields: Any) -> NoReturn:
-    """Stop the check with a ✗: ``message`` (marked with ``N_()``) with ``fields``, in the learner's language when shown.
+    """Stop the check with a ✗: ``message`` (marked with ``N_()``) with ``fields``, translated when shown.
 
     Usage: ``fail(N_("Expected {count} hooks, found {found}."), count=2, found=hooks_left(model))``"""
     raise Refusal(Text(message, **fields))
@@ -128,27 +114,12 @@ def require(condition: Any, message: str, **fields: Any) -> None:
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise.
-
-    - ``id``: ``"NN.k"`` (:data:`~course_utils.machinery.layout.EXERCISE_ID`: the notebook's number, then the
-      exercise's);
-    - ``task``: one line saying what to write or answer (``task``, ``what``, ``hints`` and ``praise`` are marked with
-      ``N_()`` and shown in the learner's language by ``check()`` and ``hint()``);
-    - ``validate``: ``answer -> Verdict``; it runs the learner's code on scenarios the learner did not see, and may
-      stop with :func:`fail` / :func:`require`;
-    - ``what``: for an answer that is a function or class, what was expected (``N_("a function f(model, x)")``): any
-      other answer gets "Expected {what}, got {type}." before ``validate`` runs;
-    - ``hints``: shown one by one by ``hint(id)``, from a nudge to the idea (never the code);
-    - ``kind``: ``"write"`` (the learner writes code that registers, implements or removes a hook),
-      ``"predict"`` (predict, then the validator runs the case live) or ``"choice"``;
-    - ``stretch``: the notebook's harder, optional exercise;
-    - ``praise``: what the ✓ line adds;
-    - ``time_limit_s``: how long ``check()`` lets the answer run before it stops it (an endless loop);
-    - ``watch_hooks``: ``check()`` watches what the hooks the answer registers return
-      (:mod:`course_utils.machinery.hook_watch`); off where ``torch.compile`` traces the learner's hooks;
-    - ``observe_only``: the exercise's module hooks only record, so any value a forward hook or pre-hook returns is
-      a ✗ (it replaced the layer's output or input).
-    """
+    """One exercise: ``id`` (:data:`~course_utils.machinery.layout.EXERCISE_ID`), a one-line ``task``, ``validate``
+    (``answer -> Verdict``), ``what`` (for a function or class answer: anything else gets "Expected {what}, got
+    {type}."), ``hints`` (shown one by one by ``hint(id)``), ``kind``, ``stretch`` (the notebook's harder, optional
+    one), ``praise`` (what the ✓ line adds), ``time_limit_s``, ``watch_hooks`` (``check()`` watches what the answer's
+    hooks return; off where ``torch.compile`` traces them) and ``observe_only`` (the module hooks only record: a
+    value a forward hook or pre-hook returns is a ✗). Texts are marked with ``N_()`` and shown translated."""
 
     id: str
     task: str
@@ -174,7 +145,6 @@ class Exercise:
 
     @property
     def notebook(self) -> str:
-        """The two-digit notebook number, e.g. ``"06"``."""
         return self.id.split(".")[0]
 
     def judge(self, answer: Any) -> Verdict:
@@ -190,14 +160,11 @@ class Exercise:
 
 # -- answers as plain Python and torch values -----------------------------------------------------------------
 def type_name(value: Any) -> str:
-    """``"None"`` or the name of ``value``'s type, as messages show it."""
     return "None" if value is None else type(value).__name__
 
 
 def plain_tensor(value: torch.Tensor) -> torch.Tensor:
-    """A plain ``torch.Tensor`` holding ``value``'s numbers (a copy, detached), so that a tensor subclass from some
-    library is compared by its numbers; a plain tensor or Parameter comes back as it is. Raises ``TypeError`` when no
-    plain tensor can be made (a wrapper subclass without numbers of its own)."""
+    """``value`` as a plain tensor (a subclass's numbers copied); ``TypeError`` when it holds none of its own."""
     if type(value) in (torch.Tensor, torch.nn.Parameter):
         return value
     try:
@@ -208,10 +175,8 @@ def plain_tensor(value: torch.Tensor) -> torch.Tensor:
 
 
 def plain(value: Any, _depth: int = 0) -> Any:
-    """``value`` with every str, number, list, tuple, dict and tensor replaced by its plain type (numpy scalars become
-    Python numbers, a ``str`` subclass a ``str``); anything else (functions, classes, modules) is returned unchanged.
-
-    Usage: ``answer = plain(answer)`` before comparing it with the truth."""
+    """``value`` with every str, number, list, tuple, dict and tensor (nested) made its plain type, so that a subclass
+    cannot cheat a comparison; anything else comes back unchanged. Usage: ``answer = plain(answer)``"""
     if _depth > 20:
         raise TypeError(_("the answer is nested too deeply"))
     if isinstance(value, bool) or value is None:  # bool cannot be subclassed
@@ -233,8 +198,7 @@ def plain(value: Any, _depth: int = 0) -> Any:
 
 
 def as_whole_number(value: Any) -> int | None:
-    """``value`` as an int when it is a whole number (``3``, ``3.0``, ``np.int64(3)``), else None (``3.7``,
-    ``None``, ``"3"``, ``True``)."""
+    """``value`` as an int when it is a whole number (``3``, ``3.0``, ``np.int64(3)``), else None (``True`` too)."""
     try:
         value = plain(value)
     except TypeError:
@@ -249,10 +213,7 @@ def as_whole_number(value: Any) -> int | None:
 
 
 def as_float_tensor(answer: Any) -> torch.Tensor:
-    """A learner's numbers (a tensor, a number, a list, a numpy array) as a float32 CPU tensor; :func:`fail` when
-    they are none of these.
-
-    Usage: ``value = as_float_tensor(answer)``"""
+    """A learner's numbers (tensor, number, list, numpy array) as a float32 CPU tensor; :func:`fail` otherwise."""
     if answer is None:
         fail(N_("You passed None: is that .grad still empty, or did the hook not run?"))
     if isinstance(answer, np.ndarray):
@@ -278,14 +239,13 @@ def as_float_tensor(answer: Any) -> torch.Tensor:
 # -- validators of predictions and choices ---------------------------------------------------------------------
 def expect_tensor(expected: Sequence[float] | float | torch.Tensor, hint: str, *, atol: float = 1e-4
                   ) -> Callable[[Any], Verdict]:
-    """Validator: a tensor (or number/list) equal to ``expected`` within ``atol``. ``hint`` (marked with ``N_()``) is
-    shown in the learner's language."""
+    """Validator: numbers equal to ``expected`` within ``atol``; else the ✗ ``hint`` (marked with ``N_()``)."""
     return expect_live_value(lambda: torch.as_tensor(expected, dtype=torch.float32), hint, atol=atol)
 
 
 def expect_live_value(compute: Callable[[], torch.Tensor], hint: str, *, atol: float = 1e-4
                       ) -> Callable[[Any], Verdict]:
-    """Validator for a prediction: numbers equal (within ``atol``) to what ``compute()`` gets from a live run."""
+    """Validator: numbers equal (within ``atol``) to what ``compute()`` gets from a live run."""
 
     def validate(answer: Any) -> Verdict:
         try:
@@ -323,40 +283,19 @@ def expect_choice(expected: str, options: Sequence[str], hint: str) -> Callable[
     return validate
 
 
-def expect_live_order(record: Callable[[], list[str]], hint: str) -> Callable[[Any], Verdict]:
-    """Validator: a list of strings in exactly the order ``record()`` observes in a live run (e.g. hook firings)."""
-
-    def validate(answer: Any) -> Verdict:
-        if not isinstance(answer, (list, tuple)) or not all(isinstance(item, str) for item in answer):
-            return Verdict(False, _("Answer with a list of strings, got {type}.").format(type=type_name(answer)))
-        answer, truth = plain(answer), record()
-        if sorted(answer) != sorted(truth):
-            return Verdict(False, _("Use exactly these {count} entries, each once: {entries}.").format(
-                count=len(truth), entries=sorted(truth)))
-        if list(answer) == truth:
-            return Verdict(True)
-        return Verdict(False, _("Not the order PyTorch uses. {hint}").format(hint=_(hint)))
-
-    return validate
-
-
 # -- scenarios: seeded models and inputs, a model that fails on purpose ------------------------------------------
 def generator(seed: int) -> torch.Generator:
-    """A CPU random generator seeded with ``seed``: a check's numbers never depend on the learner's random state."""
     return torch.Generator().manual_seed(seed)
 
 
 def randn(seed: int | torch.Generator, *shape: int) -> torch.Tensor:
-    """Normal random numbers of ``shape`` from ``seed`` (or from a :func:`generator`, which moves on).
-
-    Usage: ``x = randn(3, 4, 5)``"""
+    """Normal numbers of ``shape`` from ``seed`` (or a :func:`generator`, which moves on). Usage: ``randn(3, 4, 5)``"""
     return torch.randn(*shape, generator=generator(seed) if isinstance(seed, int) else seed)
 
 
 def seeded(module: nn.Module, seed: int, scale: float = 0.5, *, matrices_only: bool = False) -> nn.Module:
-    """``module`` with every parameter (``matrices_only``: every one with two or more dimensions) drawn from
-    ``seed``, times ``scale`` (divided by the square root of its last dimension when ``matrices_only``), in eval
-    mode: a tiny model larger than PyTorch's default initialisation, so that every part of it matters.
+    """``module`` in eval mode, its parameters (``matrices_only``: those of 2+ dimensions, divided by the root of
+    their last dimension) drawn from ``seed`` times ``scale``: larger than the default init, so every part matters.
 
     Usage: ``model = seeded(nn.Sequential(nn.Linear(3, 4), nn.ReLU()), 61)``"""
     draw = generator(seed)
@@ -369,16 +308,27 @@ def seeded(module: nn.Module, seed: int, scale: float = 0.5, *, matrices_only: b
     return module.eval()
 
 
+class Net(nn.Module):
+    """A tiny model from its named layers and its forward, a function of (the model, its inputs).
+
+    Usage: ``Net(lambda m, x: m.fc(x) + x, fc=nn.Linear(4, 4))``"""
+
+    def __init__(self, forward: Callable[..., Any], **layers: nn.Module) -> None:
+        super().__init__()
+        self._run = forward
+        for name, layer in layers.items():
+            self.add_module(name, layer)
+
+    def forward(self, *inputs: Any) -> Any:
+        return self._run(self, *inputs)
+
+
 class FailedOnPurpose(ValueError, RuntimeError):
-    """What :class:`FailsOnPurpose` raises: a ValueError and a RuntimeError, so that an answer that passes the
-    model's error on, whatever it catches and re-raises, lets it through."""
+    """What :class:`FailsOnPurpose` raises: a ValueError and a RuntimeError, whichever an answer re-raises."""
 
 
 class FailsOnPurpose(nn.Module):
-    """A layer whose forward always raises :class:`FailedOnPurpose`: put it in a model to try an answer's unhappy
-    path (its hooks must go, the error must get out).
-
-    Usage: ``failing = nn.Sequential(nn.Linear(3, 3), FailsOnPurpose())``"""
+    """A layer whose forward raises (the unhappy path). Usage: ``nn.Sequential(nn.Linear(3, 3), FailsOnPurpose())``"""
 
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         raise FailedOnPurpose("this layer fails on purpose")
@@ -389,8 +339,7 @@ _SWALLOWED = N_("When the model raises, your function must let the error through
 
 def the_error_gets_out(run: Callable[[], Any], message: str = _SWALLOWED, error: type[BaseException] = FailedOnPurpose,
                        **fields: Any) -> None:
-    """The unhappy path: ``run`` calls the learner's code on a model that fails; :func:`fail` with ``message`` unless
-    ``error`` came out of it. What must hold afterwards (no hook left, say) each exercise checks in its own words.
+    """:func:`fail` with ``message`` unless ``run()`` (the answer on a model that fails) lets ``error`` out.
 
     Usage: ``the_error_gets_out(lambda: answer(nn.Sequential(FailsOnPurpose()), x))``"""
     try:
@@ -402,32 +351,29 @@ def the_error_gets_out(run: Callable[[], Any], message: str = _SWALLOWED, error:
 
 # -- what the answer left behind ----------------------------------------------------------------------------------
 def hooks_left(target: nn.Module | torch.Tensor) -> list[str]:
-    """Where hooks are registered on ``target`` and its children (``["2._forward_hooks"]``), sorted."""
+    """Where hooks are on ``target`` and its children (``["2._forward_hooks"]``), sorted."""
     return sorted(hook_report(target))
 
 
 def require_no_hooks(target: nn.Module | torch.Tensor, message: str, **fields: Any) -> None:
-    """:func:`fail` with ``message`` (which may name ``{where}``, the first hook left, and ``{count}``) when a hook is
-    left on ``target``."""
+    """:func:`fail` with ``message`` (fields ``{where}``: the first hook left; ``{count}``) when ``target`` has one."""
     left = hooks_left(target)
     require(not left, message, where=left[0] if left else "", count=count_hooks(target), **fields)
 
 
 def require_untouched(tensor: torch.Tensor, before: torch.Tensor, message: str) -> None:
-    """:func:`fail` with ``message`` when the caller's ``tensor`` changed: its values, ``requires_grad`` or ``.grad``
-    (``before``: a clone taken before the answer ran)."""
+    """:func:`fail` with ``message`` when ``tensor``'s values (``before``: a clone), ``requires_grad`` or ``.grad``
+    changed."""
     require(torch.equal(tensor, before) and not tensor.requires_grad and tensor.grad is None, message)
 
 
 def is_handle(value: Any) -> bool:
-    """True for what a ``register_*`` method returns (anything with a ``remove()``)."""
     return callable(getattr(value, "remove", None))
 
 
 @contextlib.contextmanager
 def removing(*returned: Any) -> Iterator[None]:
-    """Remove, on the way out of the block (also on a ✗ or an error), every handle among ``returned`` (handles or
-    lists of handles an answer returned; anything else is passed over).
+    """Remove every handle among ``returned`` (handles or lists of them) on the way out, also on a ✗ or an error.
 
     Usage: ``with removing(handle): model(x)``"""
     try:
@@ -441,15 +387,13 @@ def removing(*returned: Any) -> Iterator[None]:
 
 # -- results and mistakes -----------------------------------------------------------------------------------------
 def same(value: Any, expected: torch.Tensor, atol: float = ATOL) -> bool:
-    """True when ``value`` is a tensor of ``expected``'s shape whose numbers are close to it (``torch.allclose`` with
-    ``atol``; never raises: a wrong type or shape is just not the same)."""
+    """True when ``value`` is a tensor of ``expected``'s shape and close to it within ``atol`` (never raises)."""
     return (isinstance(value, torch.Tensor) and value.shape == expected.shape
             and bool(torch.allclose(value.detach().float(), expected.detach().float(), atol=atol)))
 
 
 def tensor_result(result: Any, shape: tuple[int, ...], what: str | Text, *, floating: bool = True) -> torch.Tensor:
-    """The answer's ``result`` as a plain tensor of ``shape`` (``floating``: of float32 numbers); :func:`fail` naming
-    ``what`` when it is not a tensor, has another shape or holds integers where numbers are asked."""
+    """``result`` as a plain (``floating``: float32) tensor of ``shape``; :func:`fail` naming ``what`` otherwise."""
     require(isinstance(result, torch.Tensor), N_("Return {what} as a tensor of shape {shape}, got {type}."),
             what=what, shape=shape, type=type_name(result))
     require(tuple(result.shape) == shape, N_("Expected {what} of shape {shape}, got {got}."), what=what, shape=shape,
@@ -468,8 +412,8 @@ Mistake = tuple[Any, str]  # (the value the mistake gives, or a function computi
 
 def name_the_mistake(result: Any, mistakes: Iterable[Mistake], compare: Callable[[Any, Any], bool] = same,
                      **fields: Any) -> None:
-    """:func:`fail` with the message of the first of ``mistakes`` whose value ``result`` matches (``compare``); a
-    value given as a function is computed only when its turn comes. ``fields`` fill in every message.
+    """:func:`fail` with the message of the first of ``mistakes`` whose value (or ``value()``, computed in its turn)
+    ``result`` matches by ``compare``; ``fields`` fill in every message.
 
     Usage: ``name_the_mistake(answer, [(truth * 2, N_("Your values are twice too large."))])``"""
     for value, message in mistakes:
@@ -483,10 +427,8 @@ _COURSE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # co
 
 @dataclass
 class HooksSeen:
-    """What :func:`watch_hooks` saw: ``runs``, one list per run of the module of where hooks were registered on it
-    and its children (``"2._forward_hooks"``); ``kinds``, the module's own hook dictionaries at its first run (name
-    -> how many); ``from_the_course``, which of those are the course's own functions (an answer that called a
-    finished helper of the course where the exercise asks for the hooks)."""
+    """What :func:`watch_hooks` saw: per run, where hooks were (``runs``); at the first run, the module's own hook
+    dictionaries (``kinds``: name -> count) and which hooks are the course's own functions (``from_the_course``)."""
 
     runs: list[list[str]] = field(default_factory=list)
     kinds: dict[str, int] = field(default_factory=dict)
@@ -495,8 +437,7 @@ class HooksSeen:
 
 @contextlib.contextmanager
 def watch_hooks(module: nn.Module) -> Iterator[HooksSeen]:
-    """Note which hooks ``module`` carries each time it runs inside the block -- the learner's, registered by the
-    answer the block calls. The probe (a forward pre-hook, run first) is gone after the block.
+    """Note which hooks ``module`` carries each time it runs inside the block (a probe pre-hook, gone after it).
 
     Usage: ``with watch_hooks(model[2]) as seen: answer(model, "2", x)`` then ``seen.kinds``, ``seen.runs``"""
     seen = HooksSeen()

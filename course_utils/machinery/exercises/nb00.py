@@ -8,8 +8,17 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.machinery.exercise_kit import (N_, Exercise, Text, Verdict, as_whole_number, fail, is_handle,
-                                                 removing, require)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    Text,
+    Verdict,
+    as_whole_number,
+    fail,
+    is_handle,
+    removing,
+    require,
+)
 
 
 def _hook_counts(model: nn.Module) -> dict[str, int]:

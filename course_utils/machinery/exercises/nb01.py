@@ -1,5 +1,4 @@
-"""Exercises of notebooks/01_tensor_hooks.ipynb: a hook that changes a gradient, a hook that keeps one, and a
-gradient reversal made from a tensor hook -- each run on graphs the learner has not seen."""
+"""Exercises of notebooks/01_tensor_hooks.ipynb: change a gradient, keep one, reverse one (on unseen graphs)."""
 
 from __future__ import annotations
 
@@ -9,8 +8,17 @@ from typing import Any
 import torch
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, Verdict, fail, generator, is_handle, removing,
-                                                 require)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    Verdict,
+    fail,
+    generator,
+    is_handle,
+    removing,
+    require,
+    require_no_hooks,
+)
 
 
 def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
@@ -80,8 +88,7 @@ def _watch_test(watch: Callable[[torch.Tensor, dict, str], Any]) -> Verdict:
         require(isinstance(store.get("tanh"), torch.Tensor) and torch.allclose(store["tanh"], c),
                 N_("After a second backward (another loss) store[name] does not hold that backward's gradient: keep "
                    "the gradient of every backward, the latest replacing the earlier."))
-    require(not count_hooks(h), N_("handle.remove() left a hook on the tensor: return the handle of the hook you "
-                                   "registered."))
+    require_no_hooks(h, N_("handle.remove() left a hook on the tensor: return the handle of the hook you registered."))
     store.clear()
     x.grad = None
     loss.backward()
@@ -106,8 +113,8 @@ def _reversal_test(reverse: Callable[[torch.Tensor, float], Any]) -> Verdict:
                 N_("The values changed: in the forward pass the result must equal x."))
         require(y.requires_grad, N_("The result does not require grad (detached?): no gradient can flow back through "
                                     "it."))
-        require(not count_hooks(x), N_("You put the hook on x itself: it would also flip the gradient of every other "
-                                       "use of x. Hook the new tensor."))
+        require_no_hooks(x, N_("You put the hook on x itself: it would also flip the gradient of every other use of x. "
+                               "Hook the new tensor."))
         if shared:  # x is used twice, through one sum: ((x + y) * b), the same gradient b for both uses
             a = b
             ((x + y) * b).sum().backward()

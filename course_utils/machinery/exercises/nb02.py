@@ -1,5 +1,4 @@
-"""Exercises of notebooks/02_hook_lifecycle.ipynb: a hook removed even when the forward raises, a prediction about
-leaf hooks and accumulation (run live), and a hook that removes itself after firing once."""
+"""Exercises of notebooks/02_hook_lifecycle.ipynb: no hook left when forward raises, leaf hooks, a one-shot hook."""
 
 from __future__ import annotations
 
@@ -9,8 +8,20 @@ from typing import Any
 import torch
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, Verdict, as_float_tensor, fail, generator, is_handle,
-                                                 plain, removing, require, the_error_gets_out)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    Verdict,
+    as_float_tensor,
+    fail,
+    generator,
+    is_handle,
+    plain,
+    removing,
+    require,
+    require_no_hooks,
+    the_error_gets_out,
+)
 
 
 def _leak_test(measure: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
@@ -26,8 +37,8 @@ def _leak_test(measure: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
         if stale:  # a w that already holds a gradient from an earlier backward: the answer is still this call's
             w.grad = torch.full_like(w, 10.0)
         result = measure(w, x)
-        require(not count_hooks(w), N_("{count} hook(s) still registered on w after measure() returned: remove the "
-                                       "hook before returning."), count=count_hooks(w))
+        require_no_hooks(w, N_("{count} hook(s) still registered on w after measure() returned: remove the hook before "
+                               "returning."))
         require(stale or not isinstance(result, torch.Tensor) or (result.is_floating_point()
                                                                    and result.shape == expected.shape),
                 N_("measure(w, x) should still return the gradient that reached w (a float tensor of shape "
@@ -37,13 +48,12 @@ def _leak_test(measure: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
     w2 = torch.randn(2, generator=draw, requires_grad=True)
     the_error_gets_out(lambda: measure(w2, torch.ones(3)), N_("With mismatched shapes measure() must let the "
                                                               "RuntimeError propagate, not hide it."), RuntimeError)
-    require(not count_hooks(w2), N_("When the forward raises, the hook stays on w: remove it in a `finally` block, or "
-                                    "use the handle as a context manager."))
+    require_no_hooks(w2, N_("When the forward raises, the hook stays on w: remove it in a `finally` block, or use the "
+                            "handle as a context manager."))
     return Verdict(True)
 
 
 def _live_leaf_run() -> list[float]:
-    """Exercise 02.2's case, run live with plain PyTorch calls."""
     d, seen = torch.tensor(1.0, requires_grad=True), []
 
     def add_one(leaf: torch.Tensor) -> None:
@@ -77,7 +87,7 @@ def _once_test(on_next_backward: Callable[[torch.Tensor, Callable[[torch.Tensor]
     loss, calls = (z * a).sum(), []
 
     def fn(grad: torch.Tensor) -> torch.Tensor:
-        """The caller's fn returns something (a tensor, as many functions do): the hook must not pass it on."""
+        """Returns a tensor, as many functions do: the hook must not pass it on."""
         calls.append(grad.detach().clone())
         return torch.full_like(grad, 7.0)
 

@@ -1,6 +1,4 @@
-"""Exercises of notebooks/03_forward_hooks.ipynb: a pre-hook that replaces the input, a feature extractor that
-stays right with in-place layers, and a call tracer that also sees a forward that raised -- each run on models
-the learner has not seen, against outputs computed by hand (no hook involved)."""
+"""Exercises of notebooks/03_forward_hooks.ipynb: a pre-hook, a feature extractor, a call tracer (on unseen models)."""
 
 from __future__ import annotations
 
@@ -13,8 +11,21 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Text, Verdict, fail, generator, plain,
-                                                 require, require_no_hooks, the_error_gets_out, watch_hooks)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    FailsOnPurpose,
+    Net,
+    Text,
+    Verdict,
+    fail,
+    generator,
+    plain,
+    require,
+    require_no_hooks,
+    the_error_gets_out,
+    watch_hooks,
+)
 
 _HOOKS_STAY = N_("{count} hook(s) are still on the model: remove every hook before returning.")
 
@@ -24,17 +35,6 @@ def _standardised(x: torch.Tensor) -> torch.Tensor:
     """The hand formula: each row minus its mean, divided by its population standard deviation."""
     centred = x - x.mean(dim=1, keepdim=True)
     return centred / centred.pow(2).mean(dim=1, keepdim=True).sqrt()
-
-
-class _Affine(nn.Module):
-    """Two positional inputs: ``forward(x, shift) = fc(x) + shift``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(5, 3)
-
-    def forward(self, x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-        return self.fc(x) + shift
 
 
 def _standardise_test(hook: Callable[..., Any]) -> Verdict:
@@ -67,7 +67,8 @@ def _standardise_test(hook: Callable[..., Any]) -> Verdict:
         require(leaf.grad is not None and torch.allclose(leaf.grad, expected_grad, atol=1e-4),
                 N_("The gradient does not flow back to the caller's tensor: build the new input with tensor operations "
                    "(no .data, .detach() or torch.no_grad())."))
-    pair, a = _Affine(), torch.randn(3, 5, generator=draw) * 3.0 - 1.0
+    pair = Net(lambda m, x, shift: m.fc(x) + shift, fc=nn.Linear(5, 3))  # two positional inputs
+    a = torch.randn(3, 5, generator=draw) * 3.0 - 1.0
     shift = torch.randn(3, 3, generator=draw)
     with torch.no_grad():
         expected = pair.fc(_standardised(a)) + shift
@@ -83,19 +84,6 @@ def _standardise_test(hook: Callable[..., Any]) -> Verdict:
 
 
 # -- 03.2: a feature extractor that stays right with in-place layers ----------------------------------------
-class _ResidualInPlace(nn.Module):
-    """``out = fc(x); out += x; relu_(out)``: both in-place writes hit fc's output."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc, self.act = nn.Linear(4, 4), nn.ReLU(inplace=True)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.fc(x)
-        out += x
-        return self.act(out)
-
-
 def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) -> Verdict:
     draw = generator(32)
     torch.manual_seed(32)
@@ -108,7 +96,7 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
         truth = {"0": conv0, "1": norm1, "3": convs[3](F.relu(norm1))}
     with watch_hooks(convs[0]) as seen:
         got = extract(convs, x, ["0", "1", "3"])
-    require(not count_hooks(convs), _HOOKS_STAY, count=count_hooks(convs))
+    require_no_hooks(convs, _HOOKS_STAY)
     require(not (isinstance(got, dict) and list(got) == ["3"]),
             N_("Only {key!r} is in the dict, the last name asked for: every hook stored under it. Which value of the "
                "loop variable does a hook defined in the loop see when it runs?"), key="3")
@@ -126,7 +114,9 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
                 N_("A layer followed by ReLU(inplace=True) came back rectified: the ReLU wrote into the memory your "
                    "entry shares. Keep a copy, taken when the layer returns."))
         fail(N_("Some entries do not hold what their layer returned."))
-    residual, x = _ResidualInPlace(), torch.randn(5, 4, generator=draw)
+    # both in-place writes, `+= x` and the ReLU, hit fc's output
+    residual = Net(lambda m, x: m.act(m.fc(x).add_(x)), fc=nn.Linear(4, 4), act=nn.ReLU(inplace=True))
+    x = torch.randn(5, 4, generator=draw)
     with torch.no_grad():
         fc_out = residual.fc(x)
     got = extract(residual, x, ["fc"])
@@ -146,7 +136,7 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
         fail(N_("With the dotted name 'block.0' (layer 0 inside the model's `block`) your function raised {error}: "
                 "find a layer by its dotted name (model.get_submodule, or the names of model.named_modules())."),
              error=f"{type(error).__name__}: {error}")
-    require(not count_hooks(nested), _HOOKS_STAY, count=count_hooks(nested))
+    require_no_hooks(nested, _HOOKS_STAY)
     require(isinstance(got, dict) and sorted(got) == ["block.0", "stem"],
             N_("With the dotted names ['block.0', 'stem'] the result was not a dict with those two keys."))
     require(torch.equal(got["block.0"], inner_out) and torch.equal(got["stem"], stem_out),
@@ -165,18 +155,6 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
 
 
 # -- 03.3 (stretch): a call tracer that also sees a forward that raised --------------------------------------
-class _Reuse(nn.Module):
-    """``act`` is called twice."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.act, self.mid = nn.Tanh(), nn.Linear(3, 4)
-        self.head = nn.Sequential(nn.Linear(4, 2), nn.ReLU(inplace=True))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.act(self.act(self.mid(self.act(x)))))  # the second and third calls: the same shape
-
-
 def _as_calls(calls: Any) -> list[tuple[Any, Any]] | None:
     """The tracer's calls as plain (name, shape tuple or None) pairs; None when they are not such pairs."""
     try:
@@ -193,7 +171,8 @@ def _as_calls(calls: Any) -> list[tuple[Any, Any]] | None:
 
 
 def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
-    model = _Reuse()
+    model = Net(lambda m, x: m.head(m.act(m.act(m.mid(m.act(x))))),  # act's 2nd and 3rd calls: the same shape
+                act=nn.Tanh(), mid=nn.Linear(3, 4), head=nn.Sequential(nn.Linear(4, 2), nn.ReLU(inplace=True)))
     expected = [("act", (2, 3)), ("mid", (2, 4)), ("act", (2, 4)), ("act", (2, 4)), ("head.0", (2, 2)),
                 ("head.1", (2, 2))]
     with tracer_class(model) as tracer:
@@ -206,8 +185,7 @@ def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
     require(calls is not None, N_("tracer.calls should be a list of (name, shape) pairs, each shape a tuple of ints "
                                   "(tuple(output.shape)) or None; got {kind} {found!r:.80}."),
             kind=type(found).__name__, found=found)
-    require(not count_hooks(model), N_("{count} hook(s) are still on the model after the with block: remove them in "
-                                       "__exit__."), count=count_hooks(model))
+    require_no_hooks(model, N_("{count} hook(s) are still on the model after the with block: remove them in __exit__."))
     require([name for name, _shape in calls].count("act") != 1,
             N_("A module called twice must appear twice: append one entry per call."))
     require(calls == expected or calls != list(dict.fromkeys(expected)),
@@ -231,8 +209,8 @@ def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
     the_error_gets_out(lambda: _trace(tracer_class, failing, kept),
                        N_("The forward raised ValueError inside the with block, but the error disappeared: __exit__ "
                           "must not swallow it (return False or None)."))
-    require(not count_hooks(failing), N_("When the forward raised, hooks stayed on the model: __exit__ runs then too — "
-                                         "remove them there."))
+    require_no_hooks(failing, N_("When the forward raised, hooks stayed on the model: __exit__ runs then too — remove "
+                                 "them there."))
     calls = _as_calls(getattr(kept[0], "calls", None))
     require(calls != [("0", (5, 4))], N_("The layer whose forward raised is missing: an ordinary forward hook does not "
                                          "run then. Which registration option makes it run anyway?"))

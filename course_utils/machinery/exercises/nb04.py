@@ -1,6 +1,4 @@
-"""Exercises of notebooks/04_backward_hooks.ipynb: what the deprecated hook reports, a full backward hook that
-clips grad_input, a backward pre-hook that caps each sample's grad_output, and a gradient recorder that survives
-in-place layers -- checked against plain autograd (no hook involved) on models the learner has not seen."""
+"""Exercises of notebooks/04_backward_hooks.ipynb: the deprecated hook, clipping, capping, a gradient recorder."""
 
 from __future__ import annotations
 
@@ -12,12 +10,22 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, Verdict, as_whole_number, fail, generator, is_handle,
-                                                 plain, removing, require)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    Verdict,
+    as_whole_number,
+    fail,
+    generator,
+    is_handle,
+    plain,
+    removing,
+    require,
+    require_no_hooks,
+)
+
 
 def _deprecated_shapes() -> tuple[tuple[int, ...], ...]:
-    """A live run: the shapes in the deprecated hook's grad_input for nn.Linear(5, 2, bias=False), batch 3."""
     layer, shapes = nn.Linear(5, 2, bias=False), []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -45,8 +53,6 @@ def _shapes_test(answer: Any) -> Verdict:
 
 
 def _backward_with(module: nn.Module, hook: Callable[..., Any], kind: str, run: Callable[[], torch.Tensor]) -> None:
-    """``run()``'s loss back-propagated while the learner's ``hook`` is registered on ``module`` (``kind``: "full" or
-    "pre")."""
     register = module.register_full_backward_hook if kind == "full" else module.register_full_backward_pre_hook
     with register(hook):
         run().backward()
@@ -67,7 +73,7 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     first = torch.autograd.grad(hidden, [leaf, model[0].weight], grad_outputs=at_input.clamp(-1.0, 1.0))
     leaf = x.clone().requires_grad_()
     _backward_with(model[2], hook, "full", lambda: (model(leaf) * weights).sum())
-    require(not count_hooks(model), N_("Something registered another hook on the model."))
+    require_no_hooks(model, N_("Something registered another hook on the model."))
     unchanged = torch.autograd.grad((model[2](F.relu(model[0](x.clone().requires_grad_()))) * weights).sum(),
                                     model[0].weight)[0]
     require(model[0].weight.grad is not None and leaf.grad is not None,
@@ -107,7 +113,6 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
 
 
 def _capped(grad: torch.Tensor) -> torch.Tensor:
-    """The hand formula: each sample's gradient divided by max(1, its L2 norm)."""
     norms = grad.flatten(1).norm(dim=1).clamp(min=1.0)
     return grad / norms.reshape(-1, *([1] * (grad.dim() - 1)))
 
@@ -165,7 +170,7 @@ def _convnet() -> nn.Sequential:
 
 
 def _true_output_grads(model: nn.Sequential, x: torch.Tensor, weights: torch.Tensor) -> list[torch.Tensor]:
-    """Plain autograd, each module called by hand with an out-of-place ReLU: d(loss)/d(output of '0' and '2')."""
+    """d(loss)/d(output of '0' and '2'), each module called by hand with an out-of-place ReLU."""
     first = model[0](x)
     second = model[2](F.relu(first))
     return list(torch.autograd.grad((model[5](F.relu(second).flatten(1)) * weights).sum(), [first, second]))
@@ -195,7 +200,8 @@ def _recorder_test(attach: Callable[[nn.Module, list[str], dict], Any]) -> Verdi
                                              "loop see when it runs?"), key="2")
             require(sorted(store) == ["0", "2"], N_("After a backward, store should have the keys ['0', '2']; got "
                                                     "{keys}."), keys=sorted(store))
-            matches = [all(torch.allclose(store[n], g, atol=1e-6) for n, g in zip(["0", "2"], grads)) for grads in truth]
+            matches = [all(torch.allclose(store[n], g, atol=1e-6) for n, g in zip(["0", "2"], grads))
+                       for grads in truth]
             require(matches[step] or step == 0 or not matches[0],
                     N_("The second backward did not replace the first one's gradients: store the gradient at every "
                        "backward."))
@@ -207,14 +213,13 @@ def _recorder_test(attach: Callable[[nn.Module, list[str], dict], Any]) -> Verdi
         except RuntimeError as error:
             fail(N_("A forward under torch.no_grad() failed ({error}): its outputs do not require grad, so there is "
                     "nothing to hook -- skip them."), error=error)
-    require(not count_hooks(model), N_("After removing what you returned, {count} hook(s) remain on the model."),
-            count=count_hooks(model))
+    require_no_hooks(model, N_("After removing what you returned, {count} hook(s) remain on the model."))
     fresh = _convnet()
     try:
         attach(fresh, ["0", "no.such.layer"], {})
-    except Exception:  # noqa: BLE001 -- any error is right here; what matters is what is left behind
-        require(not count_hooks(fresh), N_("A bad layer name raised, but the hook on layer '0' stayed: remove what "
-                                           "you already attached before re-raising."))
+    except Exception:
+        require_no_hooks(fresh, N_("A bad layer name raised, but the hook on layer '0' stayed: remove what you already "
+                                   "attached before re-raising."))
         return Verdict(True)
     fail(N_("A layer name that does not exist should raise an error (get_submodule does)."))
 

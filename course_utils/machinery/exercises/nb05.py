@@ -1,6 +1,6 @@
-"""Exercises of notebooks/05_guided_backprop.ipynb: a ReLU6 guide from full backward hooks, what the sanity check
-shows, and a guide for functional ReLUs (``F.relu``) that module hooks cannot see. Every check computes its ground
-truth without hooks: the same network run with a hand-written guided activation (:func:`_guided`)."""
+"""Exercises of notebooks/05_guided_backprop.ipynb: a ReLU6 guide, the sanity check, a functional-ReLU guide.
+
+The ground truth: the same network with a hand-written guided activation (:func:`_guided`), no hooks."""
 
 from __future__ import annotations
 
@@ -155,8 +155,7 @@ class _FunctionalNet(nn.Module):
 
 
 def _reuses_the_course_mode(mode_class: type) -> bool:
-    """True when the class is, or borrows the __torch_function__ of, the mode inside guided_backprop(...,
-    functional=True): the exercise asks for the learner's own."""
+    """True when the class is, or borrows the __torch_function__ of, the course's own guided mode."""
     from course_utils.saliency import _GuideFunctionalRelus
 
     return issubclass(mode_class, _GuideFunctionalRelus) or any(

@@ -1,11 +1,7 @@
-"""Exercises of notebooks/06_grad_cam.ipynb: Grad-CAM's channel weights from a full backward hook, Grad-CAM from
-one forward hook and one tensor hook, and one map per call of a shared module.
+"""Exercises of notebooks/06_grad_cam.ipynb: channel weights, Grad-CAM from two hooks, one map per call.
 
-Every check builds its own small networks (an in-place ReLU after the hooked layer, maps smaller than the input, one
-class per sample, a non-square input, a network that fails on purpose) and computes the ground truth without hooks:
-the network split at the layer, the activation made a leaf, and ``torch.autograd.grad`` asked for the gradient at
-it. A wrong answer is matched against the usual mistakes, each recomputed the same way.
-"""
+The ground truth splits the network at the layer and asks ``torch.autograd.grad`` for the gradient there (no hooks);
+a wrong answer is matched against the usual mistakes, recomputed the same way."""
 
 from __future__ import annotations
 
@@ -15,9 +11,24 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Text, Verdict, fail, generator,
-                                                 name_the_mistake, require, require_no_hooks, require_untouched, same,
-                                                 seeded, tensor_result, the_error_gets_out, watch_hooks)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    FailsOnPurpose,
+    Text,
+    Verdict,
+    fail,
+    generator,
+    name_the_mistake,
+    require,
+    require_no_hooks,
+    require_untouched,
+    same,
+    seeded,
+    tensor_result,
+    the_error_gets_out,
+    watch_hooks,
+)
 
 _TARGETS = [6, 0, 3]
 _LAYER_INPUT_MISTAKE = N_("These are the Grad-CAM maps of the layer's input, not of its output: a forward hook is "
@@ -167,7 +178,8 @@ def _what_went_wrong(result: torch.Tensor, expected: torch.Tensor, model: nn.Seq
         ((expected - low) / (high - low).clamp(min=1e-12), N_("Your maps are scaled: return the raw maps, after the "
                                                               "ReLU and before any scaling or upsampling (step 3 of "
                                                               "section 1 is for display only).")),
-        (expected / high.clamp(min=1e-12), N_("Your maps are scaled: return the raw maps, after the ReLU and before any "
+        (expected / high.clamp(min=1e-12), N_("Your maps are scaled: return the raw maps, after the ReLU and before "
+                                              "any "
                                               "scaling or upsampling (step 3 of section 1 is for display only).")),
         (_cam(rectified, gradient), N_("At layer {layer} the ReLU after the layer works in place: the activation you "
                                        "kept was rectified after your hook ran. Keep a copy of it.")),

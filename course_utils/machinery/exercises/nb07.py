@@ -1,6 +1,4 @@
-"""Exercises of notebooks/07_hooks_in_training.ipynb: a dropout plug-in on a layer's input (a forward pre-hook),
-per-parameter clipping after accumulation, and a dead-unit counter that accumulates over several batches -- each a
-hook the learner writes, run on models they have not seen, against a ground truth computed without hooks."""
+"""Exercises of notebooks/07_hooks_in_training.ipynb: dropout on a layer's input, per-parameter clipping, dead units."""
 
 from __future__ import annotations
 
@@ -13,8 +11,20 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.hooks import count_hooks, hook_report
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Text, Verdict, fail, generator,
-                                                 is_handle, removing, require, the_error_gets_out)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    FailsOnPurpose,
+    Text,
+    Verdict,
+    fail,
+    generator,
+    is_handle,
+    removing,
+    require,
+    require_no_hooks,
+    the_error_gets_out,
+)
 
 
 def _conv_model() -> nn.Sequential:
@@ -70,7 +80,7 @@ def _dropout_test(attach: Callable[[nn.Module, str, float], Any]) -> Verdict:
             fail(N_("The forward worked but the backward failed ({error}): the input belongs to the previous layer, "
                     "which may need it for its backward. Build a new tensor and return it; change nothing in "
                     "place."), error=str(error).split(":")[0])
-    require(not count_hooks(model), N_("Removing the handle left hooks behind."))
+    require_no_hooks(model, N_("Removing the handle left hooks behind."))
     return Verdict(True)
 
 
@@ -143,8 +153,7 @@ def _per_parameter_norm_test(attach: Callable[[nn.Module, float], Any]) -> Verdi
 
 
 def _dead_masks(layers: list[nn.Module], x: torch.Tensor, *, of_inputs: bool = False) -> dict[str, torch.Tensor]:
-    """Run the layers one by one (no hooks); per ReLU, True for each unit that is zero for every sample of x (of
-    the ReLU's input instead of its output with ``of_inputs``: a typical mistake, for the message)."""
+    """Per ReLU, which units are zero for every sample of x (``of_inputs``: of its input, a typical mistake)."""
     found = {}
     with torch.no_grad():
         for index, layer in enumerate(layers):
@@ -171,7 +180,6 @@ _ADVICE = {
 
 
 def _wrong_fractions(layers: list[nn.Module], batches: list[torch.Tensor], got: dict[str, Any]) -> None:
-    """Name the mistake whose numbers the answer's fractions match; the ground truth is always in the message."""
     per_batch = [_dead_masks(layers, batch) for batch in batches]
     truth = _fractions(_dead_masks(layers, torch.cat(batches)))
     stacked = {name: torch.stack([masks[name] for masks in per_batch]) for name in truth}
@@ -224,12 +232,12 @@ def _counter_test(counter_class: Callable[[nn.Module], Any]) -> Verdict:
                                         "{types}."), types=not_numbers)
             if any(abs(float(fractions[name]) - truth[name]) > 1e-6 for name in truth):
                 _wrong_fractions(layers, batches[:seen], dict(fractions))
-    require(not count_hooks(model), N_("Hooks are still on the model after the with-block: remove them in __exit__."))
+    require_no_hooks(model, N_("Hooks are still on the model after the with-block: remove them in __exit__."))
     failing = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), FailsOnPurpose(), nn.ReLU())
     with contextlib.suppress(RuntimeError):
         _count(counter_class, failing, batches[0])
-    require(not count_hooks(failing), N_("When the forward raises inside the with-block, the hooks stay: __exit__ runs "
-                                         "then too, so remove them there (and do not swallow the error)."))
+    require_no_hooks(failing, N_("When the forward raises inside the with-block, the hooks stay: __exit__ runs then "
+                                 "too, so remove them there (and do not swallow the error)."))
     the_error_gets_out(lambda: _count(counter_class, failing, batches[0]),
                        N_("The error raised inside the with-block disappeared: __exit__ must not swallow it."),
                        RuntimeError)

@@ -1,5 +1,4 @@
-"""Exercises of notebooks/08_saved_tensor_hooks.ipynb: predict pack/unpack calls, a float16 saved-tensor pair, and
-saved bytes per layer -- each run on graphs the learner has not seen, against plain autograd or the graph itself."""
+"""Exercises of notebooks/08_saved_tensor_hooks.ipynb: pack/unpack calls, a float16 pair, saved bytes per layer."""
 
 from __future__ import annotations
 
@@ -14,13 +13,25 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Refusal, Text, Verdict, as_float_tensor,
-                                                 fail, generator, require, the_error_gets_out)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    FailsOnPurpose,
+    Net,
+    Refusal,
+    Text,
+    Verdict,
+    as_float_tensor,
+    fail,
+    generator,
+    require,
+    require_no_hooks,
+    the_error_gets_out,
+)
 
 
 def _saved_tensor_hooks_active() -> bool:
-    """True while a saved_tensors_hooks pair is in force; one an answer left in force is taken off (the learner's
-    session must not keep running their pack hook), with saved_tensors_hooks' own exit."""
+    """True while a saved_tensors_hooks pair is in force; a pair an answer left on is taken off."""
     if torch._C._autograd._top_saved_tensors_default_hooks(False) is None:
         return False
     for _ in range(100):  # bounded: more than this is not an answer's leftovers
@@ -31,7 +42,6 @@ def _saved_tensor_hooks_active() -> bool:
 
 
 def _pack_unpack_calls() -> tuple[float, float]:
-    """The snippet of exercise 08.1, run live with counting hooks."""
     calls = {"pack": 0, "unpack": 0}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
@@ -113,8 +123,8 @@ _ALIVE = N_("Your class keeps the float32 tensors autograd saved alive (in a cac
 
 
 def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[Any], torch.Tensor]) -> None:
-    """Two tensors, one after the other, in the very same memory -- the first freed before the second exists: what
-    the allocator does all the time during a forward pass whose saved tensors were replaced by copies."""
+    """Two tensors in the very same memory, the first freed before the second exists (as the allocator does), and
+    three views of one storage."""
     memory = bytearray(64 * 4)
     first = torch.frombuffer(memory, dtype=torch.float32)
     first.fill_(1.0)
@@ -129,7 +139,8 @@ def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[
             N_("A tensor was freed, a new one got the same memory address, and your unpack gave back the old tensor's "
                "values: a cached copy is valid only while the storage it was made from is alive. Look at how your "
                "cache tells a live entry from a stale one."))
-    require(isinstance(back, torch.Tensor) and back.dtype == torch.float32 and torch.equal(back, torch.full((64,), 2.0)),
+    require(isinstance(back, torch.Tensor) and back.dtype == torch.float32
+            and torch.equal(back, torch.full((64,), 2.0)),
             N_("unpack did not give back the tensor pack received (a 1-D float32 tensor of 2.0s came back as something "
                "else): rebuild it with its shape, stride and storage offset, in its original dtype."))
     require(torch.equal(unpack(packed_first), torch.ones(64)),
@@ -150,7 +161,6 @@ def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[
 
 
 def _records(seen: list[_Saved]) -> None:
-    """08.2's ✗ for a pack call that stored a tensor in the wrong form."""
     for record in seen:
         kept_dtypes = [t.dtype for t in record.kept]
         if record.parameter:
@@ -186,7 +196,7 @@ def _half_test(hooks_class: Callable[..., Any]) -> Verdict:
         _address_reuse_probe(learner_pack, instance.unpack_hook)
     except Refusal:
         raise
-    except Exception as error:  # noqa: BLE001 -- the learner's hooks, called on a plain 1-D tensor
+    except Exception as error:
         fail(N_("Your hooks failed on a plain 1-D float32 tensor ({type}: {error})."), type=type(error).__name__,
              error=error)
     x, reference_model = torch.randn(3, 2, 64, 64, generator=generator(5)), _pooling_model()
@@ -239,17 +249,6 @@ def _half_test(hooks_class: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-class _TanhAfter(nn.Module):
-    """A container whose own forward saves a tensor after its last leaf ran: no leaf module saved that one."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.body = nn.Sequential(nn.Linear(4, 6), nn.Sigmoid())
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.body(x) * 3)
-
-
 def _graph_truth(model: nn.Module, x: torch.Tensor, *, dedupe: bool = True, skip_params: bool = True
                  ) -> dict[str, int]:
     """Bytes per leaf module from the graph's own ``_saved_*`` attributes (no saved-tensor hooks involved)."""
@@ -286,14 +285,15 @@ def _bytes_test(function: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     convnet = nn.Sequential(nn.Conv2d(3, 5, 3), nn.MaxPool2d(2), nn.ReLU(inplace=True), nn.Flatten(),
                             nn.Linear(5 * 3 * 3, 4), nn.Tanh())
     nested = nn.Sequential(nn.Sequential(nn.Linear(6, 7), nn.ReLU()), nn.Linear(7, 2), nn.Sigmoid())
+    # its own forward saves a tensor (tanh's) after its last leaf ran: no leaf module saved that one
+    tanh_after = Net(lambda m, x: torch.tanh(m.body(x) * 3), body=nn.Sequential(nn.Linear(4, 6), nn.Sigmoid()))
     for model, x in ((convnet, torch.randn(2, 3, 8, 8, generator=generator(1))),
                      (nested, torch.randn(5, 6, generator=generator(2))),
-                     (_TanhAfter(), torch.randn(3, 4, generator=generator(3)))):
+                     (tanh_after, torch.randn(3, 4, generator=generator(3)))):
         answer = function(model, x)
         require(not _saved_tensor_hooks_active(), N_("A saved_tensors_hooks pair is still in force after your "
                                                      "function returned: use it as a with-block."))
-        require(not count_hooks(model), N_("Your function left hooks on the model: remove every handle before "
-                                           "returning."))
+        require_no_hooks(model, N_("Your function left hooks on the model: remove every handle before returning."))
         require(isinstance(answer, dict), N_("Return a dict {{layer name: bytes}}, got {type}."),
                 type=type(answer).__name__)
         got = {str(k): int(v) for k, v in answer.items() if int(v) != 0}
@@ -306,12 +306,13 @@ def _bytes_test(function: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
         require(got not in (_graph_truth(model, x, skip_params=False),
                             _graph_truth(model, x, dedupe=False, skip_params=False)),
                 N_("Tensors that live in a parameter (a Linear saves weight.t()) cost no new memory: leave them out."))
-        require(not (isinstance(model, _TanhAfter) and got.get("body.1", 0) > truth.get("body.1", 0)),
+        require(not (model is tanh_after and got.get("body.1", 0) > truth.get("body.1", 0)),
                 N_("The last leaf module got more bytes than it saved: after a leaf's forward ends, the code of the "
                    "module around it (here a tanh in the model's own forward) can save tensors too, and no leaf module "
                    "is running then. Mark where each leaf's call ends, not only where it starts."))
         total, expected = sum(got.values()), sum(truth.values())
-        require(total != expected, N_("The total ({total} bytes) is right, but not how it is shared between the layers: "
+        require(total != expected, N_("The total ({total} bytes) is right, but not how it is shared between the "
+                                      "layers: "
                                       "expected {expected}, got {got}. A storage counts for the first layer that saved "
                                       "it, also when a later layer saves it again."), total=expected, expected=truth,
                 got=got)

@@ -1,7 +1,4 @@
-"""Exercises of notebooks/09_state_and_optimizer_hooks.ipynb: a load pre-hook that splits an old fused ``qkv``
-projection, step hooks that undo a bad step (weights and optimizer state), and the optimizer step inside backward
-with gradient accumulation -- each run on models and optimizers the learner has not seen, against plain PyTorch
-without hooks."""
+"""Exercises of notebooks/09_state_and_optimizer_hooks.ipynb: a load pre-hook, undoing a bad step, step in backward."""
 
 from __future__ import annotations
 
@@ -12,31 +9,31 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, Text, Verdict, fail, generator, is_handle, removing,
-                                                 require)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    Text,
+    Verdict,
+    fail,
+    generator,
+    is_handle,
+    removing,
+    require,
+    require_no_hooks,
+)
 from course_utils.optim_hooks import optimizer_hook_report
 
 _WIDTH = 6
 
 
-class _Attention(nn.Module):
-    """Today's attention projections: q, k, v and out, each Linear(d, d) (a fused qkv once held the first three)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.q, self.k, self.v, self.out = (nn.Linear(_WIDTH, _WIDTH) for _projection in range(4))
-
-
-class _Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.attn, self.mlp = _Attention(), nn.Linear(_WIDTH, _WIDTH)
+def _attention() -> nn.Module:
+    """Today's attention projections: q, k, v and out (a fused qkv once held the first three)."""
+    return nn.ModuleDict({name: nn.Linear(_WIDTH, _WIDTH) for name in ("q", "k", "v", "out")})
 
 
 def _transformer() -> nn.Sequential:
-    return nn.Sequential(OrderedDict(embed=nn.Linear(3, _WIDTH), blocks=nn.ModuleList([_Block(), _Block()]),
-                                     head=nn.Linear(_WIDTH, 2)))
+    blocks = nn.ModuleList([nn.ModuleDict({"attn": _attention(), "mlp": nn.Linear(_WIDTH, _WIDTH)}) for _ in range(2)])
+    return nn.Sequential(OrderedDict(embed=nn.Linear(3, _WIDTH), blocks=blocks, head=nn.Linear(_WIDTH, 2)))
 
 
 def _old_checkpoint(model: nn.Module, seed: int) -> dict[str, torch.Tensor]:
@@ -75,7 +72,8 @@ def _mismatch(missing: list[str], unexpected: list[str]) -> None:
             N_("{key} was not split: a hook on a module deep in a model receives the keys with the hook's prefix in "
                "front (here '{prefix}'). Look at the keys your hook looks for, and at the ones it stores."),
             key=fused_left[0] if fused_left else "", prefix=fused_left[0][:-len("qkv.weight")] if fused_left else "")
-    require(not fused_left, N_("The fused entry {key} is still in the checkpoint after your hook, beside its q, k and v "
+    require(not fused_left, N_("The fused entry {key} is still in the checkpoint after your hook, beside its q, k and "
+                               "v "
                                "pieces, and a strict load refuses keys the model does not have: look at what your "
                                "hook leaves in state_dict."), key=fused_left[0] if fused_left else "")
     fail(N_("After your hook, missing keys {missing} and unexpected keys {unexpected}: add exactly q, k and v's "
@@ -85,7 +83,7 @@ def _mismatch(missing: list[str], unexpected: list[str]) -> None:
 def _split_test(function: Callable[[nn.Module], Any]) -> Verdict:
     # the attention module loaded on its own (prefix ""); the same class inside a model, two blocks deep; a checkpoint
     # already in the new format, which must load unchanged
-    alone, deep, current = _Attention(), _transformer(), _transformer()
+    alone, deep, current = _attention(), _transformer(), _transformer()
     draw = generator(5)
     cases = [(N_("an attention module on its own"), alone, [alone], _old_checkpoint(alone, 3)),
              (N_("a model with two attention blocks"), deep, [block.attn for block in deep.blocks],
@@ -108,15 +106,15 @@ def _split_test(function: Callable[[nn.Module], Any]) -> Verdict:
             except KeyError as error:
                 fail(N_("Your hook raised KeyError {error} on {label}: a checkpoint without a fused qkv entry (already "
                         "in the new format) must pass untouched."), error=error, label=Text(label))
-        require(not count_hooks(model), N_("Removing the handle left hooks on the model: register exactly one "
-                                           "pre-hook."))
+        require_no_hooks(model, N_("Removing the handle left hooks on the model: register exactly one pre-hook."))
         require(list(given) == list(checkpoint), N_("The caller's checkpoint dict changed: load_state_dict hands the "
                                                     "hook a copy -- change only the state_dict the hook receives."))
         if result.missing_keys or result.unexpected_keys:
             _mismatch(list(result.missing_keys), list(result.unexpected_keys))
         loaded = model.state_dict()
         wrong = [key for key, value in _expected(checkpoint).items() if not torch.equal(loaded[key], value)]
-        require(not wrong, N_("With {label}, {key} did not get the right values: the fused weight holds q's rows first, "
+        require(not wrong, N_("With {label}, {key} did not get the right values: the fused weight holds q's rows "
+                              "first, "
                               "then k's, then v's (and the bias likewise)."), label=Text(label),
                 key=wrong[0] if wrong else "")
     return Verdict(True)
@@ -166,7 +164,7 @@ def _reachable_tensors(value: Any, depth: int = 0, seen: set[int] | None = None)
 
 def _filled(cell: Any) -> bool:
     try:
-        cell.cell_contents
+        _ = cell.cell_contents
     except ValueError:
         return False
     return True
@@ -262,11 +260,13 @@ def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdi
                 if not all(torch.equal(a, b) for a, b in zip(params, plain_model.parameters())):
                     if index in bad:
                         _kept_a_bad_step(guarded, params, before, label)
-                    fail(N_("With {label}, a normal step was undone or changed: undo only a step that moved a weight by "
+                    fail(N_("With {label}, a normal step was undone or changed: undo only a step that moved a weight "
+                            "by "
                             "more than max_change or left one not finite."), label=Text(label))
                 if not _state_equal(guarded, plain, params, list(plain_model.parameters())):
                     _state_not_restored(guarded, params, state_before, label)
-        require(not optimizer_hook_report(guarded), N_("Removing your handles left hooks on the optimizer: register one "
+        require(not optimizer_hook_report(guarded), N_("Removing your handles left hooks on the optimizer: register "
+                                                       "one "
                                                        "pre-hook and one post-hook, and return both handles."))
     return Verdict(True)
 
@@ -277,10 +277,8 @@ def _wide_model() -> nn.Sequential:
 
 
 def _late_bound_name(params: list[torch.Tensor]) -> str | None:
-    """The name of a variable that the hooks of different parameters -- distinct functions, made one per loop
-    iteration -- share through one closure cell, when it holds a parameter or a one-parameter optimizer: a function
-    defined in a loop reads the loop's variables when it runs (late binding), so every hook gets the last iteration's
-    value. None if there is none."""
+    """The name of a closure variable that the hooks of different parameters share and that holds a parameter or a
+    one-parameter optimizer (a loop variable read late: every hook gets the last value), else None."""
     cells: dict[int, tuple[str, Any, set[int], set[int]]] = {}
     for param in params:
         for hook in (getattr(param, "_post_accumulate_grad_hooks", None) or {}).values():
@@ -300,15 +298,15 @@ def _late_bound_name(params: list[torch.Tensor]) -> str | None:
 
 
 def _window(every: int, done: int, params: list[torch.Tensor], plain_model: nn.Module) -> None:
-    """09.3's ✗ inside an accumulation window (backward ``done`` of ``every``): the gradients must be kept and
-    summed."""
+    """09.3's ✗ inside an accumulation window (backward ``done`` of ``every``)."""
     missing = [p for p in params if p.grad is None]
     require(len(missing) != len(params), N_("With every={every}, after backward {done} of {every} no parameter has a "
                                             ".grad left: your hook freed it at every call. Keep it until the every-th "
                                             "call, so that the next backward adds to it."), every=every, done=done)
     require(not missing, N_("With every={every}, after backward {done} of {every} some parameters have no .grad and "
                             "others do: each parameter's hook runs once per backward, so count the calls per parameter "
-                            "(a counter shared by all the hooks counts parameters, not backward passes -- and a counter "
+                            "(a counter shared by all the hooks counts parameters, not backward passes -- and a "
+                            "counter "
                             "made inside your loop is shared too if the hook reads the loop's variable when it "
                             "runs)."), every=every, done=done)
     require(all(torch.allclose(p.grad, q.grad, atol=1e-6) for p, q in zip(params, plain_model.parameters())),
@@ -363,7 +361,7 @@ def _accumulation_test(function: Callable[[nn.Module, Callable[[list], torch.opt
                             "backward() {every} time(s), then step(): one optimizer per parameter, created once (its "
                             "state must survive from step to step), stepped on the every-th call of its own hook."),
                          label=Text(label), every=every)
-            require(not count_hooks(fused_model), N_("Removing your handles left hooks on the parameters."))
+            require_no_hooks(fused_model, N_("Removing your handles left hooks on the parameters."))
     return Verdict(True)
 
 

@@ -1,16 +1,8 @@
-"""Exercises of notebooks/10_hooks_at_scale.ipynb: a forward hook that ``torch.compile`` traces without a graph
-break, a prediction of how many graphs dynamo compiles as hooks come and go, and two DDP communication hooks
-(a mean weighted by each rank's number of samples, and a bfloat16 compression) run in a real two-process gloo group.
+"""Exercises of notebooks/10_hooks_at_scale.ipynb: a compile-friendly hook, a graph count, two DDP comm hooks.
 
-The DDP checks run the learner's hook in this process as rank 0 and a reference hook in one fresh worker process
-as rank 1 (``course_utils.distributed.run_workers(..., local=...)``): a real two-rank group, so averaging and
-"equal on every rank" are tested. The ground truth is the exact mean of both ranks' local gradients, computed
-here with plain autograd (no DDP, no hook). Each DDP check takes a few seconds (a worker process starts).
-
-Rank 1 sends what the task says; if the learner's hook sent a tensor of another size, gloo would abort the process
-(this kernel) on the size mismatch. So, in this process only, ``torch.distributed.all_reduce`` is wrapped while the
-learner's hook runs (:func:`_guarded`): a tensor that does not match what rank 1 sends for that bucket is refused
-before gloo sees it.
+The DDP checks run the learner's hook here as rank 0 and a reference hook in a worker as rank 1 (a real gloo group),
+against plain autograd. gloo would abort this kernel on a size mismatch, so :func:`_guarded` refuses, here, an
+all-reduce that does not match what rank 1 sends.
 """
 
 from __future__ import annotations
@@ -26,9 +18,21 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, Text, Verdict, expect_live_value, fail, generator,
-                                                 is_handle, name_the_mistake, removing, require)
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    Net,
+    Text,
+    Verdict,
+    expect_live_value,
+    fail,
+    generator,
+    is_handle,
+    name_the_mistake,
+    removing,
+    require,
+    require_no_hooks,
+)
 
 _STEPS = 2
 _BUCKET_CAP_MB = 0.0005  # ~500 bytes: after DDP rebuilds its buckets (second step) the model needs several
@@ -36,7 +40,7 @@ _BUCKET_CAP_MB = 0.0005  # ~500 bytes: after DDP rebuilds its buckets (second st
 
 @contextlib.contextmanager
 def _quiet_fresh_dynamo() -> Iterator[None]:
-    """Start and end with empty dynamo caches; keep dynamo's log warnings (graph breaks) off stderr."""
+    """Empty dynamo caches before and after; dynamo's warnings off stderr."""
     logger = logging.getLogger("torch._dynamo")
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -56,18 +60,9 @@ def _counting_backend(graphs: list) -> Callable[..., Any]:
     return backend
 
 
-class _Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.first, self.second = nn.Linear(6, 10), nn.Linear(10, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.second(torch.tanh(self.first(x)))
-
-
 def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     torch.manual_seed(31)
-    model = _Block()
+    model = Net(lambda m, x: m.second(torch.tanh(m.first(x))), first=nn.Linear(6, 10), second=nn.Linear(10, 4))
     with torch.no_grad():  # three dead units: their outputs are exact zeros, so "> 0" and ">= 0" differ
         model.first.weight[:3] = 0
         model.first.bias[:3] = 0
@@ -91,7 +86,7 @@ def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
             for x in batches:
                 compiled(x)
             reasons = [reason.strip().splitlines()[0] for reason in counters["graph_break"]]
-    require(not count_hooks(model), N_("Removing the handle left hooks on the model."))
+    require_no_hooks(model, N_("Removing the handle left hooks on the model."))
     require(not (reasons and any(word in reasons[0].lower() for word in ("branch", "jump", "data-dependent",
                                                                          "data dependent"))),
             N_("Your hook caused a graph break ({reason}): a Python if (or while, and, or) on a tensor's value is "
@@ -113,7 +108,6 @@ def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
 
 
 def _graphs_compiled() -> torch.Tensor:
-    """Compile with one forward hook on layer 0; call; add a second hook; call; remove both; call."""
     graphs: list = []
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
@@ -157,9 +151,7 @@ def _flat_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.
 
 
 def _trajectory(sizes: tuple[int, int]) -> list[dict[str, torch.Tensor]]:
-    """The ground truth, by plain autograd (no DDP, no hook): at every step each rank's own gradient (``sizes``: the
-    ranks' batch sizes) and the gradient of the mean loss over the samples of both ranks together, along SGD steps on
-    the mean of the per-sample means (10.3: the gradient over all samples; 10.4: both ranks hold 6)."""
+    """Per step, by plain autograd: each rank's gradient (``sizes``: batch sizes) and the one over all samples."""
     model, found = _ddp_model(), []
     for step in range(_STEPS):
         batches = [_ddp_batch(rank, step, sizes[rank]) for rank in range(2)]
@@ -176,8 +168,7 @@ def _trajectory(sizes: tuple[int, int]) -> list[dict[str, torch.Tensor]]:
 
 
 def _train_ddp(rank: int, hook: Callable[..., Any], state: Any, size: int = 6) -> list[torch.Tensor]:
-    """Two SGD steps of the exercise model under DDP with ``hook``, ``size`` samples a step; the flat gradients
-    after each backward."""
+    """The flat gradients of two SGD steps under DDP with ``hook``."""
     from torch.nn.parallel import DistributedDataParallel
 
     model = _ddp_model()
@@ -193,28 +184,26 @@ def _train_ddp(rank: int, hook: Callable[..., Any], state: Any, size: int = 6) -
     return found
 
 
-def _reference_weighted(state, bucket):  # noqa: ANN001, ANN202 -- DDP reads the signature: no annotations
-    """10.3's reference (rank 1): one all-reduce of [bucket * samples, samples], then the division."""
+def _reference_weighted(state, bucket):
     import torch.distributed as dist
 
     grads = bucket.buffer()
     sent = torch.cat([grads * state.samples, grads.new_tensor([float(state.samples)])])
 
-    def divide(fut):  # noqa: ANN001, ANN202
+    def divide(fut):
         total = fut.value()[0]
         return grads.copy_(total[:-1] / total[-1])
 
     return dist.all_reduce(sent, group=state.group, async_op=True).get_future().then(divide)
 
 
-def _reference_bf16(process_group, bucket):  # noqa: ANN001, ANN202
+def _reference_bf16(process_group, bucket):
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
     return default_hooks.bf16_compress_hook(process_group, bucket)
 
 
 def _partner(rank: int, world_size: int, which: str) -> list[torch.Tensor]:
-    """Rank 1 of a check: the same training with the reference hook (runs in a worker process)."""
     import torch.distributed as dist
 
     if which == "weighted":
@@ -242,15 +231,30 @@ _DDP_ERRORS = (
 
 
 class _StoppedAllReduce(RuntimeError):
-    """Raised in rank 0 instead of an all-reduce that would not match rank 1's (gloo would abort this process)."""
+    """Raised here instead of an all-reduce that would not match rank 1's."""
+
+
+def _noting(notes: dict[str, Any], buffer: torch.Tensor) -> Callable[[Any], Any]:
+    """A then() callback that notes in ``notes`` what the hook's Future held (see :func:`_guarded`)."""
+
+    def note_what_it_holds(done: Any) -> Any:
+        value = done.value()
+        if not isinstance(value, torch.Tensor):
+            notes["held"] = type(value).__name__  # DDP's error would print all of it (a whole bucket)
+        if not (isinstance(value, torch.Tensor) and value.data_ptr() == buffer.data_ptr()
+                and value.shape == buffer.shape):
+            notes["not_the_buffer"] += 1
+        if isinstance(value, torch.Tensor) and value.numel() != buffer.numel():
+            notes["sizes"] = (value.numel(), buffer.numel())  # DDP reads the first values and says nothing
+        return value
+
+    return note_what_it_holds
 
 
 @contextlib.contextmanager
 def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Iterator[Callable[..., Any]]:
-    """The learner's hook, wrapped: while it runs, ``torch.distributed.all_reduce`` (in this process) refuses a tensor
-    that does not match what rank 1 sends for the bucket, and a hook that sends nothing is stopped too. The Future
-    it returns is followed: ``notes["not_the_buffer"]`` counts the buckets whose result was not the bucket's own
-    buffer (a fresh tensor instead); ``notes["sizes"]`` is (values held, bucket size) of a result of another size."""
+    """The learner's hook, its all-reduces checked against rank 1's; ``notes`` gets what its Futures held:
+    ``not_the_buffer`` (count), ``sizes`` (held, bucket size), ``held`` (a type that is not a tensor)."""
     import torch.distributed as dist
 
     real_all_reduce, current = dist.all_reduce, {"inside": False}
@@ -274,7 +278,7 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
         return real_all_reduce(tensor, *args, **kwargs)
 
     @functools.wraps(hook)  # DDP checks the learner's own signature and name
-    def wrapped(state, bucket):  # noqa: ANN001, ANN202
+    def wrapped(state, bucket):
         current.update(inside=True, calls=0, bucket=bucket.buffer().numel())
         try:
             result = hook(state, bucket)
@@ -284,20 +288,7 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
             stop(N_("Your hook did not call torch.distributed.all_reduce for a bucket; rank 1 sends {sends}."))
         if not callable(getattr(result, "then", None)):
             return result  # not a Future (all_reduce's get_future() gives torch._C.Future): DDP refuses it itself
-        buffer = bucket.buffer()
-
-        def note_what_it_holds(done):  # noqa: ANN001, ANN202
-            value = done.value()
-            if not isinstance(value, torch.Tensor):
-                notes["held"] = type(value).__name__  # DDP's error would print all of it (a whole bucket)
-            if not (isinstance(value, torch.Tensor) and value.data_ptr() == buffer.data_ptr()
-                    and value.shape == buffer.shape):
-                notes["not_the_buffer"] += 1
-            if isinstance(value, torch.Tensor) and value.numel() != buffer.numel():
-                notes["sizes"] = (value.numel(), buffer.numel())  # DDP reads the first values and says nothing
-            return value
-
-        return result.then(note_what_it_holds)
+        return result.then(_noting(notes, bucket.buffer()))
 
     dist.all_reduce = checked_all_reduce
     try:
@@ -308,8 +299,7 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
 
 def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which: str,
               size: int = 6) -> tuple[dict[str, Any], list, list]:
-    """Rank 0 (here) trains with the learner's hook, rank 1 (a worker) with the reference: (what rank 0 noted: its
-    state, and ``_guarded``'s notes; rank 0's gradients; rank 1's gradients); a DDP error becomes its ✗."""
+    """(rank 0's state and notes, its gradients, rank 1's gradients); a DDP error becomes its ✗."""
     import torch.distributed as dist
 
     from course_utils.distributed import WorkerError, run_workers
@@ -318,7 +308,8 @@ def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which:
                                           "torch.distributed.destroy_process_group() (or restart the kernel) so the "
                                           "check can start its own."))
     kept: dict[str, Any] = {}
-    mismatch = N_("The two ranks' all-reduces did not match: rank 1 runs torch's hook, which sends {sends}, per bucket; "
+    mismatch = N_("The two ranks' all-reduces did not match: rank 1 runs torch's hook, which sends {sends}, per "
+                  "bucket; "
                   "your hook must send the same.")
 
     def rank0(rank: int, world_size: int) -> list[torch.Tensor]:
@@ -380,15 +371,17 @@ def _weighted_test(hook: Callable[..., Any]) -> Verdict:
     require("sizes" not in noted, N_("The gradients are right, but your Future held {held} values for a bucket of "
                                      "{size}: DDP copies the first ones and ignores the rest without a word, yet the "
                                      "Future must hold the bucket's new values only. Look at what your then() callback "
-                                     "returns."), held=noted.get("sizes", (0, 0))[0], size=noted.get("sizes", (0, 0))[1])
+                                     "returns."),
+        held=noted.get("sizes", (0, 0))[0], size=noted.get("sizes", (0, 0))[1])
     return Verdict(True)
 
 
 def _bf16_test(hook: Callable[..., Any]) -> Verdict:
     noted, mine, theirs = _run_pair(hook, lambda group: group, "bf16")
+    far = 1e-2
     for got, truth in zip(mine, _trajectory((6, 6))):
         own, other = truth["rank0"], truth["rank1"]
-        mean, far = (own + other) / 2, 1e-2
+        mean = (own + other) / 2
         require(got.dtype == torch.float32, N_("The gradients came back as {dtype}: copy the result into the bucket's "
                                                "float32 buffer (decompress) before returning it."), dtype=got.dtype)
         if _relative(got, mean) > far:  # rank 1 ran torch's hook: divide, then sum
@@ -401,7 +394,8 @@ def _bf16_test(hook: Callable[..., Any]) -> Verdict:
                                            "divides.")),
             ], lambda result, wrong: _relative(result, wrong) < far)
         require(torch.equal(got, got.to(torch.bfloat16).to(torch.float32)),
-                N_("Some gradients are not bfloat16 numbers: the all-reduce was not done in bfloat16. Look at the dtype "
+                N_("Some gradients are not bfloat16 numbers: the all-reduce was not done in bfloat16. Look at the "
+                   "dtype "
                    "of the tensor your hook hands to all_reduce."))
         require(_relative(got, mean) <= far, N_("The gradients are far from the mean of both ranks (relative error "
                                                 "{relative:.2g}): average, in bfloat16, then copy back."),

@@ -1,8 +1,4 @@
-"""Exercises of notebooks/11_hook_clinic.ipynb, the hook clinic: each is the fix of a hook bug people file --
-a full backward hook next to an in-place op, stored activations that keep graphs alive or change afterwards,
-hooks never removed, hooks that do not fire, a hook that returns a value by accident, Grad-CAM on the wrong layer,
-recompiles under ``torch.compile`` and clipping before AMP's unscale. Every check runs the learner's fix on models
-it has not seen, against a ground truth computed without hooks."""
+"""Exercises of notebooks/11_hook_clinic.ipynb: each the fix of a hook bug people file, run on unseen models."""
 
 from __future__ import annotations
 
@@ -17,11 +13,23 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, Exercise, FailsOnPurpose, Text, Verdict, fail, generator,
-                                                 is_handle, removing, require, require_untouched, the_error_gets_out,
-                                                 watch_hooks)
-
-__all__ = ["EXERCISES"]
+from course_utils.machinery.exercise_kit import (
+    N_,
+    Exercise,
+    FailsOnPurpose,
+    Net,
+    Text,
+    Verdict,
+    fail,
+    generator,
+    is_handle,
+    removing,
+    require,
+    require_no_hooks,
+    require_untouched,
+    the_error_gets_out,
+    watch_hooks,
+)
 
 
 def _inplace_flags(model: nn.Module) -> dict[str, bool]:
@@ -29,7 +37,7 @@ def _inplace_flags(model: nn.Module) -> dict[str, bool]:
 
 
 def _without_inplace(model: nn.Module) -> nn.Module:
-    """A copy of the model with every in-place flag off: the ground truth runs on it, never on the learner's."""
+    """A copy with every in-place flag off, for the ground truth."""
     clone = copy.deepcopy(model)
     for module in clone.modules():
         if hasattr(module, "inplace"):
@@ -38,7 +46,7 @@ def _without_inplace(model: nn.Module) -> nn.Module:
 
 
 def _grad_at_output(model: nn.Sequential, index: int, x: torch.Tensor) -> torch.Tensor:
-    """d model(x).sum() / d (output of model[index]), computed by splitting the model there (no hooks)."""
+    """d model(x).sum() / d (output of model[index]), by splitting the model there."""
     plain = _without_inplace(model)
     with torch.no_grad():
         middle = plain[: index + 1](x)
@@ -65,8 +73,8 @@ def _grad_output_test(answer: Callable[..., Any]) -> Verdict:
         require(_inplace_flags(model) == flags, N_("After your function the model's `inplace` flags are not what they "
                                                    "were: set back every flag you changed (also when something "
                                                    "raises)."))
-        require(not count_hooks(model), N_("After your function layer hooks are left on the model ({count}): remove "
-                                           "the hook before returning, in a `finally`."), count=count_hooks(model))
+        require_no_hooks(model, N_("After your function layer hooks are left on the model ({count}): remove the hook "
+                                   "before returning, in a `finally`."))
         require(torch.equal(x, x_before), N_("Your function changed x: leave the caller's input as it was."))
         require_untouched(x, x_before, N_("Your function switched on x.requires_grad (or left a gradient in x.grad): "
                                           "the caller's x must come back as it was. The model's parameters already "
@@ -90,14 +98,12 @@ def _grad_output_test(answer: Callable[..., Any]) -> Verdict:
     the_error_gets_out(lambda: answer(failing, "0", x.clone()))
     require(_inplace_flags(failing) == flags, N_("When the model raised, the `inplace` flags stayed switched off: set "
                                                  "them back in a `finally`, where the hook is removed too."))
-    require(not count_hooks(failing), N_("When the model raised, your hook stayed on the model: remove it in a "
-                                         "`finally`."))
+    require_no_hooks(failing, N_("When the model raised, your hook stayed on the model: remove it in a `finally`."))
     return Verdict(True)
 
 
 def _filled_one(kept: dict, total: int, forwards: int, message: str) -> None:
-    """:func:`fail` with ``message`` when one list of ``kept`` holds all ``total`` entries and the others none: every
-    hook made in a loop appended under the loop variable's last value."""
+    """:func:`fail` when one list of ``kept`` holds all ``total`` entries: hooks made in a loop, late-bound."""
     counts = {name: len(value) if isinstance(value, list) else None for name, value in kept.items()}
     filled = [name for name, count in counts.items() if count]
     require(not (len(filled) == 1 and counts[filled[0]] == total), message, count=forwards,
@@ -125,11 +131,11 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
                 hidden = plain[0](batch)
                 truths["0"].append(hidden.clone())
                 truths["2"].append(plain[2](plain[1](hidden)))
-            model(batch)   # an evaluation loop that forgot torch.no_grad(): no backward frees the graph
+            model(batch)  # an evaluation loop that forgot torch.no_grad(): no backward frees the graph
             del batch
     gc.collect()
-    require(not count_hooks(model), N_("Removing your handles left hooks on the model: return every handle you "
-                                       "registered."))
+    require_no_hooks(model, N_("Removing your handles left hooks on the model: return every handle you "
+                               "registered."))
     require(isinstance(kept, dict) and sorted(kept) == names,
             N_("`kept` must be a dict with one key per layer name, {names}; got {got}."), names=names,
             got=sorted(kept) if isinstance(kept, dict) else type(kept).__name__)
@@ -137,7 +143,8 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
     require(not still_alive, N_("After the loop {still_alive} of {total} input batches are still alive: what you kept "
                                 "holds the autograd graph (through its grad_fn), and the graph holds the batch."),
             still_alive=still_alive, total=len(sizes))
-    _filled_one(kept, len(names) * len(sizes), len(sizes), N_("After {count} forwards kept['{filled}'] holds all {total} tensors and the "
+    _filled_one(kept, len(names) * len(sizes), len(sizes), N_("After {count} forwards kept['{filled}'] holds all "
+                                                              "{total} tensors and the "
                                             "other list none: every hook appends under the same name. Which value of "
                                             "the loop variable does a hook defined in the loop see when it runs?"))
     for name in names:
@@ -151,7 +158,8 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
                     name=name)
             if not torch.allclose(got, truth, atol=1e-6):
                 require(not torch.allclose(got, truth.clamp(min=0), atol=1e-6),
-                        N_("kept['{name}'] holds the values as they are after the in-place ReLU that follows the layer: "
+                        N_("kept['{name}'] holds the values as they are after the in-place ReLU that follows the "
+                           "layer: "
                            "your tensor shares its memory with the output, which that ReLU overwrites."), name=name)
                 fail(N_("kept['{name}'] does not hold the layer's outputs, in forward order."), name=name)
     return Verdict(True)
@@ -174,20 +182,9 @@ def _mean_test(answer: Callable[..., Any]) -> Verdict:
                     truth=truth, got=got)
     broken = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), FailsOnPurpose())
     the_error_gets_out(lambda: answer(broken, "1", torch.randn(2, 3, generator=draw)))
-    require(not count_hooks(broken), N_("When the model raises, your hook stays on the model: remove it in a "
-                                        "`finally` (or use the handle as a context manager)."))
+    require_no_hooks(broken, N_("When the model raises, your hook stays on the model: remove it in a `finally` (or "
+                                "use the handle as a context manager)."))
     return Verdict(True)
-
-
-class _CallsForward(nn.Module):
-    """Calls its layer's .forward directly: module hooks run only through module(...)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.layer = nn.Linear(3, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layer.forward(x)
 
 
 class _AuxHead(nn.Module):
@@ -213,13 +210,15 @@ def _fires(scenario: str) -> bool:
         model = nn.Sequential(nn.Linear(3, 3))
         handle = model[0].register_forward_hook(note)
         twin = copy.deepcopy(model)
-        handle.remove()   # removes the original's hook only
+        handle.remove()  # removes the original's hook only
         twin(x)
         return bool(fired)
     if scenario == "under_no_grad":
         model = hooked = nn.Linear(3, 3)
     else:
-        model = _CallsForward() if scenario == "forward_called_directly" else _AuxHead().eval()
+        # .forward called directly: module hooks run only through module(...)
+        model = (Net(lambda m, x: m.layer.forward(x), layer=nn.Linear(3, 3))
+                 if scenario == "forward_called_directly" else _AuxHead().eval())
         hooked = model.layer if scenario == "forward_called_directly" else model.aux
     with hooked.register_forward_hook(note), torch.set_grad_enabled(scenario != "under_no_grad"):
         model(x)
@@ -252,7 +251,7 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
     norms, handles = result
     with removing(handles):
         outputs = [model(batch) for batch in batches]
-    require(not count_hooks(model), N_("Removing your handles left hooks on the model: return every handle."))
+    require_no_hooks(model, N_("Removing your handles left hooks on the model: return every handle."))
     for number, (got, want) in enumerate(zip(outputs, [reference(batch) for batch in batches]), start=1):
         require(got.shape == want.shape and torch.allclose(got.detach(), want.detach(), atol=1e-6),
                 N_("Forward {number}: the model's output changed while your hooks were on, though no hook returned a "
@@ -274,7 +273,7 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
         values = []
         for batch in batches:
             with torch.no_grad(), module.register_forward_hook(
-                    lambda module, args, output: values.append(float(output.norm()))):
+                    lambda module, args, output, values=values: values.append(float(output.norm()))):
                 reference(batch)
         got = norms[name]
         require(isinstance(got, list) and len(got) == len(values),
@@ -288,25 +287,6 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-class _Residual(nn.Module):
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(x + self.conv(x))
-
-
-class _NamedNet(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.stem, self.blocks = nn.Conv2d(3, 4, 3, padding=1), nn.Sequential(_Residual(4), _Residual(4))
-        self.pool, self.head = nn.AdaptiveAvgPool2d(1), nn.Linear(4, 5)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.pool(self.blocks(self.stem(x))).flatten(1))
-
-
 def _layer_models() -> list[tuple[nn.Module, torch.Tensor, str, str]]:
     """(model, input, the right layer, the last layer with a 4-D output even if 1x1)."""
     torch.manual_seed(116)
@@ -317,15 +297,19 @@ def _layer_models() -> list[tuple[nn.Module, torch.Tensor, str, str]]:
     # the right layer nested in a block whose own output is flat; the last map one column wide (4x3, then 4x1)
     column = nn.Sequential(nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.Conv2d(3, 2, (1, 3)), nn.ReLU(),
                                          nn.AdaptiveMaxPool2d(1), nn.Flatten()), nn.Linear(2, 2))
+    def residual() -> Net:
+        return Net(lambda m, x: torch.relu(x + m.conv(x)), conv=nn.Conv2d(4, 4, 3, padding=1))
+
+    named = Net(lambda m, x: m.head(m.pool(m.blocks(m.stem(x))).flatten(1)), stem=nn.Conv2d(3, 4, 3, padding=1),
+                blocks=nn.Sequential(residual(), residual()), pool=nn.AdaptiveAvgPool2d(1), head=nn.Linear(4, 5))
     draw = generator(16)
     return [(sequential, torch.randn(2, 1, 9, 7, generator=draw), "3", "4"),
-            (_NamedNet(), torch.randn(1, 3, 6, 8, generator=draw), "blocks", "pool"),
+            (named, torch.randn(1, 3, 6, 8, generator=draw), "blocks", "pool"),
             (strip, torch.randn(2, 1, 4, 7, generator=draw), "3", "4"),
             (column, torch.randn(2, 1, 6, 5, generator=draw), "0.3", "0.4")]
 
 
 def _map_shapes(model: nn.Module, x: torch.Tensor) -> dict[str, tuple[int, ...]]:
-    """The 4-D output shape of every named module, by the check's own hooks."""
     shapes: dict[str, tuple[int, ...]] = {}
     handles = [module.register_forward_hook(
         lambda m, args, out, name=name: shapes.__setitem__(name, tuple(out.shape)) if out.dim() == 4 else None)
@@ -339,7 +323,7 @@ def _layer_test(answer: Callable[..., Any]) -> Verdict:
     for model, x, right, pooled in _layer_models():
         x_before = x.clone()
         got = answer(model, x)
-        require(not count_hooks(model), N_("Your function left hooks on the model: remove them before returning."))
+        require_no_hooks(model, N_("Your function left hooks on the model: remove them before returning."))
         require(torch.equal(x, x_before), N_("Your function changed x: leave the caller's input as it was."))
         if got == right:
             continue
@@ -356,7 +340,8 @@ def _layer_test(answer: Callable[..., Any]) -> Verdict:
                    "own output is flat) you returned {got!r}: hook every named module, nested ones too "
                    "(named_modules(), not named_children())."), got=got)
         require(got in names, N_("{got!r} is not a module name of the model (names from named_modules())."), got=got)
-        fail(N_("Expected the last module, in the order the forward calls finish, whose output is (N, C, h, w) with h * "
+        fail(N_("Expected the last module, in the order the forward calls finish, whose output is (N, C, h, w) with h "
+                "* "
                 "w > 1; got {got!r}."), got=got)
     return Verdict(True)
 
@@ -385,8 +370,8 @@ def _scale_test(answer: Callable[..., Any]) -> Verdict:
             set_scale(scale)
             outputs.append(compiled(x))
         graphs = counters["stats"]["unique_graphs"] - before
-    require(not count_hooks(model), N_("After handle.remove() hooks are left on the layer: return the handle of the "
-                                       "one hook, and register no other."))
+    require_no_hooks(model, N_("After handle.remove() hooks are left on the layer: return the handle of the one "
+                               "hook, and register no other."))
     with torch.no_grad():
         for scale, got in zip(scales, outputs):
             require(torch.allclose(got.detach(), model[2](torch.tanh(model[0](x) * scale)), atol=1e-5),
@@ -413,13 +398,9 @@ _SCALE = 2.0 ** 10
 
 
 def _reference_step(clip: str, limit: float, *, divide: bool = True) -> list[torch.Tensor]:
-    """Parameters after one SGD step on the accumulated gradient, clipped as ``clip`` says: ``"once"`` (by value,
-    after the last backward, unscaled: the task), ``"none"``, ``"before unscale"`` (by value, on the scaled
-    gradient), ``"norm"`` (clip_grad_norm_ once, unscaled), ``"after each backward"`` (the running sum clipped
-    after every backward, unscaled), ``"per micro-batch"`` / ``"per scaled micro-batch"`` (each backward's
-    contribution clamped, as a gradient hook does, unscaled or scaled); ``divide=False``: each micro-batch's loss not
-    divided by their number. No scaler: scaling by a power of two and unscaling is exact, so the scaler's unscaled
-    gradient is this one."""
+    """Parameters after one SGD step on the accumulated gradient, clipped as ``clip`` says (``"once"``: the task;
+    ``divide=False``: each loss not divided by the number of micro-batches). No scaler: scaling by a power of two and
+    unscaling is exact."""
     model, batches = _clip_model(), _clip_batches()
     scaled = clip in ("before unscale", "per scaled micro-batch")
     handles = [param.register_hook(lambda grad: grad.clamp(-limit, limit))
@@ -441,8 +422,7 @@ def _reference_step(clip: str, limit: float, *, divide: bool = True) -> list[tor
 
 
 def _train_step_run(answer: Callable[..., Any], *, stale: bool) -> tuple[list[torch.Tensor], float, bool]:
-    """The parameters after the answer's step, the scaler's scale then, and whether hooks were left; with ``stale``,
-    the parameters start with gradients from before this step (a training loop calls train_step again and again)."""
+    """The parameters after the answer's step, the scale then, whether hooks were left; ``stale``: old .grad first."""
     model = _clip_model()
     if stale:
         draw = generator(8118)
