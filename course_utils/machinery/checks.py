@@ -129,6 +129,8 @@ def _called_learner_code(error: BaseException) -> bool:
     frame = tb.tb_frame
     try:
         line, end_line, column, end_column = list(frame.f_code.co_positions())[tb.tb_lasti // 2]
+        if line is None or end_line is None:  # no position recorded for this instruction
+            return False
         lines = [text.encode() for text in linecache.getlines(frame.f_code.co_filename)[line - 1:end_line]]
         segment = (lines[0][column:end_column] if len(lines) == 1
                    else lines[0][column:] + b"".join(lines[1:-1]) + lines[-1][:end_column])
@@ -137,7 +139,7 @@ def _called_learner_code(error: BaseException) -> bool:
                                                      for node in ast.walk(call.func)):
             return False
         callee = eval(compile(ast.Expression(call.func), "<call>", "eval"), frame.f_globals, dict(frame.f_locals))
-    except Exception:  # noqa: BLE001 -- no source, no positions, a name gone: not a call we can read
+    except Exception:
         return False
     return _written_by_learner(callee)
 
@@ -153,11 +155,11 @@ def _explain_error(error: BaseException) -> Verdict:
         return Verdict(False, Text(N_("the check was interrupted (KeyboardInterrupt: your code raised it, or the "
                                       "kernel was interrupted) before it could judge your answer: run it again.")))
     if isinstance(error, SystemExit):
-        where = (Text(N_(" (in {function}, line {line})"), function=learner[-1].name, line=learner[-1].lineno)
+        exit_at = (Text(N_(" (in {function}, line {line})"), function=learner[-1].name, line=learner[-1].lineno)
                  if learner else "")
         return Verdict(False, Text(N_("your code called sys.exit() or raised SystemExit{where}: a hook or answer must "
                                       "return (or raise an ordinary exception), never end the interpreter."),
-                                   where=where))
+                                   where=exit_at))
     if isinstance(error, NotImplementedError) and frames and is_learner_file(frames[-1].filename):
         return Verdict(False, Text(N_("{stub}: replace `# YOUR CODE HERE` and the `raise` line below it with your "
                                       "code, then run the cell again."), stub=Text(STILL_THE_STUB)),
@@ -234,13 +236,13 @@ def _run(item: Exercise, answer: Any) -> tuple[Verdict, list[Change], OutputBudg
                     raise
                 except HookMistake as mistake:  # a hook returned what cannot replace what it replaces
                     verdict = Verdict(False, mistake.message)
-                except BaseException as error:  # noqa: BLE001 -- every kind is reported, never hidden
+                except BaseException as error:
                     verdict = _explain_error(error)
             if watch.mistakes and verdict.status in (Status.PASSED, Status.FAILED, Status.COURSE_BUG):
                 verdict = Verdict(False, watch.mistakes[0])  # the cause, whatever the validator made of it
     except TimeLimitExceeded:
         pass  # timer.fired: the verdict says so below
-    except BaseException as error:  # noqa: BLE001 -- the guard itself failed: report, never hide
+    except BaseException as error:
         verdict = _explain_error(error)
     finally:
         changes = guard.restore()

@@ -25,7 +25,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, TypeVar
 
 import numpy as np
 import torch
@@ -183,9 +183,13 @@ def plain(value: Any, _depth: int = 0) -> Any:
         return value
     if isinstance(value, np.generic):
         return value.item()
-    for kind, cast in ((int, int.__int__), (float, float.__float__), (str, str.__str__)):
-        if isinstance(value, kind):
-            return cast(value)
+    # the base type's own method, never one a subclass overrides
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
     if isinstance(value, torch.Tensor):
         return plain_tensor(value)
     if isinstance(value, list):
@@ -293,7 +297,10 @@ def randn(seed: int | torch.Generator, *shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=generator(seed) if isinstance(seed, int) else seed)
 
 
-def seeded(module: nn.Module, seed: int, scale: float = 0.5, *, matrices_only: bool = False) -> nn.Module:
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
+
+
+def seeded(module: ModuleT, seed: int, scale: float = 0.5, *, matrices_only: bool = False) -> ModuleT:
     """``module`` in eval mode, its parameters (``matrices_only``: those of 2+ dimensions, divided by the root of
     their last dimension) drawn from ``seed`` times ``scale``: larger than the default init, so every part matters.
 

@@ -43,8 +43,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from course_utils._torch_internals import (default_device_set, dispatch_modes, function_modes, global_hook_dicts,
-                                          print_options, put_back_modes)
+from course_utils._torch_internals import (
+    default_device_set,
+    dispatch_modes,
+    function_modes,
+    global_hook_dicts,
+    print_options,
+    put_back_modes,
+)
 from course_utils.machinery.messages import N_, Text
 
 __all__ = ["Change", "OutputBudget", "SessionGuard", "TimeLimitExceeded", "Timer", "is_learner_file", "limited_output",
@@ -267,7 +273,7 @@ class SessionGuard:
                            (N_("global hooks"), self._global_hooks)):
             try:
                 changes += step()
-            except Exception as error:  # noqa: BLE001 -- one failed restore must not stop the others
+            except Exception as error:
                 changes.append(Change(Text(N_("could not put back {what} ({error}); restart the kernel to be sure"),
                                            what=Text(what), error=f"{type(error).__name__}: {error}"), fatal=True))
         return changes
@@ -283,7 +289,9 @@ class SessionGuard:
 
     def _random_states(self) -> list[Change]:
         python, numpy, torch_state = self._random
-        random.setstate(python), np.random.set_state(numpy), torch.random.set_rng_state(torch_state)
+        random.setstate(python)
+        np.random.set_state(numpy)
+        torch.random.set_rng_state(torch_state)
         return []
 
     def _grad_modes(self) -> list[Change]:
@@ -307,7 +315,8 @@ class SessionGuard:
         return [Change(Text(N_("changed the default device with torch.set_default_device (put back)")))]
 
     def _print_options(self) -> list[Change]:
-        np.set_printoptions(**self._print[0]), torch.set_printoptions(**self._print[1])
+        np.set_printoptions(**self._print[0])
+        torch.set_printoptions(**self._print[1])
         return []
 
     def _global_hooks(self) -> list[Change]:

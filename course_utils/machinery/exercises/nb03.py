@@ -205,7 +205,7 @@ def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
     model(torch.ones(2, 3))
     require(len(tracer.calls) == len(expected), N_("After the with block the tracer still recorded calls: remove the "
                                                    "hooks on exit."))
-    failing, kept = nn.Sequential(nn.Linear(3, 4), FailsOnPurpose(), nn.Linear(4, 2)), []
+    failing, kept = nn.Sequential(nn.Linear(3, 4), FailsOnPurpose(), nn.Linear(4, 2)), list[Any]()
     the_error_gets_out(lambda: _trace(tracer_class, failing, kept),
                        N_("The forward raised ValueError inside the with block, but the error disappeared: __exit__ "
                           "must not swallow it (return False or None)."))

@@ -145,18 +145,18 @@ def _cap_test(hook: Callable[..., Any]) -> Verdict:
                "ones (norm 0.5 here) stay as they are."))
     conv, images = nn.Conv2d(1, 2, 3), torch.randn(3, 1, 5, 5, generator=draw)
     scale = torch.randn(3, 2, 3, 3, generator=draw) * torch.tensor([4.0, 0.05, 1.0]).view(3, 1, 1, 1)
-    expected = torch.autograd.grad(conv(images), conv.weight, grad_outputs=_capped(scale))[0]
+    on_conv = torch.autograd.grad(conv(images), conv.weight, grad_outputs=_capped(scale))[0]
     _backward_with(conv, hook, "pre", lambda: (conv(images) * scale).sum())
-    require(torch.allclose(conv.weight.grad, expected, atol=1e-5),
+    require(torch.allclose(conv.weight.grad, on_conv, atol=1e-5),
             N_("On a Conv2d (4-D gradient) each sample's norm is taken over all its other entries (channels and "
                "positions together)."))
     # A residual `layer(x) + x`: the sum hands the very same gradient tensor to the layer and to the skip path. Only
     # the layer's grad_output is capped; the skip path keeps the raw gradient.
     layer, inputs = nn.Linear(4, 4), torch.randn(3, 4, generator=draw).requires_grad_()
     weights = torch.randn(3, 4, generator=draw) * 3.0
-    expected = torch.autograd.grad(layer(inputs), inputs, grad_outputs=_capped(weights))[0] + weights
+    residual = torch.autograd.grad(layer(inputs), inputs, grad_outputs=_capped(weights))[0] + weights
     _backward_with(layer, hook, "pre", lambda: ((layer(inputs) + inputs) * weights).sum())
-    require(torch.allclose(inputs.grad, expected, atol=1e-5),
+    require(torch.allclose(inputs.grad, residual, atol=1e-5),
             N_("In a residual block (`layer(x) + x`) the skip path's gradient changed too: only the hooked layer's "
                "grad_output may be rescaled. Does your hook change a tensor PyTorch handed it in place? Return new "
                "tensors instead."))

@@ -41,7 +41,7 @@ def _without_inplace(model: nn.Module) -> nn.Module:
     clone = copy.deepcopy(model)
     for module in clone.modules():
         if hasattr(module, "inplace"):
-            module.inplace = False
+            module.inplace = False  # type: ignore[assignment]  # nn.Module's __setattr__ is typed for tensors
     return clone
 
 
@@ -206,10 +206,12 @@ def _fires(scenario: str) -> bool:
         fired.append(scenario)
 
     x = torch.ones(1, 3)
+    model: nn.Module
+    hooked: nn.Module
     if scenario == "copied_after_hook":
-        model = nn.Sequential(nn.Linear(3, 3))
-        handle = model[0].register_forward_hook(note)
-        twin = copy.deepcopy(model)
+        original = nn.Sequential(nn.Linear(3, 3))
+        handle = original[0].register_forward_hook(note)
+        twin = copy.deepcopy(original)
         handle.remove()  # removes the original's hook only
         twin(x)
         return bool(fired)
@@ -219,7 +221,7 @@ def _fires(scenario: str) -> bool:
         # .forward called directly: module hooks run only through module(...)
         model = (Net(lambda m, x: m.layer.forward(x), layer=nn.Linear(3, 3))
                  if scenario == "forward_called_directly" else _AuxHead().eval())
-        hooked = model.layer if scenario == "forward_called_directly" else model.aux
+        hooked = model.get_submodule("layer" if scenario == "forward_called_directly" else "aux")
     with hooked.register_forward_hook(note), torch.set_grad_enabled(scenario != "under_no_grad"):
         model(x)
     return bool(fired)
@@ -270,7 +272,7 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
     require(isinstance(norms, dict) and sorted(norms) == names,
             N_("`norms` needs one key per leaf module, by its name in named_modules(): {names}."), names=names)
     for name, module in leaves:
-        values = []
+        values: list[torch.Tensor] = []
         for batch in batches:
             with torch.no_grad(), module.register_forward_hook(
                     lambda module, args, output, values=values: values.append(float(output.norm()))):
