@@ -110,7 +110,8 @@ CASES = {
             ("do_sample=False)", "do_sample=False, use_cache=False)", "whole sequence"),
             (">= start", "> start", "start was"),
             ("    with model.transformer.h[layer].register_forward_hook(shift_late_positions):\n",
-             "    model.transformer.h[layer].register_forward_hook(shift_late_positions)\n    if True:\n", "left behind"),
+             "    model.transformer.h[layer].register_forward_hook(shift_late_positions)\n    if True:\n",
+             "left behind"),
             ("        return model.generate(", "        tokens = model.generate(", "got None"),
         ),
     ),
@@ -147,7 +148,8 @@ CASES = {
                             kept[index] = output[0]
                         return hook
 
-                    return kept, [block.attn.register_forward_hook(keep(i)) for i, block in enumerate(model.transformer.h)]
+                    return kept, [block.attn.register_forward_hook(keep(i)) """
+                """for i, block in enumerate(model.transformer.h)]
                 """), "use_reentrant=False")],
     ),
     "13.3": Cases(
@@ -167,8 +169,8 @@ CASES = {
             ("            add_hook_to_module(module, theirs)        # ...so put theirs back alone", "            pass",
              "took accelerate's hook off too"),
             (("        remove_hook_from_module(module)               # takes every accelerate hook off...\n",
-              "        if theirs is not None:\n            add_hook_to_module(module, theirs)        # ...so put theirs "
-              "back alone\n"), ("        pass\n", ""), "still records"),
+              "        if theirs is not None:\n            add_hook_to_module(module, theirs)        # ...so put "
+              "theirs back alone\n"), ("        pass\n", ""), "still records"),
             ("    return remove", "    return None", "remove()"),
             **ACCELERATE),
             (answer("""
@@ -182,17 +184,21 @@ CASES = {
                answer("""
                    def head_attribution(model, clean, corrupted, metric):  # full backward hooks, .grad put back
                        n_head, acts, grads = model.config.n_head, {}, {}
-                       saved = {name: None if p.grad is None else p.grad.clone() for name, p in model.named_parameters()}
+                       saved = {name: None if p.grad is None else p.grad.clone() """
+               """for name, p in model.named_parameters()}
                        blocks = model.transformer.h
                        try:
                            with HookRegistry(model) as hooks:
                                for i, block in enumerate(blocks):
-                                   hooks.forward_pre(block.attn.c_proj, lambda m, a, i=i: acts.__setitem__(("clean", i), a[0].detach()))
+                                   hooks.forward_pre(block.attn.c_proj, lambda m, a, i=i: """
+               """acts.__setitem__(("clean", i), a[0].detach()))
                                model(clean)
                            with HookRegistry(model) as hooks:
                                for i, block in enumerate(blocks):
-                                   hooks.forward_pre(block.attn.c_proj, lambda m, a, i=i: acts.__setitem__(("corrupted", i), a[0].detach()))
-                                   hooks.full_backward(block.attn.c_proj, lambda m, gi, go, i=i: grads.__setitem__(i, gi[0]))
+                                   hooks.forward_pre(block.attn.c_proj, lambda m, a, i=i: """
+               """acts.__setitem__(("corrupted", i), a[0].detach()))
+                                   hooks.full_backward(block.attn.c_proj, lambda m, gi, go, i=i: """
+               """grads.__setitem__(i, gi[0]))
                                metric(model(corrupted).logits).backward()
                        finally:
                            for name, p in model.named_parameters():

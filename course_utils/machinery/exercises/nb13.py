@@ -15,6 +15,7 @@ Usage: ``check("13.1", steer_generation)`` in the notebook.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -44,7 +45,7 @@ from course_utils.transformer import InductionTransformer
 _LEFT = N_("A hook is left behind ({where}): remove it with its handle, in a finally block or a with block.")
 
 
-def _gpt2(n_layers: int, n_heads: int, seed: int, d_model: int = 32):  # type: ignore[no-untyped-def]
+def _gpt2(n_layers: int, n_heads: int, seed: int, d_model: int = 32):
     """A GPT2LMHeadModel with random weights, larger than the default initialisation so that every part matters."""
     from course_utils.hf_model import to_gpt2  # transformers is imported when a check of notebook 13 runs
 
@@ -58,9 +59,10 @@ def _tokens(batch: int, length: int, seed: int) -> torch.Tensor:
 
 
 # -- 13.1: steer generate() from an absolute position on ---------------------------------------------------------
-def _generated(model, prompt: torch.Tensor, layer: int, vector: torch.Tensor, start: int, *,  # type: ignore[no-untyped-def]
+def _generated(model, prompt: torch.Tensor, layer: int, vector: torch.Tensor, start: int, *,
                cache: bool = False, by_index: bool = False) -> torch.Tensor:
-    """Generation steered from ``start`` on: the truth (no cache), or the slice mistake (``by_index`` with the cache)."""
+    """Generation steered from ``start`` on: the truth (no cache), or the slice mistake (``by_index`` with the
+    cache)."""
     done = [0]
 
     def hook(module: torch.nn.Module, args: Any, output: torch.Tensor) -> torch.Tensor:
@@ -77,7 +79,8 @@ def _steer_test(steer_generation: Callable[..., Any]) -> Verdict:
     for n_layers, n_heads, layer, start, seed in ((3, 2, 1, 4, 1), (2, 4, 0, 9, 2), (4, 2, 3, 0, 3), (3, 2, 2, 11, 1)):
         model, prompt, vector = _gpt2(n_layers, n_heads, seed), _tokens(3, 7, seed), randn(seed, 32) * 3
         lengths: list[int] = []
-        with model.transformer.h[0].register_forward_pre_hook(lambda m, args: lengths.append(args[0].shape[1])):
+        with model.transformer.h[0].register_forward_pre_hook(
+                lambda m, args, lengths=lengths: lengths.append(args[0].shape[1])):
             got = steer_generation(model, prompt, 6, layer, vector.clone(), start)
         require_no_hooks(model, _LEFT)
         require(max(lengths[1:], default=1) == 1, N_("Your generation ran the whole sequence at every step: generate "
@@ -89,11 +92,11 @@ def _steer_test(steer_generation: Callable[..., Any]) -> Verdict:
         if torch.equal(got, truth):
             continue
         name_the_mistake(got, [
-            (lambda: _generated(model, prompt, layer, vector, start, cache=True, by_index=True),
+            (functools.partial(_generated, model, prompt, layer, vector, start, cache=True, by_index=True),
              N_("Your hook picks positions by their index in the output: with the KV cache each call after the prompt "
                 "holds one position, so it steers nothing there.")),
-            (lambda: _generated(model, prompt, layer, vector, 0), N_("Every position was steered: add the vector only "
-                                                                     "from position start on."))], compare=torch.equal)
+            (functools.partial(_generated, model, prompt, layer, vector, 0),
+             N_("Every position was steered: add the vector only from position start on."))], compare=torch.equal)
         fail(N_("Not the tokens of a generation steered at every absolute position >= start (start was {start}, the "
                 "prompt {length} long)."), start=start, length=prompt.shape[1])
     failing = _gpt2(2, 2, 12)
@@ -105,12 +108,12 @@ def _steer_test(steer_generation: Callable[..., Any]) -> Verdict:
 
 
 # -- 13.2: attention-output gradients under gradient checkpointing ------------------------------------------------
-def _loss(model, batch: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+def _loss(model, batch: torch.Tensor) -> torch.Tensor:
     logits = model(batch, use_cache=False).logits
     return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), batch[:, 1:].flatten())
 
 
-def _attention_grads(model, batches: list[torch.Tensor]) -> list[torch.Tensor]:  # type: ignore[no-untyped-def]
+def _attention_grads(model, batches: list[torch.Tensor]) -> list[torch.Tensor]:
     """Each block's attention-output gradient in the last of ``batches``' training steps, without checkpointing."""
     outputs: list[torch.Tensor] = []
     handles = [block.attn.register_forward_hook(lambda m, args, output: outputs.append(output[0]))
@@ -147,7 +150,8 @@ def _gradients_test(attention_gradients: Callable[..., Any]) -> Verdict:
         require_no_hooks(model, _LEFT)
         got = {layer: value.grad if isinstance(value, torch.Tensor) and value.grad is not None else value
                for layer, value in kept.items()}
-        require(sorted(got, key=str) == list(range(n_layers)) and all(isinstance(v, torch.Tensor) for v in got.values()),
+        require(sorted(got, key=str) == list(range(n_layers))
+                and all(isinstance(v, torch.Tensor) for v in got.values()),
                 N_("Expected one gradient per layer index 0..{last} ({mode}); got the keys {keys}."),
                 last=n_layers - 1, mode=mode, keys=sorted(got, key=str)[:8])
         for layer, grad in got.items():
@@ -168,7 +172,8 @@ def _watch_test(watch_weight_norms: Callable[..., Any]) -> Verdict:
         norm = pick(model).weight.detach().norm().item()
         offloaded = cpu_offload(model, execution_device=torch.device("cpu"))
         module = pick(offloaded)
-        theirs, norms = module._hf_hook, []
+        theirs = module._hf_hook
+        norms: list[float] = []
         remove = watch_weight_norms(module, norms)
         try:
             with torch.no_grad():
@@ -210,7 +215,7 @@ def _watch_test(watch_weight_norms: Callable[..., Any]) -> Verdict:
 
 
 # -- 13.4: attribution patching per head ---------------------------------------------------------------------------
-def _attribution(model, clean: torch.Tensor, corrupted: torch.Tensor, metric: Callable) -> torch.Tensor:  # type: ignore[no-untyped-def]
+def _attribution(model, clean: torch.Tensor, corrupted: torch.Tensor, metric: Callable) -> torch.Tensor:
     """The truth, by torch.autograd.grad at the inputs of every attn.c_proj (no backward hook, no .grad)."""
     taken: dict[bool, list[torch.Tensor]] = {True: [], False: []}
     for is_clean, tokens in ((True, clean), (False, corrupted)):
@@ -224,10 +229,15 @@ def _attribution(model, clean: torch.Tensor, corrupted: torch.Tensor, metric: Ca
                         for a, b, g in zip(taken[True], taken[False], grads)])
 
 
+def _log_prob_of(target: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The metric: the mean log-probability of ``target`` at the second-to-last position."""
+    return lambda logits: logits[:, -2].log_softmax(-1).gather(1, target[:, None]).mean()
+
+
 def _attribution_test(head_attribution: Callable[..., Any]) -> Verdict:
     marks: dict[str, torch.Tensor] = {}
 
-    def untouched(model) -> bool:  # type: ignore[no-untyped-def]
+    def untouched(model) -> bool:
         return all(p.grad is not None and torch.equal(p.grad, marks[n]) for n, p in model.named_parameters())
 
     for n_layers, n_heads, length, seed in ((2, 4, 12, 9), (3, 2, 16, 10)):
@@ -235,7 +245,7 @@ def _attribution_test(head_attribution: Callable[..., Any]) -> Verdict:
         corrupted = clean.clone()
         corrupted[:, length // 2] = (clean[:, length // 2] + 7) % 40
         target = clean[:, -1]
-        metric = lambda logits: logits[:, -2].log_softmax(-1).gather(1, target[:, None]).mean()  # noqa: E731
+        metric = _log_prob_of(target)
         truth = _attribution(model, clean, corrupted, metric)
         for name, parameter in model.named_parameters():
             marks[name] = torch.full_like(parameter, 0.5)
@@ -245,11 +255,12 @@ def _attribution_test(head_attribution: Callable[..., Any]) -> Verdict:
         require(untouched(model), N_("Your function changed the parameters' .grad: take the gradients for the heads "
                                      "only, and leave the model's as they were."))
         got = tensor_result(got, tuple(truth.shape), Text(N_("the scores (n_layer, n_head)")))
-        close = lambda value, expected: torch.allclose(value, expected, atol=1e-4 * expected.abs().max().item() + 1e-7,  # noqa: E731
-                                                       rtol=1e-3)
+        close = lambda value, expected: torch.allclose(  # noqa: E731
+            value, expected, atol=1e-4 * expected.abs().max().item() + 1e-7, rtol=1e-3)
         if close(got, truth):
             continue
-        name_the_mistake(got, [(-truth, N_("The signs are flipped: the change is clean minus corrupted."))], compare=close)
+        name_the_mistake(got, [(-truth, N_("The signs are flipped: the change is clean minus corrupted."))],
+                         compare=close)
         fail(N_("Not the first-order estimates: each is the sum over the head's features of (clean - corrupted) times "
                 "the gradient at attn.c_proj's input, on the corrupted run."))
 
