@@ -65,7 +65,7 @@ COUNT = ("        if running and address not in params and address not in seen:\
 CASES = {
     "08.1": Cases(right=[[1, 2], (1.0, 2.0), torch.tensor([1, 2])],
                   wrong=[([2, 2], "Too many pack calls"), ([1, 1], "unpack count is too low"), ([0, 0], "Too few pack"),
-                         ([1, 3], "unpack count is too high"), ("1, 2", "Expected"),
+                         ([1, 3], "unpack count is too high"), ("1, 2", "a list of two numbers"),
                          ([2, 4], "not every operation keeps a tensor")]),
     "08.2": Cases(
         right=[answer(HALF, **USES),
@@ -108,6 +108,8 @@ CASES = {
                     "keeps the float32 tensors"),  # knows the storage is alive because it keeps it alive
                    ("not t.is_floating_point() or ", "", "integer tensors"),
                    (" or storage_key(t) in parameters", "", "parameters"),
+                   ("as_strided((t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)",
+                    "as_strided((t.numel(),), (1,), 0)", "how much of the storage"),  # the first view's elements only
                    (("whole.half()", "copy.as_strided(shape, stride, offset)"), ("t.detach().half()", "copy.reshape(shape)"),
                     "views of one storage"),  # the first view's copy, reshaped for the later views
                    **USES),

@@ -142,6 +142,7 @@ CASES = {
              ("float(p.detach().abs().max()) for", "abs(float(p.detach().abs().max()) - w)", "                    pass"),
              "no copy of some weights"),  # keeps only what tells a bad step: the largest weight, a number
             ("    return [", "    _ = [", "both handles"),
+            ("(p.detach() - w).abs().max()", "(p.detach() - w).norm()", "a normal step was undone"),  # not one element
             (('        saved["state"] = copy.deepcopy(opt.state_dict())\n', RESTORE_STATE), ("", ""),
              "hold no copy of it"),  # never saves the optimizer's state
             (("copy.deepcopy(opt.state_dict())", 'opt.load_state_dict(saved["state"])'),
@@ -152,12 +153,15 @@ CASES = {
         right=[answer(ACCUMULATE), answer(IN_LOOP)],
         wrong=[*mutants(
                    ACCUMULATE,
-                   (STEP, "        optimizers[p].step()\n        p.grad = None", "freed it at every call"),  # O8's hook
+                   (STEP, "        optimizers[p].step()\n        p.grad = None",
+                    "freed it at call 1, before"),  # O8's hook
                    (("seen = {p: 0 for p in model.parameters()}", "seen[p]"), ("seen = [0]", "seen[0]"),
                     "per parameter"),  # one counter for all
                    ("            optimizers[p].zero_grad(set_to_none=True)", "        p.grad = None",
-                    "freed it at every call"),  # the sum is lost
+                    "freed it at call 1, before"),  # the sum is lost
                    ("optimizers[p].step()", "make_optimizer([p]).step()", "created once"),
+                   ("if seen[p] == every:\n            seen[p] = 0", "if (seen[p] - 1) % every == 0:",
+                    "freed it at call 1, before"),  # steps on calls 1, every + 1, ...: not "every call"
                    ("            optimizers[p].zero_grad(set_to_none=True)\n", "", "still hold a .grad"),
                ),
                *mutants(

@@ -60,6 +60,11 @@ CASES = {
             ("(output > 0)", "(output >= 0)", "add up to"),  # ">= 0" counts a ReLU's zeros as active
             ("    return module", "    module", "Return the handle"),
             ("        running[0] += (output > 0).float().mean()\n        running[1] += 1",
+             "        nonlocal running\n        running = running + torch.stack([(output > 0).float().mean(), "
+             "torch.ones(())])", "Change the caller's tensor in place"),  # a new tensor: the caller's stays zeros
+            ("        running[1] += 1", "        running[1] += 1\n        return output",
+             "not None"),  # the statement: the hook returns None
+            ("        running[0] += (output > 0).float().mean()\n        running[1] += 1",
              "        return running.add_(torch.stack([(output > 0).float().mean(), torch.ones(())]))",
              "in place of the layer's output"),  # add_ returns running: the new output
             ("        running[0] += (output > 0).float().mean()",
@@ -83,6 +88,8 @@ CASES = {
                    ("total[:-1] / total[-1]", "total[:-1]", "weighted sum"),
                    ("total[:-1] / total[-1]", "total[:-1] / state.group.size()", "number of ranks"),
                    ("total[:-1] / total[-1]", "total[:-1] / state.samples", "its own number of samples"),
+                   (("buffer * state.samples", "total[:-1] / total[-1]"), ("buffer", "total[:-1] / state.group.size()"),
+                    "samples, not ranks"),  # DDP's average in the weighted tensor: a rank weighs as much as another
                    ("buffer * state.samples, torch.tensor([float(state.samples)])", "buffer, torch.tensor([1.0])",
                     "counted as one sample"),
                    ("    buffer = bucket.buffer()\n", "    return default_hooks.allreduce_hook(state.group, bucket)\n",

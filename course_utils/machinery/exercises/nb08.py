@@ -61,6 +61,8 @@ def _pack_unpack_calls() -> tuple[float, float]:
 
 
 def _predict_calls(answer: Any) -> Verdict:
+    require(not isinstance(answer, str), N_("Your answer is a string ({answer!r:.30}): a prediction here is a list of "
+                                            "two numbers, [pack calls, unpack calls]."), answer=answer)
     value = as_float_tensor(answer)
     require(value.numel() == 2, N_("Answer with two numbers, [pack calls, unpack calls]; got {count}."),
             count=value.numel())
@@ -158,6 +160,15 @@ def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[
                    "offset -- and unpack gave back wrong values for {view}: rebuild each view from the one float16 "
                    "copy of the whole storage, with that view's own size, stride and storage offset."),
                 view=Text(name))
+    middle = torch.arange(10, dtype=torch.float32)[2:5]  # the first view packed of its storage is a part of it
+    try:
+        back = unpack(pack(middle))
+    except RuntimeError:
+        back = None
+    require(isinstance(back, torch.Tensor) and back.shape == middle.shape and torch.equal(back.float(), middle),
+            N_("A slice from the middle of a storage (3 of its 10 elements, at storage offset 2) was the first view of "
+               "it packed, and unpack failed or gave back wrong values: look at how much of the storage your float16 "
+               "copy covers, and where it starts."))
 
 
 def _records(seen: list[_Saved]) -> None:

@@ -230,7 +230,8 @@ def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdi
     batches = [torch.randn(5, 4, generator=generator(i)) for i in range(5)]
     trainings = {  # optimizer, and the batches that make a bad step: a huge gradient, or one nan entry
         N_("SGD with momentum"): (lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), {1: "huge", 3: "nan"}),
-        "Adam": (lambda ps: torch.optim.Adam(ps, lr=0.01), {2: "nan"}),
+        # Adam moves every element by about lr: normal steps whose norm is above max_change, no element's change is
+        "Adam": (lambda ps: torch.optim.Adam(ps, lr=0.3), {2: "nan"}),
     }
     for label, (make, bad) in trainings.items():
         guarded_model, plain_model = _small_model(), _small_model()
@@ -301,8 +302,9 @@ def _window(every: int, done: int, params: list[torch.Tensor], plain_model: nn.M
     """09.3's ✗ inside an accumulation window (backward ``done`` of ``every``)."""
     missing = [p for p in params if p.grad is None]
     require(len(missing) != len(params), N_("With every={every}, after backward {done} of {every} no parameter has a "
-                                            ".grad left: your hook freed it at every call. Keep it until the every-th "
-                                            "call, so that the next backward adds to it."), every=every, done=done)
+                                            ".grad left: your hook freed it at call {done}, before the every-th. Keep "
+                                            "it until the every-th call, so that the next backward adds to it."),
+            every=every, done=done)
     require(not missing, N_("With every={every}, after backward {done} of {every} some parameters have no .grad and "
                             "others do: each parameter's hook runs once per backward, so count the calls per parameter "
                             "(a counter shared by all the hooks counts parameters, not backward passes -- and a "

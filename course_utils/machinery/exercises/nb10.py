@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
@@ -60,6 +61,17 @@ def _counting_backend(graphs: list) -> Callable[..., Any]:
     return backend
 
 
+def _rebound(hook: Callable[..., Any], running: torch.Tensor) -> bool:
+    """True when the hook's closure holds another tensor of running's shape: running rebound there
+    (``nonlocal running; running = running + ...``), the caller's tensor left as it was."""
+    try:
+        values = inspect.getclosurevars(inspect.unwrap(hook)).nonlocals.values()
+    except (TypeError, ValueError):  # not a plain function, or a closure cell not filled yet
+        return False
+    return any(isinstance(value, torch.Tensor) and value is not running and value.shape == running.shape
+               for value in values)
+
+
 def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     torch.manual_seed(31)
     model = Net(lambda m, x: m.second(torch.tanh(m.first(x))), first=nn.Linear(6, 10), second=nn.Linear(10, 4))
@@ -77,6 +89,11 @@ def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     with removing(handle):
         with torch.no_grad():  # once eagerly first: what the hook returns is judged there (check() watches it)
             model(batches[0])
+            hook = handle.hooks_dict_ref()[handle.id]
+            returned = hook(model.first, (batches[0],), model.first(batches[0]))
+        require(returned is None, N_("Your hook returns {type}, not None: it only adds to `running`. A forward hook's "
+                                     "return value, when it is not None, replaces the module's output: look at what "
+                                     "your hook returns."), type=Text(type(returned).__name__))
         running.zero_()
         with _quiet_fresh_dynamo():
             from torch._dynamo.utils import counters  # private: dynamo's own tally of graph breaks
@@ -98,6 +115,10 @@ def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     require(len(graphs) <= 1, N_("Dynamo compiled {graphs} graphs for {calls} calls of the same model: it recompiles "
                                  "when Python state the hook changes (a list that grows, a Python number) is part of "
                                  "its guards. Add to the tensor `running` in place instead."), graphs=len(graphs),
+            calls=len(batches))
+    require(running.any() or not _rebound(hook, running),
+            N_("The caller's tensor `running` is still all zeros after {calls} forward calls: your hook assigned a new "
+               "tensor to its own name, and the caller never sees it. Change the caller's tensor in place."),
             calls=len(batches))
     require(float(running[1]) == len(batches), N_("running[1] is {value:g} after {calls} forward calls: add 1 per "
                                                   "call."), value=float(running[1]), calls=len(batches))
@@ -365,7 +386,9 @@ def _weighted_test(hook: Callable[..., Any]) -> Verdict:
                 "last value.")),
         ], n0=n0, n1=n1)
         fail(N_("After the hook the gradients are not the per-sample mean over both ranks (relative difference "
-                "{relative:.2g})."), relative=_relative(got, truth["all"]))
+                "{relative:.2g}). Look at both ends: what each rank's bucket is multiplied by before the all-reduce, "
+                "and what your then() callback divides by -- it counts samples, not ranks."),
+             relative=_relative(got, truth["all"]))
     _same_on_both(mine, theirs, N_("The two ranks ended with different gradients: every rank must compute the new "
                                    "bucket from the same all-reduced tensor."))
     require("sizes" not in noted, N_("The gradients are right, but your Future held {held} values for a bucket of "
