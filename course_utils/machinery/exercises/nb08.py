@@ -162,10 +162,11 @@ def _address_reuse_probe(pack: Callable[[torch.Tensor], Any], unpack: Callable[[
                 view=Text(name))
     middle = torch.arange(10, dtype=torch.float32)[2:5]  # the first view packed of its storage is a part of it
     try:
-        back = unpack(pack(middle))
+        rebuilt = unpack(pack(middle))
     except RuntimeError:
-        back = None
-    require(isinstance(back, torch.Tensor) and back.shape == middle.shape and torch.equal(back.float(), middle),
+        rebuilt = None
+    require(isinstance(rebuilt, torch.Tensor) and rebuilt.shape == middle.shape
+            and torch.equal(rebuilt.float(), middle),
             N_("A slice from the middle of a storage (3 of its 10 elements, at storage offset 2) was the first view of "
                "it packed, and unpack failed or gave back wrong values: look at how much of the storage your float16 "
                "copy covers, and where it starts."))
@@ -254,9 +255,9 @@ def _half_test(hooks_class: Callable[..., Any]) -> Verdict:
     got = [p.grad for p in model.parameters()]
     require(all(g is not None and g.dtype == r.dtype for g, r in zip(got, reference)),
             N_("The gradients came out in another dtype: unpack must restore the original dtype."))
-    error = max(float((g - r).norm() / r.norm()) for g, r in zip(got, reference))
-    require(error <= 1e-2, N_("The gradients differ from plain autograd by {error:.1%}: does unpack give back the same "
-                              "values, in the right view of the copy (size, stride, storage offset)?"), error=error)
+    gap = max(float((g - r).norm() / r.norm()) for g, r in zip(got, reference))
+    require(gap <= 1e-2, N_("The gradients differ from plain autograd by {error:.1%}: does unpack give back the same "
+                            "values, in the right view of the copy (size, stride, storage offset)?"), error=gap)
     return Verdict(True)
 
 
@@ -272,7 +273,7 @@ def _graph_truth(model: nn.Module, x: torch.Tensor, *, dedupe: bool = True, skip
         for handle in handles:
             handle.remove()
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    visited, seen, totals = set(), set(), {}
+    visited, seen, totals = set(), set(), dict[str, int]()
     for name, node in outputs:
         stack = [node] if node is not None else []
         while stack:

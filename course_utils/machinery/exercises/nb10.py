@@ -81,8 +81,8 @@ def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     draw = generator(5)
     batches = [torch.randn(4, 6, generator=draw) for _index in range(5)]
     with torch.no_grad():
-        truth = sum(float((model.first(x) > 0).float().mean()) for x in batches)  # by hand, no hook
-    running, graphs = torch.zeros(2), []
+        truth = sum((float((model.first(x) > 0).float().mean()) for x in batches), 0.0)  # by hand, no hook
+    running, graphs = torch.zeros(2), list[Any]()
     handle = attach(model.first, running)
     require(is_handle(handle), N_("Return the handle that register_forward_hook gave you, so the caller can remove "
                                   "it."))
@@ -183,7 +183,7 @@ def _trajectory(sizes: tuple[int, int]) -> list[dict[str, torch.Tensor]]:
         with torch.no_grad():
             offset = 0
             for param in model.parameters():
-                param -= 0.1 * step_by[offset:offset + param.numel()].view_as(param)
+                param.sub_(0.1 * step_by[offset:offset + param.numel()].view_as(param))
                 offset += param.numel()
     return found
 
@@ -278,7 +278,7 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
     ``not_the_buffer`` (count), ``sizes`` (held, bucket size), ``held`` (a type that is not a tensor)."""
     import torch.distributed as dist
 
-    real_all_reduce, current = dist.all_reduce, {"inside": False}
+    real_all_reduce, current = dist.all_reduce, dict[str, Any](inside=False)
     notes.setdefault("not_the_buffer", 0)
     sends = Text(_SENDS[which])
 
