@@ -75,13 +75,14 @@ def main() -> None:
     hits = sum(len(pages) for pages in truth.values())
     print(f"{len(texts)} Chinese pages, {sum(map(len, texts.values()))} characters of article text; "
           f"{len(terms)} glossary terms occur in them, on {hits} (term, page) pairs; jieba's dictionary: {load:.2f} s")
-    print(f"{'splitter':15} {'terms found on every page':>26} {'page hits found':>16} {'distinct words':>15} {'cut all':>8}")
+    print(f"{'splitter':15} {'terms found on every page':>26} {'page hits found':>16} {'distinct words':>15} "
+          f"{'cut all':>8}")
     for name, (words, seconds) in results.items():
         complete = sum(truth[t] <= {p for p in truth[t] if t in words[p]} for t in terms)
         found = sum(len({p for p in truth[t] if t in words[p]}) for t in terms)
         distinct = len(set().union(*words.values()))
-        print(f"{name:15} {complete:>14} of {len(terms):<3} ({complete / len(terms):4.0%}) {found:>7} ({found / hits:4.0%})"
-              f" {distinct:>15} {seconds:>7.2f}s")
+        print(f"{name:15} {complete:>14} of {len(terms):<3} ({complete / len(terms):4.0%}) {found:>7} "
+              f"({found / hits:4.0%}) {distinct:>15} {seconds:>7.2f}s")
     for name in ("jieba", "jieba+glossary"):
         words = results[name][0]
         missed = [t for t in terms if not truth[t] <= {p for p in truth[t] if t in words[p]}]

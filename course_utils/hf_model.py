@@ -1,4 +1,5 @@
-"""Notebook 12's transformer as a Hugging Face ``transformers`` model: the same weights in ``GPT2LMHeadModel`` (notebook 13).
+"""Notebook 12's transformer as a Hugging Face ``transformers`` model: the same weights in ``GPT2LMHeadModel``
+(notebook 13).
 
 GPT-2's architecture is the course model's: learned position embeddings, pre-LayerNorm blocks, causal multi-head
 attention scaled by ``1/sqrt(d_head)``, a GELU MLP and a final LayerNorm. What a faithful copy must set, because
@@ -26,6 +27,8 @@ Usage: ``model = induction_gpt2()`` (``attn_implementation="sdpa"`` for the fuse
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn as nn
 
@@ -37,7 +40,7 @@ _ACTIVATIONS = {"none": "gelu", "tanh": "gelu_pytorch_tanh"}
 """``nn.GELU(approximate=...)`` -> the ``transformers`` activation that computes exactly the same function."""
 
 
-def _require_transformers():  # type: ignore[no-untyped-def]
+def _require_transformers():
     try:
         import transformers
     except ImportError as error:  # pragma: no cover - the lock installs it
@@ -46,7 +49,7 @@ def _require_transformers():  # type: ignore[no-untyped-def]
     return transformers
 
 
-def gpt2_config(model: InductionTransformer, attn_implementation: str = "eager"):  # type: ignore[no-untyped-def]
+def gpt2_config(model: InductionTransformer, attn_implementation: str = "eager"):
     """The ``GPT2Config`` that describes ``model`` exactly (any size of :class:`InductionTransformer`).
 
     Usage: ``gpt2_config(induction_transformer()).n_layer`` -> 2"""
@@ -78,12 +81,13 @@ def gpt2_state_dict(model: InductionTransformer) -> dict[str, torch.Tensor]:
                    "attn.c_proj": block.attn.out_proj, "mlp.c_fc": block.mlp[0], "mlp.c_proj": block.mlp[2]}
         for name, module in modules.items():
             conv1d = isinstance(module, nn.Linear)  # Conv1D keeps (in_features, out_features)
-            weights[f"transformer.h.{index}.{name}.weight"] = module.weight.T if conv1d else module.weight
-            weights[f"transformer.h.{index}.{name}.bias"] = module.bias
+            weight, bias = cast(torch.Tensor, module.weight), cast(torch.Tensor, module.bias)
+            weights[f"transformer.h.{index}.{name}.weight"] = weight.T if conv1d else weight
+            weights[f"transformer.h.{index}.{name}.bias"] = bias
     return {name: tensor.detach().clone().contiguous() for name, tensor in weights.items()}
 
 
-def to_gpt2(model: InductionTransformer, attn_implementation: str = "eager"):  # type: ignore[no-untyped-def]
+def to_gpt2(model: InductionTransformer, attn_implementation: str = "eager"):
     """A ``GPT2LMHeadModel`` (in eval mode) that computes what ``model`` computes; every key must match.
 
     Usage: ``to_gpt2(induction_transformer()).config.n_layer`` -> 2"""
@@ -93,7 +97,7 @@ def to_gpt2(model: InductionTransformer, attn_implementation: str = "eager"):  #
     return gpt2
 
 
-def induction_gpt2(attn_implementation: str = "eager"):  # type: ignore[no-untyped-def]
+def induction_gpt2(attn_implementation: str = "eager"):
     """Notebook 12's trained model (the package's weights) as a ``GPT2LMHeadModel``.
 
     Usage: ``induction_gpt2().transformer.h[1].attn.c_proj``"""

@@ -33,7 +33,7 @@ def _course_code(source: str) -> dict:
     filename = str(Path(checks.__file__).parent / "exercises" / "_test_check_adversarial.py")
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {"torch": torch, "Verdict": Verdict, "generator": generator, "require": require}
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 -- the test's own exercise
+    exec(compile(source, filename, "exec"), namespace)
     return namespace
 
 
@@ -58,7 +58,7 @@ WRONG = {"99.1": lambda grad: grad.clamp(0, 1), "99.2": (10, 20)}
 
 
 @pytest.fixture(autouse=True)
-def _own_exercises(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN202
+def _own_exercises(monkeypatch: pytest.MonkeyPatch):
     table = {**checks.catalogue(), **OWN}
     monkeypatch.setattr(checks, "catalogue", lambda: table)
     checks._reset_hints()
@@ -80,7 +80,7 @@ def _judged(capsys: pytest.CaptureFixture[str], exercise_id: str, answer: object
     return verdict, out
 
 
-def _scratch(monkeypatch: pytest.MonkeyPatch, validate, **changes) -> None:  # noqa: ANN001
+def _scratch(monkeypatch: pytest.MonkeyPatch, validate, **changes) -> None:
     """Exercise 99.9: 99.2's, with another validator (and other fields)."""
     table = {**checks.catalogue(), "99.9": dataclasses.replace(OWN["99.2"], id="99.9", validate=validate, **changes)}
     monkeypatch.setattr(checks, "catalogue", lambda: table)
@@ -102,10 +102,10 @@ def _spins(*args: object) -> None:
 def test_an_endless_loop_in_a_hook_is_stopped_and_the_kernel_stays_usable(capsys, monkeypatch) -> None:
     _with_limit(monkeypatch, "99.1", 1.0)
 
-    def swallows_once_then_spins(grad):  # noqa: ANN001, ANN202
+    def swallows_once_then_spins(grad):
         try:
             _spins()
-        except BaseException:  # noqa: BLE001 -- the learner's bare except: interrupted again a second later
+        except BaseException:
             pass
         _spins()
 
@@ -175,7 +175,7 @@ def test_off_the_main_thread_there_is_no_limit_and_check_says_so_once(capsys) ->
 def test_a_debuggers_trace_function_survives_a_stopped_answer(capsys, monkeypatch) -> None:
     _with_limit(monkeypatch, "99.1", 1.0)
 
-    def debugger(frame, event, arg):  # noqa: ANN001, ANN202 -- a debugger's global trace function, doing nothing
+    def debugger(frame, event, arg):
         return None
 
     sys.settrace(debugger)
@@ -189,7 +189,7 @@ def test_a_debuggers_trace_function_survives_a_stopped_answer(capsys, monkeypatc
 
 # -- an output cap -----------------------------------------------------------------------------------------------
 def test_a_flood_of_printed_lines_is_cut_short(capsys) -> None:
-    def chatty(grad):  # noqa: ANN001, ANN202
+    def chatty(grad):
         for i in range(100_000):
             print("line", i)
         return RIGHT["99.1"](grad)
@@ -202,7 +202,7 @@ def test_a_flood_of_printed_lines_is_cut_short(capsys) -> None:
 # -- SystemExit and Ctrl-C ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", [SystemExit, KeyboardInterrupt])
 def test_system_exit_and_keyboard_interrupt_become_a_cross(kind: type[BaseException], capsys) -> None:
-    def raises(grad):  # noqa: ANN001, ANN202
+    def raises(grad):
         raise kind(0)
 
     ok, out = _judged(capsys, "99.1", raises)
@@ -213,7 +213,7 @@ def test_system_exit_and_keyboard_interrupt_become_a_cross(kind: type[BaseExcept
 def test_an_answer_that_changes_every_promised_global_then_raises_leaves_the_session_as_it_was(capsys) -> None:
     before = session_state()
 
-    def vandal(grad):  # noqa: ANN001, ANN202
+    def vandal(grad):
         torch.manual_seed(123), np.random.seed(1)
         torch.set_grad_enabled(False)
         torch.set_default_dtype(torch.float64)
@@ -240,12 +240,12 @@ def test_a_torch_mode_left_active_is_taken_off_and_named_and_the_session_put_bac
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Buggy(TorchFunctionMode if mode == "function" else TorchDispatchMode):  # type: ignore[misc]
-        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        def __torch_function__(self, func, types, args=(), kwargs=None):
             return func(*args, **kwargs)
 
         __torch_dispatch__ = __torch_function__
 
-    def enters_and_stays(x):  # noqa: ANN001, ANN202
+    def enters_and_stays(x):
         torch.manual_seed(3), torch.set_default_device("meta"), torch.set_grad_enabled(False)
         Buggy().__enter__()
         return x * 2
@@ -259,7 +259,7 @@ def test_a_torch_mode_left_active_is_taken_off_and_named_and_the_session_put_bac
 
 
 def test_set_default_device_is_put_back_and_named(capsys) -> None:
-    def sets_meta(grad):  # noqa: ANN001, ANN202
+    def sets_meta(grad):
         torch.set_default_device("meta")
         return grad.clamp(-1, 1)
 
@@ -271,7 +271,7 @@ def test_set_default_device_is_put_back_and_named(capsys) -> None:
 def test_a_correct_answer_that_leaves_a_global_hook_fails_and_the_hook_goes(capsys) -> None:
     before = _global_hook_counts()
 
-    def clamps_and_leaves_a_global_hook(grad):  # noqa: ANN001, ANN202
+    def clamps_and_leaves_a_global_hook(grad):
         nn.modules.module.register_module_forward_hook(lambda module, args, output: None)  # never removed
         return grad.clamp(-1, 1)
 
@@ -286,14 +286,15 @@ def test_a_hook_registered_during_a_check_on_the_learners_own_model_runs_unwatch
     own = nn.Linear(3, 3)
     returned = object()
 
-    def clamps_and_hooks_own(grad):  # noqa: ANN001, ANN202 -- also hooks the learner's own layer, returning a non-tensor
+    def clamps_and_hooks_own(grad):
         if not own._forward_hooks:
             own.register_forward_hook(lambda module, args, output: returned)
         return grad.clamp(-1, 1)
 
     ok, _out = _judged(capsys, "99.1", clamps_and_hooks_own)
     assert ok
-    assert own(torch.ones(1, 3)) is returned   # the wrapper passes the learner's value through: not the check's business
+    # the wrapper passes the learner's value through: not the check's business
+    assert own(torch.ones(1, 3)) is returned
     own._forward_hooks.clear()
     registrations = (torch.Tensor.register_hook, nn.Module.register_forward_hook, nn.Module.register_full_backward_hook)
     assert all(function.__code__.co_filename.startswith(torch.__path__[0]) for function in registrations)  # put back
@@ -304,7 +305,7 @@ def test_global_optimizer_hooks_left_behind_are_named_and_removed(capsys) -> Non
 
     before = _global_hook_counts()
 
-    def leaves_an_optimizer_hook(grad):  # noqa: ANN001, ANN202
+    def leaves_an_optimizer_hook(grad):
         register_optimizer_step_post_hook(lambda opt, args, kwargs: None)
         return RIGHT["99.1"](grad)
 
@@ -315,7 +316,7 @@ def test_global_optimizer_hooks_left_behind_are_named_and_removed(capsys) -> Non
 
 # -- the learner's mistakes are the learner's (wrong types and values: the exercise cases) --------------------------
 def test_an_answer_with_the_wrong_signature_is_the_learners_error(capsys) -> None:
-    def clamp_hook(module, grad):  # noqa: ANN001, ANN202 -- a module hook's signature for a tensor hook
+    def clamp_hook(module, grad):
         return grad.clamp(-1, 1)
 
     class Tracer:  # the check calls Tracer(grad); this one takes no argument
@@ -335,7 +336,7 @@ def test_a_numpy_array_is_a_fine_answer_where_numbers_are_asked(capsys) -> None:
 def test_a_scratch_validator_sees_plain_values(capsys, monkeypatch) -> None:
     seen = []
 
-    def records(answer):  # noqa: ANN001, ANN202
+    def records(answer):
         seen.append(answer)
         return Verdict(True)
 
@@ -351,7 +352,7 @@ def test_a_scratch_validator_sees_plain_values(capsys, monkeypatch) -> None:
 
 # -- a correct answer is never refused ---------------------------------------------------------------------------
 def test_a_correct_answer_that_changes_settings_passes(capsys) -> None:
-    def right_but_untidy(grad):  # noqa: ANN001, ANN202
+    def right_but_untidy(grad):
         torch.set_printoptions(precision=2)
         torch.manual_seed(5)
         return RIGHT["99.1"](grad)

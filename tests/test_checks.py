@@ -12,17 +12,16 @@ import torch
 
 from course_utils.machinery import checks
 from course_utils.machinery.checks import all_exercises, check, exercise, hint, preserved_session
-from course_utils.machinery.exercise_kit import (Exercise, Status, Verdict, expect_choice,
-                                                 expect_tensor)
+from course_utils.machinery.exercise_kit import Exercise, Status, Verdict, expect_choice, expect_tensor
 from course_utils.machinery.layout import EXERCISE_ID
 from tests.session_state import same_session, session_state
 
 
 @pytest.fixture
-def scratch_exercise(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def scratch_exercise(monkeypatch: pytest.MonkeyPatch):
     """Install a temporary exercise 99.1 whose validator is given by the test."""
 
-    def install(validate, hints=("nudge", "closer"), what=None):  # noqa: ANN001, ANN202
+    def install(validate, hints=("nudge", "closer"), what=None):
         item = Exercise("99.1", "test only", validate, what=what, hints=hints, kind="write")
         table = dict(checks.catalogue())
         table["99.1"] = item
@@ -111,7 +110,7 @@ _session, _same = session_state, same_session
 
 
 def test_a_validator_that_changes_every_global_leaves_the_session_as_it_was(scratch_exercise, capsys) -> None:
-    def vandal(answer):  # noqa: ANN001, ANN202
+    def vandal(answer):
         torch.manual_seed(123), np.random.seed(1), random.seed(2)
         torch.rand(5), np.random.rand(3), random.random()
         torch.set_grad_enabled(False)
@@ -140,12 +139,12 @@ def test_a_validator_that_changes_every_global_leaves_the_session_as_it_was(scra
 
 
 def test_an_error_in_the_learners_code_names_the_learners_line(scratch_exercise, capsys) -> None:
-    def run_it(fn):  # noqa: ANN001, ANN202
+    def run_it(fn):
         return Verdict(fn(torch.ones(2)) is not None)
 
     scratch_exercise(run_it, what="a function")
 
-    def my_hook(grad):  # noqa: ANN001, ANN202
+    def my_hook(grad):
         scaled = grad * 2
         return scaled.no_such_method()
 
@@ -156,7 +155,7 @@ def test_an_error_in_the_learners_code_names_the_learners_line(scratch_exercise,
 
 
 def test_an_error_inside_a_check_is_reported_as_a_course_bug(scratch_exercise, capsys) -> None:
-    def broken_validator(answer):  # noqa: ANN001, ANN202
+    def broken_validator(answer):
         return Verdict(torch.ones(2) @ torch.ones(3) is None)
 
     item = scratch_exercise(broken_validator)
@@ -171,7 +170,7 @@ def test_an_error_inside_a_check_is_reported_as_a_course_bug(scratch_exercise, c
 
 
 def test_an_error_pytorch_raises_on_the_learners_hook_is_the_learners(scratch_exercise, capsys) -> None:
-    def run_hook(hook):  # noqa: ANN001, ANN202
+    def run_hook(hook):
         w = torch.ones(2, requires_grad=True)
         w.register_post_accumulate_grad_hook(hook)
         (w * 2).sum().backward()  # PyTorch raises: post-accumulate hooks must return None
@@ -187,7 +186,7 @@ def test_an_error_pytorch_raises_on_the_learners_hook_is_the_learners(scratch_ex
 def test_a_stub_left_in_place_is_named_as_such(scratch_exercise, capsys) -> None:
     scratch_exercise(lambda fn: Verdict(fn() is None), what="a function")
 
-    def answer():  # noqa: ANN202
+    def answer():
         raise NotImplementedError("Exercise 99.1: your code goes here")
 
     verdict = check("99.1", answer)
@@ -195,7 +194,7 @@ def test_a_stub_left_in_place_is_named_as_such(scratch_exercise, capsys) -> None
     assert not verdict and verdict.status is Status.STUB and "still the stub" in out
     assert "Think the check itself is wrong?" not in out  # a stub is no attempt: nothing to report, nothing recorded
 
-    def raises_its_own():  # noqa: ANN202 -- the learner's own NotImplementedError, any words: the same
+    def raises_its_own():
         raise NotImplementedError
 
     assert check("99.1", raises_its_own).status is Status.STUB
@@ -246,7 +245,7 @@ def test_preserved_session_restores_even_when_the_block_raises() -> None:
         with preserved_session():
             torch.manual_seed(3)
             torch.set_grad_enabled(False)
-            1 / 0
+            raise ZeroDivisionError
     assert _same(before, _session())
 
 
@@ -260,4 +259,5 @@ def test_no_import_cycle_between_checks_and_the_exercises() -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        assert "course_utils.machinery.checks" not in imported, f"{path.name} imports course_utils.machinery.checks: an import cycle"
+        assert "course_utils.machinery.checks" not in imported, (
+            f"{path.name} imports course_utils.machinery.checks: an import cycle")

@@ -13,10 +13,9 @@ import pytest
 import torch
 
 from course_utils.machinery import checks
-from course_utils.machinery.checks import all_exercises, check
-from course_utils.machinery.checks import _reset_hints
-from course_utils.machinery.exercise_kit import Status
+from course_utils.machinery.checks import _reset_hints, all_exercises, check
 from course_utils.machinery.course import course_map, read_opening
+from course_utils.machinery.exercise_kit import Status
 from tests.exercise_cases import all_cases
 from tests.session_state import same_session, session_state
 
@@ -183,7 +182,8 @@ def test_every_exercise_is_posed_and_checked_in_its_own_notebook() -> None:
         assert len(checked) == 1, (f"{exercise_id} is checked in {len(checked)} cells (exactly one, its solution "
                                    f"cell); {where}")
         assert "solution" in checked[0]["metadata"].get("tags", []), (
-            f"{exercise_id}: the check cell is not a solution cell (### BEGIN SOLUTION markers, then make sync); {where}")
+            f"{exercise_id}: the check cell is not a solution cell (### BEGIN SOLUTION markers, then make sync); "
+            f"{where}")
 
 
 def test_course_map_errors_are_clear(tmp_path: Path) -> None:

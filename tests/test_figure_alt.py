@@ -143,7 +143,8 @@ def test_the_check_catches_each_missing_place_and_a_poor_alt_text() -> None:
     assert any("without alt text" in p for p in figure_problems(notebook({**data, "text/html": unlabelled}, {})))
     assert any("text/plain" in p for p in figure_problems(notebook({**data, "text/plain": "<Figure>"}, metadata)))
     poor = data["text/html"].replace(html.escape(text, quote=True), "figure.png")
-    assert any("says too little" in p for p in figure_problems(notebook({"text/html": poor, "text/plain": "figure.png"}, {})))
+    assert any("says too little" in p
+               for p in figure_problems(notebook({"text/html": poor, "text/plain": "figure.png"}, {})))
     twice = {**data, "image/png": "iVBORw0KGgo="}
     assert any("stored twice" in p for p in figure_problems(notebook(twice, metadata)))
 

@@ -126,7 +126,8 @@ def test_generate_with_the_kv_cache_continues_the_repeat_as_the_course_model_doe
 def test_the_hf_extra_admits_colab_s_versions_and_the_lock() -> None:
     # a learner's `pip install "course-utils[hf]"` on Colab replaces none of its transformers, accelerate, peft
     root = Path(__file__).resolve().parent.parent
-    extra = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]["hf"]
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extra = project["optional-dependencies"]["hf"]
     colab = parse_pins((root / "tools" / "compat" / "colab-packages.txt").read_text(encoding="utf-8").splitlines())
     lock = read_pins()
     for requirement in map(Requirement, extra):

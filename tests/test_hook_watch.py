@@ -40,3 +40,14 @@ def test_the_watch_names_the_hook_and_puts_every_method_back() -> None:
             model(torch.ones(2, 3))
     assert "`recorder` on a Linear returned a str, not a tensor" in str(watch.mistakes[0])
     assert [vars(owner)[name] for owner, name, _kind in PATCHED] == before
+
+
+def test_a_tensor_in_place_of_a_layers_tuple_is_named_as_such() -> None:
+    """A layer that returns a tuple (output, weights), a hook that returns only the tensor: said so, not 'a Tensor,
+    not a tensor'."""
+    attention = nn.MultiheadAttention(4, 1, batch_first=True)
+    x = torch.ones(1, 2, 4)
+    with watching_hooks() as watch, attention.register_forward_hook(lambda module, args, output: output[0]):
+        with pytest.raises(HookMistake):
+            attention(x, x, x)
+    assert "returned a tensor, not a tuple" in str(watch.mistakes[0])

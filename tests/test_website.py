@@ -84,15 +84,18 @@ def test_every_page_is_there_in_both_languages_with_its_language_and_a_switch_to
             assert target == (site / f"{LANGS[other]}{name}.html").resolve() and target.is_file(), twin[1]
             assert f'<link rel="alternate" hreflang="{twin[2]}" href="{twin[1]}">' in text
             assert not re.search(r'<script[^>]+src="[^"]*jquery', text, re.IGNORECASE), "vendor/README.md: no jQuery"
-            assert not re.search(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//', text), f"{lang}/{name}: remote file"
+            assert not re.search(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//', text), \
+                f"{lang}/{name}: remote file"
             footer = text.partition('<footer class="bd-footer-content">')[2]
-            assert ("本课程的作者们" in footer) == (lang == "zh") and ("course's authors" in footer) == (lang == "en"), name
+            assert ("本课程的作者们" in footer) == (lang == "zh"), name
+            assert ("course's authors" in footer) == (lang == "en"), name
     assert (site / ".nojekyll").is_file(), "GitHub Pages would hide _static/ and _images/"
 
 
 def test_the_sidebar_lists_every_notebook_in_order_then_the_guides(site: Path) -> None:
     for lang in LANGS:
-        sidebar = re.search(r'<nav class="bd-links bd-docs-nav"[^>]*>(.*?)</nav>', page(site, lang, "06_grad_cam"), re.DOTALL)
+        sidebar = re.search(r'<nav class="bd-links bd-docs-nav"[^>]*>(.*?)</nav>', page(site, lang, "06_grad_cam"),
+                            re.DOTALL)
         assert sidebar, lang
         links = [href.removesuffix(".html") if href != "#" else "06_grad_cam"
                  for href in re.findall(r'<a class="[^"]*reference internal[^"]*" href="([^"]+)"', sidebar[1])]
@@ -126,7 +129,8 @@ def test_each_notebook_page_launches_its_own_notebook_and_carries_its_report_and
             article = main_part(text)
             assert f'href="{html.escape(notebook_problem_url(path.name))}"' in article, f"{lang}/{path.stem}: report"
             assert ("Last verified" if lang == "en" else "最近验证") in article, f"{lang}/{path.stem}: last verified"
-    assert cloud.binder_url("zh/03_forward_hooks.ipynb").endswith("urlpath=lab/tree/workspace-zh/03_forward_hooks.ipynb")
+    assert cloud.binder_url("zh/03_forward_hooks.ipynb").endswith(
+        "urlpath=lab/tree/workspace-zh/03_forward_hooks.ipynb")
 
 
 def is_learner_edition(notebook: nbformat.NotebookNode, lang: str) -> bool:
@@ -151,7 +155,8 @@ def test_every_launch_and_download_route_gives_the_exercises_first_and_the_compl
         for path in NOTEBOOKS:
             notebook = f"{prefix}{path.name}"
             for complete, pattern in ((False, learner_path), (True, complete_path)):
-                for url in (cloud.colab_url(notebook, complete=complete), cloud.kaggle_url(notebook, complete=complete)):
+                for url in (cloud.colab_url(notebook, complete=complete),
+                            cloud.kaggle_url(notebook, complete=complete)):
                     found = pattern.search(url)
                     assert found, url
                     # the learner branch holds the site's notebooks/ folder as it is (.github/workflows/site.yml)
@@ -403,7 +408,8 @@ def test_the_workflow_publishes_the_site_on_pushes_to_main_and_the_readme_links_
     # the learner editions the build writes to build/site/notebooks/, pushed as the branch Colab and Kaggle open
     learner = workflow["jobs"]["learner-branch"]
     assert learner["permissions"] == {"contents": "write"} and "publish == 'true'" in learner["if"]
-    assert any(step.get("with", {}).get("path") == "build/site/notebooks/" for step in workflow["jobs"]["build"]["steps"])
+    assert any(step.get("with", {}).get("path") == "build/site/notebooks/"
+               for step in workflow["jobs"]["build"]["steps"])
     pushed = " ".join(step.get("run", "") for step in learner["steps"])
     assert "push --force" in pushed and pushed.rstrip().endswith(cloud.LEARNER_BRANCH)
     from tools.site.build import Edition

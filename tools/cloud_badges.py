@@ -4,9 +4,10 @@ Generated from ``course_utils.machinery.cloud`` (the repository's owner/name, wr
 ``tools/compat/verified.json`` (written by ``make test-compat``):
 
 - in the opening markdown cell, between ``<!-- cloud: ... -->`` and ``<!-- /cloud -->``: "Open in Colab" and
-  "Open in Kaggle" links to the learner edition, then to the complete notebook (``cloud.colab_url``), a "Report a problem" link (a prefilled issue on the same repository, from
-  ``course_utils.machinery.report_problem.notebook_problem_url``) and the torch versions the notebook last passed
-  on, with the dates;
+  "Open in Kaggle" links to the learner edition, then to the complete notebook (``cloud.colab_url``), a "Report a
+  problem" link (a prefilled issue on the same repository, from
+  ``course_utils.machinery.report_problem.notebook_problem_url``) and the torch versions the notebook last passed on,
+  with the dates;
 - at the top of the first code cell, between ``# --- cloud install`` and ``# --- end of the cloud install``: the
   guarded install (nothing in the course's own environment; ``pip install`` of the course on Colab or Kaggle);
 - in README.md, between ``<!-- verified -->`` and ``<!-- /verified -->``: the same per-notebook table.

@@ -94,11 +94,13 @@ def install_lines() -> list[str]:
     Usage: ``"\\n".join(install_lines())``
     """
     return [
-        "# On Colab or Kaggle: install the course's helpers first, keeping the torch and torchvision there. Elsewhere: nothing.",
+        "# On Colab or Kaggle: install the course's helpers first, keeping the torch and torchvision there. "
+        "Elsewhere: nothing.",
         "import importlib.metadata, importlib.util, os, subprocess, sys",
         'if ("google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ) \\',
         '        and importlib.util.find_spec("course_utils") is None:',
         '    keep = [f"{name}=={importlib.metadata.version(name)}" for name in ("torch", "torchvision")',
         "            if importlib.util.find_spec(name)]  # pip must not replace them",
-        f'    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "{install_requirement()}", *keep], check=True)',
+        f'    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "{install_requirement()}", *keep], '
+        'check=True)',
     ]

@@ -98,7 +98,7 @@ def _learners(hook: Any) -> bool:
     target = getattr(hook, "__func__", hook)
     code = getattr(target, "__code__", None)
     if code is None and not isinstance(target, type):
-        code = getattr(getattr(type(target), "__call__", None), "__code__", None)
+        code = getattr(getattr(type(target), "__call__", None), "__code__", None)  # noqa: B004 -- reads its code
     return code is not None and is_learner_file(code.co_filename)
 
 
@@ -109,6 +109,8 @@ def _type_name(value: Any) -> str:
 
 
 def _what(value: Any) -> Text:
+    if isinstance(value, torch.Tensor):  # where the layer returns a tuple
+        return Text(N_("a tensor, not a tuple"))
     return Text(N_("a {type}, not a tensor"), type=_type_name(value))
 
 

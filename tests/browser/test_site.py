@@ -85,7 +85,8 @@ PHONE_SCROLLING_TABLES = """() => [...document.querySelectorAll("article table")
 CUT_CODE = """() => [...document.querySelectorAll("article pre")].filter((pre) => pre.scrollWidth > pre.clientWidth + 1)
   .map((pre) => pre.innerText.split("\\n").find((line) => line.length > 60) || pre.innerText.slice(0, 60))"""
 # Every exercise's solution cell: folded (a closed <details> whose code cannot be seen) or not.
-SOLUTIONS = """() => [...document.querySelectorAll("div.cell")].filter((cell) => cell.innerText.includes("BEGIN SOLUTION")
+SOLUTIONS = """() => [...document.querySelectorAll("div.cell")].filter((cell) => """ \
+    """cell.innerText.includes("BEGIN SOLUTION")
     || [...cell.querySelectorAll("pre")].some((pre) => pre.textContent.includes("BEGIN SOLUTION")))
   .map((cell) => {
     const details = cell.querySelector("details");
@@ -218,7 +219,8 @@ def visit_page(browser: Any, url: str, name: str, site: Path, axe: str) -> Visit
         visit.tables = page.locator("article table").count()
         if name.removeprefix("zh/") == f"{SCREENSHOT_PAGE}.html":
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOTS / f"site-{SCREENSHOT_PAGE}-{'zh' if name.startswith('zh/') else 'en'}.png"))
+            lang = "zh" if name.startswith("zh/") else "en"
+            page.screenshot(path=str(SCREENSHOTS / f"site-{SCREENSHOT_PAGE}-{lang}.png"))
         page.evaluate(ONE_TOKEN_PER_CLASS)
         page.evaluate(axe)
         found = page.evaluate(AXE_RUN, AXE_TAGS)
@@ -279,7 +281,8 @@ def test_axe_core_finds_no_violation_on_any_page(visits: dict[str, Visit]) -> No
     failed = write_axe_report(visits)
     assert all(len(visit.rules_run) > 30 for visit in visits.values()), "axe-core ran too few rules: is it axe?"
     assert not failed, "axe-core (report: build/browser/site-axe.json): " + "; ".join(
-        f"{rule} [{info['impact']}] {info['help']} on {len(info['pages'])} pages, e.g. {next(iter(info['pages'].items()))}"
+        f"{rule} [{info['impact']}] {info['help']} on {len(info['pages'])} pages, "
+        f"e.g. {next(iter(info['pages'].items()))}"
         for rule, info in failed.items())
 
 
@@ -288,7 +291,8 @@ def test_formulas_are_typeset_by_the_browser_with_no_source_left_as_text(visits:
     for name in ("01_tensor_hooks.html", "zh/01_tensor_hooks.html"):
         assert visits[name].maths > 5, f"{name}: no typeset formula"
     for name, visit in visits.items():
-        assert not raw.findall(visit.raw_maths), f"{name}: formula source left as text: {raw.findall(visit.raw_maths)[:3]}"
+        assert not raw.findall(visit.raw_maths), \
+            f"{name}: formula source left as text: {raw.findall(visit.raw_maths)[:3]}"
 
 
 def test_no_page_is_wider_than_a_phone(visits: dict[str, Visit]) -> None:
@@ -312,7 +316,8 @@ def test_every_control_shows_where_the_keyboard_focus_is(visits: dict[str, Visit
     for _ in range(10):
         tab.keyboard.press("Tab")
         ring = tab.evaluate("(() => { const s = getComputedStyle(document.activeElement); "
-                            "return [document.activeElement.outerHTML.slice(0, 80), s.outlineStyle, s.outlineWidth]; })()")
+                            "return [document.activeElement.outerHTML.slice(0, 80), s.outlineStyle, s.outlineWidth]; "
+                            "})()")
         assert ring[1] != "none" and float(ring[2].removesuffix("px")) >= 2, ring
 
 
@@ -432,7 +437,8 @@ def test_search_puts_the_right_page_first_with_a_snippet_of_its_text(served: str
     results = search(tab, served, lang, query)
     assert results and results[0][0] == expected, f"{lang}{query}: {[page for page, _ in results[:4]]}"
     for page, snippet in results[:5]:  # the article's words, not the theme's buttons or the page's contents column
-        assert not re.search(r"System Settings|Light\s+Dark|亮色|暗色|Contents|目录|Color mode", snippet), (page, snippet)
+        assert not re.search(r"System Settings|Light\s+Dark|亮色|暗色|Contents|目录|Color mode", snippet), \
+            (page, snippet)
 
 
 def test_search_finds_what_readers_type_for_a_glossary_term(served: str, tab: Any) -> None:
@@ -445,7 +451,8 @@ def test_search_finds_what_readers_type_for_a_glossary_term(served: str, tab: An
 
 
 def test_search_finds_the_pages_in_both_languages(served: str, tab: Any) -> None:
-    assert {"04_backward_hooks", "11_hook_clinic"} <= {page for page, _ in search(tab, served, "", "register_full_backward_hook")}
+    assert {"04_backward_hooks", "11_hook_clinic"} <= {
+        page for page, _ in search(tab, served, "", "register_full_backward_hook")}
     assert set(NOTEBOOKS) <= {page for page, _ in search(tab, served, "zh/", "钩子")}
 
 
@@ -454,7 +461,8 @@ def test_each_notebook_page_launches_and_downloads_the_exercises_first(served: s
     for notebook in NOTEBOOKS:
         for lang in ("", "zh/"):
             path = f"{lang}{notebook}.ipynb"
-            expected = {"Colab": cloud.colab_url(path), "Kaggle": cloud.kaggle_url(path), "Binder": cloud.binder_url(path)}
+            expected = {"Colab": cloud.colab_url(path), "Kaggle": cloud.kaggle_url(path),
+                        "Binder": cloud.binder_url(path)}
             visit = visits[f"{lang}{notebook}.html"]
             assert visit.launch == expected, f"{lang}{notebook}"
             learner = "notebooks/" + (f"zh/{notebook}.ipynb" if lang else f"{notebook}.ipynb")

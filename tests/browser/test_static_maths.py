@@ -19,12 +19,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from labserver import CHROMIUM  # the headless shell when installed, else Debian's chromium
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-ROOT = Path(__file__).resolve().parents[2]
-from labserver import CHROMIUM  # noqa: E402  (the headless shell when installed, else Debian's chromium)
-
 from tools import build_editions
+
+ROOT = Path(__file__).resolve().parents[2]
 
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]
@@ -51,7 +51,8 @@ def fixture_notebook() -> nbformat.NotebookNode:
                           "stays code.\n\nDisplay:\n\n$$\\sum_c \\alpha_c A_c$$"),
         new_code_cell("print('costs $5 and $6')", execution_count=1,
                       outputs=[new_output("stream", name="stdout", text="costs $5 and $6\n")]),
-        new_markdown_cell("## Second slide\n\n| rule | gradient |\n|---|---|\n| guided | $\\max(g, 0) \\cdot [x > 0]$ |"),
+        new_markdown_cell("## Second slide\n\n| rule | gradient |\n|---|---|\n"
+                          "| guided | $\\max(g, 0) \\cdot [x > 0]$ |"),
     ]
     return nb
 
@@ -158,7 +159,8 @@ def test_katex_is_vendored_with_its_licence() -> None:
         assert (katex / name).is_file(), name
     css = (katex / "katex.min.css").read_text(encoding="utf-8")
     woff2 = set(re.findall(r"url\(fonts/([\w-]+\.woff2)\)", css))
-    assert woff2 and all((katex / "fonts" / f).is_file() for f in woff2), "a WOFF2 font named by katex.min.css is missing"
+    assert woff2 and all((katex / "fonts" / f).is_file() for f in woff2), \
+        "a WOFF2 font named by katex.min.css is missing"
 
 
 def test_the_cheatsheet_deck_page_is_listed_offline_and_links_the_decks(site: Path, chromium) -> None:  # type: ignore[no-untyped-def]

@@ -133,7 +133,8 @@ CASES = {
             ("do_sample=False)", "do_sample=False, use_cache=False)", "whole sequence"),
             (">= start", "> start", "start was"),
             ("    with model.transformer.h[layer].register_forward_hook(shift_late_positions):\n",
-             "    model.transformer.h[layer].register_forward_hook(shift_late_positions)\n    if True:\n", "left behind"),
+             "    model.transformer.h[layer].register_forward_hook(shift_late_positions)\n    if True:\n",
+             "left behind"),
             ("        return model.generate(", "        tokens = model.generate(", "got None"),
         ),
     ),
@@ -197,8 +198,8 @@ CASES = {
             ("            add_hook_to_module(module, theirs)        # ...so put theirs back alone", "            pass",
              "took accelerate's hook off too"),
             (("        remove_hook_from_module(module)               # takes every accelerate hook off...\n",
-              "        if theirs is not None:\n            add_hook_to_module(module, theirs)        # ...so put theirs "
-              "back alone\n"), ("        pass\n", ""), "still records"),
+              "        if theirs is not None:\n            add_hook_to_module(module, theirs)        # ...so put "
+              "theirs back alone\n"), ("        pass\n", ""), "still records"),
             ("    return remove", "    return None", "remove()"),
             ("            norms.append(mod.weight.detach().norm().item())", "            mod.weight.detach().norm()",
              "recorded nothing"),

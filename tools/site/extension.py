@@ -51,7 +51,8 @@ FIGURE = re.compile(r'<img src="(data:image/(?:png|jpeg);base64,[A-Za-z0-9+/=]+)
 # its translation, translations/zh/landing.po).
 WORDS = {
     "en": {
-        "twin": "中文", "twin_lang": "zh-CN", "twin_title": "本页的中文版 (this page in Chinese)", "home": "Course home",
+        "twin": "中文", "twin_lang": "zh-CN", "twin_title": "本页的中文版 (this page in Chinese)",
+        "home": "Course home",
         "author": "the course's authors", "copyright": "the course's authors, MIT licence",
         "launch": "Run this notebook's exercises: Colab, Kaggle or Binder", "open_on": "Open the exercises on {}",
         "notebook": "notebook", "learn": "what you learn", "minutes": "minutes", "total": "total",
@@ -346,5 +347,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
 
 
-__all__ = ["course_map_table", "formula_lines", "glossary_page", "glossary_terms", "jupyterlab_anchor", "notebook_figures",
-           "search_synonyms", "setup", "twin_url"]
+__all__ = ["course_map_table", "formula_lines", "glossary_page", "glossary_terms", "jupyterlab_anchor",
+           "notebook_figures", "search_synonyms", "setup", "twin_url"]

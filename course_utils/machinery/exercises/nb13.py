@@ -17,6 +17,7 @@ Usage: ``check("13.1", steer_generation)`` in the notebook.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -53,7 +54,7 @@ def _require_no_hooks(model: torch.nn.Module, message: str) -> None:
     require(not left, message, where=f"model.{left[0]}" if left else "")
 
 
-def _gpt2(n_layers: int, n_heads: int, seed: int, d_model: int = 32):  # type: ignore[no-untyped-def]
+def _gpt2(n_layers: int, n_heads: int, seed: int, d_model: int = 32):
     """A GPT2LMHeadModel with random weights, larger than the default initialisation so that every part matters."""
     from course_utils.hf_model import to_gpt2  # transformers is imported when a check of notebook 13 runs
 
@@ -67,9 +68,10 @@ def _tokens(batch: int, length: int, seed: int) -> torch.Tensor:
 
 
 # -- 13.1: steer generate() from an absolute position on ---------------------------------------------------------
-def _generated(model, prompt: torch.Tensor, layer: int, vector: torch.Tensor, start: int, *,  # type: ignore[no-untyped-def]
+def _generated(model, prompt: torch.Tensor, layer: int, vector: torch.Tensor, start: int, *,
                cache: bool = False, by_index: bool = False) -> torch.Tensor:
-    """Generation steered from ``start`` on: the truth (no cache), or the slice mistake (``by_index`` with the cache)."""
+    """Generation steered from ``start`` on: the truth (no cache), or the slice mistake (``by_index`` with the
+    cache)."""
     done = [0]
 
     def hook(module: torch.nn.Module, args: Any, output: torch.Tensor) -> torch.Tensor:
@@ -86,7 +88,8 @@ def _steer_test(steer_generation: Callable[..., Any]) -> Verdict:
     for n_layers, n_heads, layer, start, seed in ((3, 2, 1, 4, 1), (2, 4, 0, 9, 2), (4, 2, 3, 0, 3), (3, 2, 2, 11, 1)):
         model, prompt, vector = _gpt2(n_layers, n_heads, seed), _tokens(3, 7, seed), randn(seed, 32) * 3
         lengths: list[int] = []
-        with model.transformer.h[0].register_forward_pre_hook(lambda m, args: lengths.append(args[0].shape[1])):
+        with model.transformer.h[0].register_forward_pre_hook(
+                lambda m, args, lengths=lengths: lengths.append(args[0].shape[1])):
             got = steer_generation(model, prompt, 6, layer, vector.clone(), start)
         _require_no_hooks(model, _LEFT)
         require(max(lengths[1:], default=1) == 1, N_("Your generation ran the whole sequence at every step: generate "
@@ -98,11 +101,11 @@ def _steer_test(steer_generation: Callable[..., Any]) -> Verdict:
         if torch.equal(got, truth):
             continue
         name_the_mistake(got, [
-            (lambda: _generated(model, prompt, layer, vector, start, cache=True, by_index=True),
+            (functools.partial(_generated, model, prompt, layer, vector, start, cache=True, by_index=True),
              N_("Your hook picks positions by their index in the output: with the KV cache each call after the prompt "
                 "holds one position, so it steers nothing there.")),
-            (lambda: _generated(model, prompt, layer, vector, 0), N_("Every position was steered: add the vector only "
-                                                                     "from position start on."))], compare=torch.equal)
+            (functools.partial(_generated, model, prompt, layer, vector, 0),
+             N_("Every position was steered: add the vector only from position start on."))], compare=torch.equal)
         fail(N_("Not the tokens of a generation steered at every absolute position >= start (start was {start}, the "
                 "prompt {length} long)."), start=start, length=prompt.shape[1])
     failing = _gpt2(2, 2, 12)
@@ -114,12 +117,12 @@ def _steer_test(steer_generation: Callable[..., Any]) -> Verdict:
 
 
 # -- 13.2: attention-output gradients under gradient checkpointing ------------------------------------------------
-def _loss(model, batch: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+def _loss(model, batch: torch.Tensor) -> torch.Tensor:
     logits = model(batch, use_cache=False).logits
     return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), batch[:, 1:].flatten())
 
 
-def _attention_grads(model, batches: list[torch.Tensor]) -> dict[str, list[list[torch.Tensor]]]:  # type: ignore[no-untyped-def]
+def _attention_grads(model, batches: list[torch.Tensor]) -> dict[str, list[list[torch.Tensor]]]:
     """Per training step of ``batches``, without checkpointing: each block's attention output ("outputs"), the
     gradients there ("grads", the truth in the last step) and at attn.c_proj's input ("c_proj inputs")."""
     found: dict[str, list[list[torch.Tensor]]] = {"outputs": [], "grads": [], "c_proj inputs": []}
@@ -218,7 +221,8 @@ def _watch_test(watch_weight_norms: Callable[..., Any]) -> Verdict:
         norm = pick(model).weight.detach().norm().item()
         offloaded = cpu_offload(model, execution_device=torch.device("cpu"))
         module = pick(offloaded)
-        theirs, norms = module._hf_hook, []
+        theirs = module._hf_hook
+        norms: list[float] = []
         remove = watch_weight_norms(module, norms)
         try:
             with torch.no_grad():
@@ -263,7 +267,7 @@ def _watch_test(watch_weight_norms: Callable[..., Any]) -> Verdict:
 
 
 # -- 13.4: attribution patching per head ---------------------------------------------------------------------------
-def _attribution(model, clean: torch.Tensor, corrupted: torch.Tensor, metric: Callable) -> torch.Tensor:  # type: ignore[no-untyped-def]
+def _attribution(model, clean: torch.Tensor, corrupted: torch.Tensor, metric: Callable) -> torch.Tensor:
     """The truth, by torch.autograd.grad at the inputs of every attn.c_proj (no backward hook, no .grad)."""
     taken: dict[bool, list[torch.Tensor]] = {True: [], False: []}
     for is_clean, tokens in ((True, clean), (False, corrupted)):
@@ -277,7 +281,12 @@ def _attribution(model, clean: torch.Tensor, corrupted: torch.Tensor, metric: Ca
                         for a, b, g in zip(taken[True], taken[False], grads)])
 
 
-def _mark_grads(model, marked: bool) -> dict[str, tuple[torch.Tensor | None, torch.Tensor | None]]:  # type: ignore[no-untyped-def]
+def _log_prob_of(target: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The metric: the mean log-probability of ``target`` at the second-to-last position."""
+    return lambda logits: logits[:, -2].log_softmax(-1).gather(1, target[:, None]).mean()
+
+
+def _mark_grads(model, marked: bool) -> dict[str, tuple[torch.Tensor | None, torch.Tensor | None]]:
     """Give every parameter a ``.grad`` of 0.5s (``marked``) or none; return each one's tensor and a copy."""
     given = {}
     for name, parameter in model.named_parameters():
@@ -286,7 +295,7 @@ def _mark_grads(model, marked: bool) -> dict[str, tuple[torch.Tensor | None, tor
     return given
 
 
-def _grads_untouched(model, given: dict[str, tuple[torch.Tensor | None, torch.Tensor | None]]) -> bool:  # type: ignore[no-untyped-def]
+def _grads_untouched(model, given: dict[str, tuple[torch.Tensor | None, torch.Tensor | None]]) -> bool:
     return all(p.grad is None if given[n][1] is None else p.grad is not None and torch.equal(p.grad, given[n][1])
                for n, p in model.named_parameters())
 
@@ -297,7 +306,7 @@ def _attribution_test(head_attribution: Callable[..., Any]) -> Verdict:
         corrupted = clean.clone()
         corrupted[:, length // 2] = (clean[:, length // 2] + 7) % 40
         target = clean[:, -1]
-        metric = lambda logits: logits[:, -2].log_softmax(-1).gather(1, target[:, None]).mean()  # noqa: E731
+        metric = _log_prob_of(target)
         truth = _attribution(model, clean, corrupted, metric)
         given, modes = _mark_grads(model, marked), [module.training for module in model.modules()]
         got = head_attribution(model, clean, corrupted, metric)
@@ -314,11 +323,12 @@ def _attribution_test(head_attribution: Callable[..., Any]) -> Verdict:
             fail(N_("Your function changed the parameters' .grad: take the gradients for the heads only, and leave "
                     "the model's as they were."))
         got = tensor_result(got, tuple(truth.shape), Text(N_("the scores (n_layer, n_head)")))
-        close = lambda value, expected: torch.allclose(value, expected,  # noqa: E731
-                                                       atol=1e-4 * expected.abs().max().item() + 1e-7, rtol=1e-3)
+        close = lambda value, expected: torch.allclose(  # noqa: E731
+            value, expected, atol=1e-4 * expected.abs().max().item() + 1e-7, rtol=1e-3)
         if close(got, truth):
             continue
-        name_the_mistake(got, [(-truth, N_("The signs are flipped: the change is clean minus corrupted."))], compare=close)
+        name_the_mistake(got, [(-truth, N_("The signs are flipped: the change is clean minus corrupted."))],
+                         compare=close)
         fail(N_("Not the first-order estimates: each is the sum over the head's features of (clean - corrupted) times "
                 "the gradient at attn.c_proj's input, on the corrupted run."))
 
@@ -332,6 +342,7 @@ def _attribution_test(head_attribution: Callable[..., Any]) -> Verdict:
                                 "finally block."))
     require(_grads_untouched(model, given), N_("When the metric fails, the parameters' .grad must stay as they were."))
     return Verdict(True)
+
 
 EXERCISES = (
     Exercise("13.1", N_("Steer generate() from an absolute position on, with the KV cache."), _steer_test,
