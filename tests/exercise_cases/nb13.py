@@ -89,6 +89,29 @@ def head_attribution(model, clean, corrupted, metric):
     return scores
 """
 
+BACKWARD_HOOKS = """
+def head_attribution(model, clean, corrupted, metric):  # full backward hooks, .grad put back
+    n_head, acts, grads = model.config.n_head, {}, {}
+    saved = {name: None if p.grad is None else p.grad.clone() for name, p in model.named_parameters()}
+    blocks = model.transformer.h
+    try:
+        with HookRegistry(model) as hooks:
+            for i, block in enumerate(blocks):
+                hooks.forward_pre(block.attn.c_proj, lambda m, a, i=i: acts.__setitem__(("clean", i), a[0].detach()))
+            model(clean)
+        with HookRegistry(model) as hooks:
+            for i, block in enumerate(blocks):
+                hooks.forward_pre(block.attn.c_proj, lambda m, a, i=i: acts.__setitem__(("corrupted", i), a[0].detach()))
+                hooks.full_backward(block.attn.c_proj, lambda m, gi, go, i=i: grads.__setitem__(i, gi[0]))
+            metric(model(corrupted).logits).backward()
+    finally:
+        for name, p in model.named_parameters():
+            p.grad = saved[name]
+    return torch.stack([((acts["clean", i] - acts["corrupted", i]) * grads[i])
+                        .reshape(-1, n_head, grads[i].shape[-1] // n_head).sum((0, 2))
+                        for i in range(len(blocks))])
+"""
+
 CASES = {
     "13.1": Cases(
         right=[answer(STEER),
@@ -131,11 +154,18 @@ CASES = {
         wrong=[*mutants(
             GRADIENTS,
             ("            if out[0].requires_grad:                  # reentrant checkpointing: the first forward keeps "
-             "no graph\n                out[0]", "            out[0]", "use_reentrant=True"),
+             "no graph\n                out[0]", "            out[0]", "use_reentrant=True): cannot register a hook on a "
+             "tensor that doesn't require gradient."),
             ("grads.__setitem__(index, grad)", "grads.__setitem__(len(grads), grad)", "one gradient per layer index"),
             ("grads.__setitem__(index, grad)", "grads.__setitem__(index, grads.get(index, 0) + grad)",
-             "last training step"),
-            ("    return grads, handles", "    return grads, []", "left behind"),
+             "adds up the training steps"),
+            ("grads.__setitem__(index, grad)", "grads.setdefault(index, grad)", "the first training step's"),
+            ("out[0].register_hook(lambda grad: grads.__setitem__(index, grad))", "grads.__setitem__(index, out[0])",
+             "the attention output itself, not a gradient"),
+            (("def hook(mod, args, out):", "block.attn.register_forward_hook(catch(i))"),
+             ("def hook(mod, out):", "block.attn.c_proj.register_forward_pre_hook(catch(i))"),
+             "the one at attn.c_proj's input"),  # out is then c_proj's args: out[0] the heads side by side
+            ("    return grads, handles", "    return grads, []", "left behind (model.transformer.h.0.attn._forward_hooks)"),
             ("    return grads, handles", "    return grads", "Return (grads, handles)"),
         ),
             (answer("""
@@ -148,9 +178,8 @@ CASES = {
                             kept[index] = output[0]
                         return hook
 
-                    return kept, [block.attn.register_forward_hook(keep(i)) """
-                """for i, block in enumerate(model.transformer.h)]
-                """), "use_reentrant=False")],
+                    return kept, [block.attn.register_forward_hook(keep(i)) for i, block in enumerate(model.transformer.h)]
+                """), "never received a gradient (checkpointing with use_reentrant=False)")],
     ),
     "13.3": Cases(
         right=[answer(WATCH, **ACCELERATE),
@@ -172,6 +201,8 @@ CASES = {
               "        if theirs is not None:\n            add_hook_to_module(module, theirs)        # ...so put "
               "theirs back alone\n"), ("        pass\n", ""), "still records"),
             ("    return remove", "    return None", "remove()"),
+            ("            norms.append(mod.weight.detach().norm().item())", "            mod.weight.detach().norm()",
+             "recorded nothing"),
             **ACCELERATE),
             (answer("""
                 def watch_weight_norms(module, norms):  # a torch pre-hook: runs before accelerate loads the weight
@@ -180,34 +211,8 @@ CASES = {
                 """), "Where is the weight")],
     ),
     "13.4": Cases(
-        right=[answer(ATTRIBUTION),
-               answer("""
-                   def head_attribution(model, clean, corrupted, metric):  # full backward hooks, .grad put back
-                       n_head, acts, grads = model.config.n_head, {}, {}
-                       saved = {name: None if p.grad is None else p.grad.clone() """
-               """for name, p in model.named_parameters()}
-                       blocks = model.transformer.h
-                       try:
-                           with HookRegistry(model) as hooks:
-                               for i, block in enumerate(blocks):
-                                   hooks.forward_pre(block.attn.c_proj, lambda m, a, i=i: """
-               """acts.__setitem__(("clean", i), a[0].detach()))
-                               model(clean)
-                           with HookRegistry(model) as hooks:
-                               for i, block in enumerate(blocks):
-                                   hooks.forward_pre(block.attn.c_proj, lambda m, a, i=i: """
-               """acts.__setitem__(("corrupted", i), a[0].detach()))
-                                   hooks.full_backward(block.attn.c_proj, lambda m, gi, go, i=i: """
-               """grads.__setitem__(i, gi[0]))
-                               metric(model(corrupted).logits).backward()
-                       finally:
-                           for name, p in model.named_parameters():
-                               p.grad = saved[name]
-                       return torch.stack([((acts["clean", i] - acts["corrupted", i]) * grads[i])
-                                           .reshape(-1, n_head, grads[i].shape[-1] // n_head).sum((0, 2))
-                                           for i in range(len(blocks))])
-                   """)],
-        wrong=mutants(
+        right=[answer(ATTRIBUTION), answer(BACKWARD_HOOKS)],
+        wrong=[*mutants(
             ATTRIBUTION,
             ("backward(inputs=corrupted_z)", "backward()", "changed the parameters' .grad"),
             ("(inputs[i, True] - inputs[i, False])", "(inputs[i, False] - inputs[i, True])", "signs are flipped"),
@@ -219,6 +224,7 @@ CASES = {
              "        for h in handles:\n            h.remove()\n    scores",
              "let the error through"),
             ("    return scores", "    return scores.tolist()", "as a tensor"),
-        ),
+            ("    n_head = model.config.n_head\n", "    n_head = model.eval().config.n_head\n", "training mode"),
+        ), *mutants(BACKWARD_HOOKS, ("None if p.grad is None else p.grad.clone()", "p.grad", "in place"))],
     ),
 }

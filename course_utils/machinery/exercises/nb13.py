@@ -6,8 +6,10 @@ random weights and another depth, width or number of heads than the notebook's) 
 other than the notebook's: generation without the KV cache (13.1), a run without checkpointing (13.2), the weights
 before offloading (13.3), ``torch.autograd.grad`` (13.4). A wrong answer is matched against the mistakes learners make
 here, each recomputed or observed: a slice of the output that is empty once the cache feeds one position, cached
-generation turned off, a cache that backward's re-run rewrites, a watcher that reads a weight on ``meta``, replaces
-accelerate's hook or takes it away, a gradient taken at the wrong place or left in the parameters.
+generation turned off, a cache that backward's re-run rewrites, activations or an earlier step's gradients kept, a
+watcher that reads a weight on ``meta``, replaces accelerate's hook or takes it away, a gradient taken at the wrong
+place or left in the parameters (also through references to their ``.grad``, which backward adds into in place), a
+hidden ``model.eval()``.
 
 Usage: ``check("13.1", steer_generation)`` in the notebook.
 """
@@ -30,6 +32,7 @@ from course_utils.machinery.exercise_kit import (
     Verdict,
     fail,
     generator,
+    hooks_left,
     name_the_mistake,
     randn,
     removing,
@@ -43,6 +46,12 @@ from course_utils.machinery.exercise_kit import (
 from course_utils.transformer import InductionTransformer
 
 _LEFT = N_("A hook is left behind ({where}): remove it with its handle, in a finally block or a with block.")
+
+
+def _require_no_hooks(model: torch.nn.Module, message: str) -> None:
+    """:func:`require_no_hooks` whose ``{where}`` names the module from the model down (``model._forward_hooks``)."""
+    left = hooks_left(model)
+    require(not left, message, where=f"model.{left[0]}" if left else "")
 
 
 def _gpt2(n_layers: int, n_heads: int, seed: int, d_model: int = 32):
@@ -82,7 +91,7 @@ def _steer_test(steer_generation: Callable[..., Any]) -> Verdict:
         with model.transformer.h[0].register_forward_pre_hook(
                 lambda m, args, lengths=lengths: lengths.append(args[0].shape[1])):
             got = steer_generation(model, prompt, 6, layer, vector.clone(), start)
-        require_no_hooks(model, _LEFT)
+        _require_no_hooks(model, _LEFT)
         require(max(lengths[1:], default=1) == 1, N_("Your generation ran the whole sequence at every step: generate "
                                                      "with the KV cache (generate()'s default), as the exercise asks."))
         truth = _generated(model, prompt, layer, vector, start)
@@ -102,8 +111,8 @@ def _steer_test(steer_generation: Callable[..., Any]) -> Verdict:
     failing = _gpt2(2, 2, 12)
     failing.transformer.h[1].mlp = FailsOnPurpose()
     the_error_gets_out(lambda: steer_generation(failing, _tokens(2, 5, 1), 3, 1, randn(1, 32), 2))
-    require_no_hooks(failing, N_("When generation fails, your hook stays on the model ({where}): register it in a with "
-                                 "block or remove it in a finally block."))
+    _require_no_hooks(failing, N_("When generation fails, your hook stays on the model ({where}): register it in a "
+                                  "with block or remove it in a finally block."))
     return Verdict(True)
 
 
@@ -113,16 +122,57 @@ def _loss(model, batch: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), batch[:, 1:].flatten())
 
 
-def _attention_grads(model, batches: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Each block's attention-output gradient in the last of ``batches``' training steps, without checkpointing."""
+def _attention_grads(model, batches: list[torch.Tensor]) -> dict[str, list[list[torch.Tensor]]]:
+    """Per training step of ``batches``, without checkpointing: each block's attention output ("outputs"), the
+    gradients there ("grads", the truth in the last step) and at attn.c_proj's input ("c_proj inputs")."""
+    found: dict[str, list[list[torch.Tensor]]] = {"outputs": [], "grads": [], "c_proj inputs": []}
     outputs: list[torch.Tensor] = []
+    inputs: list[torch.Tensor] = []
     handles = [block.attn.register_forward_hook(lambda m, args, output: outputs.append(output[0]))
                for block in model.transformer.h]
+    handles += [block.attn.c_proj.register_forward_pre_hook(lambda m, args: inputs.append(args[0]))
+                for block in model.transformer.h]
     with removing(handles):
         for batch in batches:
             outputs.clear()
-            grads = torch.autograd.grad(_loss(model, batch), outputs)
-    return list(grads)
+            inputs.clear()
+            grads = torch.autograd.grad(_loss(model, batch), outputs + inputs)
+            found["outputs"].append([output.detach() for output in outputs])
+            found["grads"].append(list(grads[:len(outputs)]))
+            found["c_proj inputs"].append(list(grads[len(outputs):]))
+    return found
+
+
+def _kept_gradient(value: Any) -> Any:
+    """What the learner kept for a block: a tensor's ``.grad`` where it has one, else the value itself."""
+    if isinstance(value, torch.Tensor) and (value.is_leaf or value.retains_grad) and value.grad is not None:
+        return value.grad
+    return value
+
+
+def _name_the_wrong_gradient(value: Any, layer: int, truth: dict[str, list[list[torch.Tensor]]], mode: Text) -> None:
+    """:func:`fail` with what ``value``, kept for block ``layer``, is instead of its last step's gradient."""
+    if isinstance(value, torch.Tensor) and value.retains_grad and value.grad is None:
+        fail(N_("Layer {layer}'s tensor never received a gradient ({mode}): the tensor you kept is not the one "
+                "backward reaches. Which tensors does backward reach, and when?"), layer=layer, mode=mode)
+    grad = _kept_gradient(value)
+
+    def near(expected: torch.Tensor) -> bool:
+        return grad.shape == expected.shape and torch.allclose(grad, expected, atol=1e-6)
+
+    first, last = truth["grads"][0][layer], truth["grads"][-1][layer]
+    require(not any(near(outputs[layer]) for outputs in truth["outputs"]),
+            N_("Layer {layer}'s value is the attention output itself, not a gradient ({mode}): a gradient arrives "
+               "only during backward."), layer=layer, mode=mode)
+    require(not near(first + last), N_("Layer {layer}'s gradient adds up the training steps ({mode}): the dict must "
+                                       "hold the last step's gradient alone."), layer=layer, mode=mode)
+    require(not near(first), N_("Layer {layer}'s gradient is the first training step's ({mode}): the dict must hold "
+                                "the last step's."), layer=layer, mode=mode)
+    require(not near(truth["c_proj inputs"][-1][layer]),
+            N_("Layer {layer}'s gradient is the one at attn.c_proj's input ({mode}): the exercise asks for the "
+               "gradient at attn's output, the first element of what it returns."), layer=layer, mode=mode)
+    fail(N_("Layer {layer}'s gradient is not the one at attn's first output in the last training step ({mode}): which "
+            "tensor does your hook catch, and when?"), layer=layer, mode=mode)
 
 
 def _gradients_test(attention_gradients: Callable[..., Any]) -> Verdict:
@@ -144,20 +194,19 @@ def _gradients_test(attention_gradients: Callable[..., Any]) -> Verdict:
                 for batch in batches:
                     _loss(model, batch).backward()
             except RuntimeError as error:
-                fail(N_("Training failed with your hooks ({mode}): {error}"), mode=mode, error=error)
+                fail(N_("Training failed with your hooks ({mode}): {error}."), mode=mode,
+                     error=str(error).rstrip(". "))
         if hasattr(model, "_require_grads_hook"):  # transformers' own, from reentrant checkpointing
             model.disable_input_require_grads()
-        require_no_hooks(model, _LEFT)
-        got = {layer: value.grad if isinstance(value, torch.Tensor) and value.grad is not None else value
-               for layer, value in kept.items()}
-        require(sorted(got, key=str) == list(range(n_layers))
-                and all(isinstance(v, torch.Tensor) for v in got.values()),
+        _require_no_hooks(model, _LEFT)
+        require(sorted(kept, key=str) == list(range(n_layers))
+                and all(isinstance(v, torch.Tensor) for v in kept.values()),
                 N_("Expected one gradient per layer index 0..{last} ({mode}); got the keys {keys}."),
-                last=n_layers - 1, mode=mode, keys=sorted(got, key=str)[:8])
-        for layer, grad in got.items():
-            require(grad.shape == truth[layer].shape and torch.allclose(grad, truth[layer], atol=1e-6),
-                    N_("Layer {layer}'s gradient is not the last training step's ({mode}): which tensors does "
-                       "backward reach, and when?"), layer=layer, mode=mode)
+                last=n_layers - 1, mode=mode, keys=sorted(kept, key=str)[:8])
+        for layer, value in kept.items():
+            grad, expected = _kept_gradient(value), truth["grads"][-1][layer]
+            if not (grad.shape == expected.shape and torch.allclose(grad, expected, atol=1e-6)):
+                _name_the_wrong_gradient(value, layer, truth, mode)
     return Verdict(True)
 
 
@@ -190,6 +239,9 @@ def _watch_test(watch_weight_norms: Callable[..., Any]) -> Verdict:
         except (RuntimeError, NotImplementedError, TypeError, ValueError):
             fail(N_("Your watcher kept something that is not a number: was the weight on the meta device when you "
                     "read it?"))
+        require(bool(got), N_("Your watcher recorded nothing while the offloaded module ran (expected one norm, "
+                              "{norm:.3f}): does your hook run when this module runs? Section 5 shows who runs when."),
+                norm=norm)
         require(len(got) == 1 and abs(got[0] - norm) <= 1e-4 * max(1.0, norm),
                 N_("Expected one norm per call, {norm:.3f}; got {got}."), norm=norm, got=[round(v, 3) for v in got][:4])
         require(callable(remove), N_("Return a function remove() that takes your watcher off."))
@@ -234,26 +286,42 @@ def _log_prob_of(target: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]
     return lambda logits: logits[:, -2].log_softmax(-1).gather(1, target[:, None]).mean()
 
 
+def _mark_grads(model, marked: bool) -> dict[str, tuple[torch.Tensor | None, torch.Tensor | None]]:
+    """Give every parameter a ``.grad`` of 0.5s (``marked``) or none; return each one's tensor and a copy."""
+    given = {}
+    for name, parameter in model.named_parameters():
+        parameter.grad = torch.full_like(parameter, 0.5) if marked else None
+        given[name] = (parameter.grad, None if parameter.grad is None else parameter.grad.clone())
+    return given
+
+
+def _grads_untouched(model, given: dict[str, tuple[torch.Tensor | None, torch.Tensor | None]]) -> bool:
+    return all(p.grad is None if given[n][1] is None else p.grad is not None and torch.equal(p.grad, given[n][1])
+               for n, p in model.named_parameters())
+
+
 def _attribution_test(head_attribution: Callable[..., Any]) -> Verdict:
-    marks: dict[str, torch.Tensor] = {}
-
-    def untouched(model) -> bool:
-        return all(p.grad is not None and torch.equal(p.grad, marks[n]) for n, p in model.named_parameters())
-
-    for n_layers, n_heads, length, seed in ((2, 4, 12, 9), (3, 2, 16, 10)):
-        model, clean = _gpt2(n_layers, n_heads, seed), _tokens(5, length, seed)
+    for n_layers, n_heads, length, seed, marked in ((2, 4, 12, 9, False), (3, 2, 16, 10, True)):
+        model, clean = _gpt2(n_layers, n_heads, seed).train(not marked), _tokens(5, length, seed)
         corrupted = clean.clone()
         corrupted[:, length // 2] = (clean[:, length // 2] + 7) % 40
         target = clean[:, -1]
         metric = _log_prob_of(target)
         truth = _attribution(model, clean, corrupted, metric)
-        for name, parameter in model.named_parameters():
-            marks[name] = torch.full_like(parameter, 0.5)
-            parameter.grad = marks[name].clone()
+        given, modes = _mark_grads(model, marked), [module.training for module in model.modules()]
         got = head_attribution(model, clean, corrupted, metric)
-        require_no_hooks(model, _LEFT)
-        require(untouched(model), N_("Your function changed the parameters' .grad: take the gradients for the heads "
-                                     "only, and leave the model's as they were."))
+        _require_no_hooks(model, _LEFT)
+        require([module.training for module in model.modules()] == modes,
+                N_("Your function changed the model's training mode (model.training was {was}): leave it as you found "
+                   "it, since a hidden model.eval() or model.train() changes what the caller's next forward does."),
+                was=modes[0])
+        if not _grads_untouched(model, given):
+            require(not all(p.grad is given[n][0] for n, p in model.named_parameters()),
+                    N_("Your function changed the values in the parameters' .grad tensors: backward adds into an "
+                       "existing .grad in place, so the tensors you kept hold the new sum too. Where does backward put "
+                       "the parameters' gradients, and can you keep it from doing so?"))
+            fail(N_("Your function changed the parameters' .grad: take the gradients for the heads only, and leave "
+                    "the model's as they were."))
         got = tensor_result(got, tuple(truth.shape), Text(N_("the scores (n_layer, n_head)")))
         close = lambda value, expected: torch.allclose(  # noqa: E731
             value, expected, atol=1e-4 * expected.abs().max().item() + 1e-7, rtol=1e-3)
@@ -268,13 +336,11 @@ def _attribution_test(head_attribution: Callable[..., Any]) -> Verdict:
         raise FailedOnPurpose("the metric fails on purpose")
 
     model = _gpt2(2, 2, 11)
-    for name, parameter in model.named_parameters():
-        marks[name] = torch.full_like(parameter, 0.5)
-        parameter.grad = marks[name].clone()
+    given = _mark_grads(model, True)
     the_error_gets_out(lambda: head_attribution(model, _tokens(2, 8, 1), _tokens(2, 8, 2), failing))
-    require_no_hooks(model, N_("When the metric fails, a hook stays on the model ({where}): remove your hooks in a "
-                               "finally block."))
-    require(untouched(model), N_("When the metric fails, the parameters' .grad must stay as they were."))
+    _require_no_hooks(model, N_("When the metric fails, a hook stays on the model ({where}): remove your hooks in a "
+                                "finally block."))
+    require(_grads_untouched(model, given), N_("When the metric fails, the parameters' .grad must stay as they were."))
     return Verdict(True)
 
 
@@ -287,8 +353,11 @@ EXERCISES = (
     Exercise("13.2", N_("Catch each block's attention-output gradient, right under either kind of checkpointing."),
              _gradients_test, what=N_("a function attention_gradients(model)"),
              hints=(N_("With checkpointing, when else does your hook run?"),
-                    N_("Section 4: the model's own forward has returned before backward starts.")),
-             praise=N_("Your cache ignores backward's re-run: one tensor per block, with its gradient.")),
+                    N_("Section 4, use_reentrant=True: the first forward runs without a graph, so its outputs "
+                       "require no gradient, and only the re-run's reach backward. A tensor hook fires only on a "
+                       "tensor that backward reaches.")),
+             praise=N_("Right in all three modes: your hooks catch the gradient wherever backward really passes, in "
+                       "the first forward or in the re-run.")),
     Exercise("13.3", N_("Watch the weight an offloaded module really uses, and leave accelerate's hook in place."),
              _watch_test, what=N_("a function watch_weight_norms(module, norms)"),
              hints=(N_("Where is the weight when a torch pre-hook runs on an offloaded module?"),
