@@ -7,7 +7,9 @@ sign-in attacked over HTTP: tests/test_deploy_configs.py (the recipes, on MockHu
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -88,6 +90,34 @@ def test_the_client_is_who_connected_and_only_the_hubs_own_proxy_says_otherwise(
     assert course_auth.client_address(Handler(request(xff="198.51.100.7", real_ip="203.0.113.1"))) == "198.51.100.7"
     assert course_auth.client_address(Handler(request(xff="198.51.100.7"))) == "127.0.0.1"  # loopback: its own
     assert course_auth.client_address(Handler(request(remote_ip="10.0.0.5"))) == "10.0.0.5"  # no proxy in between
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root, as make hub runs")
+def test_a_socket_another_user_closed_is_never_the_hubs_own() -> None:
+    """Attack N1 (2026-11-29): a learner sends her request with a made-up CLIENT_HEADER and closes her socket at once;
+    closed (FIN_WAIT2), /proc/net/tcp lists it with uid 0, the hub's own. It is ``uid:?``, never the hub's own proxy
+    nor 127.0.0.1. (Before: ``("127.0.0.1", True)``, so the hub believed her header.)"""
+    import socket
+
+    "127.0.0.1".encode("idna")  # the codec socket uses, imported before the child cannot read the standard library
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(30)
+        child = os.fork()
+        if child == 0:  # a learner (nobody): connect, send, close
+            try:
+                os.setgid(65534), os.setuid(65534)
+                with socket.create_connection(server.getsockname()) as learner:
+                    learner.sendall(f"POST /hub/login HTTP/1.1\r\n{course_auth.CLIENT_HEADER}: 127.0.0.1\r\n".encode())
+            finally:
+                os._exit(0)
+        accepted, _ = server.accept()
+        os.waitpid(child, 0)
+        time.sleep(0.5)  # her closed socket becomes the kernel's (a time-wait socket, uid 0)
+        with accepted:
+            accepted.recv(100)
+            own = request()
+            own.connection = SimpleNamespace(stream=SimpleNamespace(socket=accepted))
+            assert course_auth.connection_client(own) == ("uid:?", False)
 
 
 def test_the_hub_pages_answer_only_on_the_hub_host() -> None:

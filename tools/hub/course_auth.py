@@ -134,8 +134,9 @@ def _proc_net_address(address: tuple[str, int]) -> str:
 
 
 def socket_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None:
-    """The uid that owns the TCP connection from ``client`` to ``server`` on this machine (read from /proc/net/tcp,
-    which every user can read), or None when no local socket has those ends.
+    """The uid that owns the open TCP connection from ``client`` to ``server`` on this machine (read from
+    /proc/net/tcp, which every user can read), or None when no local socket has those ends in state ESTABLISHED: a
+    socket its process has closed (FIN_WAIT2, TIME_WAIT) is listed with uid 0 whoever opened it.
 
     Usage: ``socket_owner(sock.getpeername(), sock.getsockname())`` on a socket accepted from 127.0.0.1"""
     want = (_proc_net_address(client), _proc_net_address(server))
@@ -146,15 +147,15 @@ def socket_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None
             continue
         for line in lines:
             fields = line.split()
-            if len(fields) > 7 and (fields[1], fields[2]) == want:
+            if len(fields) > 7 and (fields[1], fields[2], fields[3]) == (*want, "01"):  # 01: ESTABLISHED
                 return int(fields[7])
     return None
 
 
 def connection_client(request: Any) -> tuple[str, bool]:
     """Who opened ``request``'s connection, and whether it runs as this process's own user: another user's process
-    on this machine is ``uid:N`` (it may bind any 127.x address, so only its uid names it); anything else its
-    address."""
+    on this machine is ``uid:N`` (it may bind any 127.x address, so only its uid names it), a local one whose open
+    socket is not found (it closed it) ``uid:?``; anything else its address."""
     try:
         sock = request.connection.stream.socket
         peer, local = sock.getpeername()[:2], sock.getsockname()[:2]
@@ -165,7 +166,7 @@ def connection_client(request: Any) -> tuple[str, bool]:
     uid = socket_owner(peer, local)
     if uid == os.getuid():
         return peer[0], True
-    return (f"uid:{uid}" if uid is not None else "127.0.0.1"), False
+    return f"uid:{uid if uid is not None else '?'}", False
 
 
 def client_address(handler: Any) -> str:
