@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import psutil
 import pytest
 
 from hub_client import HubClient, flood_as
@@ -225,7 +226,6 @@ def room(hub: ThrowAwayHub, chromium) -> Iterator[Room]:  # type: ignore[no-unty
 
 
 def test_the_hub_listens_on_loopback_only(hub: ThrowAwayHub) -> None:
-    import psutil
 
     listening = []
     for proc in hub.processes():
@@ -589,7 +589,8 @@ def test_the_hub_answers_only_on_its_own_host(at_work: Room) -> None:
     """Issue 34.7: bob sends the instructor a link to the hub's login page on bob's own host
     (http://bob.localhost:PORT/hub/login): the instructor's browser lands on the hub's host, never on a login form
     of bob's origin (whose page could then read /hub/authorize with the instructor's cookie). A login POSTed there
-    with the instructor's right password is refused (404) and sets no cookie; the hub's API answers nothing there."""
+    with the instructor's right password is refused (404) and sets no cookie; the hub's API answers nothing there. A
+    login on the hub's host with ``?next=`` bob's page (attack N6) lands on the hub's home."""
     room = at_work
     hub, bob, instructor = room.hub, room.learners["bob"], room.instructor
     bob_host = f"{bob.name}.localhost:{hub.port}"
@@ -606,6 +607,10 @@ def test_the_hub_answers_only_on_its_own_host(at_work: Room) -> None:
                           host=bob_host)
     assert answer.status_code == 404 and "jupyterhub-hub-login" not in answer.headers.get("Set-Cookie", ""), \
         f"a login on bob's host: HTTP {answer.status_code} {answer.headers}"
+    # attack N6: a link's ?next= to bob's page lands the instructor on the hub's (before: on /user/bob/...)
+    answer = visitor.post(f"/hub/login?next=http%3A%2F%2F{bob_host}%2Fuser%2F{bob.name}%2Ffiles%2Fx.html",
+                          {"username": instructor.name, "password": instructor.password}, xsrf=token)
+    assert answer.status_code == 302 and answer.headers["Location"] == "/hub/home", answer.headers
     for path, status in (("/hub/api/users", 404), ("/hub/authorize", 302), ("/hub/signup", 302)):
         answer = visitor.get(path, host=bob_host)
         assert answer.status_code == status, f"{path} on bob's host: HTTP {answer.status_code}"
@@ -645,7 +650,6 @@ def listening(port: int) -> bool:
 
 def process_of(hub: ThrowAwayHub, learner: Learner, needle: str, wait: float = 120):  # type: ignore[no-untyped-def]
     """The learner's process whose command line holds ``needle`` (waiting ``wait`` seconds at most for it)."""
-    import psutil
 
     uid, deadline = hub.learner_uids()[learner.name], time.monotonic() + wait
     while True:
@@ -805,7 +809,6 @@ def test_another_learner_subscribing_to_a_kernel_hears_nothing(at_work: Room) ->
     unix sockets in her private runtime folder (an absolute path: none in complete/). (A kernel still listens on one
     TCP port of 127.0.0.1: ipykernel's pipe for the output of forked subprocesses, a PULL socket that drops every
     message without the kernel's random key, so there is nothing to hear: bob tries it too.)"""
-    import psutil
 
     room = at_work
     hub, ann, bob = room.hub, room.learners["ann"], room.learners["bob"]
@@ -1415,8 +1418,8 @@ def plant_leftovers(learner: Learner) -> list[Path]:
 
 
 def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room) -> None:
-    """Also issues 22.6 and 34.4: ann leaves a process that left her server's session (setsid) and holds a port,
-    and files in /tmp, /var/tmp and the machine's /dev/shm; Ctrl-C must end the process, free the port and remove
+    """Also issues 22.6 and 34.4: ann leaves a process that left her server's session (setsid) and holds a port, a
+    re-forking loop (attack N3: before, it outlived the hub), and files in /tmp, /var/tmp and the machine's /dev/shm; Ctrl-C must end the process, free the port and remove
     her files (and no file of anybody else: root's file beside them stays)."""
     room = at_work
     from hubserver import free_port
@@ -1430,6 +1433,11 @@ def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room)
     squatter = subprocess.Popen(  # as ann, from her server's environment, in a session of its own
         ["runuser", "-u", ann.name, "--", "setsid", server.cmdline()[0], "-m", "http.server", "--bind", "127.0.0.1",
          str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ann_uid = server.uids().real
+    forker = subprocess.Popen(  # attack N3: a child every 3 ms, its parent gone (a pass over pids misses it)
+        ["runuser", "-u", ann.name, "--", "setsid", server.cmdline()[0], "-c",
+         "import os, time\nwhile True:\n    time.sleep(0.003)\n    os.fork() and os._exit(0)"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while not listening(port):
@@ -1446,6 +1454,8 @@ def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room)
             assert room.notes["ann_shm_key"] not in host_segments(), "ann's segment outlived the hub"
             assert room.notes["ann_ipc"] not in ipc_namespaces(), "ann's IPC namespace outlived her server"
         assert not listening(port), f"port {port} is still held by ann's process"
+        assert not [p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"].real == ann_uid], \
+            "a process of ann's outlived the hub (her re-forking loop)"
         assert not [path for path in leftovers if path.exists()], "ann's files in the shared temporary folders are left"
         assert kept.exists(), "a file that is not ann's was removed"
     finally:
@@ -1455,6 +1465,9 @@ def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room)
         if squatter.poll() is None:
             squatter.kill()
         squatter.wait(timeout=30)
+        subprocess.run(["runuser", "-u", ann.name, "--", "sh", "-c", "while kill -KILL -1; do sleep 0.05; done"],
+                       stderr=subprocess.DEVNULL, timeout=60, check=False)  # the forking loop, where it outlived the hub
+        forker.wait(timeout=30)
 
 
 def test_the_learner_envs_of_checkouts_that_are_gone_are_removed(tmp_path: Path) -> None:

@@ -328,6 +328,21 @@ def course_authenticator_class() -> type:
                                                    {"next": self.get_argument("next", "")}),
             )
 
+        def get_next_url(self, user: Any = None, default: Any = None) -> str:
+            """JupyterHub's, but only to the hub's own pages or the user's own server: a link's ``?next=`` never
+            lands the instructor on a learner's page."""
+            from posixpath import normpath
+            from urllib.parse import unquote, urlparse
+
+            url = urlparse(super().get_next_url(user, default))
+            path = normpath(unquote(url.path)) + "/"  # as the browser will resolve it (``/hub/%2e%2e/user/bob``)
+            own = [(urlparse(self.subdomain_host).netloc, self.hub.base_url)]
+            if user is not None:
+                own.append((urlparse(user.url).netloc, user.prefix))
+            if any(url.netloc in ("", host) and path.startswith(prefix) for host, prefix in own):
+                return url.geturl()
+            return self.hub.base_url + "home"
+
         async def post(self) -> None:
             data = {argument: self.get_argument(argument, strip=False) for argument in self.request.arguments}
             user = await self.login_user(data)

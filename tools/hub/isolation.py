@@ -17,6 +17,7 @@ Usage: ``isolate_server(512 << 20, str(memory_cgroup("course-ann", 4 << 30)))`` 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -237,7 +238,9 @@ def remove_shared_temp_files(uid: int, places: tuple[str, ...] = SHARED_TEMP) ->
 
 def end_learner_processes(uid: int, grace: float = 5.0) -> list[int]:
     """SIGTERM, then SIGKILL after ``grace`` seconds, to every process that runs as ``uid`` (a learner the hub made),
-    wherever it was started from; returns the pids that were ended."""
+    wherever it was started from; returns the pids that were ended. Then ``kill(-1, SIGKILL)`` as ``uid`` until
+    none is left (at most ``2 * grace`` s): the kernel signals all of them at once, so a process that keeps forking
+    (in a session of its own, its parent gone) has no child left over, which a pass over a list of pids misses."""
     import psutil
 
     if uid == 0:
@@ -258,4 +261,7 @@ def end_learner_processes(uid: int, grace: float = 5.0) -> list[int]:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(alive, timeout=grace)
+    with contextlib.suppress(subprocess.TimeoutExpired):  # kill -1: every process of the caller's user but itself
+        subprocess.run(["sh", "-c", "while kill -KILL -1 2>/dev/null; do sleep 0.05; done"], user=uid,
+                       timeout=2 * grace, check=False)
     return [p.pid for p in procs]
