@@ -89,7 +89,7 @@ def prune_learner_envs(folder: Path, keep: Path) -> list[Path]:
 # Smaller budgets than make hub's (tests/test_deploy_configs.py checks those), so that each attack reaches its own
 # quickly: wrong passwords a minute from a browser or for a name (10), failed password checks and sign-ups a minute
 # from one client (20, 30: the room's own sign-ups here are eight), a learner's memory and home (4G, 2G).
-BLOCK_AFTER, PER_ADDRESS, SIGNUPS_PER_ADDRESS, MEMORY_MAX, DISK_MAX = 3, 10, 10, "2.5G", "200M"
+BLOCK_AFTER, PER_ADDRESS, SIGNUPS_PER_ADDRESS, MEMORY_MAX, DISK_MAX, LOG_MAX = 3, 10, 10, "2.5G", "200M", 4 << 20
 
 
 def need_browser_and_root() -> None:
@@ -139,7 +139,8 @@ def hub() -> Iterator[ThrowAwayHub]:
                                      "HUB_ALLOWED_FAILED_LOGINS": str(BLOCK_AFTER),
                                      "HUB_FAILED_LOGINS_PER_ADDRESS": str(PER_ADDRESS),
                                      "HUB_SIGNUPS_PER_ADDRESS": str(SIGNUPS_PER_ADDRESS),
-                                     "HUB_MEMORY_MAX": MEMORY_MAX, "HUB_DISK_MAX": DISK_MAX}) as running:
+                                     "HUB_MEMORY_MAX": MEMORY_MAX, "HUB_DISK_MAX": DISK_MAX,
+                                     "HUB_LOG_MAX": str(LOG_MAX)}) as running:
             running.start()
             yield running
             running.stop(timeout=30)  # if the Ctrl-C test did not run; cleanup() ends anything left, by pid
@@ -961,7 +962,8 @@ def test_no_learner_can_attach_a_debugger_to_another_learners_kernel(at_work: Ro
 
 
 def test_each_server_logs_to_its_own_file_and_no_token_reaches_a_log(at_work: Room) -> None:
-    """Issues 22.8 and 22.9: ann's server writes to private/logs/ANN.log (root's, 0600), not to the hub's terminal;
+    """Issues 22.8 and 22.9: ann's server writes to private/logs/ANN.log (root's, 0600, at most HUB_LOG_MAX with
+    ANN.log.1: attack N2), not to the hub's terminal;
     requests with ?token=SECRET (to the hub, to ann's server, to an unknown host) leave SECRET in no log."""
     room = at_work
     import urllib.error
@@ -970,10 +972,13 @@ def test_each_server_logs_to_its_own_file_and_no_token_reaches_a_log(at_work: Ro
     hub, ann = room.hub, room.learners["ann"]
     server = process_of(hub, ann, "jupyterhub.singleuser")
     own_log = hub.state / "private" / "logs" / f"{ann.name}.log"
-    for fd in (1, 2):
-        assert os.readlink(f"/proc/{server.pid}/fd/{fd}") == str(own_log), f"ann's server fd {fd} is not {own_log}"
     assert own_log.stat().st_uid == 0 and (own_log.stat().st_mode & 0o077) == 0
     assert "jupyterhub.singleuser" in own_log.read_text(errors="replace") or own_log.stat().st_size > 0
+    # attack N2: 16 MiB to her kernel's stdout (her server's log); it keeps HUB_LOG_MAX (before: it grew by 16 MiB)
+    run_in_kernel(hub, ann, "import os\nfor _ in range(16):\n    os.write(1, b'A' * (1 << 20))")
+    time.sleep(1)  # the hub's thread copies the last chunk
+    kept = sum(path.stat().st_size for path in (own_log, own_log.with_name(own_log.name + ".1")) if path.exists())
+    assert kept <= LOG_MAX, f"ann's server log holds {kept} bytes, past HUB_LOG_MAX {LOG_MAX}"
     assert "ServerApp]" not in hub.log() and "SingleUserLabApp" not in hub.log(), "a server wrote to the hub's log"
     secret = f"SECRET{secrets.token_hex(8)}"
     for host, path in ((f"localhost:{hub.port}", "/hub/nowhere"), (f"{ann.name}.localhost:{hub.port}",
