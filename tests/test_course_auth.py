@@ -236,9 +236,40 @@ def test_a_browser_that_logged_in_is_never_locked_out_by_anybody_else(authentica
     assert name is None and refused.status == 429 and re.search(r"try again in \d+ s", refused.course_login_error)
     assert time.perf_counter() - started < 0.05, "a refused login still computed a hash"
     assert login(authenticator, "ann", "ann-password", "10.0.0.6", ann)[0] == "ann", "ann's own browser is locked out"
-    for _ in range(3):
+    for _ in range(2):  # a right password spent one of its 3 too
         assert login(authenticator, "ann", "wrong-password", "10.0.0.9", ann)[1].status == 200
     assert login(authenticator, "ann", "ann-password", "10.0.0.9", ann)[1].status == 429  # its own budget: spent
+
+
+def test_right_passwords_spend_the_budget_and_a_client_checks_one_at_a_time(authenticator, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Attack N4: a loop of a learner's own right password (login, change-password) costs the hub a bcrypt each,
+    with no budget, many at once. Each check spends the client's budget, and its checks run one at a time.
+    (Before: right passwords were free, and three checks from one client ran together.)"""
+    import threading
+    import time
+
+    running, most, lock = 0, 0, threading.Lock()
+    matches = course_auth._password_matches
+
+    def slow_matches(password: str, hashed: bytes) -> bool:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.05)
+        with lock:
+            running -= 1
+        return matches(password, hashed)
+
+    monkeypatch.setattr(course_auth, "_password_matches", slow_matches)
+    authenticator.address_budget = course_auth.FailedLoginBudget(3)
+
+    async def three_at_once() -> list[Any]:
+        handlers = [Handler(request(xff="10.0.0.5", remote_ip="10.9.9.9")) for _ in range(3)]
+        return await asyncio.gather(*(authenticator.check_password(h, "ann", "ann-password") for h in handlers))
+
+    assert asyncio.run(three_at_once()) == [True] * 3 and most == 1, f"{most} checks at once from one client"
+    assert login(authenticator, "ann", "ann-password", "10.0.0.5")[1].status == 429  # 3 right ones: spent
 
 
 def test_a_new_password_is_hashed_off_the_event_loop_once(authenticator, monkeypatch) -> None:  # type: ignore[no-untyped-def]
