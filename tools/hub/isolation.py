@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -287,7 +288,11 @@ def end_learner_processes(uid: int, grace: float = 5.0) -> list[int]:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(alive, timeout=grace)
-    with contextlib.suppress(subprocess.TimeoutExpired):  # kill -1: every process of the caller's user but itself
-        subprocess.run(["sh", "-c", "while kill -KILL -1 2>/dev/null; do sleep 0.05; done"], user=uid,
-                       timeout=2 * grace, check=False)
+    deadline = time.monotonic() + 2 * grace
+    while time.monotonic() < deadline and any(
+            p.info["uids"] and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE
+            for p in psutil.process_iter(["uids", "status"])):
+        with contextlib.suppress(subprocess.TimeoutExpired):  # kill -1: every process of its user but itself
+            subprocess.run(["kill", "-KILL", "-1"], user=uid, stderr=subprocess.DEVNULL, timeout=grace, check=False)
+        time.sleep(0.05)
     return [p.pid for p in procs]
