@@ -289,10 +289,11 @@ def end_learner_processes(uid: int, grace: float = 5.0) -> list[int]:
             pass
     psutil.wait_procs(alive, timeout=grace)
     deadline = time.monotonic() + 2 * grace
-    while time.monotonic() < deadline and any(
-            p.info["uids"] and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE
-            for p in psutil.process_iter(["uids", "status"])):
+    while True:  # at least once: a list of processes can miss the one a forking loop has now
         with contextlib.suppress(subprocess.TimeoutExpired):  # kill -1: every process of its user but itself
             subprocess.run(["kill", "-KILL", "-1"], user=uid, stderr=subprocess.DEVNULL, timeout=grace, check=False)
         time.sleep(0.05)
-    return [p.pid for p in procs]
+        if time.monotonic() > deadline or not any(
+                p.info["uids"] and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE
+                for p in psutil.process_iter(["uids", "status"])):
+            return [p.pid for p in procs]
