@@ -7,7 +7,9 @@ sign-in attacked over HTTP: tests/test_deploy_configs.py (the recipes, on MockHu
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -88,6 +90,34 @@ def test_the_client_is_who_connected_and_only_the_hubs_own_proxy_says_otherwise(
     assert course_auth.client_address(Handler(request(xff="198.51.100.7", real_ip="203.0.113.1"))) == "198.51.100.7"
     assert course_auth.client_address(Handler(request(xff="198.51.100.7"))) == "127.0.0.1"  # loopback: its own
     assert course_auth.client_address(Handler(request(remote_ip="10.0.0.5"))) == "10.0.0.5"  # no proxy in between
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root, as make hub runs")
+def test_a_socket_another_user_closed_is_never_the_hubs_own() -> None:
+    """Attack N1 (2026-11-29): a learner sends her request with a made-up CLIENT_HEADER and closes her socket at once;
+    closed (FIN_WAIT2), /proc/net/tcp lists it with uid 0, the hub's own. It is ``uid:?``, never the hub's own proxy
+    nor 127.0.0.1. (Before: ``("127.0.0.1", True)``, so the hub believed her header.)"""
+    import socket
+
+    "127.0.0.1".encode("idna")  # the codec socket uses, imported before the child cannot read the standard library
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(30)
+        child = os.fork()
+        if child == 0:  # a learner (nobody): connect, send, close
+            try:
+                os.setgid(65534), os.setuid(65534)
+                with socket.create_connection(server.getsockname()) as learner:
+                    learner.sendall(f"POST /hub/login HTTP/1.1\r\n{course_auth.CLIENT_HEADER}: 127.0.0.1\r\n".encode())
+            finally:
+                os._exit(0)
+        accepted, _ = server.accept()
+        os.waitpid(child, 0)
+        time.sleep(0.5)  # her closed socket becomes the kernel's (a time-wait socket, uid 0)
+        with accepted:
+            accepted.recv(100)
+            own = request()
+            own.connection = SimpleNamespace(stream=SimpleNamespace(socket=accepted))
+            assert course_auth.connection_client(own) == ("uid:?", False)
 
 
 def test_the_hub_pages_answer_only_on_the_hub_host() -> None:
@@ -206,9 +236,40 @@ def test_a_browser_that_logged_in_is_never_locked_out_by_anybody_else(authentica
     assert name is None and refused.status == 429 and re.search(r"try again in \d+ s", refused.course_login_error)
     assert time.perf_counter() - started < 0.05, "a refused login still computed a hash"
     assert login(authenticator, "ann", "ann-password", "10.0.0.6", ann)[0] == "ann", "ann's own browser is locked out"
-    for _ in range(3):
+    for _ in range(2):  # a right password spent one of its 3 too
         assert login(authenticator, "ann", "wrong-password", "10.0.0.9", ann)[1].status == 200
     assert login(authenticator, "ann", "ann-password", "10.0.0.9", ann)[1].status == 429  # its own budget: spent
+
+
+def test_right_passwords_spend_the_budget_and_a_client_checks_one_at_a_time(authenticator, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Attack N4: a loop of a learner's own right password (login, change-password) costs the hub a bcrypt each,
+    with no budget, many at once. Each check spends the client's budget, and its checks run one at a time.
+    (Before: right passwords were free, and three checks from one client ran together.)"""
+    import threading
+    import time
+
+    running, most, lock = 0, 0, threading.Lock()
+    matches = course_auth._password_matches
+
+    def slow_matches(password: str, hashed: bytes) -> bool:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.05)
+        with lock:
+            running -= 1
+        return matches(password, hashed)
+
+    monkeypatch.setattr(course_auth, "_password_matches", slow_matches)
+    authenticator.address_budget = course_auth.FailedLoginBudget(3)
+
+    async def three_at_once() -> list[Any]:
+        handlers = [Handler(request(xff="10.0.0.5", remote_ip="10.9.9.9")) for _ in range(3)]
+        return await asyncio.gather(*(authenticator.check_password(h, "ann", "ann-password") for h in handlers))
+
+    assert asyncio.run(three_at_once()) == [True] * 3 and most == 1, f"{most} checks at once from one client"
+    assert login(authenticator, "ann", "ann-password", "10.0.0.5")[1].status == 429  # 3 right ones: spent
 
 
 def test_a_new_password_is_hashed_off_the_event_loop_once(authenticator, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -96,7 +96,7 @@ class ThrowAwayHub:
             "HUB_HOME_BASE": str(self.homes), "HUB_LEARNER_GROUP": self.group,
         })
         env.update(self.extra_env)
-        self._log = open(self.log_path, "wb")
+        self._log = os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")  # root's
         self.process = subprocess.Popen([str(self.checkout / ".venv" / "bin" / "python"), "-m", "tools.hub.serve"],
                                         env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         start_new_session=True, cwd=self.checkout)

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import psutil
 import pytest
 
 from hub_client import HubClient, flood_as
@@ -88,7 +89,7 @@ def prune_learner_envs(folder: Path, keep: Path) -> list[Path]:
 # Smaller budgets than make hub's (tests/test_deploy_configs.py checks those), so that each attack reaches its own
 # quickly: wrong passwords a minute from a browser or for a name (10), failed password checks and sign-ups a minute
 # from one client (20, 30: the room's own sign-ups here are eight), a learner's memory and home (4G, 2G).
-BLOCK_AFTER, PER_ADDRESS, SIGNUPS_PER_ADDRESS, MEMORY_MAX, DISK_MAX = 3, 10, 10, "2.5G", "200M"
+BLOCK_AFTER, PER_ADDRESS, SIGNUPS_PER_ADDRESS, MEMORY_MAX, DISK_MAX, LOG_MAX = 3, 10, 10, "2.5G", "200M", 4 << 20
 
 
 def need_browser_and_root() -> None:
@@ -138,7 +139,8 @@ def hub() -> Iterator[ThrowAwayHub]:
                                      "HUB_ALLOWED_FAILED_LOGINS": str(BLOCK_AFTER),
                                      "HUB_FAILED_LOGINS_PER_ADDRESS": str(PER_ADDRESS),
                                      "HUB_SIGNUPS_PER_ADDRESS": str(SIGNUPS_PER_ADDRESS),
-                                     "HUB_MEMORY_MAX": MEMORY_MAX, "HUB_DISK_MAX": DISK_MAX}) as running:
+                                     "HUB_MEMORY_MAX": MEMORY_MAX, "HUB_DISK_MAX": DISK_MAX,
+                                     "HUB_LOG_MAX": str(LOG_MAX)}) as running:
             running.start()
             yield running
             running.stop(timeout=30)  # if the Ctrl-C test did not run; cleanup() ends anything left, by pid
@@ -225,7 +227,6 @@ def room(hub: ThrowAwayHub, chromium) -> Iterator[Room]:  # type: ignore[no-unty
 
 
 def test_the_hub_listens_on_loopback_only(hub: ThrowAwayHub) -> None:
-    import psutil
 
     listening = []
     for proc in hub.processes():
@@ -589,7 +590,8 @@ def test_the_hub_answers_only_on_its_own_host(at_work: Room) -> None:
     """Issue 34.7: bob sends the instructor a link to the hub's login page on bob's own host
     (http://bob.localhost:PORT/hub/login): the instructor's browser lands on the hub's host, never on a login form
     of bob's origin (whose page could then read /hub/authorize with the instructor's cookie). A login POSTed there
-    with the instructor's right password is refused (404) and sets no cookie; the hub's API answers nothing there."""
+    with the instructor's right password is refused (404) and sets no cookie; the hub's API answers nothing there. A
+    login on the hub's host with ``?next=`` bob's page (attack N6) lands on the hub's home."""
     room = at_work
     hub, bob, instructor = room.hub, room.learners["bob"], room.instructor
     bob_host = f"{bob.name}.localhost:{hub.port}"
@@ -606,6 +608,10 @@ def test_the_hub_answers_only_on_its_own_host(at_work: Room) -> None:
                           host=bob_host)
     assert answer.status_code == 404 and "jupyterhub-hub-login" not in answer.headers.get("Set-Cookie", ""), \
         f"a login on bob's host: HTTP {answer.status_code} {answer.headers}"
+    # attack N6: a link's ?next= to bob's page lands the instructor on the hub's (before: on /user/bob/...)
+    answer = visitor.post(f"/hub/login?next=http%3A%2F%2F{bob_host}%2Fuser%2F{bob.name}%2Ffiles%2Fx.html",
+                          {"username": instructor.name, "password": instructor.password}, xsrf=token)
+    assert answer.status_code == 302 and answer.headers["Location"] == "/hub/home", answer.headers
     for path, status in (("/hub/api/users", 404), ("/hub/authorize", 302), ("/hub/signup", 302)):
         answer = visitor.get(path, host=bob_host)
         assert answer.status_code == status, f"{path} on bob's host: HTTP {answer.status_code}"
@@ -645,7 +651,6 @@ def listening(port: int) -> bool:
 
 def process_of(hub: ThrowAwayHub, learner: Learner, needle: str, wait: float = 120):  # type: ignore[no-untyped-def]
     """The learner's process whose command line holds ``needle`` (waiting ``wait`` seconds at most for it)."""
-    import psutil
 
     uid, deadline = hub.learner_uids()[learner.name], time.monotonic() + wait
     while True:
@@ -805,7 +810,6 @@ def test_another_learner_subscribing_to_a_kernel_hears_nothing(at_work: Room) ->
     unix sockets in her private runtime folder (an absolute path: none in complete/). (A kernel still listens on one
     TCP port of 127.0.0.1: ipykernel's pipe for the output of forked subprocesses, a PULL socket that drops every
     message without the kernel's random key, so there is nothing to hear: bob tries it too.)"""
-    import psutil
 
     room = at_work
     hub, ann, bob = room.hub, room.learners["ann"], room.learners["bob"]
@@ -958,7 +962,8 @@ def test_no_learner_can_attach_a_debugger_to_another_learners_kernel(at_work: Ro
 
 
 def test_each_server_logs_to_its_own_file_and_no_token_reaches_a_log(at_work: Room) -> None:
-    """Issues 22.8 and 22.9: ann's server writes to private/logs/ANN.log (root's, 0600), not to the hub's terminal;
+    """Issues 22.8 and 22.9: ann's server writes to private/logs/ANN.log (root's, 0600, at most HUB_LOG_MAX with
+    ANN.log.1: attack N2), not to the hub's terminal;
     requests with ?token=SECRET (to the hub, to ann's server, to an unknown host) leave SECRET in no log."""
     room = at_work
     import urllib.error
@@ -967,10 +972,13 @@ def test_each_server_logs_to_its_own_file_and_no_token_reaches_a_log(at_work: Ro
     hub, ann = room.hub, room.learners["ann"]
     server = process_of(hub, ann, "jupyterhub.singleuser")
     own_log = hub.state / "private" / "logs" / f"{ann.name}.log"
-    for fd in (1, 2):
-        assert os.readlink(f"/proc/{server.pid}/fd/{fd}") == str(own_log), f"ann's server fd {fd} is not {own_log}"
     assert own_log.stat().st_uid == 0 and (own_log.stat().st_mode & 0o077) == 0
     assert "jupyterhub.singleuser" in own_log.read_text(errors="replace") or own_log.stat().st_size > 0
+    # attack N2: 16 MiB to her kernel's stdout (her server's log); it keeps HUB_LOG_MAX (before: it grew by 16 MiB)
+    run_in_kernel(hub, ann, "import os\nfor _ in range(16):\n    os.write(1, b'A' * (1 << 20))")
+    time.sleep(1)  # the hub's thread copies the last chunk
+    kept = sum(path.stat().st_size for path in (own_log, own_log.with_name(own_log.name + ".1")) if path.exists())
+    assert kept <= LOG_MAX, f"ann's server log holds {kept} bytes, past HUB_LOG_MAX {LOG_MAX}"
     assert "ServerApp]" not in hub.log() and "SingleUserLabApp" not in hub.log(), "a server wrote to the hub's log"
     secret = f"SECRET{secrets.token_hex(8)}"
     for host, path in ((f"localhost:{hub.port}", "/hub/nowhere"), (f"{ann.name}.localhost:{hub.port}",
@@ -1253,11 +1261,11 @@ def test_wrong_passwords_never_lock_out_a_known_browser_and_a_flood_is_refused(a
     assert (hub.extra_env["HUB_ALLOWED_FAILED_LOGINS"], hub.extra_env["HUB_FAILED_LOGINS_PER_ADDRESS"]) == (
         str(BLOCK_AFTER), str(PER_ADDRESS))
     mallory = client(hub, "127.0.0.1")
-    xsrf = mallory.xsrf()
+    xsrf, started = mallory.xsrf(), time.monotonic()  # the budget refills from the first check on
     for name in [instructor.name] * 2 + [ann.name, dan.name] * BLOCK_AFTER:
         answer = mallory.log_in(name, "wrong-" + secrets.token_hex(4), xsrf)
         assert "Invalid username or password" in answer.text, f"{name}: HTTP {answer.status_code}"
-    spent, started = 2 + 2 * BLOCK_AFTER, time.monotonic()  # password checks so far
+    spent = 2 + 2 * BLOCK_AFTER  # password checks so far
     with login_page_times(hub) as waits:
         answers = flood_as("root", f"http://127.0.0.1:{hub.port}", f"localhost:{hub.port}", "login", instructor.name,
                            30, source="127.0.0.1")
@@ -1415,8 +1423,8 @@ def plant_leftovers(learner: Learner) -> list[Path]:
 
 
 def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room) -> None:
-    """Also issues 22.6 and 34.4: ann leaves a process that left her server's session (setsid) and holds a port,
-    and files in /tmp, /var/tmp and the machine's /dev/shm; Ctrl-C must end the process, free the port and remove
+    """Also issues 22.6 and 34.4: ann leaves a process that left her server's session (setsid) and holds a port, a
+    re-forking loop (attack N3: before, it outlived the hub), and files in /tmp, /var/tmp and the machine's /dev/shm; Ctrl-C must end the process, free the port and remove
     her files (and no file of anybody else: root's file beside them stays)."""
     room = at_work
     from hubserver import free_port
@@ -1430,6 +1438,11 @@ def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room)
     squatter = subprocess.Popen(  # as ann, from her server's environment, in a session of its own
         ["runuser", "-u", ann.name, "--", "setsid", server.cmdline()[0], "-m", "http.server", "--bind", "127.0.0.1",
          str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ann_uid = server.uids().real
+    forker = subprocess.Popen(  # attack N3: a child every 3 ms, its parent gone (a pass over pids misses it)
+        ["runuser", "-u", ann.name, "--", "setsid", server.cmdline()[0], "-c",
+         "import os, time\nwhile True:\n    time.sleep(0.003)\n    os.fork() and os._exit(0)"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while not listening(port):
@@ -1446,6 +1459,9 @@ def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room)
             assert room.notes["ann_shm_key"] not in host_segments(), "ann's segment outlived the hub"
             assert room.notes["ann_ipc"] not in ipc_namespaces(), "ann's IPC namespace outlived her server"
         assert not listening(port), f"port {port} is still held by ann's process"
+        ann_pids = [{p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"].real == ann_uid}
+                    for _ in range(2) if not time.sleep(1)]  # a forking loop's pids change faster than a list
+        assert not ann_pids[1] - ann_pids[0], "a process of ann's outlived the hub (her re-forking loop)"
         assert not [path for path in leftovers if path.exists()], "ann's files in the shared temporary folders are left"
         assert kept.exists(), "a file that is not ann's was removed"
     finally:
@@ -1455,6 +1471,9 @@ def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room)
         if squatter.poll() is None:
             squatter.kill()
         squatter.wait(timeout=30)
+        for _ in range(20):  # the forking loop, where it outlived the hub: kill -1 signals all of ann's at once
+            subprocess.run(["kill", "-KILL", "-1"], user=ann_uid, stderr=subprocess.DEVNULL, timeout=10, check=False)
+        forker.wait(timeout=30)
 
 
 def test_the_learner_envs_of_checkouts_that_are_gone_are_removed(tmp_path: Path) -> None:

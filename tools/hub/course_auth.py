@@ -12,11 +12,12 @@ NativeAuthenticator 1.3.0 (learners sign up, the instructor approves), plus what
 - **password checks have budgets that nobody can turn against someone who types the right password** (OWASP's
   "device cookies", https://owasp.org/www-community/Slow_Down_Online_Guessing_Attacks_with_Device_Cookies): a browser
   that logged in (or signed up) as NAME before holds a signed cookie for NAME and spends only its own budget,
-  ``allowed_failed_logins`` wrong passwords a minute; every other client spends its address's budget
+  ``allowed_failed_logins`` password checks a minute; every other client spends its address's budget
   (``failed_logins_per_address`` a minute) and, for a learner's name, the name's: ``allowed_failed_logins`` wrong
-  passwords block it for a minute (never an instructor's name: its password is long instead). Past a budget a check
-  is refused (429) without computing the hash, so a flood costs the hub nothing and guesses nothing; every hash is
-  made and checked off the hub's event loop, the change-password page's included;
+  passwords block it for a minute (never an instructor's name: its password is long instead). Every check spends
+  one, right or wrong, and a client's checks run one at a time; past a budget a check is refused (429) without
+  computing the hash, so a flood costs the hub nothing and guesses nothing; every hash is made and checked off the
+  hub's event loop, the change-password page's included;
 - **a client cannot choose its address** (:func:`client_address`): a process on the hub's machine is its user
   (``uid:N``), whatever address or header it sends; only the hub's own proxy says who it saw;
 - **sign-ups**: each client may sign up ``signups_per_address`` times a minute (beyond it a sign-up is refused, 429,
@@ -134,8 +135,9 @@ def _proc_net_address(address: tuple[str, int]) -> str:
 
 
 def socket_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None:
-    """The uid that owns the TCP connection from ``client`` to ``server`` on this machine (read from /proc/net/tcp,
-    which every user can read), or None when no local socket has those ends.
+    """The uid that owns the open TCP connection from ``client`` to ``server`` on this machine (read from
+    /proc/net/tcp, which every user can read), or None when no local socket has those ends in state ESTABLISHED: a
+    socket its process has closed (FIN_WAIT2, TIME_WAIT) is listed with uid 0 whoever opened it.
 
     Usage: ``socket_owner(sock.getpeername(), sock.getsockname())`` on a socket accepted from 127.0.0.1"""
     want = (_proc_net_address(client), _proc_net_address(server))
@@ -146,15 +148,15 @@ def socket_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None
             continue
         for line in lines:
             fields = line.split()
-            if len(fields) > 7 and (fields[1], fields[2]) == want:
+            if len(fields) > 7 and (fields[1], fields[2], fields[3]) == (*want, "01"):  # 01: ESTABLISHED
                 return int(fields[7])
     return None
 
 
 def connection_client(request: Any) -> tuple[str, bool]:
     """Who opened ``request``'s connection, and whether it runs as this process's own user: another user's process
-    on this machine is ``uid:N`` (it may bind any 127.x address, so only its uid names it); anything else its
-    address."""
+    on this machine is ``uid:N`` (it may bind any 127.x address, so only its uid names it), a local one whose open
+    socket is not found (it closed it) ``uid:?``; anything else its address."""
     try:
         sock = request.connection.stream.socket
         peer, local = sock.getpeername()[:2], sock.getsockname()[:2]
@@ -165,7 +167,7 @@ def connection_client(request: Any) -> tuple[str, bool]:
     uid = socket_owner(peer, local)
     if uid == os.getuid():
         return peer[0], True
-    return (f"uid:{uid}" if uid is not None else "127.0.0.1"), False
+    return f"uid:{uid if uid is not None else '?'}", False
 
 
 def client_address(handler: Any) -> str:
@@ -327,6 +329,21 @@ def course_authenticator_class() -> type:
                                                    {"next": self.get_argument("next", "")}),
             )
 
+        def get_next_url(self, user: Any = None, default: Any = None) -> str:
+            """JupyterHub's, but only to the hub's own pages or the user's own server: a link's ``?next=`` never
+            lands the instructor on a learner's page."""
+            from posixpath import normpath
+            from urllib.parse import unquote, urlparse
+
+            url = urlparse(super().get_next_url(user, default))
+            path = normpath(unquote(url.path)) + "/"  # as the browser will resolve it (``/hub/%2e%2e/user/bob``)
+            own = [(urlparse(self.subdomain_host).netloc, self.hub.base_url)]
+            if user is not None:
+                own.append((urlparse(user.url).netloc, user.prefix))
+            if any(url.netloc in ("", host) and path.startswith(prefix) for host, prefix in own):
+                return url.geturl()
+            return self.hub.base_url + "home"
+
         async def post(self) -> None:
             data = {argument: self.get_argument(argument, strip=False) for argument in self.request.arguments}
             user = await self.login_user(data)
@@ -456,6 +473,7 @@ def course_authenticator_class() -> type:
             self.device_budget = FailedLoginBudget(self.allowed_failed_logins)
             self.signup_budget = FailedLoginBudget(self.signups_per_address)
             self._refusals_logged: dict[str, float] = {}
+            self._checking: dict[str, list[Any]] = {}  # client -> [its lock, checks waiting or running]
             self._ensure_instructors()
             serve_hub_pages_only_on_the_hub_host()
 
@@ -465,7 +483,8 @@ def course_authenticator_class() -> type:
         # -- checking a password -----------------------------------------------------------------------------------
         async def check_password(self, handler: Any, username: str, password: str) -> bool:
             """Whether ``password`` is ``username``'s (a login, or the change-password page's current password),
-            checked off the event loop and only within the budgets (the module's text): a browser with ``username``'s
+            checked off the event loop, one check at a time per client, and only within the budgets (the module's
+            text), which every check spends, right or wrong: a browser with ``username``'s
             device cookie spends that browser's budget; any other client its address's, and it cannot have a
             learner's name checked while that name is blocked. Past a budget: False, with nothing checked, a 429 and
             the wait on ``handler.course_login_error``."""
@@ -482,8 +501,17 @@ def course_authenticator_class() -> type:
             if info is None or (device is None and self.is_blocked(username)):
                 budget.give_back(key)  # no password was checked: nothing guessed, nothing spent
                 return False
-            if await asyncio.get_running_loop().run_in_executor(None, _password_matches, password, info.password):
-                budget.give_back(key)
+            checking = self._checking.setdefault(key, [asyncio.Lock(), 0])
+            checking[1] += 1
+            try:
+                async with checking[0]:  # one bcrypt at a time per client
+                    matches = await asyncio.get_running_loop().run_in_executor(None, _password_matches, password,
+                                                                               info.password)
+            finally:
+                checking[1] -= 1
+                if not checking[1]:
+                    del self._checking[key]
+            if matches:  # spent too: a loop of right passwords is bounded like any other (attack N4)
                 return True
             if device is None:
                 self.add_login_attempt(username)
@@ -513,7 +541,10 @@ def course_authenticator_class() -> type:
             return f"{username} {nonce.decode()}" if nonce else None
 
         def trust_device(self, handler: Any, username: str) -> None:
-            """Give the browser behind ``handler`` a device cookie for ``username`` (sent to the hub's pages only)."""
+            """Give the browser behind ``handler`` a device cookie for ``username`` (sent to the hub's pages only),
+            unless it has one: a new cookie would be a new budget."""
+            if self._device(handler, username):
+                return
             handler.set_secure_cookie(DEVICE_COOKIE + username, secrets.token_urlsafe(16), expires_days=DEVICE_DAYS,
                                       path=handler.hub.base_url, httponly=True, samesite="Strict",
                                       secure=handler.request.protocol == "https")

@@ -112,6 +112,7 @@ class Settings(Configurable):
     disk_max = Size("2G", help="The size of a learner's home, a filesystem of its own (0: a plain folder).")
     shm_max = Size("512M", help="Each server's own /dev/shm, /tmp, /var/tmp, /run/lock, System V memory (0: shared).")
     file_max = Size("4G", help="The largest file a learner's process may write.")
+    log_max = Size("64M", help="The most a learner's server log keeps (NAME.log, NAME.log.1: half each; 0: nothing).")
     tasks_max = Integer(512, min=1, help="Processes and threads per learner (a fork bomb stops there).")
     allowed_failed_logins = Integer(course_auth.ALLOWED_FAILED_LOGINS, min=1,
                                     help="Wrong passwords a minute from one browser, or for a learner's name.")
@@ -330,7 +331,8 @@ def spawner_class(s: Settings) -> type:
             return preexec
 
         async def start(self):  # type: ignore[no-untyped-def]
-            """The server's output goes to ``private/logs/NAME.log`` (root's), never to the hub's terminal."""
+            """The server's output goes to ``private/logs/NAME.log`` (root's, ``HUB_LOG_MAX`` at most), never to the
+            hub's terminal."""
             runtime = isolation.private_environment(self._home())["JUPYTER_RUNTIME_DIR"]
             if len(runtime) + len(isolation.KERNEL_SOCKET_NAME) > isolation.SOCKET_PATH_MAX:
                 raise RuntimeError(f"{self.user.name}'s kernels cannot listen in {runtime}: a unix socket's path "
@@ -338,8 +340,7 @@ def spawner_class(s: Settings) -> type:
                                    f"{'HUB_HOME_BASE' if s.as_root else 'HUB_STATE'}.")
             memory = parse_size(s.memory_max) if s.as_root else 0
             self.cgroup = isolation.memory_cgroup(f"course-{self.user.name}", memory) if memory else None
-            descriptor = os.open(s.logs / f"{self.user.name}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND |
-                                 os.O_NOFOLLOW, 0o600)
+            descriptor = isolation.capped_log(s.logs / f"{self.user.name}.log", parse_size(s.log_max))
             self.popen_kwargs = {**self.popen_kwargs, "stdin": subprocess.DEVNULL, "stdout": descriptor,
                                  "stderr": subprocess.STDOUT}
             try:

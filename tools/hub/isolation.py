@@ -17,11 +17,13 @@ Usage: ``isolate_server(512 << 20, str(memory_cgroup("course-ann", 4 << 30)))`` 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -235,9 +237,37 @@ def remove_shared_temp_files(uid: int, places: tuple[str, ...] = SHARED_TEMP) ->
     return removed
 
 
+def capped_log(path: Path, limit: int) -> int:
+    """A pipe's write end (for a server's stdout and stderr) whose output a thread of this process appends to ``path``
+    (mode 0600), keeping at most ``limit`` bytes: past half of it the file becomes ``path.1`` (the older half, replaced)
+    and a new one starts. Written by the learner's processes, a file of their own would grow up to ``RLIMIT_FSIZE``,
+    outside their home's size, on the disk of the hub's database. Close the returned end once the server has it."""
+    import threading
+
+    read, write = os.pipe()
+
+    def copy() -> None:
+        out = -1
+        with open(read, "rb", buffering=0) as source:
+            while chunk := source.read(1 << 16):
+                if out < 0 or os.fstat(out).st_size + len(chunk) > limit // 2:
+                    if out >= 0:
+                        os.close(out)
+                        os.replace(path, f"{path}.1")
+                    out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+                os.write(out, chunk[:limit // 2])
+        if out >= 0:
+            os.close(out)
+
+    threading.Thread(target=copy, name=f"log of {path.name}", daemon=True).start()
+    return write
+
+
 def end_learner_processes(uid: int, grace: float = 5.0) -> list[int]:
     """SIGTERM, then SIGKILL after ``grace`` seconds, to every process that runs as ``uid`` (a learner the hub made),
-    wherever it was started from; returns the pids that were ended."""
+    wherever it was started from; returns the pids that were ended. Then ``kill(-1, SIGKILL)`` as ``uid`` until
+    none is left (at most ``2 * grace`` s): the kernel signals all of them at once, so a process that keeps forking
+    (in a session of its own, its parent gone) has no child left over, which a pass over a list of pids misses."""
     import psutil
 
     if uid == 0:
@@ -258,4 +288,12 @@ def end_learner_processes(uid: int, grace: float = 5.0) -> list[int]:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(alive, timeout=grace)
-    return [p.pid for p in procs]
+    deadline = time.monotonic() + 2 * grace
+    while True:  # at least once: a list of processes can miss the one a forking loop has now
+        with contextlib.suppress(subprocess.TimeoutExpired):  # kill -1: every process of its user but itself
+            subprocess.run(["kill", "-KILL", "-1"], user=uid, stderr=subprocess.DEVNULL, timeout=grace, check=False)
+        time.sleep(0.05)
+        if time.monotonic() > deadline or not any(
+                p.info["uids"] and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE
+                for p in psutil.process_iter(["uids", "status"])):
+            return [p.pid for p in procs]
