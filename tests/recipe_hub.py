@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from hub_client import HubClient
+
 from tools.hub.course_hub import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +69,8 @@ def tljh_config(c: Any, install_prefix: str = "/opt/tljh", course: Path = ROOT) 
     c.Spawner.mem_limit = config.get("limits", {}).get("memory")
     c.Spawner.cpu_limit = config.get("limits", {}).get("cpu")
     c.SystemdSpawner.username_template = "jupyter-{USERNAME}"
-    c.JupyterHub.services = [{"name": "cull-idle", "admin": True, "command": ["python", "-m", "jupyterhub_idle_culler"]}]
+    c.JupyterHub.services = [{"name": "cull-idle", "admin": True,
+                              "command": ["python", "-m", "jupyterhub_idle_culler"]}]
     environment = {"PYTORCH_HOOKS_COURSE": str(course), "TLJH_INSTALL_PREFIX": install_prefix}
     saved = {key: os.environ.get(key) for key in environment}
     os.environ.update(environment)
@@ -96,7 +97,8 @@ def z2jh_config(c: Any, state: str = Z2JH_STATE) -> Any:
         c[section].update(values_)
     for key, code in sorted(hub.get("extraConfig", {}).items()):
         assert code.count(Z2JH_STATE) <= 1, code
-        exec(compile(code.replace(Z2JH_STATE, state), f"hub.extraConfig.{key}", "exec"), {"c": c, "get_config": lambda: c})
+        exec(compile(code.replace(Z2JH_STATE, state), f"hub.extraConfig.{key}", "exec"),
+             {"c": c, "get_config": lambda: c})
     return c
 
 

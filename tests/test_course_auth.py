@@ -205,7 +205,8 @@ def test_the_password_is_checked_off_the_event_loop(authenticator) -> None:  # t
     serving: a ticker that wakes every 10 ms keeps ticking. On the loop it would tick once or twice."""
     from nativeauthenticator.orm import UserInfo
 
-    slow = b"$2b$12$e7eA/JBcGv7lxgI.sTiEYeKgWk2Aj63KWHXuG0SrN1kd4VuAUVlEO"  # bcrypt.hashpw(b"cat-password", gensalt(12))
+    # bcrypt.hashpw(b"cat-password", gensalt(12))
+    slow = b"$2b$12$e7eA/JBcGv7lxgI.sTiEYeKgWk2Aj63KWHXuG0SrN1kd4VuAUVlEO"
     authenticator.db.add(UserInfo(username="cat", password=slow, is_authorized=True))
     authenticator.db.commit()
 

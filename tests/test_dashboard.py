@@ -14,7 +14,7 @@ from traitlets.config import Config
 from course_utils.machinery.progress_record import Attempt
 from tools.hub import dashboard
 
-NOW = datetime.datetime(2026, 11, 25, 12, 0, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 11, 25, 12, 0, 0, tzinfo=datetime.UTC)
 
 
 def write_record(home: Path, *entries: tuple[str, str, int, str]) -> Path:

@@ -22,12 +22,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import recipe_hub  # tests/
 import requests
 import yaml
-
-import recipe_hub  # tests/
-from course_utils.machinery.pins import parse_pins, read_pins
 from hub_client import flood_as, wait_until_healthy
+
+from course_utils.machinery.pins import parse_pins, read_pins
 from tools.hub import course_auth, course_hub, course_proxy, dashboard, isolation, publish_learner_edition
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -229,7 +229,8 @@ def test_a_room_in_chinese_gets_the_chinese_workspace_and_messages(tmp_path: Pat
     spawner = SimpleNamespace(user=SimpleNamespace(name="ann"), log=logging.getLogger("test"))
     asyncio.run(c.Spawner.pre_spawn_hook(spawner))
     delivered = json.loads((tmp_path / "state" / "homes" / "ann" / "workspace" / "01_tensor_hooks.ipynb").read_text())
-    assert delivered["metadata"].get("language_edition", {}).get("lang") == "zh", "the learner got the English workspace"
+    assert delivered["metadata"].get("language_edition", {}).get("lang") == "zh", (
+        "the learner got the English workspace")
 
 
 # --- Binder ---------------------------------------------------------------------------------------------------------
@@ -324,7 +325,8 @@ def test_tljh_runs_the_dashboard_for_admins_on_every_learners_record(monkeypatch
     assert dashboard.tljh_system_username("ada") == "jupyter-ada"  # the system user TLJH makes for learner ada
 
 
-def test_tljh_gives_each_learner_private_tmp_kernel_sockets_and_make_hubs_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tljh_gives_each_learner_private_tmp_kernel_sockets_and_make_hubs_limits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Issues 34.2, .4, .5, .6 and 41.4, .5, .8 on TLJH (systemd cannot run here: the settings SystemdSpawner turns
     into unit properties are checked, against jupyterhub/systemdspawner's source and systemd's): /tmp, /var/tmp and
     /run/lock of its own, in memory (TemporaryFileSystem, counted in MemoryMax), /tmp holding the runtime folder, so
@@ -401,7 +403,8 @@ def test_z2jh_values_dockerfile_and_guide_agree_on_the_recipe() -> None:
     seeing = GUIDE.split("### Seeing the room", 1)[1].split("\n### ", 1)[0]
     assert "Zero to JupyterHub" in seeing and "does not run" in seeing
     section = GUIDE.split("## Serving a room with JupyterHub", 1)[1]
-    assert f"`cpu.limit: {single['cpu']['limit']}`" in section and f"`memory.limit: {single['memory']['limit']}`" in section
+    assert f"`cpu.limit: {single['cpu']['limit']}`" in section
+    assert f"`memory.limit: {single['memory']['limit']}`" in section
     dockerfile = (DEPLOY / "singleuser" / "Dockerfile").read_text()
     assert re.search(r"^FROM \S+python-3\.11\s*$", dockerfile, re.MULTILINE) and "OMP_NUM_THREADS=1" in dockerfile
     assert "PIP_INDEX_URL=https://download.pytorch.org/whl/cpu" in dockerfile

@@ -47,7 +47,6 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
-
 from hub_client import HubClient, flood_as
 from hubserver import ThrowAwayHub, private_clone
 from labserver import CHROMIUM, CHROMIUM_FLAGS, ROOT, SCREENSHOTS
@@ -55,7 +54,8 @@ from learner_run import learner_run_problems
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.hub]
 
-NOTEBOOK = "00_start_here.ipynb"  # the shortest: every notebook's learner edition runs in tests/browser/test_jupyterlab.py
+# the shortest: every notebook's learner edition runs in tests/browser/test_jupyterlab.py
+NOTEBOOK = "00_start_here.ipynb"
 # The learners' copy of the environment for the hub in the private clone: outside the clone, kept between runs like
 # make hub's own (/var/lib/course-hub/learner-env-ID), rebuilt only when the course's files (by content) or the
 # installed packages change. One per checkout under test (the clone's path changes every run, this checkout's does
@@ -202,7 +202,8 @@ def room(hub: ThrowAwayHub, chromium) -> Iterator[Room]:  # type: ignore[no-unty
     """Five sign-ups (ann, bob, cat run the notebook; dan is approved but types a wrong password; eve is never
     approved); the instructor logs in with the first password ``make hub`` made and approves four of them."""
     outside: list[str] = []
-    learners = {key: Learner(f"{hub.prefix}{key}", secrets.token_urlsafe(10)) for key in ("ann", "bob", "cat", "dan", "eve")}
+    learners = {key: Learner(f"{hub.prefix}{key}", secrets.token_urlsafe(10))
+                for key in ("ann", "bob", "cat", "dan", "eve")}
     context, page = new_page(chromium, outside)
     try:
         for learner in learners.values():
@@ -373,7 +374,8 @@ def test_a_learner_cannot_open_another_learners_files_through_the_hub(at_work: R
                 body = page.content()
                 assert secret_b not in body and '"cells"' not in body, f"ann read {base}{path} of bob"
                 expected = (403,) if base.startswith(hub.user_url(bob.name)) else (403, 404)  # the hub: not yours
-                assert response.status in expected, f"{base}{path} with ann's session: HTTP {response.status} at {page.url}"
+                assert response.status in expected, (
+                    f"{base}{path} with ann's session: HTTP {response.status} at {page.url}")
     finally:
         page.close()
 
@@ -984,7 +986,8 @@ def test_each_server_logs_to_its_own_file_and_no_token_reaches_a_log(at_work: Ro
     for host, path in ((f"localhost:{hub.port}", "/hub/nowhere"), (f"{ann.name}.localhost:{hub.port}",
                        f"/user/{ann.name}/nowhere"), (f"nobody.localhost:{hub.port}", "/user/nobody/api/status"),
                        (f"localhost:{hub.port}", "/hub/api/user")):
-        request = urllib.request.Request(f"http://127.0.0.1:{hub.port}{path}?token={secret}&x=1", headers={"Host": host})
+        request = urllib.request.Request(f"http://127.0.0.1:{hub.port}{path}?token={secret}&x=1",
+                                         headers={"Host": host})
         try:
             urllib.request.urlopen(request, timeout=30).read()
         except urllib.error.HTTPError:

@@ -259,7 +259,8 @@ def _off_hub_host(handler: Any) -> bool:
     host = (handler.request.host_name or "").lower()
     hub_prefix = handler.base_url.rstrip("/") + "/hub"
     path = handler.request.path
-    return bool(hub_host) and host.endswith("." + hub_host) and (path == hub_prefix or path.startswith(hub_prefix + "/"))
+    return (bool(hub_host) and host.endswith("." + hub_host)
+            and (path == hub_prefix or path.startswith(hub_prefix + "/")))
 
 
 def serve_hub_pages_only_on_the_hub_host() -> None:
@@ -294,7 +295,7 @@ def serve_hub_pages_only_on_the_hub_host() -> None:
 
 
 @functools.cache
-def course_authenticator_class() -> type:
+def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branches of the class it builds
     """``CourseNativeAuthenticator``: NativeAuthenticator 1.3.0 with what a course needs (see the module's text).
 
     Made on first use (it imports JupyterHub), once per process. Usage: ``c.JupyterHub.authenticator_class =
@@ -303,9 +304,14 @@ def course_authenticator_class() -> type:
     from jupyterhub import orm
     from jupyterhub.scopes import needs_scope
     from nativeauthenticator import NativeAuthenticator
-    from nativeauthenticator.handlers import ChangePasswordAdminHandler, ChangePasswordHandler, DiscardHandler
+    from nativeauthenticator.handlers import (
+        ChangePasswordAdminHandler,
+        ChangePasswordHandler,
+        DiscardHandler,
+        SignUpHandler,
+        ToggleAuthorizationHandler,
+    )
     from nativeauthenticator.handlers import LoginHandler as NativeLoginHandler
-    from nativeauthenticator.handlers import SignUpHandler, ToggleAuthorizationHandler
     from nativeauthenticator.orm import UserInfo
     from tornado import web
     from tornado.escape import url_escape
@@ -438,7 +444,8 @@ def course_authenticator_class() -> type:
                                                    alert="alert-success" if changed else "alert-danger"))
 
     class CourseChangePasswordAdmin(ChangePasswordAdminHandler):
-        """/hub/change-password/NAME (admins): NativeAuthenticator 1.3.0's page, the new password hashed off the loop."""
+        """/hub/change-password/NAME (admins): NativeAuthenticator 1.3.0's page, the new password hashed off the
+        loop."""
 
         @needs_scope("admin:users")
         async def post(self, user_name: str) -> None:
@@ -455,7 +462,8 @@ def course_authenticator_class() -> type:
         nobody can turn against the right password, names never handed down, the hub's pages on its own host only."""
 
         instructor_password_file = Unicode("", config=True, help="The instructors' first password (made if absent).")
-        retired_names_file = Unicode("", config=True, help="Names never given out again (deleted learners), one a line.")
+        retired_names_file = Unicode("", config=True,
+                                     help="Names never given out again (deleted learners), one a line.")
         system_users = Unicode("", config=True, help="How hub names map to system accounts: '', 'same' or 'tljh'.")
         learner_group = Unicode("", config=True, help="make hub as root: the system group of the accounts it made.")
         failed_logins_per_address = Integer(FAILED_LOGINS_PER_ADDRESS, config=True,

@@ -299,7 +299,7 @@ def learner_environment(s: Settings, python: str) -> dict[str, str]:
     }
 
 
-def spawner_class(s: Settings) -> type:
+def spawner_class(s: Settings) -> type:  # noqa: C901 -- ruff counts the branches of the class it builds
     """The learners' spawner: ``LocalProcessSpawner`` (one system user per learner, root) or its shared-account
     variant, plus what the course adds: a log file per server, private ``TMPDIR``, caches and kernel sockets, and, as
     root, the isolation of isolation.py; on stop, the end of every process the learner started (also those that left
@@ -431,7 +431,7 @@ def _workspace_hook(s: Settings, python: str):  # type: ignore[no-untyped-def]
             preexec_fn=preexec, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         try:
             output, _ = await asyncio.wait_for(process.communicate(), timeout=180)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             process.kill()
             raise RuntimeError(f"Preparing {name}'s workspace took more than 180 s") from None
         text = output.decode(errors="replace").strip()

@@ -32,7 +32,7 @@ from typing import Any
 
 from course_utils.machinery.layout import RECORD_NAME
 
-from .course_auth import tljh_system_username  # noqa: F401  (TLJH's names: the rule the sign-in uses too)
+from .course_auth import tljh_system_username
 
 SERVICE = "dashboard"
 RECORD = Path("workspace") / RECORD_NAME  # make hub's: the workspace the spawn hook prepares
@@ -118,7 +118,7 @@ def plausible(attempts: Iterable[Any], now: datetime.datetime) -> tuple[list[Any
     latest = now + datetime.timedelta(seconds=CLOCK_SLACK_S)
     for attempt in attempts:
         try:
-            when = datetime.datetime.strptime(attempt.time, TIME_FORMAT).replace(tzinfo=datetime.timezone.utc)
+            when = datetime.datetime.strptime(attempt.time, TIME_FORMAT).replace(tzinfo=datetime.UTC)
         except (TypeError, ValueError):
             ignored += 1
             continue
@@ -145,7 +145,7 @@ def room(records: Mapping[str, list[Any]], exercise_ids: Iterable[str], now: dat
         times = [a.time for a in attempts]
         last = max(times) if times else None
         learners[name] = {"exercises": cells, "last_check": last, "idle_s": _seconds_since(last, now)}
-    stuck_counts = {e: sum(1 for l in learners.values() if l["exercises"].get(e, {}).get("state") == "tried")
+    stuck_counts = {e: sum(1 for one in learners.values() if one["exercises"].get(e, {}).get("state") == "tried")
                     for e in ids}
     most = max(stuck_counts.values(), default=0)
     stuck = sorted(e for e, n in stuck_counts.items() if n == most and n > 0)
@@ -156,7 +156,7 @@ def _seconds_since(stamp: str | None, now: datetime.datetime) -> int | None:
     if stamp is None:
         return None
     try:
-        then = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+        then = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
     except ValueError:
         return None
     return max(0, int((now - then).total_seconds()))
@@ -192,7 +192,8 @@ def render(data: Mapping[str, Any], problems: Mapping[str, str]) -> str:
             elif cell["state"] == "done":
                 cells.append(f'<td class="done" title="done in {cell["attempts"]} attempt(s)">✓</td>')
             else:
-                cells.append(f'<td class="tried" title="{cell["attempts"]} attempt(s), not passed">✗{cell["attempts"]}</td>')
+                cells.append(f'<td class="tried" title="{cell["attempts"]} attempt(s), not passed">'
+                             f'✗{cell["attempts"]}</td>')
         note = f' <span class="problem">({e(problems[name])})</span>' if name in problems else ""
         rows.append(f'<tr data-learner="{e(name)}"><th>{e(name)}{note}</th>{"".join(cells)}'
                     f'<td class="last">{e(_ago(learner["idle_s"]))}</td></tr>')
@@ -234,7 +235,7 @@ def collect(names: Iterable[str], state: Path | None, *, record: Path = RECORD, 
 
     Usage: ``records, problems = collect(["ada", "bob"], None, system_users="tljh")``
     """
-    now = now or datetime.datetime.now(datetime.timezone.utc)
+    now = now or datetime.datetime.now(datetime.UTC)
     records: dict[str, list[Any]] = {}
     problems: dict[str, str] = {}
     for name in names:
@@ -275,7 +276,7 @@ def main() -> None:  # pragma: no cover - run by the hub; tests/browser/test_hub
         return list(all_exercises())
 
     def snapshot() -> tuple[dict[str, Any], dict[str, str]]:
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         records, problems = collect(_learner_names(api_url, token, admins), state, record=record,
                                     system_users=system_users, now=now)
         return room(records, exercise_ids(), now), problems
@@ -319,7 +320,8 @@ def configure_dashboard(c: Any, *, python: str, port: int, admins: Iterable[str]
     if system_users not in SYSTEM_USERS:
         raise ValueError(f"system_users is one of {SYSTEM_USERS}, got {system_users!r}")
     environment = {"COURSE_DASHBOARD_ADMINS": ",".join(sorted(admins)), "PYTHONPATH": pythonpath,
-                   "COURSE_DASHBOARD_RECORD": str(record_in_home(record)), "COURSE_DASHBOARD_SYSTEM_USERS": system_users}
+                   "COURSE_DASHBOARD_RECORD": str(record_in_home(record)),
+                   "COURSE_DASHBOARD_SYSTEM_USERS": system_users}
     if state is not None:
         environment["COURSE_HUB_STATE"] = str(state)
     c.JupyterHub.services = [*(c.JupyterHub.services if "services" in c.JupyterHub else []), {
