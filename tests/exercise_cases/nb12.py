@@ -286,9 +286,9 @@ CASES = {
                     "returned a Tensor: return a tuple"),  # the tuple's first element alone
                    ("(output[0] + scale * vector, *output[1:])", "(output[0] + scale * vector,)", "a tuple of 1"),
                    ("(output[0] + scale * vector, *output[1:])", "(output[0], output[0] + scale * vector)",
-                    "left the tuple's first element as it was and changed element 1"),  # steers output[1]
+                    "left the tuple's first element as it was and changed the one at index 1"),  # steers output[1]
                    ("(output[0] + scale * vector, *output[1:])", '(output[0] + scale * vector, "garbage")',
-                    "replaced element 1 of the tuple"),
+                    "replaced the element at index 1 of the tuple"),
                    ("        if isinstance(output, tuple):\n            return (output[0] + scale * vector, *output[1:])\n",
                     "", "returns a tuple (output, weights)"),  # the tuple not handled
                    ("        return output + scale * vector",  # steers position 0 .. of every sequence but the first

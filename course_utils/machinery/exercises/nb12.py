@@ -458,11 +458,11 @@ def _steer_test(add_steering: Callable[..., Any]) -> Verdict:
             kept = [index for index, (got, was) in enumerate(zip(result[1:], untouched[1:]), 1)
                     if not (got is was or (isinstance(was, torch.Tensor) and same(got, was)))]
             require(not (kept and same(result[0], stream)),
-                    N_("Your hook left the tuple's first element as it was and changed element {index}: on {target} "
-                       "the output proper, the one to steer, is the tuple's first element (the rest, such as the "
-                       "weights, is handed on as it was)."), index=kept[0] if kept else None, **fields)
-            require(not kept, N_("Your hook replaced element {index} of the tuple {target} returns: hand the rest of "
-                                 "the tuple on as it was, and steer only its first element."),
+                    N_("Your hook left the tuple's first element as it was and changed the one at index {index}: on "
+                       "{target} the output proper, the one to steer, is the tuple's first element (the rest, such as "
+                       "the weights, is handed on as it was)."), index=kept[0] if kept else None, **fields)
+            require(not kept, N_("Your hook replaced the element at index {index} of the tuple {target} returns: hand "
+                                 "the rest of the tuple on as it was, and steer only its first element."),
                     index=kept[0] if kept else None, **fields)
             result = result[0]
         require(isinstance(result, torch.Tensor), N_("{target} returns a tensor, and your hook returned a {type}: what "
