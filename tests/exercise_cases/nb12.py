@@ -172,7 +172,8 @@ CASES = {
             ("width = attention.d_head", "width = 16", "d_head = 16"),
             ("heads[..., head * width:(head + 1) * width] = 0", "heads[..., head::attention.n_heads] = 0",
              "Wrong head slice"),  # every n_heads-th feature
-            ("        return (heads,)\n", "", "changed nothing"),  # changes a copy, returns nothing
+            ("        return (heads,)\n", "", "returned None"),  # changes a copy, returns nothing
+            ("return (heads,)", "return args", "logits are those of the model without it"),  # hands the args on
             ("    return attention", "    attention", "Return the handle"),
             ("attention.out_proj.register_forward_pre_hook", "attention.register_forward_pre_hook",
              "what all of its heads read"),
@@ -245,6 +246,7 @@ CASES = {
             ('kept["x"][:, position]', 'kept["x"][:, position - 1]', "Which activation did you keep"),
             ("[:, position]", "[:, position:]", "every position from"),
             ("[:, position]", "[0, position]", "first sequence"),
+            ("[:, position]", "[position]", "dimension 0 is the batch; the positions are dimension 1"),
             (("        model(clean)", "        return model(corrupted)"),
              ("        model(corrupted)", "        return model(clean)"), "swapped the runs"),
             ((KEEP, "        patched = output.clone()", "        return patched", "model.blocks[layer].register_forward_hook(hook)"),
@@ -283,6 +285,10 @@ CASES = {
                    ("(output[0] + scale * vector, *output[1:])", "output[0] + scale * vector",
                     "returned a Tensor: return a tuple"),  # the tuple's first element alone
                    ("(output[0] + scale * vector, *output[1:])", "(output[0] + scale * vector,)", "a tuple of 1"),
+                   ("(output[0] + scale * vector, *output[1:])", "(output[0], output[0] + scale * vector)",
+                    "left the tuple's first element as it was and changed the one at index 1"),  # steers output[1]
+                   ("(output[0] + scale * vector, *output[1:])", '(output[0] + scale * vector, "garbage")',
+                    "replaced the element at index 1 of the tuple"),
                    ("        if isinstance(output, tuple):\n            return (output[0] + scale * vector, *output[1:])\n",
                     "", "returns a tuple (output, weights)"),  # the tuple not handled
                    ("        return output + scale * vector",  # steers position 0 .. of every sequence but the first
@@ -323,7 +329,11 @@ CASES = {
                    """, **USES)],
         wrong=[*mutants(
                    KV,
-                   (*SLICED, "slice is empty"),  # output[:, start:]
+                   (*SLICED, "not absolute positions"),  # output[:, start:]
+                   ("def hook(module, args, kwargs, output):", "def hook(module, args, output):",
+                    "four arguments"),  # with_kwargs=True, three parameters
+                   ("hook, with_kwargs=True", "hook", "four arguments"),  # four parameters, without with_kwargs
+                   ('kwargs["positions"]', "args[1]", "one positional argument"),
                    ('steered[:, kwargs["positions"] >= start] += vector', "steered += vector", "every position"),
                    ("    with model.blocks[layer].register_forward_hook(hook, with_kwargs=True):\n",
                     "    model.blocks[layer].register_forward_hook(hook, with_kwargs=True)\n    if True:\n",

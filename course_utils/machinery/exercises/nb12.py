@@ -18,6 +18,8 @@ handing on a tuple is part of that exercise.
 
 from __future__ import annotations
 
+import os
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -202,6 +204,15 @@ def _hands_input_on(module: torch.nn.Module) -> bool:
     return seen[0] is probe
 
 
+def _returns_none(module: Any) -> bool:
+    """Whether every forward pre-hook on ``module`` (those called without kwargs) returns None on a probe input."""
+    probe = torch.randn(2, 3, module.in_features, generator=generator(1))
+    hooks = [hook for key, hook in module._forward_pre_hooks.items()
+             if key not in module._forward_pre_hooks_with_kwargs]
+    with torch.no_grad():
+        return bool(hooks) and all(hook(module, (probe,)) is None for hook in hooks)
+
+
 def _misplaced_ablation(where: list[str], layer: int, head: int) -> None:
     """12.2's ✗ for an ablation hooked somewhere in block ``layer`` other than out_proj's forward pre-hooks."""
     inside = f"blocks.{layer}."
@@ -243,6 +254,7 @@ def _ablate_test(ablate_head: Callable[..., Any]) -> Verdict:
                               "block {layer}."), layer=layer)
             result, heads = _run(model, tokens), _read_by_out_proj(model, layer, tokens)
             passes_through = same(result, untouched) and _hands_input_on(model.blocks[layer].attn.out_proj)
+            returns_none = passes_through and _returns_none(model.blocks[layer].attn.out_proj)
         require_no_hooks(model, _LEFT_AFTER_REMOVE)
         if same(result, expected):
             continue
@@ -252,9 +264,13 @@ def _ablate_test(ablate_head: Callable[..., Any]) -> Verdict:
                    "model, whose attention has {n_heads} heads of d_head = {width}. Take both from the module, not "
                    "from the notebook's model."), n_heads=n_heads, width=width)
         _misplaced_ablation(where, layer, head)
-        require(not same(result, untouched), N_("Your hook changed nothing: a pre-hook changes out_proj's input only "
-                                                "through what it returns (the new args). Modify a copy and return "
-                                                "it."))
+        require(not (same(result, untouched) and returns_none),
+                N_("Your hook changed nothing: it returned None and left out_proj's input as it was, so whatever it "
+                   "changed was a copy that out_proj never reads. A pre-hook's copy takes the input's place only "
+                   "when the hook returns it (the new args)."))
+        require(not same(result, untouched), N_("Your hook changed nothing: the logits are those of the model "
+                                                "without it. A pre-hook on out_proj changes out_proj's input in "
+                                                "place, or through what it returns (the new args)."))
         require(width == 16 or not same(result, _zeroed(model, layer, tokens, slice(head * 16, (head + 1) * 16))),
                 N_("You took d_head = 16 from the notebook's model; this model's heads have d_head = {width}. Read it "
                    "from the module (attn.d_head, or in_features // n_heads)."), width=width)
@@ -319,7 +335,15 @@ def _patch_test(patch_position: Callable[..., Any]) -> Verdict:
         clean_before, corrupted_before = clean.clone(), corrupted.clone()
         expected, hooks_per_run = _patched(model, clean, corrupted, layer, position), []
         with model.register_forward_pre_hook(lambda module, args: hooks_per_run.append(count_hooks(module) - 1)):
-            raw = patch_position(model, clean, corrupted, layer, position)
+            try:
+                raw = patch_position(model, clean, corrupted, layer, position)
+            except IndexError as error:
+                if f"dimension 0 with size {clean.shape[0]}" not in str(error):
+                    raise
+                fail(N_("Your code raised {error}. It used position {position} as an index along dimension 0, "
+                        "which has {batch} entries here. In the block's output dimension 0 is the batch; the "
+                        "positions are dimension 1."), error=f"IndexError: {error}", batch=clean.shape[0],
+                     position=position)
         require_no_hooks(model, _LEFT)
         require(torch.equal(clean, clean_before) and torch.equal(corrupted, corrupted_before),
                 N_("Your function changed the clean or corrupted tokens: leave the caller's inputs alone."))
@@ -431,6 +455,15 @@ def _steer_test(add_steering: Callable[..., Any]) -> Verdict:
             require(len(result) == len(untouched), N_("{target} returns a tuple of {count} (output, weights), and your "
                                                       "hook returned a tuple of {size}: keep the rest of the tuple as "
                                                       "it was."), size=len(result), **fields)
+            kept = [index for index, (got, was) in enumerate(zip(result[1:], untouched[1:]), 1)
+                    if not (got is was or (isinstance(was, torch.Tensor) and same(got, was)))]
+            require(not (kept and same(result[0], stream)),
+                    N_("Your hook left the tuple's first element as it was and changed the one at index {index}: on "
+                       "{target} the output proper, the one to steer, is the tuple's first element (the rest, such as "
+                       "the weights, is handed on as it was)."), index=kept[0] if kept else None, **fields)
+            require(not kept, N_("Your hook replaced the element at index {index} of the tuple {target} returns: hand "
+                                 "the rest of the tuple on as it was, and steer only its first element."),
+                    index=kept[0] if kept else None, **fields)
             result = result[0]
         require(isinstance(result, torch.Tensor), N_("{target} returns a tensor, and your hook returned a {type}: what "
                                                      "a forward hook returns replaces the output, so return a tensor "
@@ -511,6 +544,24 @@ def _generated(model: InductionTransformer, prompt: torch.Tensor, new_tokens: in
         return generate(model, prompt, new_tokens, use_cache=use_cache)
 
 
+def _hook_raised(error: Exception) -> None:
+    """12.5's ✗ for a hook whose signature does not match how it was registered, or that reads args[1]."""
+    frames = [frame.filename.replace(os.sep, "/") for frame in traceback.extract_tb(error.__traceback__)]
+    called_by_torch = [name.endswith(("torch/nn/modules/module.py", "course_utils/machinery/hook_watch.py"))
+                       for name in frames]  # where a hook is called: by torch, or by the watcher around it
+    text = f"{type(error).__name__}: {error}"
+    require(not (isinstance(error, TypeError) and "positional argument" in str(error)
+                 and called_by_torch[-1:] == [True]),
+            N_("Your hook raised {error}: a forward hook registered with with_kwargs=True is called with four "
+               "arguments (module, args, kwargs, output), one registered without it with three (module, args, "
+               "output). Give your hook the signature that matches how you registered it."), error=text)
+    require(not (isinstance(error, IndexError) and "tuple index out of range" in str(error)
+                 and called_by_torch[-2:-1] == [True]),
+            N_("Your hook raised {error}: the block is called with one positional argument, the residual stream "
+               "(args[0]); everything else it is told comes as keyword arguments, which a hook sees only when it "
+               "is registered to."), error=text)
+
+
 def _kv_test(generate_steered: Callable[..., Any]) -> Verdict:
     for case, (layer, prompt_length, start, seed) in enumerate(((0, 10, 5, 135), (1, 12, 15, 134))):
         model = _model(2, 4, seed)
@@ -519,7 +570,11 @@ def _kv_test(generate_steered: Callable[..., Any]) -> Verdict:
         before = vector.clone()
         expected, lengths = _generated(model, prompt, new_tokens, layer, vector, start, use_cache=False), []
         with model.register_forward_pre_hook(lambda module, args: lengths.append(args[0].shape[1])):
-            raw = generate_steered(model, prompt, new_tokens, layer, vector, start)
+            try:
+                raw = generate_steered(model, prompt, new_tokens, layer, vector, start)
+            except (TypeError, IndexError) as error:
+                _hook_raised(error)
+                raise
         require_no_hooks(model, N_("A hook is still on the model after generation ({where}): every later call would be "
                                    "steered too. Remove it when generation ends (a with block or finally)."))
         require(torch.equal(vector, before), N_("Your code changed the vector it was given: leave it as it was."))
@@ -541,10 +596,10 @@ def _kv_test(generate_steered: Callable[..., Any]) -> Verdict:
         name_the_mistake(result, [(lambda mistake=mistake: _generated(model, prompt, new_tokens, layer, vector, start,
                                                                       True, mistake), message)
                                   for mistake, message in (
-            ("slice", N_("output[:, start:] assumes the output holds every position. With the KV cache each step's "
-                         "output holds only the new position, so after the prompt the slice is empty and no generated "
-                         "position is steered. Use the absolute positions the block is called with "
-                         "(kwargs['positions'], with_kwargs=True).")),
+            ("slice", N_("output[:, start:] counts the positions of this call's output, not absolute positions. "
+                         "With the KV cache each step's output holds only the new position, so after the prompt the "
+                         "slice is empty and no generated position is steered. What is the block told, at each call, "
+                         "about the absolute positions it is working on?")),
             ("everywhere", N_("You steered every position: only positions >= start ({start}) get the vector.")),
             ("after", N_("You steered the positions after start, not from start on: position {start} itself gets the "
                          "vector too.")),
