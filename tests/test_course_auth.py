@@ -75,7 +75,7 @@ def test_the_client_is_who_connected_and_only_the_hubs_own_proxy_says_otherwise(
     import socket
 
     assert course_auth._proc_net_address(("127.0.0.1", 8000)) == "0100007F:1F40"  # as /proc/net/tcp writes it
-    with socket.create_server(("127.0.0.1", 0)) as server, socket.create_connection(server.getsockname()) as mine:
+    with socket.create_server(("127.0.0.1", 0)) as server, socket.create_connection(server.getsockname()) as _mine:
         accepted, _ = server.accept()
         with accepted:
             assert course_auth.socket_owner(accepted.getpeername(), accepted.getsockname()) == os.getuid()

@@ -118,7 +118,8 @@ def test_under_tljh_the_record_a_learner_checks_into_is_the_one_shown(tmp_path: 
     monkeypatch.delenv("COURSE_PROGRESS", raising=False)
     monkeypatch.chdir(folder)  # where the kernel runs
     assert record("01.1", False) is None and record("01.1", True) is None
-    records, problems = dashboard.collect(["ada", "bob"], None, record=Path("pytorch-hooks-learner/.course-progress.jsonl"),
+    records, problems = dashboard.collect(["ada", "bob"], None,
+                                          record=Path("pytorch-hooks-learner/.course-progress.jsonl"),
                                           system_users="tljh")
     assert [(a.exercise, a.verdict, a.attempt) for a in records["ada"]] == [("01.1", "fail", 1), ("01.1", "pass", 2)]
     assert records["bob"] == [] and problems == {}  # no system user jupyter-bob yet: nothing to read, no error

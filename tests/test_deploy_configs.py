@@ -360,7 +360,8 @@ def test_tljh_gives_each_learner_a_home_of_its_own_size(tmp_path: Path, monkeypa
     stub = tmp_path / "stub" / "tljh"  # TLJH's tljh.user, as it is, with the homes in that folder
     stub.mkdir(parents=True)
     (stub / "__init__.py").write_text("")
-    (stub / "user.py").write_text(f"import pwd, subprocess\ndef ensure_user(name):\n    try:\n        pwd.getpwnam(name)\n"
+    (stub / "user.py").write_text("import pwd, subprocess\ndef ensure_user(name):\n    try:\n"
+                                  "        pwd.getpwnam(name)\n"
                                   f"    except KeyError:\n        subprocess.check_call(['useradd', '--create-home', "
                                   f"'--base-dir', {str(homes)!r}, name])\n")
     monkeypatch.syspath_prepend(str(stub.parent))

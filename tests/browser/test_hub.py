@@ -289,8 +289,9 @@ def run_in_own_kernel(hub: ThrowAwayHub, learner: Learner) -> nbformat.NotebookN
     try:
         for count, cell in enumerate((c for c in notebook.cells if c.cell_type == "code" and c.source.strip()), 1):
             outputs: list = []
-            client.execute_interactive(cell.source, allow_stdin=False, timeout=300, output_hook=lambda message: (
-                outputs.append(nbformat.v4.output_from_msg(message)) if message["header"]["msg_type"] in
+            client.execute_interactive(cell.source, allow_stdin=False, timeout=300,
+                                       output_hook=lambda message, kept=outputs: (
+                kept.append(nbformat.v4.output_from_msg(message)) if message["header"]["msg_type"] in
                 ("stream", "error", "execute_result", "display_data") else None))
             cell.outputs, cell.execution_count = outputs, count
     finally:
@@ -415,7 +416,8 @@ ATTACK_PAGE = """<!doctype html><html><body><pre id="out">running</pre><script>
   out.victimFileHere = await grab(cfg.victimPath);
   out.makeAdmin = await grab(cfg.hub + '/hub/api/users/' + cfg.attacker,
                              {method: 'PATCH', body: JSON.stringify({admin: true})});
-  out.makeAdminHere = await grab('/hub/api/users/' + cfg.attacker, {method: 'PATCH', body: JSON.stringify({admin: true})});
+  out.makeAdminHere = await grab('/hub/api/users/' + cfg.attacker,
+                                 {method: 'PATCH', body: JSON.stringify({admin: true})});
   out.authorizeHere = await grab('/hub/authorize');  // every sign-up, had a victim logged in on this origin
   out.loginHere = await grab('/hub/login');
   document.getElementById('out').textContent = JSON.stringify(out);
@@ -972,7 +974,7 @@ def test_each_server_logs_to_its_own_file_and_no_token_reaches_a_log(at_work: Ro
     import urllib.request
 
     hub, ann = room.hub, room.learners["ann"]
-    server = process_of(hub, ann, "jupyterhub.singleuser")
+    process_of(hub, ann, "jupyterhub.singleuser")  # her server runs
     own_log = hub.state / "private" / "logs" / f"{ann.name}.log"
     assert own_log.stat().st_uid == 0 and (own_log.stat().st_mode & 0o077) == 0
     assert "jupyterhub.singleuser" in own_log.read_text(errors="replace") or own_log.stat().st_size > 0
@@ -1045,7 +1047,8 @@ SHARED_MEMORY = """
 import ctypes, json, os, subprocess, sys
 libc = ctypes.CDLL(None, use_errno=True)
 small, big = libc.shmget(KEY, 1 << 20, 0o1600), libc.shmget(0, 1 << 30, 0o1600)  # IPC_CREAT | 0600
-hog = "import mmap\\nm = mmap.mmap(-1, 3 << 30, flags=mmap.MAP_SHARED)\\nfor i in range(0, len(m), 4096): m[i] = 1\\nprint('TOUCHED 3 GiB')"
+hog = ("import mmap\\nm = mmap.mmap(-1, 3 << 30, flags=mmap.MAP_SHARED)\\n"
+       "for i in range(0, len(m), 4096): m[i] = 1\\nprint('TOUCHED 3 GiB')")
 child = subprocess.run([sys.executable, "-c", hog], capture_output=True, text=True)
 print(json.dumps({"small": small, "big": big, "ipc": os.readlink("/proc/self/ns/ipc"), "child": child.returncode,
                   "out": child.stdout.strip()}))
@@ -1427,8 +1430,9 @@ def plant_leftovers(learner: Learner) -> list[Path]:
 
 def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room) -> None:
     """Also issues 22.6 and 34.4: ann leaves a process that left her server's session (setsid) and holds a port, a
-    re-forking loop (attack N3: before, it outlived the hub), and files in /tmp, /var/tmp and the machine's /dev/shm; Ctrl-C must end the process, free the port and remove
-    her files (and no file of anybody else: root's file beside them stays)."""
+    re-forking loop (attack N3: before, it outlived the hub), and files in /tmp, /var/tmp and the machine's /dev/shm;
+    Ctrl-C must end the process, free the port and remove her files (and no file of anybody else: root's file beside
+    them stays)."""
     room = at_work
     from hubserver import free_port
 

@@ -366,7 +366,7 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
 
         post = ToggleAuthorizationHandler.get
 
-        async def get(self, slug: str) -> None:  # type: ignore[override]
+        async def get(self, slug: str) -> None:
             self.redirect(self.hub.base_url + "authorize")
 
     class PostOnlyDiscard(DiscardHandler):
@@ -374,7 +374,7 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
 
         post = DiscardHandler.get
 
-        async def get(self, user_name: str) -> None:  # type: ignore[override]
+        async def get(self, user_name: str) -> None:
             self.redirect(self.hub.base_url + "authorize")
 
     class CourseSignUpHandler(SignUpHandler):

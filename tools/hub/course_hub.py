@@ -315,7 +315,7 @@ def spawner_class(s: Settings) -> type:  # noqa: C901 -- ruff counts the branche
         def get_env(self) -> dict[str, str]:
             return {**super().get_env(), **isolation.private_environment(self._home())}
 
-        def make_preexec_fn(self, name: str):  # type: ignore[no-untyped-def]
+        def make_preexec_fn(self, name: str):
             become, env = super().make_preexec_fn(name), isolation.private_environment(self._home())
             shm, cgroup = parse_size(s.shm_max) if s.as_root else 0, str(self.cgroup) if self.cgroup else None
             if shm:
@@ -330,7 +330,7 @@ def spawner_class(s: Settings) -> type:  # noqa: C901 -- ruff counts the branche
 
             return preexec
 
-        async def start(self):  # type: ignore[no-untyped-def]
+        async def start(self):
             """The server's output goes to ``private/logs/NAME.log`` (root's, ``HUB_LOG_MAX`` at most), never to the
             hub's terminal."""
             runtime = isolation.private_environment(self._home())["JUPYTER_RUNTIME_DIR"]
@@ -341,7 +341,7 @@ def spawner_class(s: Settings) -> type:  # noqa: C901 -- ruff counts the branche
             memory = parse_size(s.memory_max) if s.as_root else 0
             self.cgroup = isolation.memory_cgroup(f"course-{self.user.name}", memory) if memory else None
             descriptor = isolation.capped_log(s.logs / f"{self.user.name}.log", parse_size(s.log_max))
-            self.popen_kwargs = {**self.popen_kwargs, "stdin": subprocess.DEVNULL, "stdout": descriptor,
+            self.popen_kwargs: dict[str, Any] = {**self.popen_kwargs, "stdin": subprocess.DEVNULL, "stdout": descriptor,
                                  "stderr": subprocess.STDOUT}
             try:
                 return await super().start()
@@ -403,7 +403,7 @@ def authenticator_classes() -> tuple[type, type]:
     return CourseAuthenticator, SharedAccountAuthenticator
 
 
-def _workspace_hook(s: Settings, python: str):  # type: ignore[no-untyped-def]
+def _workspace_hook(s: Settings, python: str):
     """The pre-spawn hook: the learner's home of its own (as root), then their own copy of the learner edition in
     ~/workspace, made as the learner."""
 

@@ -70,7 +70,7 @@ def install(argv: list[str]) -> list[str]:
     from .course_auth import CLIENT_HEADER, connection_client
 
     class CourseProxyHandler(handlers.ProxyHandler):
-        async def get_target_url(self, path):  # type: ignore[no-untyped-def]
+        async def get_target_url(self, path):
             if not self.proxy.host_routing:
                 return await super().get_target_url(path)
             host = (self.request.host_name or "").lower()

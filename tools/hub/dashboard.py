@@ -145,11 +145,15 @@ def room(records: Mapping[str, list[Any]], exercise_ids: Iterable[str], now: dat
         times = [a.time for a in attempts]
         last = max(times) if times else None
         learners[name] = {"exercises": cells, "last_check": last, "idle_s": _seconds_since(last, now)}
-    stuck_counts = {e: sum(1 for one in learners.values() if one["exercises"].get(e, {}).get("state") == "tried")
-                    for e in ids}
+    stuck_counts = {e: sum(1 for one in learners.values() if _state(one, e) == "tried") for e in ids}
     most = max(stuck_counts.values(), default=0)
     stuck = sorted(e for e, n in stuck_counts.items() if n == most and n > 0)
     return {"exercises": ids, "learners": learners, "stuck_on": stuck, "stuck_count": most}
+
+
+def _state(learner: dict[str, Any], exercise: str) -> Any:
+    """A learner's state on an exercise ("passed", "tried") in the dashboard's table, or None."""
+    return learner["exercises"].get(exercise, {}).get("state")
 
 
 def _seconds_since(stamp: str | None, now: datetime.datetime) -> int | None:
@@ -304,6 +308,8 @@ def main() -> None:  # pragma: no cover - run by the hub; tests/browser/test_hub
     from urllib.parse import urlparse
 
     where = urlparse(url)
+    if where.port is None:
+        raise SystemExit(f"[course dashboard] the service URL {url} names no port")
     app.listen(where.port, where.hostname)
     print(f"[course dashboard] serving {prefix} on {where.hostname}:{where.port}", flush=True)
     ioloop.IOLoop.current().start()

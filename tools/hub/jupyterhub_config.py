@@ -13,10 +13,10 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("P
 
 from tools.hub import course_hub  # noqa: E402
 
-c = get_config()  # noqa: F821 -- provided by JupyterHub when it loads this file
+c = get_config()  # type: ignore[name-defined]  # noqa: F821 -- provided by JupyterHub when it loads this file
 settings = course_hub.Settings.from_env()
 note = course_hub.configure(c, settings)
 if settings.extra_config:
-    load_subconfig(settings.extra_config)  # noqa: F821
+    load_subconfig(settings.extra_config)  # type: ignore[name-defined]  # noqa: F821
 course_hub.refuse_unsafe(c, settings)
 print(f"[course hub] {note}", flush=True)

@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         (settings.disk_max, f"a home of {settings.disk_max}"),
         (settings.shm_max, f"private /dev/shm, /tmp, /var/tmp, /run/lock of {settings.shm_max} each")) if
         settings.as_root and size(value)) or "none but the process count (not root)"
+    origin = settings.hub_url.replace("://", "://NAME.")
     print(f"""
 Course hub for PyTorch Hooks, hands-on -- state in {settings.state}/
   {accounts}
@@ -117,7 +118,7 @@ Course hub for PyTorch Hooks, hands-on -- state in {settings.state}/
   Instructor: log in as '{settings.admin}' with the password in {settings.password_file}
               ({'shown here: ' + password if sys.stdout.isatty() else 'not printed: not a terminal'}),
               approve learners at {url}authorize, change your password at {url}change-password.
-  Each learner's server has its own origin ({settings.hub_url.replace('://', '://NAME.')}); server logs in {settings.logs}/.
+  Each learner's server has its own origin ({origin}); server logs in {settings.logs}/.
   Idle servers are stopped after {settings.cull_idle} s; each kernel uses {settings.threads} thread(s).
   Limits per learner: {settings.tasks_max} processes, {limits}.
   Ctrl-C stops the hub and every process of every learner.

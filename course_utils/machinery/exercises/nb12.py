@@ -27,10 +27,27 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (N_, ATOL, Exercise, FailsOnPurpose, Text, Verdict, fail, generator,
-                                                 hooks_left, name_the_mistake, removing, require, require_no_hooks,
-                                                 same, seeded, tensor_result, the_error_gets_out, type_name,
-                                                 watch_hooks)
+from course_utils.machinery.exercise_kit import (
+    ATOL,
+    N_,
+    Exercise,
+    FailsOnPurpose,
+    Text,
+    Verdict,
+    fail,
+    generator,
+    hooks_left,
+    name_the_mistake,
+    removing,
+    require,
+    require_no_hooks,
+    same,
+    seeded,
+    tensor_result,
+    the_error_gets_out,
+    type_name,
+    watch_hooks,
+)
 from course_utils.transformer import InductionTransformer, generate, repeated_sequences
 
 _LEFT = N_("A hook is left behind ({where}): remove it with its handle, in a finally block or a with block.")
@@ -198,7 +215,7 @@ def _read_by_out_proj(model: InductionTransformer, layer: int, tokens: torch.Ten
 def _hands_input_on(module: torch.nn.Module) -> bool:
     """Whether ``module``'s forward pre-hooks hand its input on as the very tensor it was called with (a hook that
     returns nothing, or the args it got), rather than a new tensor."""
-    seen, probe = [], torch.randn(2, 3, module.in_features, generator=generator(0))
+    seen, probe = [], torch.randn(2, 3, int(module.in_features), generator=generator(0))
     with module.register_forward_pre_hook(lambda hooked, args: seen.append(args[0])), torch.no_grad():
         module(probe)
     return seen[0] is probe
@@ -305,13 +322,15 @@ def _patched(model: InductionTransformer, clean: torch.Tensor, corrupted: torch.
              positions: Any, where: str = "output", rows: Any = slice(None)) -> torch.Tensor:
     """The corrupted run with ``[rows, positions]`` of block ``layer``'s output taken from the clean run
     (``where="input"``: of its input; ``"attn"``: of its attention's output)."""
-    block, kept = model.blocks[layer], {}
+    block, kept = model.blocks[layer], dict[str, torch.Tensor]()
 
     def swapped(activation: torch.Tensor) -> torch.Tensor:
         patched = activation.clone()
         patched[rows, positions] = kept["x"][rows, positions]
         return patched
 
+    keep: tuple[Any, Any]
+    patch: tuple[Any, Any]
     if where == "input":
         keep, patch = (block.register_forward_pre_hook, lambda module, args: kept.__setitem__("x", args[0])), \
             (block.register_forward_pre_hook, lambda module, args: (swapped(args[0]),))

@@ -60,7 +60,7 @@ def _gpt2(n_layers: int, n_heads: int, seed: int, d_model: int = 32):
 
     torch.manual_seed(seed)
     model = InductionTransformer(vocab=40, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_mlp=2 * d_model)
-    return to_gpt2(seeded(model, seed, 1.5, matrices_only=True))  # type: ignore[arg-type]
+    return to_gpt2(seeded(model, seed, 1.5, matrices_only=True))
 
 
 def _tokens(batch: int, length: int, seed: int) -> torch.Tensor:
