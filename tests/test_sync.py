@@ -18,6 +18,8 @@ from course_utils.machinery.layout import NOTEBOOK_GLOB
 from tools import check, sync
 from tools.i18n import editions
 
+pytestmark = pytest.mark.reads("course_utils/course.toml")  # make check: the report reads its lag setting
+
 ROOT = Path(__file__).resolve().parent.parent
 REGION_START = re.compile(r"<!-- ([\w-]+)(?::start\b|: )[^\n]*?-->")
 
@@ -107,8 +109,14 @@ def test_it_names_the_start_notebook_when_its_course_map_is_old(tmp_path: Path, 
                                         "notebooks/zh/00_start_here.ipynb": ["map"]}
 
 
-def test_the_report_says_what_needs_a_person_with_the_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("lag", [False, True])
+def test_the_report_says_what_needs_a_person_with_the_commands(monkeypatch: pytest.MonkeyPatch, lag: bool) -> None:
+    """The report as a course with either translations_may_lag setting gets it (a fork may set it either way)."""
+    import dataclasses
+
     from tools.i18n import messages
+
+    monkeypatch.setattr(sync, "SETTINGS", dataclasses.replace(sync.SETTINGS, translations_may_lag=lag))
 
     lifecycle = "notebooks/02_hook_lifecycle.ipynb"
     monkeypatch.setattr(editions, "stale", lambda lang, source: [f"{source} cell c0: not yet"] * (source == lifecycle))
@@ -122,11 +130,15 @@ def test_the_report_says_what_needs_a_person_with_the_commands(monkeypatch: pyte
     text = sync.report({"cloud links": ["notebooks/13_new.ipynb"], "course map": None}, sync.needs(found, []), 1.0)
     assert "cloud links: notebooks/13_new.ipynb" in text and "course map" not in text and "1 with something" in text
     assert f"-m tools.i18n.editions export --missing {lifecycle} > 02.txt" in text
-    assert "course_utils/course.toml: translations_may_lag = false" in text
+    assert f"course_utils/course.toml: translations_may_lag = {str(lag).lower()}" in text
+    assert "(course_utils/machinery/locale/): add them, write their translation:" in text
     assert "-m tools.i18n.messages add nb02.po course_utils/machinery/exercises/nb02.py" in text
     assert "course_utils/machinery/locale/zh/nb03.po: 1 empty msgstr" in text
     assert f'make refresh NB="{lifecycle} notebooks/zh/00_start_here.ipynb"' in text
     assert "git add notebooks/13_new.ipynb" in text
+    only_empty = sync.report({}, {"messages to translate": ["course_utils/machinery/locale/zh/nb03.po: 1 empty msgstr"]},
+                             1.0)
+    assert "(course_utils/machinery/locale/): write their translation:" in only_empty and "add them" not in only_empty
     quiet = sync.report({"cloud links": None}, {"failed": []}, 1.0)
     assert "nothing needs a person" in quiet and "changed: nothing" in quiet
 

@@ -383,13 +383,9 @@ HEADINGS = {
                            "exercise' and make refresh stores that ✗):",
     "leftovers": "what refers to a notebook the course no longer has (CONTRIBUTING.md, \"Remove a notebook\"): "
                  "change the text, git rm the files",
-    "translations to do": "translate these cells or paragraphs; " + (
-        "they show the English with a 'not yet translated' note (translations_may_lag = true):"
-        if SETTINGS.translations_may_lag else
-        "make test fails until they are translated (course_utils/course.toml: translations_may_lag = false):"),
+    "translations to do": "translate these cells or paragraphs; {lag}",
     "messages to translate": "translate the messages of check(), hint() and the tools "
-                             "(course_utils/machinery/locale/): add them, write their translation, delete those the "
-                             "code no longer has:",
+                             "(course_utils/machinery/locale/){add}:",
     "refresh": "re-execute the notebooks whose code changed since the last commit (ignore it if you did), or that "
                "print the table of notebooks as it was (00_start_here):",
     "untracked": "add the new files to git (the tests and the wheel see only tracked files):",
@@ -429,7 +425,17 @@ def report(changed: dict[str, list[str] | None], needs: dict[str, list[str]], se
     if not any(needs.values()):
         return "\n".join([*lines, "nothing needs a person. Next: make check"])
     lines.append("still needs a person:")
+    messages = needs.get("messages to translate") or []
+    words = {"lag": "they show the English with a 'not yet translated' note (course_utils/course.toml: "
+                    "translations_may_lag = true):" if SETTINGS.translations_may_lag else
+             "make test fails until they are translated (course_utils/course.toml: translations_may_lag = false):",
+             "add": "".join(f", {what}" for what, shown in (
+                 ("add them", any(".messages add " in line for line in messages)),
+                 ("write their translation", any("empty msgstr" in line for line in messages)),
+                 ("delete those the code no longer has", any("no longer in the code" in line for line in messages)))
+                 if shown).replace(", ", ": ", 1)}
     for name, heading in HEADINGS.items():
+        heading = heading.format(**words)  # read when the report is made: the fork's own setting
         lines += [f"  {heading}", *(f"    {line}" for line in needs.get(name, []))] if needs.get(name) else []
     return "\n".join([*lines, "then: make sync again if you changed anything above, and make check"])
 
