@@ -231,7 +231,7 @@ def test_a_removed_notebook_leaves_a_list_behind(tmp_path: Path, monkeypatch) ->
                                             "from course_utils.uses_helper import Y"),
         "notebooks/zh/02_gone.ipynb": "{}", "translations/zh/02_gone.po": "",
         "tests/exercise_cases/nb02.py": "",
-        "course_utils/machinery/exercises/nb01.py": "", "course_utils/__init__.py": "",
+        "course_utils/machinery/exercises/nb01.py": "", "course_utils/__init__.py": '"""``only_gone``."""',
         "course_utils/used.py": "X = 1", "course_utils/helper.py": "Y = 2",
         "course_utils/only_gone.py": "from course_utils.gone_too import W", "course_utils/gone_too.py": "W = 4",
         "course_utils/machinery/exercises/nb02.py": "from course_utils.only_gone import Z",
@@ -268,6 +268,7 @@ def test_a_removed_notebook_leaves_a_list_behind(tmp_path: Path, monkeypatch) ->
         f"tests/test_only_gone.py{remove})",
         f"course_utils/only_gone.py: no notebook imports it, nor a module one imports (tests that import it: "
         f"tests/test_only_gone.py{remove})",
+        "course_utils/__init__.py line 1: names only_gone (a docstring or Usage line to change when the module goes)",
         *(f"course_utils/machinery/docs.py line 1: names {name} (a docstring or Usage line to change when the module "
           "goes)" for name in ("only_gone", "removed_mod")),
     ]

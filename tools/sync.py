@@ -393,7 +393,8 @@ def _module_leftovers(orphans: list[str]) -> list[str]:
     for name in sorted(teaching - used):
         chain = check.importers({name}, sources, exports)
         tests = sorted(user for user in chain if modules[user].name.startswith("test_"))
-        if any(not any(check.imports(_top_level_imports(sources[test]), module, exports) for module in chain)
+        if any(check.imports(sources[test], name, exports) and not any(
+                check.imports(_top_level_imports(sources[test]), module, exports) for module in chain)
                for test in tests):
             continue  # a test of something else uses it inside a test (test_cheatsheet's DDP row): it stays
         unused.append(name)
@@ -404,9 +405,9 @@ def _module_leftovers(orphans: list[str]) -> list[str]:
     with contextlib.suppress(GitError):
         unused += [f"course_utils.{Path(path).stem}" for path, status in changes().items()
                    if status == "D" and re.fullmatch(r"course_utils/\w+\.py", path)]
-    for name in [module for module in modules if module.startswith("course_utils.") and module not in {*unused,
-                                                                                                      *orphan}]:
-        for leaf in sorted({module.rsplit(".", 1)[1] for module in unused} - {name.rsplit(".", 1)[1]}):
+    for name in [module for module in modules if module.split(".")[0] == "course_utils" and module not in {
+            *unused, *orphan}]:
+        for leaf in sorted({module.rsplit(".", 1)[-1] for module in unused} - {name.rsplit(".", 1)[-1]}):
             lines = [str(number) for number, line in enumerate(sources[name].splitlines(), start=1)
                      if re.search(rf"(?<![A-Za-z0-9]){leaf}(?![A-Za-z0-9])", line)]
             if lines:
