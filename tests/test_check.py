@@ -145,3 +145,24 @@ def test_every_file_a_test_says_it_reads_exists() -> None:
             missing += [f"{path.name}: {glob}" for glob in re.findall(r"\"([^\"]+)\"", marker[1])
                         if not any(ROOT.glob(glob))]
     assert not missing, missing
+
+
+@pytest.mark.parametrize("changed", [{"course_utils/course.toml": "M"},  # a fork sets translations_may_lag = true
+                                     {"notebooks/10_hooks_at_scale.ipynb": "D", "course_utils/comm_hooks.py": "D",
+                                      "course_utils/machinery/exercises/nb10.py": "D"}])  # a notebook removed
+def test_a_lag_change_or_a_removal_runs_the_tests_it_can_break(changed: dict[str, str]) -> None:
+    """What the real markers select: the sync report (it prints the lag setting) when course.toml changes, the usage
+    lines (a docstring naming a removed module) when a module goes."""
+    import json
+    import os
+    import sys
+
+    the_plan = check.plan(changed)
+    wanted = {"whole": sorted(the_plan.whole), "changed": the_plan.changed, "touched": sorted(the_plan.touched)}
+    files = ["tests/test_sync.py", "tests/test_usage_lines.py"]
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "tools.check",
+                          "-p", "no:cacheprovider", *files], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, check.PLAN_ENV: json.dumps(wanted)}).stdout
+    kept = {line.split("::")[0] for line in out.splitlines() if "::" in line}
+    expected = {"tests/test_sync.py"} if "course_utils/course.toml" in changed else {"tests/test_usage_lines.py"}
+    assert expected <= kept, out[-2000:]

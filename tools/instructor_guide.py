@@ -83,7 +83,11 @@ AGENDAS = {  # key (make learner AGENDA=key): name, purpose, blocks
     "full-day": (N_("Full day"), N_("notebooks 00–07, in order."), FULL_DAY),
 }
 ADVANCED = "advanced"  # the key of the optional advanced block
-ADVANCED_BREAK_EVERY = 2  # a 10-minute break after every second advanced notebook
+ADVANCED_STRETCH = 90  # the advanced block's longest stretch without a break, in minutes (a notebook longer: alone)
+# The section of each exercise posed after a notebook's numbered sections (under its "## Exercises"), for a block
+# that covers only some sections: the section whose material it exercises. One such block whose notebook poses an
+# exercise not listed here stops the generator (a row must name the exercises to do in the room).
+EXERCISE_SECTIONS = {"02.1": 1, "02.2": 3, "02.3": 4, "04.1": 1, "04.2": 4, "04.3": 4, "04.4": 5}
 
 
 # -- rendering ----------------------------------------------------------------------------------------------
@@ -143,16 +147,21 @@ def notebook_sections(path: Path) -> list[int]:
     return [int(n) for n in re.findall(r"^##\s+(\d+)\s+·", _markdown(path), re.MULTILINE)]
 
 
-def posed_exercises(path: Path) -> list[tuple[int, str, bool]]:
+def posed_exercises(path: Path) -> list[tuple[int | None, str, bool]]:
     """(section, exercise id, stretch) of each exercise a notebook poses (``**Exercise 02.3 (stretch)**``, in any of
-    the course's languages), in order; section 0 before the first ``## N ·`` heading."""
-    found, section = [], 0
+    the course's languages), in order; section 0 before the first ``## N ·`` heading; after the numbered sections
+    (under ``## Exercises``), the one :data:`EXERCISE_SECTIONS` gives, else None."""
+    found: list[tuple[int | None, str, bool]] = []
+    section: int | None = 0
     for line in _markdown(path).splitlines():
         if heading := re.match(r"##\s+(\d+)\s+·", line):
             section = int(heading[1])
+        elif line.startswith("## ") and section:
+            section = None  # the summary, the exercises: after the numbered sections
         for match in re.finditer(rf"\*\*[^*\d]+?(?P<id>{EXERCISE_ID})(?P<rest>[^*]*)\*\*", line):
             if match["id"].startswith(path.name[:2] + "."):
-                found.append((section, match["id"], bool(match["rest"].strip())))
+                where = EXERCISE_SECTIONS.get(match["id"]) if section is None else section
+                found.append((where, match["id"], bool(match["rest"].strip())))
     return found
 
 
@@ -186,8 +195,12 @@ def _block_row(block: Block, notebooks: dict[str, NotebookInfo], left_out: list[
         row = _("{row}, {part}").format(row=row, part=covered)
     exercises = block.exercises
     if exercises is None:
-        exercises = tuple(exercise for section, exercise, stretch in posed_exercises(folder / info.file)
-                          if not stretch and (not block.sections or section in block.sections))
+        posed = [(section, exercise) for section, exercise, stretch in posed_exercises(folder / info.file)
+                 if not stretch]
+        if block.sections and (unplaced := [exercise for section, exercise in posed if section is None]):
+            raise ValueError(f"{info.file} poses {', '.join(unplaced)} after its numbered sections: give each its "
+                             "section in EXERCISE_SECTIONS (tools/instructor_guide.py), or the block its exercises.")
+        exercises = tuple(exercise for section, exercise in posed if not block.sections or section in block.sections)
     if exercises:
         listed = (_("exercises {ids}") if len(exercises) > 1 else _("exercise {ids}")).format(ids=_and(exercises))
         row = _("{row}; in the room: {exercises}").format(row=row, exercises=listed)
@@ -210,14 +223,17 @@ def agenda_table(blocks: Sequence[Block], notebooks: Sequence[NotebookInfo], fol
 
 
 def advanced_blocks(notebooks: Sequence[NotebookInfo]) -> list[Block]:
-    """Every course-map notebook that the full day leaves out, a break after every second one."""
+    """Every course-map notebook that the full day leaves out, with a 10-minute break wherever the next notebook
+    would make the stretch since the last break longer than :data:`ADVANCED_STRETCH` minutes."""
     in_full_day = {b.notebook for b in AGENDAS["full-day"][2] if b.notebook}
     blocks: list[Block] = []
-    extra = [info for info in notebooks if info.file[:2] not in in_full_day]
-    for index, info in enumerate(extra, start=1):
-        blocks.append(Block(notebook=info.file[:2]))
-        if index % ADVANCED_BREAK_EVERY == 0 and index < len(extra):
+    since_break = 0
+    for info in (info for info in notebooks if info.file[:2] not in in_full_day):
+        if since_break and since_break + info.minutes > ADVANCED_STRETCH:
             blocks.append(Block(N_("break"), 10))
+            since_break = 0
+        blocks.append(Block(notebook=info.file[:2]))
+        since_break += info.minutes
     return blocks
 
 
