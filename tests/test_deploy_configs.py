@@ -148,7 +148,9 @@ def test_a_learners_server_is_isolated_as_the_spawner_isolates_it(tmp_path: Path
     isolation._libc()
     group = isolation.memory_cgroup(name, 256 << 20)
     try:
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+        # the interpreter itself, not the venv's link to it: the private /tmp hides a checkout that lives in /tmp
+        result = subprocess.run([os.path.realpath(sys.executable), "-c", code], capture_output=True, text=True,
+                                timeout=60,
                                 preexec_fn=lambda: isolation.isolate_server(1 << 20, str(group)))
     finally:
         group.rmdir()

@@ -283,7 +283,7 @@ def notebook_buttons(app: Sphinx, pagename: str, templatename: str, context: dic
     lang = edition(app.config)
     words = WORDS[lang]
     notebook = f"{pagename}.ipynb" if lang == "en" else f"{lang}/{pagename}.ipynb"
-    launch = [("Colab", cloud.colab_url(notebook), "_static/images/logo_colab.png"),
+    launch = [("Colab", cloud.colab_url(notebook), "fab fa-google"),
               ("Kaggle", cloud.kaggle_url(notebook), "fab fa-kaggle"),
               ("Binder", cloud.binder_url(notebook), "_static/images/logo_binder.svg")]
     buttons = context.setdefault("header_buttons", [])
