@@ -274,6 +274,14 @@ def language_switch(app: Sphinx, pagename: str, templatename: str, context: dict
         f'\n<link rel="alternate" hreflang="{words["twin_lang"]}" href="{context["course_twin_url"]}">')
 
 
+def without_search_term_highlighting(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any],
+                                      doctree: Any) -> None:
+    """Sphinx's sphinx_highlight.js marks the words of a ``?highlight=`` link; the course's search (search.js) makes
+    no such link, so no page loads it (5 kB each)."""
+    context["script_files"] = [script for script in context.get("script_files", [])
+                               if not getattr(script, "filename", str(script)).endswith("sphinx_highlight.js")]
+
+
 def notebook_buttons(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
     """On a notebook page: the theme's launch menu with Colab, Kaggle and Binder, and its download menu with the
     learner edition first (``make site`` writes it to the site's ``notebooks/``), the complete notebook second (the
@@ -285,7 +293,7 @@ def notebook_buttons(app: Sphinx, pagename: str, templatename: str, context: dic
     notebook = f"{pagename}.ipynb" if lang == "en" else f"{lang}/{pagename}.ipynb"
     launch = [("Colab", cloud.colab_url(notebook), "fab fa-google"),
               ("Kaggle", cloud.kaggle_url(notebook), "fab fa-kaggle"),
-              ("Binder", cloud.binder_url(notebook), "_static/images/logo_binder.svg")]
+              ("Binder", cloud.binder_url(notebook), "fas fa-cloud")]
     buttons = context.setdefault("header_buttons", [])
     buttons.insert(0, {
         "type": "group", "tooltip": words["launch"], "icon": "fas fa-rocket", "label": "launch-buttons",
@@ -343,6 +351,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     # before the theme drops the header templates that render empty (500); after it fills its header buttons (501)
     app.connect("html-page-context", language_switch, priority=450)
     app.connect("html-page-context", notebook_buttons, priority=600)
+    app.connect("html-page-context", without_search_term_highlighting)
     app.connect("build-finished", nojekyll)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
 
