@@ -277,7 +277,9 @@ def language_switch(app: Sphinx, pagename: str, templatename: str, context: dict
 def without_search_term_highlighting(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any],
                                       doctree: Any) -> None:
     """Sphinx's sphinx_highlight.js marks the words of a ``?highlight=`` link; the course's search (search.js) makes
-    no such link, so no page loads it (5 kB each)."""
+    no such link, so no page but the search page loads it (5 kB each)."""
+    if pagename == "search":  # Sphinx's search results page uses it
+        return
     context["script_files"] = [script for script in context.get("script_files", [])
                                if not getattr(script, "filename", str(script)).endswith("sphinx_highlight.js")]
 
