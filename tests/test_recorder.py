@@ -12,12 +12,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 from torchvision.models.feature_extraction import create_feature_extractor, get_graph_node_names
 
 from course_utils.hooks import UnknownLayerError, assert_no_hooks
-from course_utils.recorder import (
-    ActivationRecorder,
-    LayerNeverRanError,
-    NoGradientError,
-    OverwrittenActivationError,
-)
+from course_utils.recorder import ActivationRecorder, LayerNeverRanError, NoGradientError, OverwrittenActivationError
 
 
 @pytest.fixture(scope="module")
