@@ -2,15 +2,11 @@
 
 Not a test: it prints a table (and writes it as JSON with ``--json``) for the instructor guide's sizing rule.
 
-Each round starts a fresh set of learner servers through the hub's REST API (the same spawn, pre-spawn workspace hook,
-system users and one-thread kernels as a learner who logs in), then every learner starts a kernel through the proxy
-(``/user/NAME/api/kernels``) and runs the code cells of ``05_guided_backprop.ipynb`` (the complete edition: a learner
-who solved the exercises) over the kernel's websocket, all at the same time. Measured:
-
-- per learner: peak memory of their processes (server + kernel), as PSS (shared pages split between the processes
-  that share them -- the fair share of one learner) and as RSS (what ``top`` shows);
-- notebook wall time per learner, and its ratio to one learner alone;
-- the hub's CPU (hub + proxy + culler) during the round, as % of one core; and the machine's CPU use.
+Each round starts learner servers through the hub's REST API (the same spawn, workspace hook, system users and
+one-thread kernels as a login), then every learner runs the code cells of ``05_guided_backprop.ipynb`` (complete
+edition) over a kernel's websocket through the proxy, all at once. Measured: peak memory per learner (PSS: shared pages
+split fairly; RSS: what ``top`` shows), notebook wall time and its ratio to one learner alone, the hub's CPU (hub,
+proxy, culler) as % of one core, and the machine's CPU use.
 
 Needs root (learners are system users). Takes a few minutes. Usage:
 ``sudo .venv/bin/python benchmarks/bench_hub.py [--learners 1 2 4 8] [--json out.json]``
@@ -49,8 +45,7 @@ class Bench:
         self.http = AsyncHTTPClient(max_clients=64)
 
     def host(self, path: str) -> str:
-        """Each learner's server has its own origin (NAME.localhost); Python cannot resolve ``*.localhost``, so the
-        requests go to 127.0.0.1 with that name in the Host header, as a browser would send it."""
+        """The Host header a browser would send (each learner's server at its own origin NAME.localhost)."""
         parts = path.split("/")
         return f"{parts[2]}.localhost:{self.hub.port}" if path.startswith("/user/") else f"localhost:{self.hub.port}"
 
@@ -84,8 +79,7 @@ class Bench:
             await asyncio.sleep(0.5)
 
     async def run_notebook(self, name: str, cells: list[tuple[str, bool]]) -> float:
-        """Run every (code, expected_to_raise) cell in order; a cell that raises unexpectedly (or a cell tagged
-        ``raises-exception`` that does not) stops the run with an error."""
+        """Run every (code, expected_to_raise) cell in order; an unexpected outcome stops the run with an error."""
         kernel = await self.api("POST", f"/user/{name}/api/kernels", {"name": "python3"})
         kernel_id = kernel["id"]  # type: ignore[index]
         path = f"/user/{name}/api/kernels/{kernel_id}/channels"

@@ -1,13 +1,9 @@
 """The Python kernel a course hub gives its learners: ipykernel's, without the debugger.
 
-JupyterLab's debugger makes ipykernel start debugpy, which listens on a TCP port of 127.0.0.1 with no
-authentication, and goes on listening after the learner switches the debugger off. On a machine learners share
-(``make hub``, The Littlest JupyterHub) another learner can then attach to that port and run code in the kernel, as
-its owner: read their files, change their work. So a learner's server on such a hub starts its Python kernels as
-:class:`NoDebuggerKernel` (through :class:`HubKernelSpecManager`): the kernel does not offer the debugger (JupyterLab
-shows no debugger switch) and refuses every debug request, so debugpy never starts. (Zero to JupyterHub gives each
-learner a pod of their own, whose loopback nobody else reaches: it keeps the debugger. A kernel a learner installs
-from another environment keeps its own debugger: it could not import this module.)
+JupyterLab's debugger makes ipykernel start debugpy, which listens on a TCP port of 127.0.0.1 with no password, even
+after the debugger is switched off: on a machine learners share (``make hub``, TLJH) another learner could attach and
+run code as the kernel's owner. :class:`NoDebuggerKernel` neither offers the debugger nor answers a debug request.
+(Zero to JupyterHub's pods have a loopback of their own: they keep it.)
 
 Usage (a learner's server, as tools/hub/course_hub.py starts it):
 ``jupyterhub-singleuser --ServerApp.kernel_spec_manager_class=course_utils.machinery.hub_kernel.HubKernelSpecManager``
@@ -41,17 +37,14 @@ class NoDebuggerKernel(IPythonKernel):
 
 
 def runs_this_environments_ipykernel(argv: list[str]) -> bool:
-    """Whether a kernel spec's command is ``python -m ipykernel_launcher ...`` with this environment's Python (the
-    name ``python`` or ``python3``, which jupyter_client replaces with this Python, or this very interpreter): the
-    Python that can import course_utils. A kernel of another environment, or a command wrapped in a shell, is left
-    as it is (it could not import :class:`NoDebuggerKernel`; a learner who installs one chooses its debugger)."""
+    """Whether a kernel spec's command is ``python -m ipykernel_launcher ...`` with this environment's Python (which
+    can import course_utils); another environment's kernel is left as it is (a learner who installs one chooses)."""
     return (len(argv) >= 3 and argv[0] in ("python", "python3", sys.executable)
             and argv[1:3] == ["-m", "ipykernel_launcher"])
 
 
 class HubKernelSpecManager(KernelSpecManager):
-    """The kernel specs as usual, except that this environment's ipykernel spec starts :class:`NoDebuggerKernel`
-    and says it has no debugger.
+    """The kernel specs, this environment's ipykernel one starting :class:`NoDebuggerKernel`, with no debugger.
 
     Usage: ``HubKernelSpecManager().get_kernel_spec("python3").argv`` (ends with :data:`KERNEL_CLASS_ARGUMENT`)"""
 

@@ -1,37 +1,25 @@
-"""Who gets into a course hub, and on which host its pages answer: the course's sign-in, one module for ``make hub``
-(tools/hub/course_hub.py) and for the ``deploy/`` recipes (The Littlest JupyterHub, Zero to JupyterHub).
+"""Who gets into a course hub, and on which host its pages answer: the sign-in of ``make hub`` (course_hub.py) and
+of the ``deploy/`` recipes (TLJH, Z2JH). NativeAuthenticator 1.3.0 (learners sign up, the instructor approves), plus:
 
-NativeAuthenticator 1.3.0 (learners sign up, the instructor approves), plus what a room needs:
+- **the instructor's account exists before sign-up opens** (random first password in a 0600 file): stock
+  NativeAuthenticator approves a sign-up under an admin's name at once (on TLJH: sudo, root on the VM);
+- **approving and discarding are POSTs** with the XSRF token (``templates/authorization-area.html``): stock changes
+  an account on a GET, which an ``<img>`` on any page the instructor opens can send;
+- **password budgets nobody can turn against the right password** (OWASP's device cookies,
+  https://owasp.org/www-community/Slow_Down_Online_Guessing_Attacks_with_Device_Cookies): a browser that logged in
+  as NAME before spends its own budget; any other client its address's and, for a learner's name, the name's (never
+  an instructor's: its password is long instead). Every check spends one, right or wrong, one at a time per client,
+  off the event loop; past a budget: 429, no hash computed;
+- **a client cannot choose its address** (:func:`client_address`): a local process is its user (``uid:N``); only the
+  hub's own proxy says who it saw;
+- **sign-ups** have a budget per client (429 before any hash);
+- **names are never handed down**: a learner deleted in the hub is retired, and a name whose system account or group
+  the hub does not know is refused, so nobody gets a former learner's home or a system group;
+- **the hub's pages answer only on the hub's own host**: with ``subdomain_host`` a request for ``/hub/...`` on a
+  learner's origin is redirected (GET) or refused, so the instructor never logs in where a learner's page can read.
 
-- **the instructor's account exists before anybody can sign up**: made when the hub starts, with a random first
-  password in a private file (mode 0600). Stock NativeAuthenticator approves a sign-up under an admin's name at
-  once, so whoever signs up first as ``instructor`` would be an admin (on TLJH: passwordless sudo, root on the VM);
-- **approving and discarding are POSTs** with the page's XSRF token (``templates/authorization-area.html``); the
-  stock ``/hub/authorize/NAME`` and ``/hub/discard/NAME`` change an account on a GET, which an ``<img>`` on any page
-  the instructor opens can send;
-- **password checks have budgets that nobody can turn against someone who types the right password** (OWASP's
-  "device cookies", https://owasp.org/www-community/Slow_Down_Online_Guessing_Attacks_with_Device_Cookies): a browser
-  that logged in (or signed up) as NAME before holds a signed cookie for NAME and spends only its own budget,
-  ``allowed_failed_logins`` password checks a minute; every other client spends its address's budget
-  (``failed_logins_per_address`` a minute) and, for a learner's name, the name's: ``allowed_failed_logins`` wrong
-  passwords block it for a minute (never an instructor's name: its password is long instead). Every check spends
-  one, right or wrong, and a client's checks run one at a time; past a budget a check is refused (429) without
-  computing the hash, so a flood costs the hub nothing and guesses nothing; every hash is made and checked off the
-  hub's event loop, the change-password page's included;
-- **a client cannot choose its address** (:func:`client_address`): a process on the hub's machine is its user
-  (``uid:N``), whatever address or header it sends; only the hub's own proxy says who it saw;
-- **sign-ups**: each client may sign up ``signups_per_address`` times a minute (beyond it a sign-up is refused, 429,
-  before its password is hashed);
-- **names are never handed down**: the name of a learner deleted in the hub is retired (``retired_names_file``), and
-  a name whose system account or group exists without the hub knowing that name is refused (``system_users``), so no
-  new sign-up gets a former learner's home and files, or a system group;
-- **the hub's pages answer only on the hub's own host**: with ``JupyterHub.subdomain_host`` every learner's server
-  (and every service) has its own origin ``NAME.<host>``; a request for ``/hub/...`` on such a host is sent to the
-  hub's host (GET) or refused, so the instructor never logs in on a learner's origin, whose page could then read
-  the hub's pages with the instructor's cookie.
-
-It imports only JupyterHub, NativeAuthenticator, bcrypt, tornado, traitlets and the standard library (what each
-recipe's hub environment has): Zero to JupyterHub mounts this very file beside its configuration.
+It imports only JupyterHub, NativeAuthenticator, bcrypt, tornado, traitlets and the standard library: Zero to
+JupyterHub mounts this very file beside its configuration.
 
 Usage (a JupyterHub config file)::
 
@@ -85,10 +73,8 @@ HUB_HOST_ONLY = "_course_hub_host_only"  # marks BaseHandler.prepare once it ref
 
 
 def tljh_system_username(name: str) -> str:
-    """The system user that The Littlest JupyterHub runs hub user ``name`` as.
-
-    TLJH's spawner (``tljh/user_creating_spawner.py``) uses ``jupyter-NAME``; when that has 26 characters or more,
-    ``tljh/normalize.py`` keeps its first 26, then ``-`` and the first 5 hex digits of its SHA-256.
+    """TLJH's system user for hub user ``name``: ``jupyter-NAME``, from 26 characters on its first 26, ``-`` and 5 hex
+    digits of its SHA-256 (``tljh/normalize.py``).
     Usage: ``tljh_system_username("ada")`` -> ``"jupyter-ada"``
     """
     wanted = f"jupyter-{name}"
@@ -107,7 +93,7 @@ def system_username(name: str, system_users: str) -> str | None:
 
 
 def instructor_password(path: str | Path) -> str:
-    """The instructor's first password, in ``path``: made once (16 random characters, mode 0600), then kept.
+    """The instructor's first password in ``path``: made once (16 random characters, mode 0600), then kept.
 
     Usage: ``instructor_password("/opt/tljh/state/instructor-password")``
     """
@@ -135,9 +121,8 @@ def _proc_net_address(address: tuple[str, int]) -> str:
 
 
 def socket_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None:
-    """The uid that owns the open TCP connection from ``client`` to ``server`` on this machine (read from
-    /proc/net/tcp, which every user can read), or None when no local socket has those ends in state ESTABLISHED: a
-    socket its process has closed (FIN_WAIT2, TIME_WAIT) is listed with uid 0 whoever opened it.
+    """The uid owning the ESTABLISHED local TCP connection ``client`` -> ``server`` (/proc/net/tcp), or None: a
+    closed socket (FIN_WAIT2, TIME_WAIT) is listed with uid 0 whoever opened it (attack N1).
 
     Usage: ``socket_owner(sock.getpeername(), sock.getsockname())`` on a socket accepted from 127.0.0.1"""
     want = (_proc_net_address(client), _proc_net_address(server))
@@ -154,9 +139,8 @@ def socket_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None
 
 
 def connection_client(request: Any) -> tuple[str, bool]:
-    """Who opened ``request``'s connection, and whether it runs as this process's own user: another user's process
-    on this machine is ``uid:N`` (it may bind any 127.x address, so only its uid names it), a local one whose open
-    socket is not found (it closed it) ``uid:?``; anything else its address."""
+    """Who opened ``request``'s connection, and whether it is this process's own user: another local user's process
+    is ``uid:N`` (it may bind any 127.x address), one whose socket is not found ``uid:?``; else its address."""
     try:
         sock = request.connection.stream.socket
         peer, local = sock.getpeername()[:2], sock.getsockname()[:2]
@@ -171,17 +155,11 @@ def connection_client(request: Any) -> tuple[str, bool]:
 
 
 def client_address(handler: Any) -> str:
-    """Who a request comes from, as the budgets count it, never what the client claims:
-
-    - a process of another user on the hub's machine (a learner's terminal, even at the hub's own port, which is in
-      every learner's ``JUPYTERHUB_API_URL``) is ``uid:N``, whatever ``X-Forwarded-For`` it sends;
-    - the hub's own proxy (a process of the hub's own user: make hub's proxy, TLJH's Traefik) says who it saw: make
-      hub's in :data:`CLIENT_HEADER` (``uid:N`` for a process on this machine), another in the last
-      ``X-Forwarded-For`` entry, where every loopback address is one client (anybody on the machine can bind any);
-    - a learner's server on another host (a Zero to JupyterHub pod) is its own address, whatever it claims;
-    - anything else (Zero to JupyterHub's proxy pod) says who it saw in the last ``X-Forwarded-For`` entry.
-
-    Not tornado's ``remote_ip``: it prefers ``X-Real-Ip``, which any client can send."""
+    """Who a request comes from, as the budgets count it, never what the client claims: another local user's process
+    (a learner's terminal, even at the hub's own port) is ``uid:N``; the hub's own proxy (make hub's, TLJH's Traefik)
+    says who it saw (:data:`CLIENT_HEADER`, else the last ``X-Forwarded-For``, every loopback address one client); a
+    learner's server on another host (a Z2JH pod) is its own address; anything else (Z2JH's proxy pod) the last
+    ``X-Forwarded-For``. Not tornado's ``remote_ip``: it prefers ``X-Real-Ip``, which any client can send."""
     request = handler.request
     peer, own = connection_client(request)
     forwarded = [part.strip() for part in request.headers.get("X-Forwarded-For", "").split(",") if part.strip()]
@@ -203,16 +181,13 @@ def _server_addresses(handler: Any) -> set[str]:
 
 
 class FailedLoginBudget:
-    """Failed password checks (or sign-ups) per client: at most ``per_minute`` at once, refilled at ``per_minute`` a
-    minute. :meth:`take` reserves one before a check (or says how long to wait); :meth:`give_back` returns it when
-    the check succeeded or was not made.
+    """Password checks (or sign-ups) per client: ``per_minute`` at once, refilled at ``per_minute`` a minute.
 
     Usage::
 
         budget = FailedLoginBudget(20)
-        wait = budget.take("203.0.113.7")   # 0.0: go on and check the password; else refuse, try again in `wait` s
-        ...
-        budget.give_back("203.0.113.7")     # the password was right (or no check was made)
+        wait = budget.take("203.0.113.7")   # 0.0: go on and check; else refuse, try again in `wait` s
+        budget.give_back("203.0.113.7")     # no check was made
     """
 
     def __init__(self, per_minute: int = FAILED_LOGINS_PER_ADDRESS, clock: Callable[[], float] = time.monotonic):
@@ -248,8 +223,7 @@ class FailedLoginBudget:
 
 
 def _off_hub_host(handler: Any) -> bool:
-    """True for a request for the hub's own pages (``/hub/...``) on a host below ``subdomain_host``'s (a learner's
-    server, a service): those pages answer only on the hub's host."""
+    """True for a request for ``/hub/...`` on a host below ``subdomain_host``'s (a learner's server, a service)."""
     from urllib.parse import urlparse
 
     subdomain_host = handler.subdomain_host
@@ -264,10 +238,9 @@ def _off_hub_host(handler: Any) -> bool:
 
 
 def serve_hub_pages_only_on_the_hub_host() -> None:
-    """From now on (in this process: the hub), every JupyterHub page refuses a request for ``/hub/...`` on a
-    learner's or a service's host: a GET or HEAD is redirected to the same path on the hub's host, anything else
-    gets 404. JupyterHub itself (6.1.1) answers ``/hub/*`` on every host its proxy routes to it, which with
-    ``subdomain_host`` is every learner's host (found by reading ``mallory.localhost:8000/hub/login``: 200).
+    """The patch of ``BaseHandler.prepare`` (in this process: the hub): ``/hub/...`` on a learner's or a service's
+    host is redirected to the hub's host (GET, HEAD) or gets 404. JupyterHub 6.1.1 answers ``/hub/*`` on every host
+    its proxy routes to it (``mallory.localhost:8000/hub/login``: 200).
 
     Usage: called by :class:`CourseNativeAuthenticator` when the hub creates it; idempotent."""
     from jupyterhub.handlers.base import BaseHandler
@@ -296,10 +269,9 @@ def serve_hub_pages_only_on_the_hub_host() -> None:
 
 @functools.cache
 def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branches of the class it builds
-    """``CourseNativeAuthenticator``: NativeAuthenticator 1.3.0 with what a course needs (see the module's text).
+    """``CourseNativeAuthenticator`` (the module's text), made once per process on first use (it imports JupyterHub).
 
-    Made on first use (it imports JupyterHub), once per process. Usage: ``c.JupyterHub.authenticator_class =
-    course_authenticator_class()`` -- or :func:`configure_sign_in`, which also sets what it reads."""
+    Usage: ``c.JupyterHub.authenticator_class = course_authenticator_class()`` (or :func:`configure_sign_in`)"""
     import bcrypt
     from jupyterhub import orm
     from jupyterhub.scopes import needs_scope
@@ -319,10 +291,9 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
     from traitlets import Integer, Unicode
 
     class CourseLoginHandler(NativeLoginHandler):
-        """NativeAuthenticator 1.3.0's login page without its faults: its error page fails on JupyterHub 6
-        ("_render() got an unexpected keyword 'sync'"), its POST times itself with a statsd client JupyterHub 6 no
-        longer has (AttributeError), and after every failed login it checks the password a second time, on the
-        event loop, to choose its message. Here the authenticator leaves the message on the handler instead."""
+        """NativeAuthenticator 1.3.0's login page without its faults on JupyterHub 6: ``_render()`` lacks ``sync``,
+        its POST uses a statsd client JupyterHub 6 no longer has, and it checks a failed password a second time, on
+        the event loop, to choose its message (here the authenticator leaves it on the handler)."""
 
         def _render(self, login_error: str | None = None, username: str | None = None, sync: bool = False,
                     **kwargs: Any) -> Any:
@@ -336,8 +307,7 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
             )
 
         def get_next_url(self, user: Any = None, default: Any = None) -> str:
-            """JupyterHub's, but only to the hub's own pages or the user's own server: a link's ``?next=`` never
-            lands the instructor on a learner's page."""
+            """JupyterHub's, but only to the hub or the user's own server: never to a learner's page (attack N6)."""
             from posixpath import normpath
             from urllib.parse import unquote, urlparse
 
@@ -361,8 +331,7 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
             self.finish(await self._render(login_error=error, username=data.get("username", "")))
 
     class PostOnlyToggleAuthorization(ToggleAuthorizationHandler):
-        """/hub/authorize/NAME: NativeAuthenticator 1.3.0's change, made on a POST only, which JupyterHub accepts only
-        with the form's XSRF token (templates/authorization-area.html); a GET changes nothing."""
+        """/hub/authorize/NAME: the change on a POST only (with the form's XSRF token); a GET changes nothing."""
 
         post = ToggleAuthorizationHandler.get
 
@@ -378,12 +347,9 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
             self.redirect(self.hub.base_url + "authorize")
 
     class CourseSignUpHandler(SignUpHandler):
-        """/hub/signup: NativeAuthenticator 1.3.0's page, with the client's sign-up budget taken first (429 beyond
-        it, nothing hashed) and the password hashed off the event loop before NativeAuthenticator creates the
-        account (stock hashes it on the loop: 0.2 s of bcrypt that held every page of the hub). A sign-up that
-        cannot succeed (name taken or refused, weak password, confirmation that differs) spends nothing:
-        NativeAuthenticator refuses it with its own message, before any hash. The new account's browser gets its
-        device cookie (see the module's text)."""
+        """/hub/signup: the client's sign-up budget first (429, nothing hashed), then the password hashed off the
+        event loop (stock: 0.2 s of bcrypt on it, holding every page). A sign-up that cannot succeed spends nothing:
+        NativeAuthenticator refuses it with its own message, before any hash."""
 
         async def post(self) -> None:
             authenticator = self.authenticator
@@ -416,10 +382,8 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
                 recaptcha_key=authenticator.recaptcha_key, tos=authenticator.tos))
 
     class CourseChangePassword(ChangePasswordHandler):
-        """/hub/change-password: NativeAuthenticator 1.3.0's page, with its messages, but the current password is
-        checked within the same budgets as a login and off the event loop, and the new one hashed off the loop (stock
-        checks and hashes on the loop, as often as a logged-in learner posts: three loops of posts held the login
-        page of the whole hub 0.76 s)."""
+        """/hub/change-password: stock's page and messages, the current password checked within a login's budgets
+        and both hashes off the loop (stock's, on it: three loops of posts held the hub's login page 0.76 s)."""
 
         @web.authenticated
         async def post(self) -> None:
@@ -444,8 +408,7 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
                                                    alert="alert-success" if changed else "alert-danger"))
 
     class CourseChangePasswordAdmin(ChangePasswordAdminHandler):
-        """/hub/change-password/NAME (admins): NativeAuthenticator 1.3.0's page, the new password hashed off the
-        loop."""
+        """/hub/change-password/NAME (admins): the new password hashed off the loop."""
 
         @needs_scope("admin:users")
         async def post(self, user_name: str) -> None:
@@ -458,8 +421,7 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
                 ChangePasswordHandler: CourseChangePassword, ChangePasswordAdminHandler: CourseChangePasswordAdmin}
 
     class CourseNativeAuthenticator(NativeAuthenticator):
-        """Sign-up with instructor approval, the instructor's account made first, password checks within budgets
-        nobody can turn against the right password, names never handed down, the hub's pages on its own host only."""
+        """NativeAuthenticator with what a course needs (the module's text)."""
 
         instructor_password_file = Unicode("", config=True, help="The instructors' first password (made if absent).")
         retired_names_file = Unicode("", config=True,
@@ -490,12 +452,9 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
 
         # -- checking a password -----------------------------------------------------------------------------------
         async def check_password(self, handler: Any, username: str, password: str) -> bool:
-            """Whether ``password`` is ``username``'s (a login, or the change-password page's current password),
-            checked off the event loop, one check at a time per client, and only within the budgets (the module's
-            text), which every check spends, right or wrong: a browser with ``username``'s
-            device cookie spends that browser's budget; any other client its address's, and it cannot have a
-            learner's name checked while that name is blocked. Past a budget: False, with nothing checked, a 429 and
-            the wait on ``handler.course_login_error``."""
+            """Whether ``password`` is ``username``'s, checked off the event loop, one at a time per client, within
+            the budgets (the module's text). Past a budget: False, nothing checked, a 429 and the wait on
+            ``handler.course_login_error``."""
             username = self.normalize_username(username)
             device = self._device(handler, username)
             budget, key = (self.device_budget, device) if device else (self.address_budget, client_address(handler))
@@ -527,8 +486,7 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
             return False
 
         async def authenticate(self, handler: Any, data: dict[str, Any]) -> str | None:
-            """NativeAuthenticator's check, within the budgets (:meth:`check_password`); a login that succeeds gives
-            its browser the name's device cookie."""
+            """NativeAuthenticator's, within the budgets; a login that succeeds gives its browser a device cookie."""
             username = self.normalize_username(data.get("username", ""))
             if not await self.check_password(handler, username, data.get("password", "")):
                 return None
@@ -549,8 +507,7 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
             return f"{username} {nonce.decode()}" if nonce else None
 
         def trust_device(self, handler: Any, username: str) -> None:
-            """Give the browser behind ``handler`` a device cookie for ``username`` (sent to the hub's pages only),
-            unless it has one: a new cookie would be a new budget."""
+            """A device cookie for ``username`` (hub pages only), unless it has one: a new one would be a new budget."""
             if self._device(handler, username):
                 return
             handler.set_secure_cookie(DEVICE_COOKIE + username, secrets.token_urlsafe(16), expires_days=DEVICE_DAYS,
@@ -565,8 +522,7 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
                 self.log.warning("Refusing %s from %s for %d s: past its budget", what, who, seconds)
 
         def is_blocked(self, username: str) -> bool:
-            """``allowed_failed_logins`` wrong passwords block a learner's name for a minute; never an instructor's
-            (anybody could keep the instructor out by failing on purpose): a long password protects it instead."""
+            """Never an instructor's (anybody could keep them out by failing on purpose): long passwords instead."""
             if self.normalize_username(username) in self.admin_users:
                 return False
             return super().is_blocked(username)
@@ -574,8 +530,8 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
         # -- hashing off the event loop ----------------------------------------------------------------------------
         @contextlib.asynccontextmanager
         async def hashed(self, password: str, handler: Any = None) -> AsyncIterator[None]:
-            """Inside, NativeAuthenticator's create_user and change_password use ``password``'s bcrypt hash made here,
-            off the event loop; create_user also gives ``handler``'s browser the new name's device cookie.
+            """Inside, create_user and change_password use ``password``'s hash made here, off the event loop;
+            create_user also gives ``handler``'s browser a device cookie.
 
             Usage: ``async with authenticator.hashed(password, handler): await super().post()``"""
             digest = b""
@@ -614,8 +570,7 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
                     and self.is_password_strong(password))
 
         def create_user(self, username: str, password: str, **kwargs: Any) -> Any:
-            """NativeAuthenticator 1.3.0's create_user; inside :meth:`hashed`, the same steps with that hash instead
-            of a hash made on the event loop, and the new account's browser gets its device cookie."""
+            """NativeAuthenticator 1.3.0's; inside :meth:`hashed`, its steps with that hash, not one on the loop."""
             digest = self._given_hash(password)
             if digest is None:
                 return super().create_user(username, password, **kwargs)
@@ -653,9 +608,8 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
                     handle.write(name + "\n")
 
         def delete_user(self, user: Any) -> Any:
-            """A learner deleted in the hub (who had logged in: a hub user with a server, a home) keeps their name:
-            it is retired, so a later sign-up cannot get their home, files or volume. A discarded sign-up (never
-            approved, never logged in) is not retired."""
+            """A learner deleted in the hub (who had logged in) has their name retired, so no later sign-up gets their
+            home or files; a discarded sign-up (never logged in) is not."""
             if orm.User.find(self.db, user.name) is not None:
                 self.retire(user.name)
                 self.log.info("Retired the name %s (deleted in the hub)", user.name)
@@ -695,8 +649,7 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
 
 
 def __getattr__(name: str) -> Any:
-    """``course_auth.CourseNativeAuthenticator`` names the class (made on first use), so that a recipe can give it
-    as a string (TLJH's ``auth.type``, Z2JH's ``authenticator_class``): without this file, the hub refuses to start."""
+    """``course_auth.CourseNativeAuthenticator`` (made on first use), for a recipe that names it as a string."""
     if name == "CourseNativeAuthenticator":
         return course_authenticator_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -744,11 +697,9 @@ def configure_sign_in(c: Any, *, admins: Iterable[str], state: str | Path, syste
                       authenticator: type | None = None, allowed_failed_logins: int = ALLOWED_FAILED_LOGINS,
                       failed_logins_per_address: int = FAILED_LOGINS_PER_ADDRESS,
                       signups_per_address: int = SIGNUPS_PER_ADDRESS) -> None:
-    """Set the course's sign-in on JupyterHub config ``c``: the authenticator (``authenticator``, a subclass of
-    :func:`course_authenticator_class`, or that class), its settings, and the approval page's template.
-
-    ``state``: a folder only the hub can read, for ``instructor-password`` (made at the hub's first start) and
-    ``retired-names``. ``system_users``: see :data:`SYSTEM_USERS`.
+    """Set the course's sign-in on JupyterHub config ``c``: ``authenticator`` (a subclass of
+    :func:`course_authenticator_class`, or that class), its settings and templates. ``state``: a folder only the hub
+    reads (``instructor-password``, ``retired-names``); ``system_users``: see :data:`SYSTEM_USERS`.
     Usage: ``configure_sign_in(c, admins={"instructor"}, state="/opt/tljh/state", system_users="tljh")``
     """
     admins = {str(name).lower() for name in admins}

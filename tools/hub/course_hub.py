@@ -1,13 +1,7 @@
-"""The classroom hub behind ``make hub``: its settings, the checks that refuse an unsafe hub, and the JupyterHub
-configuration (system users, the spawner, the spawn hook).
-
-``tools/hub/jupyterhub_config.py`` calls :func:`configure` with :class:`Settings` read from ``HUB_*`` environment
-variables, then :func:`refuse_unsafe`. Everything here is importable without side effects, so the tests check the
-configuration without starting a hub. Who may log in, and where the hub's pages answer, is tools/hub/course_auth.py
-(the same module the deploy/ recipes load); what keeps learners apart, tools/hub/isolation.py.
-
-Run as root, every learner is a separate system user (created on first login, in the group ``HUB_LEARNER_GROUP``,
-home mode 0700). Not run as root, all learners share the account that runs the hub, and the hub serves 127.0.0.1 only.
+"""The classroom hub behind ``make hub``: its settings (``HUB_*``), the checks that refuse an unsafe hub, and the
+JupyterHub configuration (system users, the spawner, the spawn hook). Sign-in: course_auth.py; what keeps learners
+apart: isolation.py. As root every learner is a system user (home 0700); otherwise all share the hub's account and
+the hub serves 127.0.0.1 only.
 
 Usage: ``configure(c, Settings.from_env())`` inside a JupyterHub config file.
 """
@@ -37,17 +31,15 @@ DEFAULT_STATE = ROOT / ".hub"
 LOOPBACK = "127.0.0.1"
 # Authenticators that let anybody in (or accept any password): never allowed for a course hub.
 OPEN_AUTHENTICATORS = ("DummyAuthenticator", "NullAuthenticator")
-# Kernels listen on unix sockets in their owner's runtime folder, not on TCP ports of the machine's loopback, where
-# any local user can subscribe to a kernel's output (IOPub needs no key to read). jupyter_client puts a kernel's
-# sockets beside its connection file: <runtime>/kernel-<id>-ipc-<1..5> (PRIVATE_DIRS gives a short runtime folder).
+# Kernels on unix sockets in their owner's runtime folder, not on loopback TCP ports, where any local user can
+# subscribe to a kernel's output (IOPub needs no key to read).
 KERNELS_ON_UNIX_SOCKETS = ("--KernelManager.transport=ipc",)
-# Python kernels without the debugger: debugpy listens on a TCP port of the loopback with no password and goes on
-# listening after the debugger is switched off, so another learner could attach and run code as the kernel's owner
-# (course_utils/machinery/hub_kernel.py; course_utils is in the learners' environment).
+# Kernels without the debugger: debugpy listens on a loopback TCP port with no password (and goes on after it is
+# switched off), so another learner could attach and run code as the kernel's owner.
 KERNELS_WITHOUT_DEBUGGER = (
     "--ServerApp.kernel_spec_manager_class=course_utils.machinery.hub_kernel.HubKernelSpecManager",)
-# nbgitpuller's server extension off (it is installed for the recipes' gitpuller command): its /git-pull page clones
-# any repository, on a GET, to any targetpath -- a classmate's link would put their code in your kernel spec.
+# nbgitpuller's /git-pull page off: it clones any repository, on a GET, to any targetpath -- a classmate's link
+# would put their code in your kernel spec.
 NO_NBGITPULLER = ("--ServerApp.jpserver_extensions=nbgitpuller=False",)
 
 
@@ -89,8 +81,7 @@ class Size(Unicode):
 
 
 class Settings(Configurable):
-    """What ``make hub`` can be told: each setting is the environment variable ``HUB_`` + its name in capitals
-    (``HUB_PORT=8001``), checked as JupyterHub checks its own settings (traitlets).
+    """What ``make hub`` can be told: ``HUB_`` + each setting's name in capitals (``HUB_PORT=8001``), as traitlets.
 
     Usage: ``Settings.from_env()`` (from ``os.environ``), ``Settings.from_env({"HUB_PORT": "8001"})``"""
 
@@ -174,7 +165,7 @@ class Settings(Configurable):
 
     @property
     def private(self) -> Path:
-        """Secrets and the database (mode 0700); the state folder itself is only traversable (learner-env)."""
+        """Secrets, the database, logs, home images, retired names (mode 0700)."""
         return Path(self.state) / "private"
 
     @property
@@ -183,27 +174,23 @@ class Settings(Configurable):
 
     @property
     def logs(self) -> Path:
-        """One log file per learner's server (``NAME.log``), readable by root only."""
         return self.private / "logs"
 
     @property
     def home_images(self) -> Path:
-        """Each learner's home as a filesystem of HUB_DISK_MAX (``NAME.img``, isolation.mount_home)."""
         return self.private / "homes"
 
     @property
     def retired_names(self) -> Path:
-        """Names of learners removed with ``make hub-remove-learner`` or deleted in the hub: never given out again."""
         return self.private / course_auth.RETIRED_FILE
 
     @property
     def hub_url(self) -> str:
-        """The hub's public URL. Every learner's server is served at ``NAME.<host>`` (its own origin): on 127.0.0.1
-        that is ``http://localhost:PORT`` (browsers resolve every ``*.localhost`` name to the loopback address)."""
+        """The hub's public URL; learners at ``NAME.<host>`` (browsers resolve ``*.localhost`` to the loopback)."""
         return self.public_url or f"http://localhost:{self.port}"
 
     def learner_env_dir(self) -> Path:
-        """Where learners' copy of the environment lives: outside the checkout, which may be private to its owner."""
+        """The learners' copy of the environment: outside the checkout, which may be private to its owner."""
         if self.learner_env:
             return Path(self.learner_env)
         import hashlib
@@ -244,8 +231,7 @@ def _is_ip(host: str) -> bool:
 
 
 def check_isolation(s: Settings) -> None:
-    """Refuse to start when learners' servers cannot be isolated as isolation.py isolates them (a container without
-    CAP_SYS_ADMIN, say): tried once, as each learner's server will be started."""
+    """Refuse to start where learners' servers cannot be isolated (a container without CAP_SYS_ADMIN): tried once."""
     if not s.as_root:
         return
     try:
@@ -300,10 +286,9 @@ def learner_environment(s: Settings, python: str) -> dict[str, str]:
 
 
 def spawner_class(s: Settings) -> type:  # noqa: C901 -- ruff counts the branches of the class it builds
-    """The learners' spawner: ``LocalProcessSpawner`` (one system user per learner, root) or its shared-account
-    variant, plus what the course adds: a log file per server, private ``TMPDIR``, caches and kernel sockets, and, as
-    root, the isolation of isolation.py; on stop, the end of every process the learner started (also those that left
-    the server's process group) and the removal of their files in the machine's temporary folders."""
+    """``LocalProcessSpawner`` (root) or its shared-account variant, with a capped log per server, private
+    ``TMPDIR``, caches and kernel sockets, as root isolation.py's isolation, and on stop the end of every process of
+    the learner and of their files in the machine's temporary folders."""
     from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
 
     class CourseSpawner(LocalProcessSpawner if s.as_root else SimpleLocalProcessSpawner):  # type: ignore[misc]
@@ -331,8 +316,7 @@ def spawner_class(s: Settings) -> type:  # noqa: C901 -- ruff counts the branche
             return preexec
 
         async def start(self):
-            """The server's output goes to ``private/logs/NAME.log`` (root's, ``HUB_LOG_MAX`` at most), never to the
-            hub's terminal."""
+            """The server's output goes to ``private/logs/NAME.log`` (root's, ``HUB_LOG_MAX`` at most)."""
             runtime = isolation.private_environment(self._home())["JUPYTER_RUNTIME_DIR"]
             if len(runtime) + len(isolation.KERNEL_SOCKET_NAME) > isolation.SOCKET_PATH_MAX:
                 raise RuntimeError(f"{self.user.name}'s kernels cannot listen in {runtime}: a unix socket's path "
@@ -367,8 +351,7 @@ def spawner_class(s: Settings) -> type:  # noqa: C901 -- ruff counts the branche
 
 @functools.cache
 def authenticator_classes() -> tuple[type, type]:
-    """(separate system users, one shared account): the course's sign-in (tools/hub/course_auth.py, the one the
-    deploy/ recipes run too) plus, run as root, a system user for each learner."""
+    """(separate system users, one shared account): the course's sign-in, plus as root a system user per learner."""
     from jupyterhub.auth import LocalAuthenticator
     from traitlets import Unicode
 
@@ -404,8 +387,7 @@ def authenticator_classes() -> tuple[type, type]:
 
 
 def _workspace_hook(s: Settings, python: str):
-    """The pre-spawn hook: the learner's home of its own (as root), then their own copy of the learner edition in
-    ~/workspace, made as the learner."""
+    """The pre-spawn hook: the learner's home filesystem (as root), then their learner edition in ~/workspace."""
 
     async def prepare_learner_workspace(spawner: Any) -> None:
         name = spawner.user.name
@@ -464,15 +446,13 @@ def configure(c: Any, s: Settings) -> str:
         python, note = str(VENV_PYTHON), "not root: all learners share this account"
 
     c.JupyterHub.bind_url = f"http://{s.ip}:{s.port}"
-    # One origin per learner: NAME.localhost:PORT (or NAME.<HUB_PUBLIC_URL's host>). A page a learner's server
-    # serves then runs in that learner's origin only, never with the hub's or another learner's cookies.
+    # One origin per learner (NAME.localhost:PORT): a learner's page never runs with another's cookies.
     c.JupyterHub.subdomain_host = s.hub_url
     c.JupyterHub.hub_ip = LOOPBACK
     c.JupyterHub.hub_port = s.hub_port or free_port()
     c.ConfigurableHTTPProxy.api_url = f"http://{LOOPBACK}:{s.proxy_api_port or free_port()}"
-    # The pure-Python proxy, with host routing fixed and tokens kept out of its log (tools/hub/course_proxy.py). It
-    # buffers whole responses and gives up on a request after 20 s by default: the spawn page's progress stream lasts
-    # as long as a spawn, so allow 5 minutes (websockets are not affected).
+    # The pure-Python proxy (course_proxy.py). It gives up on a request after 20 s by default: the spawn page's
+    # progress stream lasts as long as a spawn, so allow 5 minutes.
     c.ConfigurableHTTPProxy.command = [str(VENV_PYTHON), "-m", "tools.hub.course_proxy", "--proxy-timeout=300000"]
     c.JupyterHub.db_url = f"sqlite:///{s.private / 'jupyterhub.sqlite'}"
     c.JupyterHub.cookie_secret_file = str(s.private / "jupyterhub_cookie_secret")

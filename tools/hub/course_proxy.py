@@ -1,20 +1,15 @@
 """The proxy of ``make hub``: the pure-Python configurable-http-proxy 0.4.0, run by JupyterHub as
 ``python -m tools.hub.course_proxy`` (``c.ConfigurableHTTPProxy.command``), with
 
-- **host routing that works.** With ``JupyterHub.subdomain_host`` every learner's server has its own origin
-  (``http://NAME.localhost:8000``), which is what keeps one learner's pages from running script with another's
-  cookies. JupyterHub then passes a bare ``--host-routing`` flag, which the port's command line declares as an option
-  *with a value* (so the proxy refuses to start: here it gets a value), and the port looks routes up without the
-  request's host (``target_for_req(None, path)``, so no host route ever matches): here, :class:`CourseProxy`'s
-  handler puts the request's host first, as the Node proxy does. Both found by reading its source;
-- **who is asking.** The hub counts failed logins and sign-ups per client (tools/hub/course_auth.py). Requests for the
-  hub carry ``X-Course-Client``: the address this proxy saw, or ``uid:N`` for a process of another user on this
-  machine, which could bind any 127.x address. The hub believes it only from a process of its own user;
-- **no tokens in its log.** Tornado logs every failed request with its full URI (``?token=...``); every log record of
-  this process goes through :func:`redact` first.
+- **host routing that works** (one origin per learner, ``subdomain_host``): JupyterHub passes a bare
+  ``--host-routing``, which the port declares as an option *with a value* (it refuses to start), and the port looks
+  routes up without the request's host (``target_for_req(None, path)``): :class:`CourseProxy`'s handler puts it first;
+- **who is asking**: requests for the hub carry ``X-Course-Client``, the address this proxy saw or ``uid:N`` for
+  another local user's process (course_auth.client_address believes it from the hub's own user only);
+- **no tokens in its log**: every log record of this process goes through :func:`redact` (tornado logs full URIs).
 
-The one patch (tools/hub/__init__.py lists the hub's): the port's command line builds its proxy from the name
-``PythonProxy`` of its module, which :func:`install` points at :class:`CourseProxy`.
+The one patch (tools/hub/__init__.py lists the hub's): :func:`install` points the port's ``cli.PythonProxy`` at
+:class:`CourseProxy`.
 
 Usage (what JupyterHub runs): ``python -m tools.hub.course_proxy --ip 127.0.0.1 --port 8000 ... --host-routing``.
 """

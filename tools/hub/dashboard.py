@@ -1,20 +1,13 @@
-"""The instructor's view of the room: a JupyterHub service that shows every learner's progress record.
+"""The instructor's view of the room: a JupyterHub service (admins only) showing every learner's progress record.
 
-A learners x exercises grid (✓ done, ✗N tried N times, blank: not started), the time since each learner's last
-check, and which exercise most learners are stuck on; the page refreshes itself every 15 s. Only the hub's admins
-may open it (JupyterHub's OAuth: a learner gets 403). It reads nothing but each learner's progress record (see
-course_utils.machinery.progress_record), ``~/workspace/.course-progress.jsonl`` under ``make hub``: opened without
-following links, only when it is a regular file that the learner owns, at most its last 256 KiB, and only
-well-formed lines are shown, with a time that is a real UTC time and not in the future. No notebook, no code, no
-other file is read. The record is the learner's own file: it says what their checks wrote, or what they wrote
-themselves -- a view of the room, never a grade.
+A learners x exercises grid (✓ done, ✗N tried N times), the time since each learner's last check, and the exercise
+most learners are stuck on; it refreshes every 15 s. It reads each learner's record only: no link followed, a
+regular file the learner owns, its last 256 KiB, well-formed lines with a real UTC time not in the future. The
+record is the learner's own file: a view of the room, never a grade.
 
-Started by the hub as a managed service (``configure_dashboard`` in this file): ``make hub`` registers it in
-course_hub.configure, The Littlest JupyterHub in ``deploy/tljh/jupyterhub_config.d/course.py`` (where learner NAME is
-the system user ``jupyter-NAME`` and the record lies beside the notebooks nbgitpuller pulled). By hand:
-``python -m tools.hub.dashboard`` with JupyterHub's service environment variables, and optionally
-``COURSE_DASHBOARD_RECORD`` (the record's path inside a learner's home) and ``COURSE_DASHBOARD_SYSTEM_USERS``
-(``same``: the hub's names are the system users; ``tljh``: TLJH's ``jupyter-NAME``).
+Registered by :func:`configure_dashboard` (course_hub.configure; TLJH's ``deploy/tljh/jupyterhub_config.d/course.py``).
+By hand: ``python -m tools.hub.dashboard`` with JupyterHub's service environment, ``COURSE_DASHBOARD_RECORD`` (the
+record's path in a home) and ``COURSE_DASHBOARD_SYSTEM_USERS`` (``same`` or ``tljh``: ``jupyter-NAME``).
 """
 
 from __future__ import annotations
@@ -54,10 +47,8 @@ def record_in_home(record: str | Path) -> Path:
 
 
 def read_learner_record(home: Path, owner_uid: int | None, record: Path = RECORD) -> tuple[list[Any], str | None]:
-    """The learner's well-formed attempts and, when the record could not be read, why.
-
-    ``owner_uid``: the file must belong to this uid (None: no owner check, for a hub whose learners share one
-    account). The last path component is never followed as a link; a link elsewhere in the path is refused too."""
+    """The learner's well-formed attempts and, when the record could not be read, why. ``owner_uid``: its owner
+    (None: no check, learners sharing one account). No link is followed."""
     from course_utils.machinery.progress_record import parse_lines
 
     path = home / record_in_home(record)
@@ -88,11 +79,9 @@ def read_learner_record(home: Path, owner_uid: int | None, record: Path = RECORD
 
 
 def learner_home(name: str, state: Path | None, system_users: str = "same") -> tuple[Path, int | None] | None:
-    """Where a learner's home is and which uid must own the record: the system user's (hub run as root; under
-    TLJH, ``system_users="tljh"``, the user ``jupyter-NAME``), or ``<state>/homes/<name>`` with no owner check (a
-    hub run as one account)."""
-    if system_users not in SYSTEM_USERS:
-        raise ValueError(f"system_users is one of {SYSTEM_USERS}, got {system_users!r}")
+    """A learner's home and the uid that must own the record: the system user's (root, or TLJH's ``jupyter-NAME``),
+    or ``<state>/homes/<name>`` with no owner check (a hub run as one account)."""
+    _check_system_users(system_users)
     if system_users == "tljh" or os.geteuid() == 0:
         try:
             entry = pwd.getpwnam(tljh_system_username(name) if system_users == "tljh" else name)
@@ -109,24 +98,33 @@ CLOCK_SLACK_S = 120  # a kernel's clock may run this far ahead of the hub's (one
 
 
 def plausible(attempts: Iterable[Any], now: datetime.datetime) -> tuple[list[Any], int]:
-    """The attempts whose time is a well-formed UTC time (as ``check()`` writes it) and not in the future, and how
-    many others there were: a learner can write anything into their own record, but not move the room's clock.
+    """The attempts whose time is a UTC time not in the future, and how many others there were: a learner can write
+    anything into their own record, but not move the room's clock.
 
     Usage: ``kept, ignored = plausible(attempts, datetime.datetime.now(datetime.timezone.utc))``
     """
     kept, ignored = [], 0
     latest = now + datetime.timedelta(seconds=CLOCK_SLACK_S)
     for attempt in attempts:
-        try:
-            when = datetime.datetime.strptime(attempt.time, TIME_FORMAT).replace(tzinfo=datetime.UTC)
-        except (TypeError, ValueError):
+        when = _utc(attempt.time)
+        if when is None or when > latest:
             ignored += 1
-            continue
-        if when > latest:
-            ignored += 1
-            continue
-        kept.append(attempt)
+        else:
+            kept.append(attempt)
     return kept, ignored
+
+
+def _utc(stamp: Any) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.strptime(stamp, TIME_FORMAT).replace(tzinfo=datetime.UTC)
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_system_users(system_users: str) -> str:
+    if system_users not in SYSTEM_USERS:
+        raise ValueError(f"system_users is one of {SYSTEM_USERS}, got {system_users!r}")
+    return system_users
 
 
 # -- the room --------------------------------------------------------------------------------------------------------
@@ -157,13 +155,8 @@ def _state(learner: dict[str, Any], exercise: str) -> Any:
 
 
 def _seconds_since(stamp: str | None, now: datetime.datetime) -> int | None:
-    if stamp is None:
-        return None
-    try:
-        then = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-    except ValueError:
-        return None
-    return max(0, int((now - then).total_seconds()))
+    then = _utc(stamp)
+    return None if then is None else max(0, int((now - then).total_seconds()))
 
 
 def _ago(seconds: int | None) -> str:
@@ -234,8 +227,7 @@ def _learner_names(api_url: str, token: str, admins: set[str]) -> list[str]:
 
 def collect(names: Iterable[str], state: Path | None, *, record: Path = RECORD, system_users: str = "same",
             now: datetime.datetime | None = None) -> tuple[dict[str, list[Any]], dict[str, str]]:
-    """Every learner's plausible attempts (see :func:`plausible`), and a short note for each record that could not
-    be read or held lines with an impossible time.
+    """Every learner's plausible attempts, and a note for each record unreadable or with impossible times.
 
     Usage: ``records, problems = collect(["ada", "bob"], None, system_users="tljh")``
     """
@@ -267,9 +259,7 @@ def main() -> None:  # pragma: no cover - run by the hub; tests/browser/test_hub
     admins = set(filter(None, os.environ.get("COURSE_DASHBOARD_ADMINS", "").split(",")))
     state = Path(os.environ["COURSE_HUB_STATE"]) if os.environ.get("COURSE_HUB_STATE") else None
     record = record_in_home(os.environ.get("COURSE_DASHBOARD_RECORD") or RECORD)
-    system_users = os.environ.get("COURSE_DASHBOARD_SYSTEM_USERS") or "same"
-    if system_users not in SYSTEM_USERS:
-        raise SystemExit(f"COURSE_DASHBOARD_SYSTEM_USERS is one of {', '.join(SYSTEM_USERS)}, not {system_users!r}")
+    system_users = _check_system_users(os.environ.get("COURSE_DASHBOARD_SYSTEM_USERS") or "same")
 
     @functools.cache
     def exercise_ids() -> list[str]:
@@ -286,22 +276,21 @@ def main() -> None:  # pragma: no cover - run by the hub; tests/browser/test_hub
         return room(records, exercise_ids(), now), problems
 
     class Page(HubOAuthenticated, web.RequestHandler):
+        def initialize(self, api: bool) -> None:
+            self.api = api
+
         @web.authenticated
         def get(self) -> None:
             data, problems = snapshot()
             self.set_header("Cache-Control", "no-store")
+            if self.api:
+                self.write({**data, "problems": problems})
+                return
             self.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
             self.write(render(data, problems))
 
-    class Api(HubOAuthenticated, web.RequestHandler):
-        @web.authenticated
-        def get(self) -> None:
-            data, problems = snapshot()
-            self.set_header("Cache-Control", "no-store")
-            self.write({**data, "problems": problems})
-
     app = web.Application([
-        (prefix, Page), (url_path_join(prefix, "api/room"), Api),
+        (prefix, Page, {"api": False}), (url_path_join(prefix, "api/room"), Page, {"api": True}),
         (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
     ], cookie_secret=os.urandom(32))
     url = os.environ["JUPYTERHUB_SERVICE_URL"]
@@ -317,14 +306,12 @@ def main() -> None:  # pragma: no cover - run by the hub; tests/browser/test_hub
 
 def configure_dashboard(c: Any, *, python: str, port: int, admins: Iterable[str], state: Path | None,
                         pythonpath: str, record: str | Path = RECORD, system_users: str = "same") -> None:
-    """Register the dashboard as a managed JupyterHub service that only admins may open.
+    """Register the dashboard as a managed JupyterHub service that only admins may open (``record``,
+    ``system_users``: see :func:`learner_home`).
 
-    ``record``: the progress record's path inside a learner's home; ``system_users``: ``"same"`` (the hub's names
-    are system users, or one shared account with homes under ``state``) or ``"tljh"`` (TLJH's ``jupyter-NAME``).
     Usage (in course_hub.configure): ``configure_dashboard(c, python=sys.executable, port=..., admins={...}, ...)``
     """
-    if system_users not in SYSTEM_USERS:
-        raise ValueError(f"system_users is one of {SYSTEM_USERS}, got {system_users!r}")
+    _check_system_users(system_users)
     environment = {"COURSE_DASHBOARD_ADMINS": ",".join(sorted(admins)), "PYTHONPATH": pythonpath,
                    "COURSE_DASHBOARD_RECORD": str(record_in_home(record)),
                    "COURSE_DASHBOARD_SYSTEM_USERS": system_users}

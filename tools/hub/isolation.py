@@ -1,16 +1,10 @@
 """What keeps one learner's server from the others and from the machine, set up by root before it becomes the learner
-(``make hub``; the TLJH recipe uses :func:`mount_home` too). See the instructor guide, "Limits per learner".
+(``make hub``; TLJH uses :func:`mount_home`). Instructor guide, "Limits per learner":
 
-- private folders (:data:`PRIVATE_DIRS`): ``TMPDIR`` and every cache under the learner's home, mode 0700: a
-  torch.compile cache holds code that runs, so a folder another learner made first in ``/tmp`` would run theirs;
-- limits (``setrlimit``): processes per learner, memory per process, file size, no core dumps;
-- namespaces of its own: ``/dev/shm``, ``/tmp``, ``/var/tmp`` and ``/run/lock`` (where every user may write) are fresh
-  tmpfs of a given size, seen by nobody else and gone when the server stops; System V shared memory is its own (at
-  most that size) and the kernel removes it with the server's last process (Linux ``unshare(2)``, ``mount(2)``);
-- a memory cgroup below the hub's own: the server's processes together, shared memory (tmpfs, System V, MAP_SHARED)
-  included, which ``RLIMIT_DATA`` does not count; past it the kernel ends the biggest process there;
-- a home that is a filesystem of its own (an ext4 image on a loop device): past its size, or its number of files, a
-  write fails with "No space left on device", and the machine's disk keeps its room.
+- private ``TMPDIR`` and caches (:data:`PRIVATE_DIRS`); ``setrlimit`` limits (processes, memory, file size, no core);
+- namespaces of its own: fresh tmpfs for :data:`PRIVATE_TMPFS` and its own System V memory (``unshare(2)``);
+- a memory cgroup: shared memory (tmpfs, System V, MAP_SHARED) included, which ``RLIMIT_DATA`` does not count;
+- a home that is a filesystem of its own (an ext4 image on a loop device): size and files capped.
 
 Usage: ``isolate_server(512 << 20, str(memory_cgroup("course-ann", 4 << 30)))`` in a ``preexec_fn`` (as root)
 """
@@ -27,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-# Every place a learner's tools write temporary or cached files, under their own home (0700), never in the shared
-# /tmp: torch.compile's caches hold code that runs, so a folder another learner made first would run their code.
+# Under the learner's home (0700), never the shared /tmp: torch.compile's caches hold code that runs, so a folder
+# another learner made there first would run their code.
 PRIVATE_DIRS = {
     "TMPDIR": ".cache/tmp",
     "XDG_CACHE_HOME": ".cache",
@@ -72,9 +66,8 @@ def make_private_dirs(env: dict[str, str]) -> None:
 
 
 def limit_resources(tasks: int, memory: int, file_size: int) -> None:
-    """Run in a learner's server before it starts (inherited by its kernels and terminals): ``tasks`` processes and
-    threads for the learner's account, ``memory`` bytes per process (0: no limit; a big allocation then fails with
-    MemoryError where it is made, before the memory cgroup ends a process), files of ``file_size`` bytes at most."""
+    """In a learner's server before it starts: ``tasks`` processes, ``memory`` bytes per process (0: none; a big
+    allocation fails with MemoryError before the cgroup ends a process), files of ``file_size`` bytes at most."""
     import resource
 
     limits = {resource.RLIMIT_NPROC: tasks, resource.RLIMIT_FSIZE: file_size, resource.RLIMIT_CORE: 0}
@@ -98,9 +91,9 @@ def _libc() -> Any:
 
 
 def isolate_server(shm: int, cgroup: str | None) -> None:
-    """Run in a learner's server before it starts (root, before setuid; load :func:`_libc` in the parent first): join
-    the memory cgroup ``cgroup`` (a folder, or None), then, if ``shm``, namespaces of its own whose private folders
-    (:data:`PRIVATE_TMPFS`) and System V memory hold ``shm`` bytes each. Raises OSError where the system refuses."""
+    """In a learner's server before it starts (root, before setuid; :func:`_libc` loaded in the parent): join
+    ``cgroup`` (or None), then if ``shm`` namespaces whose :data:`PRIVATE_TMPFS` and System V memory hold ``shm``
+    bytes each. Raises OSError where the system refuses."""
     import ctypes
 
     if cgroup:
@@ -126,8 +119,7 @@ def isolate_server(shm: int, cgroup: str | None) -> None:
 
 
 def memory_cgroup(name: str, limit: int) -> Path:
-    """A memory cgroup of ``limit`` bytes named ``name`` below this process's own (cgroup v1's memory hierarchy, or
-    v2 where this process may hand the memory controller down), made if needed. Raises OSError where it may not."""
+    """A memory cgroup ``name`` of ``limit`` bytes below this process's own (v1, or v2), made if needed."""
     for line in Path("/proc/self/cgroup").read_text().splitlines():
         _, controllers, path = line.split(":", 2)
         if "memory" in controllers.split(","):
@@ -144,9 +136,8 @@ def memory_cgroup(name: str, limit: int) -> Path:
 
 
 def mount_home(home: Path, image: Path, size: int) -> bool:
-    """``home`` as a filesystem of ``size`` bytes of its own: the ext4 file ``image`` on a loop device (made on first
-    use, at most one file per 16 KiB, holding what ``home`` held, owner and mode kept); mounted again after a
-    restart. True if it mounts it now.
+    """``home`` as the ext4 file ``image`` of ``size`` bytes on a loop device (made on first use with what ``home``
+    held, one file per 16 KiB at most). True if it mounts it now.
 
     Usage: ``mount_home(Path("/home/ann"), Path(".hub/private/homes/ann.img"), 2 << 30)`` (as root)"""
     if os.path.ismount(home):
@@ -177,8 +168,7 @@ def mount_home(home: Path, image: Path, size: int) -> bool:
 
 
 def mount_learner_homes(images: Path) -> None:
-    """At the hub's start: every learner's home whose filesystem (``images/ACCOUNT.img``) exists is mounted (again,
-    after a reboot), so that the dashboard reads their record before they log in."""
+    """At the hub's start: mount every ``images/ACCOUNT.img`` again, so the dashboard reads it before a login."""
     import pwd
 
     for image in sorted(images.glob("*.img")):
@@ -189,8 +179,7 @@ def mount_learner_homes(images: Path) -> None:
 
 
 def try_isolation(shm: int, memory: int, disk: int) -> None:
-    """Everything above, once, as each learner's server will get it (a throw-away child, a tiny home); raises OSError
-    (or RuntimeError, for the home) where the machine refuses, a container without CAP_SYS_ADMIN, say."""
+    """Everything above, once (a throw-away child, a tiny home); OSError or RuntimeError where the machine refuses."""
     _libc()
     group = memory_cgroup(f"course-probe-{os.getpid()}", 1 << 30) if memory else None
     try:
@@ -210,8 +199,7 @@ SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
 
 def remove_shared_temp_files(uid: int, places: tuple[str, ...] = SHARED_TEMP) -> list[str]:
-    """Remove what ``uid`` left at the top of the machine's shared temporary folders (files, folders, links);
-    returns what was removed. Run when a learner's server stops and when a learner is removed."""
+    """Remove (and return) what ``uid`` left at the top of the machine's shared temporary folders."""
     import stat
 
     if uid == 0:
@@ -238,10 +226,9 @@ def remove_shared_temp_files(uid: int, places: tuple[str, ...] = SHARED_TEMP) ->
 
 
 def capped_log(path: Path, limit: int) -> int:
-    """A pipe's write end (for a server's stdout and stderr) whose output a thread of this process appends to ``path``
-    (mode 0600), keeping at most ``limit`` bytes: past half of it the file becomes ``path.1`` (the older half, replaced)
-    and a new one starts. Written by the learner's processes, a file of their own would grow up to ``RLIMIT_FSIZE``,
-    outside their home's size, on the disk of the hub's database. Close the returned end once the server has it."""
+    """A pipe's write end whose output a thread appends to ``path`` (0600), at most ``limit`` bytes (past half,
+    ``path.1`` takes the older half). A file the learner's processes wrote would grow outside their home's size
+    (attack N2). Close the returned end once the server has it."""
     import threading
 
     read, write = os.pipe()
@@ -264,29 +251,20 @@ def capped_log(path: Path, limit: int) -> int:
 
 
 def end_learner_processes(uid: int, grace: float = 5.0) -> list[int]:
-    """SIGTERM, then SIGKILL after ``grace`` seconds, to every process that runs as ``uid`` (a learner the hub made),
-    wherever it was started from; returns the pids that were ended. Then ``kill(-1, SIGKILL)`` as ``uid`` until
-    none is left (at most ``2 * grace`` s): the kernel signals all of them at once, so a process that keeps forking
-    (in a session of its own, its parent gone) has no child left over, which a pass over a list of pids misses."""
+    """SIGTERM, then SIGKILL after ``grace`` s, to every process of ``uid``; returns their pids. Then ``kill -KILL
+    -1`` as ``uid`` until none is left (``2 * grace`` s at most): a re-forking loop outlives a pass over pids (N3)."""
     import psutil
 
     if uid == 0:
         raise ValueError("refusing to end root's processes")
-    procs = []
-    for proc in psutil.process_iter(["uids"]):
-        if proc.info["uids"] and uid in (proc.info["uids"].real, proc.info["uids"].effective):
-            procs.append(proc)
+    procs = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and uid in p.info["uids"][:2]]
     for proc in procs:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             proc.terminate()
-        except psutil.NoSuchProcess:
-            pass
     _, alive = psutil.wait_procs(procs, timeout=grace)
     for proc in alive:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(alive, timeout=grace)
     deadline = time.monotonic() + 2 * grace
     while True:  # at least once: a list of processes can miss the one a forking loop has now

@@ -66,8 +66,7 @@ def _stamp(venv_python: Path) -> str:
 
 
 def _copy_readable(source: Path, dest: Path) -> None:
-    """Copy a tree for learners: hard links where the file is readable by everybody and on the same disk (no space,
-    no time), real copies otherwise; folders 0755, files 0644 (0755 if executable)."""
+    """Copy a tree for learners: hard links where everybody may read the file, else copies; 0755/0644."""
     import shutil
 
     def copy(src: str, dst: str) -> None:
@@ -88,14 +87,9 @@ def _copy_readable(source: Path, dest: Path) -> None:
 
 
 def build_learner_env(dest: Path, base: Path, venv_python: Path = VENV_PYTHON) -> bool:
-    """Learners' own copy of the course's environment at ``dest`` (True if it was (re)built).
-
-    A venv on the system Python ``base`` (same minor version), whose ``site-packages``, ``share`` and ``etc`` are
-    copies of the course's (hard links where possible), and a copy of the course itself (``course/``: the
-    ``course_utils`` package, the notebooks and the pins) instead of the editable install that points into the
-    checkout. Rebuilt when the checkout or the installed packages changed; built beside and swapped in, so a
-    learner's running server keeps the files it opened.
-    """
+    """Learners' own copy of the course's environment at ``dest`` (True if it was (re)built): a venv on the system
+    Python ``base`` with copies (hard links where possible) of the course's packages and of the course itself. Built
+    beside and swapped in when the checkout or the packages changed: a running server keeps the files it opened."""
     import shutil
 
     stamp = _stamp(venv_python)
@@ -145,14 +139,9 @@ def build_learner_env(dest: Path, base: Path, venv_python: Path = VENV_PYTHON) -
 
 
 def learner_python(view: Path, hidden: bool = False, venv_python: Path = VENV_PYTHON) -> tuple[str, str]:
-    """The interpreter learners run, and a note for the instructor.
-
-    When everybody can run the course's ``.venv`` and import the course from it, learners share it read-only.
-    Otherwise (see the module's text), or when the venv is ``hidden`` from learners' servers (in a folder each server
-    replaces with its own, such as /tmp), learners get their own copy at ``view`` (:func:`build_learner_env`): the
-    same packages and course files on the system Python of the same minor version, refreshed at start when the
-    checkout changed. Raises RuntimeError when learners could not run it either.
-    """
+    """The interpreter learners run, and a note for the instructor: the course's ``.venv`` when everybody can run
+    it (and it is not ``hidden`` from their servers, in /tmp say), else :func:`build_learner_env`'s copy at ``view``.
+    Raises RuntimeError when learners could not run that either."""
     nobody = pwd.getpwnam("nobody")
     probe = LEARNER_IMPORTS_PROBE
     if not hidden and runs_as(str(venv_python), nobody.pw_uid, nobody.pw_gid, probe):

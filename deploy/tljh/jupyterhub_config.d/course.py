@@ -34,24 +34,15 @@ if not os.path.isfile(os.path.join(COURSE, "tools", "hub", "course_auth.py")):
 sys.path.insert(0, COURSE)  # a JupyterHub config file: the one kind of file that puts the course on the path
 from tools.hub import course_auth, course_hub, dashboard, isolation  # noqa: E402
 
-# Who gets in: the course's sign-in (instructor guide, "Signing in"), with config.yaml's users.admin as instructors.
-# Their account is made when the hub first starts, with a random password in STATE/instructor-password (root's,
-# 0600), before anybody can sign up under that name; approving is a POST; password checks have budgets that nobody
-# can turn against a browser that logged in before, and a learner on the VM is counted as who they are, whatever
-# address they claim; a deleted learner's name (and so their jupyter-NAME account and home) is never handed to a new
-# sign-up; /hub/ answers only on the hub's own host.
+# Who gets in: the course's sign-in (instructor guide, "Signing in"; tools/hub/course_auth.py), with config.yaml's
+# users.admin as instructors, whose first password is made in STATE/instructor-password (root's, 0600).
 course_auth.configure_sign_in(c, admins=c.Authenticator.admin_users, state=STATE, system_users="tljh")
 
 # Each learner's server, a systemd unit of its own (SystemdSpawner), with make hub's limits where systemd sets them:
-# - /tmp, /var/tmp and /run/lock of its own, in memory (TemporaryFileSystem: counted in config.yaml's limits.memory,
-#   gone when it stops), /dev/shm files removed when it stops (RemoveIPC) and counted in limits.memory while it runs
-#   (MemoryMax counts shared memory), System V memory of its own (PrivateIPC): no learner uses or plants another's
-#   /tmp/torchinductor_NAME, and the kernels' sockets lie in that /tmp (below);
-# - at most make hub's HUB_TASKS_MAX processes and threads (TasksMax: a fork bomb stops there);
-# - kernels on unix sockets in that private /tmp, not on TCP ports of the VM's loopback, where every user of the VM
-#   could subscribe to another's kernel output; Python kernels without the debugger, whose debugpy would listen on
-#   such a port with no password (any user of the VM could attach and run code as the learner); no /git-pull page;
-# - a home that is a filesystem of DISK_MAX of its own (isolation.mount_home), made before the server starts.
+# /tmp, /var/tmp and /run/lock of its own in memory (counted in limits.memory), /dev/shm files removed at stop
+# (RemoveIPC), System V memory of its own (PrivateIPC), HUB_TASKS_MAX processes (TasksMax); kernels on unix sockets
+# in that /tmp and without the debugger (both would listen on the VM's loopback for any user); no /git-pull page;
+# a home that is a filesystem of DISK_MAX of its own (isolation.mount_home).
 LIMITS = course_hub.Settings()  # make hub's defaults
 c.SystemdSpawner.isolate_tmp = False  # /tmp is TemporaryFileSystem's, in memory, not PrivateTmp's, on the VM's disk
 c.SystemdSpawner.unit_extra_properties = {
@@ -77,10 +68,8 @@ async def learner_home(spawner):  # the pre-spawn hook
 
 c.Spawner.pre_spawn_hook = learner_home
 
-# The instructor's dashboard of the room (instructor guide, "Seeing the room"): a JupyterHub service that only admins
-# may open, started by the hub (root under TLJH) with the course's Python from TLJH's user environment. It reads
-# nothing but each learner's progress record, which their checks write beside the pulled notebooks:
-# ~jupyter-NAME/pytorch-hooks-learner/.course-progress.jsonl (owned by the system user jupyter-NAME).
+# The instructor's dashboard of the room (instructor guide, "Seeing the room"), admins only, run with TLJH's user
+# environment: it reads each learner's ~jupyter-NAME/pytorch-hooks-learner/.course-progress.jsonl.
 dashboard.configure_dashboard(
     c, python=USER_ENV_PYTHON, port=15011,  # any free port on 127.0.0.1 (TLJH's hub uses 15001)
     admins=c.Authenticator.admin_users, state=None, pythonpath=COURSE,
