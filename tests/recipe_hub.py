@@ -1,20 +1,12 @@
 """JupyterHub's own ``MockHub`` (jupyterhub.tests.mocking) with a ``deploy/`` recipe's settings, for
 tests/test_deploy_configs.py.
 
-The Littlest JupyterHub needs a VM with systemd and Zero to JupyterHub a Kubernetes cluster; neither runs here. What
-they do with the recipe's files is small, and read from their source:
-
-- TLJH (tljh/jupyterhub_config.py, tljh/configurer.py) applies ``config.yaml``: ``auth.type`` becomes
-  ``JupyterHub.authenticator_class``, each ``auth.<Class>.<key>`` becomes ``c.<Class>.<key>``, ``users.admin``
-  ``Authenticator.admin_users``, ``limits`` the spawner's limits; then it loads every ``jupyterhub_config.d/*.py``
-  into the same configuration (the hub runs in ``/opt/tljh/state``, ``TLJH_INSTALL_PREFIX=/opt/tljh``).
-- The Z2JH chart (jupyterhub/files/hub/jupyterhub_config.py) puts its configuration folder, where it mounts
-  ``hub.extraFiles``, on the Python path, passes ``hub.config`` through section by section, then runs each
-  ``hub.extraConfig`` in key order.
-
-:func:`tljh_config` and :func:`z2jh_config` do exactly that. :func:`recipe_hub` runs JupyterHub's MockHub with it,
-in a thread of this process, on 127.0.0.1: a local spawner in place of SystemdSpawner or KubeSpawner, no proxy (the
-tests talk to the hub's own port) and the site's REPLACE-ME host replaced by the local one; stopped on exit.
+TLJH (a systemd VM) and Z2JH (Kubernetes) do not run here; what they do with the recipe's files is small, read from
+their source: TLJH (tljh/configurer.py) maps ``config.yaml``'s ``auth``, ``users.admin`` and ``limits`` onto ``c`` and
+loads every ``jupyterhub_config.d/*.py``; the Z2JH chart (files/hub/jupyterhub_config.py) puts ``hub.extraFiles`` on
+the path, passes ``hub.config`` through and runs each ``hub.extraConfig`` in key order. :func:`tljh_config` and
+:func:`z2jh_config` do that; :func:`recipe_hub` runs MockHub with it in a thread, on 127.0.0.1, with a local spawner,
+no proxy (the tests talk to the hub's own port) and the local host for REPLACE-ME.
 
 Usage::
 

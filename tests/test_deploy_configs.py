@@ -48,10 +48,6 @@ def load(path: Path) -> dict:
 
 # --- make hub: never an open hub, never learners exposed ---------------------------------------------------------
 
-def settings(**changes: object) -> course_hub.Settings:
-    return course_hub.Settings(**changes)
-
-
 def test_make_hub_settings_have_their_defaults_and_refuse_what_would_expose_learners() -> None:
     defaults = course_hub.Settings.from_env({})
     assert (defaults.ip, defaults.allowed_failed_logins, defaults.failed_logins_per_address,
@@ -66,14 +62,15 @@ def test_make_hub_settings_have_their_defaults_and_refuse_what_would_expose_lear
                                  ("HUB_PUBLIC_URL", "http://192.168.1.10:8000", "no subdomains")):
         with pytest.raises(course_hub.UnsafeHub, match=f"{name}={value!r}: .*{message}"):
             course_hub.Settings.from_env({name: value})
-    settings(as_root=False).check()  # loopback, not root: allowed (one shared account, said plainly)
+    course_hub.Settings(as_root=False).check()  # loopback, not root: allowed (one shared account, said plainly)
     for changes, message in (({"ip": "0.0.0.0", "as_root": False, "plain_http": True}, "share this account"),
                              ({"ip": "192.168.1.10", "as_root": True, "plain_http": True}, "own origin"),
                              ({"ip": "192.168.1.10", "as_root": True, "public_url": "http://hub.lan:8000"}, "TLS"),
                              ({"as_root": True, "home_base": "/tmp/homes"}, "replaces with one of its own")):
         with pytest.raises(course_hub.UnsafeHub, match=message):
-            settings(**changes).check()
-    settings(ip="192.168.1.10", as_root=True, plain_http=True, public_url="http://hub.lan:8000").check()  # said
+            course_hub.Settings(**changes).check()
+    said = course_hub.Settings(ip="192.168.1.10", as_root=True, plain_http=True, public_url="http://hub.lan:8000")
+    said.check()
     assert isolation.parse_size("2.5G") == int(2.5 * 2**30) and isolation.parse_size("800M") == 800 * 2**20
 
 
@@ -81,7 +78,7 @@ def built_config(tmp_path: Path, as_root: bool):  # type: ignore[no-untyped-def]
     from traitlets.config import Config
 
     c = Config()
-    s = settings(state=str(tmp_path / "state"), as_root=as_root, learner_python=sys.executable)
+    s = course_hub.Settings(state=str(tmp_path / "state"), as_root=as_root, learner_python=sys.executable)
     course_hub.configure(c, s)
     return c, s
 
@@ -170,8 +167,8 @@ def test_a_learners_server_is_isolated_as_the_spawner_isolates_it(tmp_path: Path
         finally:
             subprocess.run(["umount", str(home)], check=True)
         assert not (home / "kept.txt").exists(), "the home's files stayed on the machine's disk too"
-    course_hub.check_isolation(settings(as_root=True))  # make hub's start-up probe passes here
-    course_hub.check_isolation(settings(as_root=True, shm_max="0", memory_max="0", disk_max="0"))  # all off
+    course_hub.check_isolation(course_hub.Settings(as_root=True))  # make hub's start-up probe passes here
+    course_hub.check_isolation(course_hub.Settings(as_root=True, shm_max="0", memory_max="0", disk_max="0"))  # all off
 
 
 @ROOT_ONLY
@@ -225,7 +222,7 @@ def test_a_room_in_chinese_gets_the_chinese_workspace_and_messages(tmp_path: Pat
     from traitlets.config import Config
 
     c = Config()
-    s = settings(state=str(tmp_path / "state"), as_root=False, learner_python=sys.executable, lang="zh")
+    s = course_hub.Settings(state=str(tmp_path / "state"), as_root=False, learner_python=sys.executable, lang="zh")
     course_hub.configure(c, s)
     assert c.Spawner.environment["COURSE_LANG"] == "zh"
     spawner = SimpleNamespace(user=SimpleNamespace(name="ann"), log=logging.getLogger("test"))

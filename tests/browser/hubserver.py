@@ -1,13 +1,7 @@
-"""A throw-away classroom hub for the tests and the benchmark: ``make hub``'s launcher on free loopback ports.
-
-``ThrowAwayHub`` starts ``python -m tools.hub.serve`` (exactly what ``make hub`` runs) with its state, the learners'
-homes and the learners' system group all private to this run, so two runs never collide and nothing of the host's
-is touched. ``stop()`` sends Ctrl-C (SIGINT to the hub's process group) and reports what was still alive;
-``cleanup()`` then ends whatever is left, by process id, removes the system users the hub created, their homes,
-the group and the state. Use it as a context manager: the cleanup runs even when a test fails.
-
-``private_clone(dest)`` makes the checkout a new user would have in a folder only its owner can read (issue 23.3):
-the classroom tests start their hub from there.
+"""A throw-away classroom hub for the tests and the benchmark: ``python -m tools.hub.serve`` (what ``make hub``
+runs) on free loopback ports, with state, homes and learners' group private to this run. ``stop()`` is Ctrl-C and
+reports what was still alive; ``cleanup()`` (on leaving the ``with``, also when a test fails) ends what is left, by
+pid, and removes the run's system users, homes, group and state. ``private_clone(dest)``: a checkout in a 0700 folder.
 
 Usage::
 
@@ -130,13 +124,9 @@ class ThrowAwayHub:
 
         found: dict[int, psutil.Process] = {}
         if self.process is not None:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 root = psutil.Process(self.process.pid)
-                found[root.pid] = root
-                for child in root.children(recursive=True):
-                    found[child.pid] = child
-            except psutil.NoSuchProcess:
-                pass
+                found.update((p.pid, p) for p in [root, *root.children(recursive=True)])
         uids = set(self.learner_uids().values())
         for proc in psutil.process_iter(["uids"]):
             try:
@@ -162,10 +152,8 @@ class ThrowAwayHub:
             return []
         self.remember_processes()
         if self.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
             try:
                 self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -183,25 +171,19 @@ class ThrowAwayHub:
         import psutil
 
         if self.process is not None and self.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         for _ in range(3):
             alive = self.processes()
             if not alive:
                 break
             for proc in alive:
-                try:
+                with contextlib.suppress(psutil.NoSuchProcess):
                     proc.kill()  # type: ignore[attr-defined]
-                except psutil.NoSuchProcess:
-                    pass
             time.sleep(0.5)
         if self.process is not None:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
         for line in reversed(Path("/proc/self/mounts").read_text().splitlines()):  # the learners' homes (HUB_DISK_MAX)
             point = line.split()[1]
             if point.startswith((f"{self.base}/", f"{self.state}/")):
@@ -211,11 +193,9 @@ class ThrowAwayHub:
             for group in Path("/sys/fs/cgroup").glob(f"**/course-{name}"):  # left by a hub that was killed
                 with contextlib.suppress(OSError):
                     group.rmdir()
-        try:
+        with contextlib.suppress(KeyError):
             grp.getgrnam(self.group)
             subprocess.run(["groupdel", self.group], capture_output=True)
-        except KeyError:
-            pass
         if getattr(self, "_log", None):
             self._log.close()
         keep = os.environ.get("COURSE_KEEP_HUB_LOG")
