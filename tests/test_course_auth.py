@@ -337,7 +337,7 @@ def test_a_name_whose_system_account_or_group_the_hub_does_not_know_is_refused(a
         return find
 
     monkeypatch.setattr(course_auth.pwd, "getpwnam", lookup(accounts))
-    monkeypatch.setattr(course_auth, "_getgrnam", lookup(groups))
+    monkeypatch.setattr(course_auth.grp, "getgrnam", lookup(groups))
     authenticator.system_users = "tljh"
     assert not authenticator.validate_username("cat") and authenticator.validate_username("dan")
     accounts.add("jupyter-ann")

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import grp
 import hashlib
 import ipaddress
 import math
@@ -90,6 +91,14 @@ def system_username(name: str, system_users: str) -> str | None:
     if system_users == "tljh":
         return tljh_system_username(name)
     return name if system_users == "same" else None
+
+
+def instructor_name(name: str) -> str:
+    """``name`` in lower case; ValueError when it cannot be an instructor's (a system account, say)."""
+    if not re.match(USERNAME_PATTERN, str(name).lower()) or str(name).lower() in NEVER_LEARNERS:
+        raise ValueError(f"{name!r} is not a usable instructor name: lower-case letters, digits, '-' or '_', 2-32 "
+                         "characters, starting with a letter, and not a system account")
+    return str(name).lower()
 
 
 def instructor_password(path: str | Path) -> str:
@@ -621,12 +630,12 @@ def course_authenticator_class() -> type:  # noqa: C901 -- ruff counts the branc
             if username in self.retired():
                 return False
             account = system_username(username, self.system_users)
-            if account is not None and (_exists(pwd.getpwnam, account) or _exists(_getgrnam, account)):
+            if account is not None and (_entry(pwd.getpwnam, account) or _entry(grp.getgrnam, account)):
                 # a system account or group of that name: only the hub's own learner (or instructor) may have it
                 if UserInfo.find(self.db, username) is None and orm.User.find(self.db, username) is None:
                     return False  # a system account or group the hub did not make (postgres, sudo), or a deleted one
-                if self.learner_group and username not in self.admin_users and not _in_group(account,
-                                                                                              self.learner_group):
+                learners = getattr(_entry(grp.getgrnam, self.learner_group), "gr_mem", [])
+                if self.learner_group and username not in self.admin_users and account not in learners:
                     return False
             return super().validate_username(username)
 
@@ -670,27 +679,12 @@ def _password_matches(password: str, hashed: bytes | str) -> bool:
         return False
 
 
-def _getgrnam(name: str) -> Any:
-    import grp
-
-    return grp.getgrnam(name)
-
-
-def _exists(lookup: Callable[[str], Any], name: str) -> bool:
+def _entry(lookup: Callable[[str], Any], name: str) -> Any:
+    """``lookup(name)`` (``pwd.getpwnam``, ``grp.getgrnam``), or None where there is no such name."""
     try:
-        lookup(name)
+        return lookup(name)
     except KeyError:
-        return False
-    return True
-
-
-def _in_group(account: str, group: str) -> bool:
-    import grp
-
-    try:
-        return account in grp.getgrnam(group).gr_mem
-    except KeyError:
-        return False
+        return None
 
 
 def configure_sign_in(c: Any, *, admins: Iterable[str], state: str | Path, system_users: str = "",
@@ -702,13 +696,9 @@ def configure_sign_in(c: Any, *, admins: Iterable[str], state: str | Path, syste
     reads (``instructor-password``, ``retired-names``); ``system_users``: see :data:`SYSTEM_USERS`.
     Usage: ``configure_sign_in(c, admins={"instructor"}, state="/opt/tljh/state", system_users="tljh")``
     """
-    admins = {str(name).lower() for name in admins}
+    admins = {instructor_name(name) for name in admins}
     if not admins:
         raise ValueError("configure_sign_in: name the instructor (admins), whose account is made before sign-up opens")
-    for name in admins:
-        if not re.match(USERNAME_PATTERN, name) or name in NEVER_LEARNERS:
-            raise ValueError(f"{name!r} is not a usable instructor name: lower-case letters, digits, '-' or '_', "
-                             "2-32 characters, starting with a letter, and not a system account.")
     if allowed_failed_logins < 1:  # NativeAuthenticator reads 0 as "never block": guessing without end
         raise ValueError(f"allowed_failed_logins={allowed_failed_logins}: give at least 1")
     system_username("x", system_users)

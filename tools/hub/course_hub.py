@@ -14,7 +14,6 @@ import functools
 import ipaddress
 import os
 import pwd
-import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from traitlets import Bool, Integer, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
 from . import course_auth, isolation
-from .course_auth import NEVER_LEARNERS, USERNAME_PATTERN, is_loopback
+from .course_auth import is_loopback
 from .isolation import parse_size
 from .learner_env import ROOT, VENV_PYTHON, learner_python
 
@@ -138,10 +137,10 @@ class Settings(Configurable):
 
     @validate("admin")
     def _admin(self, proposal: Any) -> str:
-        if not re.match(USERNAME_PATTERN, proposal.value.lower()) or proposal.value.lower() in NEVER_LEARNERS:
-            raise TraitError(f"{proposal.value!r} is not a usable instructor name: lower-case letters, digits, '-' or "
-                             "'_', 2-32 characters, starting with a letter, and not a system account")
-        return proposal.value.lower()
+        try:
+            return course_auth.instructor_name(proposal.value)
+        except ValueError as error:
+            raise TraitError(str(error)) from None
 
     @validate("lang")
     def _lang(self, proposal: Any) -> str:
@@ -275,10 +274,9 @@ def prepare_state(s: Settings) -> None:
 
 def learner_environment(s: Settings, python: str) -> dict[str, str]:
     """Environment of every learner's server and kernels: one thread each, the course's settings, no stray PATH."""
-    threads = str(s.threads)
+    threads = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
     return {
-        "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
-        "NUMEXPR_NUM_THREADS": threads,
+        **dict.fromkeys(threads, str(s.threads)),
         "PYTHONHASHSEED": "0", "JUPYTER_PLATFORM_DIRS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
         "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
         "COURSE_LANG": s.lang,  # check(), hint() and doctor() speak the room's language
