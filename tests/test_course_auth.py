@@ -1,8 +1,5 @@
-"""The course's sign-in (tools/hub/course_auth.py), piece by piece, in this process: the budgets, who the client is,
-the hub-host rule, the authenticator on an in-memory database (hashes off the event loop, refusals that cost no
-hash, device cookies, names retired or refused), and what upstream still does that the hub works around. The same
-sign-in attacked over HTTP: tests/test_deploy_configs.py (the recipes, on MockHub) and tests/browser/test_hub.py
-(make hub)."""
+"""The course's sign-in (tools/hub/course_auth.py) piece by piece, in this process, and what upstream still does that
+the hub works around. Attacked over HTTP: tests/test_deploy_configs.py (recipes, MockHub), tests/browser/test_hub.py."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """The classroom's configuration files: make hub's settings and safety rules, Binder, TLJH and Zero to JupyterHub.
 
-What can run here runs: the hub configuration is built (without starting a hub), JupyterHub's MockHub runs each
-deploy/ recipe's own sign-in and settings and is attacked (tests/recipe_hub.py: as TLJH and the Z2JH chart apply
-them, a local spawner in place of SystemdSpawner and KubeSpawner), a learner's server is started with each recipe's
-arguments and sent a classmate's link, Binder's postBuild runs with a stand-in for pip, and each recipe's start-up pull
-fetches a learner edition published by tools/hub/publish_learner_edition.py from a local repository. What cannot
-(repo2docker, Docker, systemd, Kubernetes) is parsed, and the keys the instructor guide's recipes rely on are checked.
+What can run here runs (the hub configuration built, each recipe's sign-in on JupyterHub's MockHub attacked, a
+learner's server with each recipe's arguments sent a classmate's link, Binder's postBuild, each recipe's pull of a
+published learner edition); what cannot (repo2docker, Docker, systemd, Kubernetes) is parsed and its keys checked.
 """
 
 from __future__ import annotations
@@ -307,7 +304,14 @@ def test_tljh_recipe_has_its_keys_its_certificate_and_a_strict_install(monkeypat
         tljh_config(monkeypatch, course=ROOT / "not-cloned")
 
 
-def test_tljh_runs_the_dashboard_for_admins_on_every_learners_record(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tljh_runs_the_dashboard_and_gives_each_learner_private_tmp_kernel_sockets_and_make_hubs_limits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dashboard for admins on every learner's record; issues 34.2, .4, .5, .6 and 41.4, .5, .8 on TLJH (systemd
+    cannot run here: the settings SystemdSpawner turns into unit properties are checked, against
+    jupyterhub/systemdspawner's source and systemd's): /tmp, /var/tmp and /run/lock of its own, in memory
+    (TemporaryFileSystem, counted in MemoryMax), /tmp holding the runtime folder, so kernels listen on unix sockets
+    nobody else can reach; make hub's process limit (TasksMax); System V memory of its own (PrivateIPC) and its
+    /dev/shm files removed when the server stops (RemoveIPC)."""
     c = tljh_config(monkeypatch)
     services = {service["name"]: service for service in c.JupyterHub.services}
     assert set(services) == {"cull-idle", "dashboard"}, "TLJH's own services are kept"
@@ -322,16 +326,6 @@ def test_tljh_runs_the_dashboard_for_admins_on_every_learners_record(monkeypatch
     (role,) = c.JupyterHub.load_roles
     assert role["services"] == ["dashboard"] and not any(scope.startswith("access:") for scope in role["scopes"])
     assert dashboard.tljh_system_username("ada") == "jupyter-ada"  # the system user TLJH makes for learner ada
-
-
-def test_tljh_gives_each_learner_private_tmp_kernel_sockets_and_make_hubs_limits(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issues 34.2, .4, .5, .6 and 41.4, .5, .8 on TLJH (systemd cannot run here: the settings SystemdSpawner turns
-    into unit properties are checked, against jupyterhub/systemdspawner's source and systemd's): /tmp, /var/tmp and
-    /run/lock of its own, in memory (TemporaryFileSystem, counted in MemoryMax), /tmp holding the runtime folder, so
-    kernels listen on unix sockets nobody else can reach; make hub's process limit (TasksMax); System V memory of its
-    own (PrivateIPC) and its /dev/shm files removed when the server stops (RemoveIPC)."""
-    c = tljh_config(monkeypatch)
     assert c.SystemdSpawner.isolate_tmp is False  # PrivateTmp's /tmp would be on the VM's disk, past the home's budget
     properties = c.SystemdSpawner.unit_extra_properties
     assert properties == {"TasksMax": str(course_hub.Settings().tasks_max), "RemoveIPC": "yes", "PrivateIPC": "yes",

@@ -42,17 +42,14 @@ pytestmark = [pytest.mark.timeout(900), pytest.mark.hub]
 
 # the shortest: every notebook's learner edition runs in tests/browser/test_jupyterlab.py
 NOTEBOOK = "00_start_here.ipynb"
-# The learners' copy of the environment for the hub in the private clone: outside the clone, kept between runs like
-# make hub's own (/var/lib/course-hub/learner-env-ID), rebuilt only when the course's files (by content) or the
-# installed packages change. One per checkout under test (the clone's path changes every run, this checkout's does
-# not), so that two checkouts with different files tested at the same time never rebuild each other's.
+# The learners' copy of the environment, outside the private clone, kept between runs like make hub's own: one per
+# checkout under test (not per clone), so that two checkouts tested at once never rebuild each other's.
 LEARNER_ENV = Path("/var/lib/course-hub") / f"learner-env-test-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}"
 
 
 def prune_learner_envs(folder: Path, keep: Path) -> list[Path]:
-    """Remove the learners' environments (6 GB each) of test checkouts that no longer exist, such as a temporary
-    clone's; each environment's checkout is named in ``<env>.checkout`` beside it, written by :func:`hub`. An
-    environment with no such note is from an older run and removed too. Returns what was removed.
+    """Remove (and return) the learners' environments (6 GB each) whose checkout, named in ``<env>.checkout`` (by
+    :func:`hub`), is gone or not named.
 
     Usage: ``prune_learner_envs(LEARNER_ENV.parent, keep=LEARNER_ENV)``
     """
@@ -73,8 +70,7 @@ def prune_learner_envs(folder: Path, keep: Path) -> list[Path]:
 
 
 # Smaller budgets than make hub's (tests/test_deploy_configs.py checks those), so that each attack reaches its own
-# quickly: wrong passwords a minute from a browser or for a name (10), failed password checks and sign-ups a minute
-# from one client (20, 30: the room's own sign-ups here are eight), a learner's memory and home (4G, 2G).
+# quickly (the room's own sign-ups here are eight).
 BLOCK_AFTER, PER_ADDRESS, SIGNUPS_PER_ADDRESS, MEMORY_MAX, DISK_MAX, LOG_MAX = 3, 10, 10, "2.5G", "200M", 4 << 20
 
 
@@ -257,8 +253,7 @@ def test_a_wrong_password_or_an_unapproved_learner_gets_no_server(room: Room) ->
 
 def run_in_own_kernel(hub: ThrowAwayHub, learner: Learner) -> nbformat.NotebookNode:
     """The learner's own NOTEBOOK, each code cell run in order in the kernel their JupyterLab page opened, as
-    Shift+Enter runs it (an error does not stop them, as it does not stop a learner); the notebook with its outputs.
-    (Every notebook's learner edition is run cell by cell in JupyterLab itself by tests/browser/test_jupyterlab.py.)"""
+    Shift+Enter runs it (an error does not stop the next); the notebook with its outputs."""
     from jupyter_client import BlockingKernelClient
 
     notebook = nbformat.read(learner.home / "workspace" / NOTEBOOK, 4)
@@ -415,8 +410,7 @@ def as_learner(name: str, script: str) -> None:
 
 
 def plant_static_page(learner: Learner, filename: str, html: str) -> str:
-    """What any learner can do from their terminal: a labextension folder in their own home, whose static files
-    their server serves without asking who is logged in. Returns the path under the learner's server."""
+    """A labextension folder in the learner's home, whose files their server serves to anybody: its path there."""
     folder = learner.home / ".local/share/jupyter/labextensions/course-attack/static"
     as_learner(learner.name, f"mkdir -p {folder}")
     target = folder / filename
@@ -439,9 +433,8 @@ def connection_file(kernel) -> str:  # type: ignore[no-untyped-def]
 
 def run_in_kernel(hub: ThrowAwayHub, learner: Learner, code: str, timeout: float = 180,
                   connection: str | None = None) -> str:
-    """Run ``code`` in the learner's own kernel -- the one their notebook page uses (or the one of ``connection``),
-    in their workspace, as their next cell would run -- and return what it printed; fail on an error. (The test
-    connects as root with the kernel's connection file: no second Python that imports torch again.)"""
+    """Run ``code`` in the learner's own kernel (their notebook page's, or ``connection``'s), as their next cell
+    would run, and return what it printed; fail on an error."""
     from jupyter_client import BlockingKernelClient
 
     client = BlockingKernelClient(connection_file=connection or connection_file(process_of(hub, learner, "ipykernel")))
