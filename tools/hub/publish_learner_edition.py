@@ -1,11 +1,8 @@
 """Publish the learner edition as a git repository that nbgitpuller pulls into every learner's server.
 
-Beyond one machine (The Littlest JupyterHub, Zero to JupyterHub), each learner's copy comes from nbgitpuller's
-``gitpuller`` command, run when their server starts: it clones a repository on first use and, on later starts, merges
-course changes while keeping the learner's own edits (a conflicting line keeps the learner's version; a file the
-learner deleted comes back). This script fills such a
-repository with exactly what ``make lab``'s workspace holds -- the learner edition, ``complete/`` and the cheat
-sheet -- and commits it. Push the result wherever your hub can read it (a public GitHub repository, or a branch).
+On TLJH and Zero to JupyterHub each learner's copy comes from nbgitpuller's ``gitpuller`` command as their server
+starts (a clone, then merges that keep the learner's edits). This fills such a repository with what ``make lab``'s
+workspace holds (the learner edition, ``complete/``, the cheat sheet) and commits it; push it where your hub can read.
 
 Usage: ``.venv/bin/python -m tools.hub.publish_learner_edition ../pytorch-hooks-learner`` then ``git -C
 ../pytorch-hooks-learner push``; its URL goes in the recipes (``REPLACE-ME``). There is no nbgitpuller link to hand

@@ -1,8 +1,5 @@
-"""``make hub``: serve the course to a room with JupyterHub, from the course's own pinned environment.
-
-Checks the settings, makes the state folder (``.hub/``, git-ignored), says plainly how learners are isolated and
-where the instructor's password is, then becomes the JupyterHub process: Ctrl-C stops the hub, the proxy, the
-culler and every learner's server with its kernels.
+"""``make hub``: checks the settings, makes the state folder (``.hub/``), says how learners are isolated and where
+the instructor's password is, then becomes the JupyterHub process (Ctrl-C stops every learner's server and kernel).
 
 Usage: ``make hub`` (``python -m tools.hub.serve``: http://localhost:8000, learners at http://NAME.localhost:8000),
 ``sudo make hub HUB_IP=0.0.0.0 HUB_PLAIN_HTTP=1 HUB_PUBLIC_URL=http://hub.lan:8000`` for a trusted room network with
@@ -30,9 +27,8 @@ def ensure_group(name: str) -> None:
 
 
 def remove_learner(settings: course_hub.Settings, name: str) -> int:
-    """Archive NAME's home into ``private/archive/``, end their processes, remove their files in /tmp, /var/tmp and
-    /dev/shm, delete the system account and retire the name (no later sign-up or login can take it, so nobody
-    inherits their uid, home or files)."""
+    """Archive NAME's home into ``private/archive/``, end their processes, remove their temporary files, delete the
+    system account and retire the name (so nobody inherits their uid, home or files)."""
     import pwd
     import tarfile
     import time
