@@ -45,6 +45,14 @@ def wait_until_healthy(url: str, process: subprocess.Popen, timeout: float, path
     return False
 
 
+def read_db(path: object, query: str, *args: object) -> list[tuple]:
+    """Rows of ``query`` on the hub's SQLite database at ``path``, opened read-only."""
+    import sqlite3
+
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        return db.execute(query, args).fetchall()
+
+
 class SourceAddressAdapter(HTTPAdapter):
     """Connections from one local address."""
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hub_client import HubClient
+from hub_client import HubClient, read_db
 
 from tools.hub.course_hub import free_port
 
@@ -143,8 +142,7 @@ class RunningHub:
         return (self.state / "instructor-password").read_text().strip()
 
     def db(self, query: str, *args: object) -> list[tuple]:
-        with sqlite3.connect(f"file:{self.app.db_url.removeprefix('sqlite:///')}?mode=ro", uri=True) as db:
-            return db.execute(query, args).fetchall()
+        return read_db(self.app.db_url.removeprefix("sqlite:///"), query, *args)
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hub_client import wait_until_healthy
+from hub_client import HubClient, read_db, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -104,6 +104,13 @@ class ThrowAwayHub:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def client(self, source: str) -> HubClient:
+        """A visitor from ``source`` (another loopback address: another machine of the room, to the hub)."""
+        return HubClient(f"http://127.0.0.1:{self.port}", host=f"localhost:{self.port}", source=source)
+
+    def db(self, query: str, *args: object) -> list[tuple]:
+        return read_db(self.state / "private" / "jupyterhub.sqlite", query, *args)
 
     @property
     def admin_password(self) -> str:

@@ -33,7 +33,7 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
-from hub_client import HubClient, flood_as
+from hub_client import flood_as
 from hubserver import ThrowAwayHub, private_clone
 from labserver import CHROMIUM, CHROMIUM_FLAGS, ROOT, SCREENSHOTS
 from learner_run import learner_run_problems
@@ -419,13 +419,6 @@ def plant_static_page(learner: Learner, filename: str, html: str) -> str:
     return f"/lab/extensions/course-attack/static/{filename}"
 
 
-def hub_db(hub: ThrowAwayHub, query: str, *args: object) -> list[tuple]:
-    import sqlite3
-
-    with sqlite3.connect(f"file:{hub.state / 'private' / 'jupyterhub.sqlite'}?mode=ro", uri=True) as db:
-        return db.execute(query, args).fetchall()
-
-
 def connection_file(kernel) -> str:  # type: ignore[no-untyped-def]
     command = kernel.cmdline()
     return command[command.index("-f") + 1]
@@ -552,7 +545,7 @@ def test_a_page_a_learner_serves_cannot_act_with_another_learners_or_the_instruc
             for key in ("authorizeHere", "loginHere"):  # issue 34.7: the hub's pages are not served on bob's host
                 assert not result[key].startswith("200"), f"{victim.name}: bob's page read {key}: {result[key][:200]}"
             assert "jupyterhub" not in result["cookie"], f"bob's page sees a hub cookie: {result['cookie']}"
-    assert hub_db(hub, "select admin from users where name = ?", bob.name) == [(0,)], "bob became an admin"
+    assert hub.db("select admin from users where name = ?", bob.name) == [(0,)], "bob became an admin"
     print("\norigin attack, what bob's page got:", *(f"  {who} via {link}: {r}" for who, link, r in seen), sep="\n")
 
 
@@ -572,7 +565,7 @@ def test_the_hub_answers_only_on_its_own_host(at_work: Room) -> None:
         assert response.status == 200 and bob_host not in page.url
     finally:
         page.close()
-    visitor = client(hub, "127.0.0.1")
+    visitor = hub.client("127.0.0.1")
     token = visitor.xsrf()  # a real form's token, on the hub's host
     answer = visitor.post("/hub/login", {"username": instructor.name, "password": instructor.password}, xsrf=token,
                           host=bob_host)
@@ -593,7 +586,7 @@ def test_a_page_cannot_approve_or_discard_a_sign_up_for_the_instructor(at_work: 
     /hub/discard/EVE as images and POSTs a form to /hub/authorize/EVE; eve stays signed up and not approved."""
     room = at_work
     hub, bob, eve, instructor = room.hub, room.learners["bob"], room.learners["eve"], room.instructor
-    assert hub_db(hub, "select is_authorized from users_info where username = ?", eve.name) == [(0,)]
+    assert hub.db("select is_authorized from users_info where username = ?", eve.name) == [(0,)]
     path = plant_static_page(bob, "csrf.html", CSRF_PAGE.replace("HUB", hub.url).replace("EVE", eve.name))
     page = instructor.context.new_page()  # type: ignore[attr-defined]
     try:
@@ -607,7 +600,7 @@ def test_a_page_cannot_approve_or_discard_a_sign_up_for_the_instructor(at_work: 
         page.goto(f"{hub.url}/hub/authorize/{eve.name}")  # even the instructor's own GET changes nothing
     finally:
         page.close()
-    assert hub_db(hub, "select is_authorized from users_info where username = ?", eve.name) == [(0,)], \
+    assert hub.db("select is_authorized from users_info where username = ?", eve.name) == [(0,)], \
         "a page the instructor opened approved (or discarded) eve's sign-up"
 
 
@@ -1180,11 +1173,6 @@ def test_a_classmates_link_makes_a_learners_server_pull_nothing(at_work: Room) -
             shutil.rmtree(target)  # the attack worked (the old hub): leave ann a kernel that is hers
 
 
-def client(hub: ThrowAwayHub, source: str) -> HubClient:
-    """A visitor from ``source`` (another loopback address: another machine of the room, to the hub)."""
-    return HubClient(f"http://127.0.0.1:{hub.port}", host=f"localhost:{hub.port}", source=source)
-
-
 def log_in_again(learner: Learner, hub: ThrowAwayHub) -> int:
     """The learner's browser logs out of the hub (as when a session ends: the device cookie of its last login stays)
     and posts their right password to the login form; the status (302: logged in)."""
@@ -1202,7 +1190,7 @@ def login_page_times(hub: ThrowAwayHub) -> Iterator[list[float]]:
     stop = threading.Event()
 
     def watch() -> None:
-        watcher = client(hub, "127.0.0.5")
+        watcher = hub.client("127.0.0.5")
         while not stop.is_set():
             before = time.perf_counter()
             status = watcher.get("/hub/login").status_code
@@ -1232,7 +1220,7 @@ def test_wrong_passwords_never_lock_out_a_known_browser_and_a_flood_is_refused(a
     hub, instructor, ann, dan = room.hub, room.instructor, room.learners["ann"], room.learners["dan"]
     assert (hub.extra_env["HUB_ALLOWED_FAILED_LOGINS"], hub.extra_env["HUB_FAILED_LOGINS_PER_ADDRESS"]) == (
         str(BLOCK_AFTER), str(PER_ADDRESS))
-    mallory = client(hub, "127.0.0.1")
+    mallory = hub.client("127.0.0.1")
     xsrf, started = mallory.xsrf(), time.monotonic()  # the budget refills from the first check on
     for name in [instructor.name] * 2 + [ann.name, dan.name] * BLOCK_AFTER:
         answer = mallory.log_in(name, "wrong-" + secrets.token_hex(4), xsrf)
@@ -1246,9 +1234,9 @@ def test_wrong_passwords_never_lock_out_a_known_browser_and_a_flood_is_refused(a
     assert checked <= PER_ADDRESS - spent + flood_s * PER_ADDRESS / 60 + 2, f"{checked} checked in {flood_s:.0f} s"
     assert log_in_again(instructor, hub) == 302, "the instructor's right password, from his browser, was refused"
     assert log_in_again(ann, hub) == 302, "ann's right password, from her browser, was refused"
-    assert client(hub, "127.0.0.4").log_in(instructor.name, instructor.password).status_code == 302
+    assert hub.client("127.0.0.4").log_in(instructor.name, instructor.password).status_code == 302
     # the right password, inside dan's minute of block, from a new browser (elsewhere: 127.0.0.1 is spent)
-    assert "Invalid username or password" in client(hub, "127.0.0.7").log_in(dan.name, dan.password).text
+    assert "Invalid username or password" in hub.client("127.0.0.7").log_in(dan.name, dan.password).text
     print(f"\nflood from 127.0.0.1: {len(answers)} attempts in {flood_s:.1f} s, {checked} passwords checked; the login "
           f"page meanwhile: {1000 * max(waits):.0f} ms at most; the instructor and ann logged in from their browsers")
 
@@ -1283,11 +1271,11 @@ def test_the_change_password_page_checks_within_the_budgets(at_work: Room) -> No
     refused (429) with no password checked, and the login page answers meanwhile. (Before: each post was checked with
     bcrypt, on the hub's event loop, and none was refused; three loops took the login page from 16 to 763 ms.)"""
     hub, bob = at_work.hub, at_work.learners["bob"]
-    browser = client(hub, "127.0.0.8")
+    browser = hub.client("127.0.0.8")
     assert browser.log_in(bob.name, bob.password).status_code == 302  # a session, and its device cookie
 
     def change(old: str, new: str) -> tuple[int, bool]:  # (status, the current password was checked: wrong)
-        visitor = client(hub, "127.0.0.8")
+        visitor = hub.client("127.0.0.8")
         visitor.cookies.update(browser.cookies)
         answer = visitor.post("/hub/change-password", {"old_password": old, "new_password": new,
                                                        "new_password_confirmation": new},
@@ -1297,7 +1285,7 @@ def test_the_change_password_page_checks_within_the_budgets(at_work: Room) -> No
 
     new_password = secrets.token_urlsafe(12)
     assert change(bob.password, new_password) == (200, False)
-    assert client(hub, "127.0.0.9").log_in(bob.name, new_password).status_code == 302  # the new one works
+    assert hub.client("127.0.0.9").log_in(bob.name, new_password).status_code == 302  # the new one works
     bob.password = new_password
     with login_page_times(hub) as waits, ThreadPoolExecutor(3) as pool:
         answers = list(pool.map(lambda _: change("wrong-" + secrets.token_hex(4), "whatever-password"), range(30)))
@@ -1322,13 +1310,13 @@ def test_a_flood_of_sign_ups_is_refused_per_address_and_the_room_still_signs_up(
     flood_s, made = time.monotonic() - started, sum(1 for _, _, was_made in answers if was_made)
     assert all(status in (200, 429) for status, _, _ in answers) and answers[-1][0] == 429, answers
     assert made <= SIGNUPS_PER_ADDRESS * (1 + flood_s / 60) + 1, f"{made} accounts made for one address"
-    refused = client(hub, "127.0.0.3").sign_up(f"{hub.prefix}late", secrets.token_urlsafe(10))
+    refused = hub.client("127.0.0.3").sign_up(f"{hub.prefix}late", secrets.token_urlsafe(10))
     assert re.search(r"Too many sign-ups from your address: try again in \d+ s", refused.text), refused.text[-600:]
-    assert "sent to the admin" in client(hub, "127.0.0.1").sign_up(f"{hub.prefix}gus", secrets.token_urlsafe(10)).text
-    too_long = client(hub, "127.0.0.1").sign_up(f"{hub.prefix}hal", "钩子" * 13)  # 78 bytes: bcrypt takes 72
+    assert "sent to the admin" in hub.client("127.0.0.1").sign_up(f"{hub.prefix}gus", secrets.token_urlsafe(10)).text
+    too_long = hub.client("127.0.0.1").sign_up(f"{hub.prefix}hal", "钩子" * 13)  # 78 bytes: bcrypt takes 72
     assert too_long.status_code == 200 and "longer than 72 bytes" in too_long.text, too_long.text[-600:]
     for name in ("sudo", "adm", hub.group):  # issue 41.8: system groups (and a system user), the learners' group
-        assert "sent to the admin" not in client(hub, "127.0.0.6").sign_up(name, secrets.token_urlsafe(10)).text, name
+        assert "sent to the admin" not in hub.client("127.0.0.6").sign_up(name, secrets.token_urlsafe(10)).text, name
     assert hub.admin not in grp.getgrnam(hub.group).gr_mem, "the instructor's account is in the learners' group"
     print(f"\nsign-up flood from 127.0.0.3: {len(answers)} sign-ups in {flood_s:.1f} s, {made} accounts made; the "
           f"login page meanwhile: {1000 * max(waits):.0f} ms at most")
