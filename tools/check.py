@@ -1,19 +1,13 @@
 """``make check``: the tests of what a change touched, picked by pytest from the tests themselves.
 
 The change is every file that differs from the last commit, new files included (``--base main``: from where the
-branch left main), read from git by :func:`tools.repo.changes`. It runs:
-
-- **strict nbval**, English and Chinese, of each notebook the change touches (the notebook, its translation, its
-  exercise module, cases or messages: :data:`NOTEBOOK_FILES`), of the notebooks whose code imports a changed module,
-  and of ``00_start_here`` when the course map changed (it prints it);
-- **the tests** (``-m "not browser and not hub"``; ``make test-browser`` and ``make test-hub`` run those) that this
-  plugin keeps: every test of a changed test file, of a test file that imports a changed module (directly, or
-  through the course's other modules: :func:`importers`), or that names a removed notebook or one whose exercises
-  changed (its file name, or one of its exercises as ``"NN.k"``); a test whose ``@pytest.mark.reads("glob", ...)``
-  matches a changed file; and in a per-notebook test file (parametrized by notebook, exercise or guide), the tests
-  of the touched ones, with its tests that are not parametrized and build nothing of the whole course.
-
-``make test`` (what CI runs) still runs everything; this is the quick loop before it.
+branch left main), from :func:`tools.repo.changes`. It runs strict nbval, every language, of each notebook the change
+touches (the notebook, its translation, exercise module, cases or messages: :data:`NOTEBOOK_FILES`), of those whose
+code imports a changed module, and of ``00_start_here`` when the course map changed; and the tests (``-m "not browser
+and not hub"``) this plugin keeps: every test of a test file that is changed, imports a changed module (directly or
+through others: :func:`importers`) or names a removed notebook or changed exercise; a test whose
+``@pytest.mark.reads("glob", ...)`` matches a changed file; and, in a per-notebook test file, the tests of the touched
+notebooks with its unparametrized tests that build nothing of the whole course. ``make test`` still runs everything.
 
 Usage: ``python -m tools check`` (``make check``; ``make check BASE=main``; ``--dry-run`` prints the plan)
 """

@@ -1,20 +1,14 @@
-"""The instructor guide's generated tables: notebook timings and the workshop agendas.
+"""The instructor guide's generated tables: notebook timings and the workshop agendas, computed, never typed.
 
-Sums, start times and durations are computed here, never typed: the notebooks, their order and their minutes come
-from the course map (each notebook's opening cell, ``course_utils.machinery.course``), the measured run times from
-``tools/notebook_timings.json`` (written by ``make timings``), and the agendas from the blocks below. Each notebook
-row names the exercises done in the room: those posed in the sections it covers, but the stretch one, unless the
-block lists its own (``exercises=("06.1",)``; ``()`` for none). A notebook that is in the course map but in no
-agenda block (notebooks 08 and later, say) lands in the optional advanced block by itself. Each agenda has a key:
-``make learner slides AGENDA=half-day`` builds its notebooks only (:func:`agenda_notebooks`).
-``tests/test_instructor_guide.py`` keeps the guide equal to what this prints.
+The notebooks, their order and minutes come from the course map (``course_utils.machinery.course``), the run times
+from ``tools/notebook_timings.json`` (``make timings``), the agendas from the blocks below. A notebook row names the
+exercises done in the room: those posed in the sections it covers but the stretch one, unless the block lists its own.
+A course-map notebook in no agenda lands in the optional advanced block. ``make learner slides AGENDA=half-day``
+builds an agenda's notebooks only (:func:`agenda_notebooks`). The tables' words are messages (``N_``/``_``), so the
+Chinese guide gets the same tables in Chinese (``lang="zh"``) with no new translation.
 
-The words of the tables are messages (``N_``/``_``, in the catalogue of ``tools/i18n/messages.py``): the Chinese
-guide gets the same tables generated in Chinese (``lang="zh"``) when ``tools.i18n.editions`` builds it, so a changed
-number or an added notebook needs no new translation.
-
-Usage: ``python -m tools.instructor_guide`` (``make sync`` runs it) rewrites the tables between the
-``<!-- timings:start ... -->`` / ``<!-- agendas:start ... -->`` markers of ``notebooks/instructor_guide.md``.
+Usage: ``python -m tools.instructor_guide`` (``make sync`` runs it) rewrites the tables between the guide's
+``<!-- timings:start ... -->`` / ``<!-- agendas:start ... -->`` markers.
 """
 
 from __future__ import annotations
@@ -38,18 +32,15 @@ TIMINGS = Path(__file__).resolve().parent / "notebook_timings.json"
 # -- agenda data --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Block:
-    """One row of an agenda: a notebook (``notebook="03"``) or anything else (a break, questions).
-
-    A notebook block lasts the notebook's estimated minutes unless ``minutes`` says otherwise (when only some
-    ``sections`` are covered; the rest are named as homework); ``exercises``: those done in the room (None: the
-    ones posed in its sections, but the stretch one).
-    """
+    """One row of an agenda: a notebook (``notebook="03"``: its estimated minutes unless ``minutes`` says otherwise;
+    only ``sections``, if given, the rest as homework) or anything else (a break, questions)."""
 
     text: str = ""
     minutes: int | None = None
     notebook: str | None = None
     sections: tuple[int, ...] = ()
     self_study: bool = False  # "point to <the notebooks this agenda leaves out> for self-study"
+    # done in the room (None: those posed in its sections, but the stretch one; () for none)
     exercises: tuple[str, ...] | None = None
 
 

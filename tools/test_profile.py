@@ -1,17 +1,9 @@
 """Where ``make test``'s time goes: a pytest plugin that measures each test's wall time and the CPU time of its
-worker's whole process tree (kernels, servers, browsers and learners' processes included), and a report by work
-unit (tests/conftest.py's ``work_unit``: a file, or a half of the JupyterLab notebooks).
+worker's process tree (kernels, servers, browsers included: its own, its waited-for children's via ``os.times()``, its
+live descendants' via psutil; a process that ends unwaited takes its CPU with it), and a report by work unit
+(tests/conftest.py's ``work_unit``) with the whole machine's busy CPU (/proc/stat) and the floor it sets.
 
-A test's CPU is the change, over the test, of its worker's own CPU, what its waited-for children left in it
-(``os.times()``) and the CPU of its live descendants (psutil). A process that ends without being waited for
-(Chromium's helpers, a learner's server the hub ends) takes its CPU with it: that test shows less, the unit's sum is
-still close. The session's own total is what ``/usr/bin/time`` counts; the report also gives the whole machine's busy
-CPU over the session (Linux: /proc/stat), the run's real cost and its floor on a machine with nothing else running.
-
-Usage::
-
-    make test-profile            # make test with this plugin; the table is printed at the end
-    python -m tools profile      # the table of the last one again (or python -m tools.test_profile FILE)
+Usage: ``make test-profile`` (the table is printed at the end); ``python -m tools profile`` prints the last one again
 """
 
 from __future__ import annotations
