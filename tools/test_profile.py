@@ -86,17 +86,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: Any) -> None:
 # -- the report ------------------------------------------------------------------------------------------------------
 def report(profile: dict[str, Any], top: int = 25) -> str:
     """The units by CPU, each worker's busy time, and the session's totals with the floor its CPU sets."""
-    import importlib.util
+    import runpy
 
-    conftest_path = Path(__file__).resolve().parents[1] / "tests" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("course_tests_conftest", conftest_path)
-    assert spec is not None and spec.loader is not None  # tests/conftest.py, by its path (pytest has others)
-    conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conftest)
+    # tests/conftest.py, by its path (pytest has others)
+    work_unit = runpy.run_path(str(Path(__file__).resolve().parents[1] / "tests" / "conftest.py"))["work_unit"]
     units: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     busy: dict[str, float] = defaultdict(float)
     for row in profile["tests"]:
-        unit = units[conftest.work_unit(row["nodeid"])]
+        unit = units[work_unit(row["nodeid"])]
         unit[0], unit[1] = unit[0] + row["cpu"], unit[1] + row["wall"]
         busy[row["worker"]] += row["wall"]
     ranked = sorted(units.items(), key=lambda item: -item[1][0])

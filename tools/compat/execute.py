@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
 import json
 import re
+import runpy
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import ModuleType
+from types import SimpleNamespace
 
 import nbformat
 
@@ -44,14 +44,10 @@ TOOLS = Path(__file__).resolve().parent.parent
 
 
 @functools.cache
-def load(path: Path) -> ModuleType:
-    """A module of the checkout, by its path (tools/notebook_runner.py, tests/learner_run.py)."""
-    name = f"course_checkout_{path.stem}"  # beside, never instead of, a module of that name
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+def load(path: Path) -> SimpleNamespace:
+    """A module of the checkout, by its path (tools/notebook_runner.py, tests/learner_run.py), beside any module of
+    that name here."""
+    return SimpleNamespace(**runpy.run_path(str(path), run_name=f"course_checkout_{path.stem}"))
 
 
 def _stream(cell: nbformat.NotebookNode, name: str) -> str:
@@ -99,7 +95,7 @@ Job = tuple[str, str, str, str]  # label, notebook, its teaching notebook, kind 
 Result = tuple[str, list[str], list[str], list[str], float]  # label, problems, runner's notes, warnings, seconds
 
 
-def run_job(job: Job, judge: ModuleType, *, cell_timeout: float, notebook_timeout: float,
+def run_job(job: Job, judge: SimpleNamespace, *, cell_timeout: float, notebook_timeout: float,
             strict_warnings: bool = False) -> Result:
     """Run one notebook with the course's runner and judge it (``judge``: tests/learner_run.py); the warnings returned
     are those not counted as the course's.
