@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from course_utils.machinery.layout import EXERCISE_ID, NOTEBOOK_GLOB, SETTINGS
-from tools.repo import ROOT, changes, committed
+from tools.repo import ROOT, changes, committed, region
 
 PLAN_ENV = "COURSE_CHECK_PLAN"  # the plan, as JSON, for the plugin below (inherited by xdist's workers)
 COURSE_MAP_NOTEBOOK = "00"  # its stored output shows the course map
@@ -40,7 +40,6 @@ _EXERCISES = (r"course_utils/machinery/exercises/nb(\d\d)\.py|tests/exercise_cas
               r"course_utils/machinery/locale/\w+/nb(\d\d)\.po")
 EXERCISE_FILES = re.compile(_EXERCISES)
 NOTEBOOK_FILES = re.compile(rf"notebooks/(?:\w+/)?(\d\d)_\w+\.ipynb|translations/\w+/(\d\d)_\w+\.po|{_EXERCISES}")
-_COURSE_MAP = re.compile(r"<!-- course-map:start.*?<!-- course-map:end -->", re.DOTALL)
 _FROM_IMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+import\s+(\([^)]*\)|[^\n]*)", re.MULTILINE)
 _NAMES_NOTEBOOK = re.compile(rf"(?<![\w.])(?:(\d\d)_[a-z]\w*|{EXERCISE_ID}\b)")  # groups: NN of NN_x, NN of NN.k
 _QUOTED_ID = re.compile(rf"[\"']{EXERCISE_ID}[\"']")
@@ -139,8 +138,9 @@ def plan(changed: dict[str, str], base: str | None = None) -> Plan:
         elif source := english_source(path):
             result.touched.add(source)
     result.nbval |= {number for number in result.touched if number.isdigit()}
-    if "README.md" in changed and _COURSE_MAP.findall(committed("README.md", base or "HEAD") or "") != \
-            _COURSE_MAP.findall((ROOT / "README.md").read_text(encoding="utf-8")):
+    course_map = region("course-map")
+    if "README.md" in changed and course_map.findall(committed("README.md", base or "HEAD") or "") != \
+            course_map.findall((ROOT / "README.md").read_text(encoding="utf-8")):
         result.nbval.add(COURSE_MAP_NOTEBOOK)
     modules = python_modules()
     sources = {name: path.read_text(encoding="utf-8") for name, path in modules.items()}

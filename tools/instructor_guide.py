@@ -23,6 +23,7 @@ from pathlib import Path
 from course_utils.machinery.course import NOTEBOOKS_DIR, NotebookInfo, course_map
 from course_utils.machinery.layout import EXERCISE_ID
 from course_utils.machinery.messages import N_, _, in_language
+from tools.repo import with_region
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "notebooks" / "instructor_guide.md"
@@ -297,29 +298,12 @@ def timings_markdown(notebooks_dir: Path | None = None, timings: dict[str, int] 
 GENERATED: dict[str, Callable[..., str]] = {"timings": timings_markdown, "agendas": agendas_markdown}
 
 
-def _block(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(<!-- {name}:start[^\n]*-->)\n(.*?)\n?(<!-- {name}:end -->)", re.DOTALL)
-
-
-def guide_block(name: str, text: str) -> str | None:
-    """What the guide holds between a pair of markers (``None`` when the markers are missing)."""
-    match = _block(name).search(text)
-    return None if match is None else match.group(2)
-
-
-def updated_guide(text: str) -> str:
-    for name, generate in GENERATED.items():
-        match = _block(name).search(text)
-        if match is None:
-            raise SystemExit(f"{GUIDE.name} lacks the <!-- {name}:start ... --> / <!-- {name}:end --> markers.")
-        text = f"{text[:match.start()]}{match.group(1)}\n{generate()}\n{match.group(3)}{text[match.end():]}"
-    return text
-
-
 def main(argv: list[str] | None = None) -> None:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
-    text = GUIDE.read_text(encoding="utf-8")
-    if (new := updated_guide(text)) != text:
+    text = new = GUIDE.read_text(encoding="utf-8")
+    for name, generate in GENERATED.items():
+        new = with_region(new, name, generate(), GUIDE.name)
+    if new != text:
         GUIDE.write_text(new, encoding="utf-8")
     print(f"{GUIDE.relative_to(ROOT)}: timings and agendas {'updated' if new != text else 'already current'}")
 

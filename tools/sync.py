@@ -28,14 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from course_utils.machinery.layout import CHECK_CALL, NOTEBOOK_GLOB, SETTINGS
-from tools.repo import ROOT, GitError, changes, committed
+from tools.repo import ROOT, GitError, changes, committed, with_region
 
 NOTEBOOKS = ROOT / "notebooks"
 README = ROOT / "README.md"
 STAMPS = ROOT / "build" / "sync" / "stamps.json"
 TRANSLATED = SETTINGS.languages[1:]
 
-COURSE_MAP = re.compile(r"(<!-- course-map:start[^\n]*-->)\n(.*?)\n?(<!-- course-map:end -->)", re.DOTALL)
 _SOLUTION = re.compile(r"^\s*### BEGIN SOLUTION\s*$", re.MULTILINE)
 _CHECK_ID = re.compile(CHECK_CALL)
 
@@ -81,9 +80,7 @@ def readme_with_course_map(text: str) -> str:
     """README.md's text with its course-map region made from the notebooks' openings."""
     from course_utils.machinery.course import course_map_markdown
 
-    if not COURSE_MAP.search(text):
-        raise SystemExit("README.md lacks the <!-- course-map:start ... --> / <!-- course-map:end --> markers.")
-    return COURSE_MAP.sub(lambda m: f"{m[1]}\n{course_map_markdown(lang='en')}\n{m[3]}", text, count=1)
+    return with_region(text, "course-map", course_map_markdown(lang="en"), "README.md")
 
 
 def write_course_map() -> None:
