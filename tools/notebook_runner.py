@@ -261,32 +261,28 @@ def failed_checks(notebook: nbformat.NotebookNode) -> list[str]:
     return found
 
 
-def refresh(path: Path, timeout: float) -> None:
-    """Re-execute ``path`` and store its outputs (no cell timings: an unchanged notebook stays byte-identical);
-    :class:`NotebookFailed` (nothing written) when a cell not tagged ``raises-exception`` raises or times out."""
-    notebook = execute(path, cell_timeout=timeout, record_timing=False)
-    # Widget state (model ids, captured figures) changes every run and is not needed to read the course: dropped,
-    # and with it the stored widget views (a random model id that shows nothing without the state).
-    notebook.metadata.pop("widgets", None)
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []):
-            output.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
-    coalesce_streams(notebook)
-    notebook.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                                "language": "python"})
-    nbformat.write(notebook, path)
-
-
-def refresh_notebooks(paths: list[Path], timeout: float) -> int:
+def refresh(paths: list[Path], timeout: float) -> int:
+    """Re-execute each notebook and store its outputs (no cell timings: an unchanged notebook stays byte-identical);
+    stop, that notebook not written, when a cell not tagged ``raises-exception`` raises or times out."""
     failed: list[str] = []
     for path in paths:
         print(f"refreshing {path}", flush=True)
         try:
-            refresh(path, timeout)
+            notebook = execute(path, cell_timeout=timeout, record_timing=False)
         except NotebookFailed as failure:
             print(f"make refresh stopped, {path} not written: {failure}", file=sys.stderr)
             return 1
-        failed += [f"  {path} {line}" for line in failed_checks(nbformat.read(path, as_version=4))]
+        # Widget state (model ids, captured figures) changes every run and is not needed to read the course: dropped,
+        # and with it the stored widget views (a random model id that shows nothing without the state).
+        notebook.metadata.pop("widgets", None)
+        for cell in notebook.cells:
+            for output in cell.get("outputs", []):
+                output.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
+        coalesce_streams(notebook)
+        notebook.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                                    "language": "python"})
+        nbformat.write(notebook, path)
+        failed += [f"  {path} {line}" for line in failed_checks(notebook)]
     if failed:
         print("stored, but a solution cell's output must be its ✓ (CONTRIBUTING.md, \"Exercise rules\"): fix the "
               "solution or its check (make sync lists an exercise no module defines), then make refresh again:\n"
@@ -337,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                             help="seconds per cell (as nbval's --nbval-cell-timeout)")
     verbs.add_parser("timings", help="measure each notebook's run time; write the timings file and the guide's tables")
     args = parser.parse_args(argv)
-    return refresh_notebooks(args.notebooks, args.timeout) if args.verb == "refresh" else timings()
+    return refresh(args.notebooks, args.timeout) if args.verb == "refresh" else timings()
 
 
 if __name__ == "__main__":
