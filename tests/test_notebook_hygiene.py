@@ -265,7 +265,7 @@ def test_each_rule_catches_a_notebook_that_breaks_it(rule: str, breaker: Callabl
      [("stdout", "epochs: 100%| 4/4\ntrained\r\n")]),
 ], ids=["merges-chunks", "keeps-the-finished-progress-bar"])
 def test_refresh_stores_streams_as_they_end(texts: list[tuple[str, str]], stored: list[tuple[str, str]]) -> None:
-    from tools.refresh_notebooks import coalesce_streams
+    from tools.notebook_runner import coalesce_streams
 
     nb = clean_notebook()
     nb.cells[1].outputs = [new_output("stream", name=name, text=text) for name, text in texts]
@@ -274,7 +274,7 @@ def test_refresh_stores_streams_as_they_end(texts: list[tuple[str, str]], stored
 
 
 def test_refresh_names_a_solution_cell_whose_stored_output_is_not_a_pass() -> None:
-    from tools.refresh_notebooks import failed_checks
+    from tools.notebook_runner import failed_checks
 
     def solution(cell_id: str, printed: str) -> nbformat.NotebookNode:
         cell = new_code_cell('check("13.1", f)', id=cell_id, metadata={"tags": ["solution"]}, execution_count=1)

@@ -72,6 +72,14 @@ def test_a_cell_that_raises_or_runs_too_long_fails_naming_the_notebook_and_the_c
     assert processes_in(tmp_path) == []
 
 
+def test_make_timings_stops_at_a_cell_that_raises_and_writes_nothing(tmp_path: Path) -> None:
+    """A notebook broken early has no meaningful time (a tagged cell may raise: the test above)."""
+    path = tmp_path / "broken.ipynb"
+    nbformat.write(notebook("x = 1", "raise ValueError('broken on purpose')", "import time; time.sleep(30)"), path)
+    with pytest.raises(SystemExit, match=r"^make timings stopped, nothing written: broken.ipynb: cell 1 "
+                                         r"\(\"raise ValueError\('broken on purpose'\)\"\) raised ValueError"):
+        notebook_runner.timings([path])
+
 def test_a_notebook_past_its_timeout_is_stopped_with_its_kernel(tmp_path: Path) -> None:
     # no cell timeout: only the notebook's own timeout can end this, as when the client waits on a lost message
     started = time.monotonic()

@@ -112,11 +112,9 @@ def test_it_names_the_start_notebook_when_its_course_map_is_old(tmp_path: Path, 
 @pytest.mark.parametrize("lag", [False, True])
 def test_the_report_says_what_needs_a_person_with_the_commands(monkeypatch: pytest.MonkeyPatch, lag: bool) -> None:
     """The report as a course with either translations_may_lag setting gets it (a fork may set it either way)."""
-    import dataclasses
-
     from tools.i18n import messages
 
-    monkeypatch.setattr(sync, "SETTINGS", dataclasses.replace(sync.SETTINGS, translations_may_lag=lag))
+    monkeypatch.setattr(editions, "translations_may_lag", lambda: lag)
 
     lifecycle = "notebooks/02_hook_lifecycle.ipynb"
     monkeypatch.setattr(editions, "stale", lambda lang, source: [f"{source} cell c0: not yet"] * (source == lifecycle))

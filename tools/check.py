@@ -1,19 +1,13 @@
 """``make check``: the tests of what a change touched, picked by pytest from the tests themselves.
 
 The change is every file that differs from the last commit, new files included (``--base main``: from where the
-branch left main), read from git by :func:`tools.repo.changes`. It runs:
-
-- **strict nbval**, English and Chinese, of each notebook the change touches (the notebook, its translation, its
-  exercise module, cases or messages: :data:`NOTEBOOK_FILES`), of the notebooks whose code imports a changed module,
-  and of ``00_start_here`` when the course map changed (it prints it);
-- **the tests** (``-m "not browser and not hub"``; ``make test-browser`` and ``make test-hub`` run those) that this
-  plugin keeps: every test of a changed test file, of a test file that imports a changed module (directly, or
-  through the course's other modules: :func:`importers`), or that names a removed notebook or one whose exercises
-  changed (its file name, or one of its exercises as ``"NN.k"``); a test whose ``@pytest.mark.reads("glob", ...)``
-  matches a changed file; and in a per-notebook test file (parametrized by notebook, exercise or guide), the tests
-  of the touched ones, with its tests that are not parametrized and build nothing of the whole course.
-
-``make test`` (what CI runs) still runs everything; this is the quick loop before it.
+branch left main), from :func:`tools.repo.changes`. It runs strict nbval, every language, of each notebook the change
+touches (the notebook, its translation, exercise module, cases or messages: :data:`NOTEBOOK_FILES`), of those whose
+code imports a changed module, and of ``00_start_here`` when the course map changed; and the tests (``-m "not browser
+and not hub"``) this plugin keeps: every test of a test file that is changed, imports a changed module (directly or
+through others: :func:`importers`) or names a removed notebook or changed exercise; a test whose
+``@pytest.mark.reads("glob", ...)`` matches a changed file; and, in a per-notebook test file, the tests of the touched
+notebooks with its unparametrized tests that build nothing of the whole course. ``make test`` still runs everything.
 
 Usage: ``python -m tools check`` (``make check``; ``make check BASE=main``; ``--dry-run`` prints the plan)
 """
@@ -35,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from course_utils.machinery.layout import EXERCISE_ID, NOTEBOOK_GLOB, SETTINGS
-from tools.repo import ROOT, changes, committed
+from tools.repo import ROOT, changes, committed, region
 
 PLAN_ENV = "COURSE_CHECK_PLAN"  # the plan, as JSON, for the plugin below (inherited by xdist's workers)
 COURSE_MAP_NOTEBOOK = "00"  # its stored output shows the course map
@@ -46,7 +40,6 @@ _EXERCISES = (r"course_utils/machinery/exercises/nb(\d\d)\.py|tests/exercise_cas
               r"course_utils/machinery/locale/\w+/nb(\d\d)\.po")
 EXERCISE_FILES = re.compile(_EXERCISES)
 NOTEBOOK_FILES = re.compile(rf"notebooks/(?:\w+/)?(\d\d)_\w+\.ipynb|translations/\w+/(\d\d)_\w+\.po|{_EXERCISES}")
-_COURSE_MAP = re.compile(r"<!-- course-map:start.*?<!-- course-map:end -->", re.DOTALL)
 _FROM_IMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+import\s+(\([^)]*\)|[^\n]*)", re.MULTILINE)
 _NAMES_NOTEBOOK = re.compile(rf"(?<![\w.])(?:(\d\d)_[a-z]\w*|{EXERCISE_ID}\b)")  # groups: NN of NN_x, NN of NN.k
 _QUOTED_ID = re.compile(rf"[\"']{EXERCISE_ID}[\"']")
@@ -145,8 +138,9 @@ def plan(changed: dict[str, str], base: str | None = None) -> Plan:
         elif source := english_source(path):
             result.touched.add(source)
     result.nbval |= {number for number in result.touched if number.isdigit()}
-    if "README.md" in changed and _COURSE_MAP.findall(committed("README.md", base or "HEAD") or "") != \
-            _COURSE_MAP.findall((ROOT / "README.md").read_text(encoding="utf-8")):
+    course_map = region("course-map")
+    if "README.md" in changed and course_map.findall(committed("README.md", base or "HEAD") or "") != \
+            course_map.findall((ROOT / "README.md").read_text(encoding="utf-8")):
         result.nbval.add(COURSE_MAP_NOTEBOOK)
     modules = python_modules()
     sources = {name: path.read_text(encoding="utf-8") for name, path in modules.items()}

@@ -1,20 +1,14 @@
-"""The instructor guide's generated tables: notebook timings and the workshop agendas.
+"""The instructor guide's generated tables: notebook timings and the workshop agendas, computed, never typed.
 
-Sums, start times and durations are computed here, never typed: the notebooks, their order and their minutes come
-from the course map (each notebook's opening cell, ``course_utils.machinery.course``), the measured run times from
-``tools/notebook_timings.json`` (written by ``make timings``), and the agendas from the blocks below. Each notebook
-row names the exercises done in the room: those posed in the sections it covers, but the stretch one, unless the
-block lists its own (``exercises=("06.1",)``; ``()`` for none). A notebook that is in the course map but in no
-agenda block (notebooks 08 and later, say) lands in the optional advanced block by itself. Each agenda has a key:
-``make learner slides AGENDA=half-day`` builds its notebooks only (:func:`agenda_notebooks`).
-``tests/test_instructor_guide.py`` keeps the guide equal to what this prints.
+The notebooks, their order and minutes come from the course map (``course_utils.machinery.course``), the run times
+from ``tools/notebook_timings.json`` (``make timings``), the agendas from the blocks below. A notebook row names the
+exercises done in the room: those posed in the sections it covers but the stretch one, unless the block lists its own.
+A course-map notebook in no agenda lands in the optional advanced block. ``make learner slides AGENDA=half-day``
+builds an agenda's notebooks only (:func:`agenda_notebooks`). The tables' words are messages (``N_``/``_``), so the
+Chinese guide gets the same tables in Chinese (``lang="zh"``) with no new translation.
 
-The words of the tables are messages (``N_``/``_``, in the catalogue of ``tools/i18n/messages.py``): the Chinese
-guide gets the same tables generated in Chinese (``lang="zh"``) when ``tools.i18n.editions`` builds it, so a changed
-number or an added notebook needs no new translation.
-
-Usage: ``python -m tools.instructor_guide`` (``make sync`` runs it) rewrites the tables between the
-``<!-- timings:start ... -->`` / ``<!-- agendas:start ... -->`` markers of ``notebooks/instructor_guide.md``.
+Usage: ``python -m tools.instructor_guide`` (``make sync`` runs it) rewrites the tables between the guide's
+``<!-- timings:start ... -->`` / ``<!-- agendas:start ... -->`` markers.
 """
 
 from __future__ import annotations
@@ -29,6 +23,7 @@ from pathlib import Path
 from course_utils.machinery.course import NOTEBOOKS_DIR, NotebookInfo, course_map
 from course_utils.machinery.layout import EXERCISE_ID
 from course_utils.machinery.messages import N_, _, in_language
+from tools.repo import with_region
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "notebooks" / "instructor_guide.md"
@@ -38,18 +33,15 @@ TIMINGS = Path(__file__).resolve().parent / "notebook_timings.json"
 # -- agenda data --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Block:
-    """One row of an agenda: a notebook (``notebook="03"``) or anything else (a break, questions).
-
-    A notebook block lasts the notebook's estimated minutes unless ``minutes`` says otherwise (when only some
-    ``sections`` are covered; the rest are named as homework); ``exercises``: those done in the room (None: the
-    ones posed in its sections, but the stretch one).
-    """
+    """One row of an agenda: a notebook (``notebook="03"``: its estimated minutes unless ``minutes`` says otherwise;
+    only ``sections``, if given, the rest as homework) or anything else (a break, questions)."""
 
     text: str = ""
     minutes: int | None = None
     notebook: str | None = None
     sections: tuple[int, ...] = ()
     self_study: bool = False  # "point to <the notebooks this agenda leaves out> for self-study"
+    # done in the room (None: those posed in its sections, but the stretch one; () for none)
     exercises: tuple[str, ...] | None = None
 
 
@@ -306,29 +298,12 @@ def timings_markdown(notebooks_dir: Path | None = None, timings: dict[str, int] 
 GENERATED: dict[str, Callable[..., str]] = {"timings": timings_markdown, "agendas": agendas_markdown}
 
 
-def _block(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(<!-- {name}:start[^\n]*-->)\n(.*?)\n?(<!-- {name}:end -->)", re.DOTALL)
-
-
-def guide_block(name: str, text: str) -> str | None:
-    """What the guide holds between a pair of markers (``None`` when the markers are missing)."""
-    match = _block(name).search(text)
-    return None if match is None else match.group(2)
-
-
-def updated_guide(text: str) -> str:
-    for name, generate in GENERATED.items():
-        match = _block(name).search(text)
-        if match is None:
-            raise SystemExit(f"{GUIDE.name} lacks the <!-- {name}:start ... --> / <!-- {name}:end --> markers.")
-        text = f"{text[:match.start()]}{match.group(1)}\n{generate()}\n{match.group(3)}{text[match.end():]}"
-    return text
-
-
 def main(argv: list[str] | None = None) -> None:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
-    text = GUIDE.read_text(encoding="utf-8")
-    if (new := updated_guide(text)) != text:
+    text = new = GUIDE.read_text(encoding="utf-8")
+    for name, generate in GENERATED.items():
+        new = with_region(new, name, generate(), GUIDE.name)
+    if new != text:
         GUIDE.write_text(new, encoding="utf-8")
     print(f"{GUIDE.relative_to(ROOT)}: timings and agendas {'updated' if new != text else 'already current'}")
 

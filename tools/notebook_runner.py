@@ -1,37 +1,34 @@
-"""The course's one notebook runner: nbclient, configured for every tool that runs a notebook top to bottom.
+"""The course's one notebook runner (nbclient), and the verbs that run notebooks: ``refresh`` and ``timings``.
 
 ``make refresh``, ``make timings``, the learner-edition tests and ``make test-compat`` run notebooks through
-:func:`run_notebook` (nbval stays the strict comparer of stored outputs). Every run:
+:func:`run_notebook` (nbval stays the strict comparer of stored outputs). Every run starts a fresh kernel of *this*
+Python (as nbval's ``--nbval-current-env``) in the notebook's folder with CI's settings (:data:`KERNEL_ENV`), and
+always shuts it down; fails a cell past ``cell_timeout`` and a notebook past ``notebook_timeout``, naming the cell;
+starts a kernel that dies before its first message again, up to :data:`KERNEL_STARTS` times (two kernels started at
+once can lose the race for a port: jupyter_client#154); and leaves no nbclient clean-up registered at exit.
 
-- starts a fresh kernel of *this* Python (as nbval's ``--nbval-current-env``), in the notebook's folder, with CI's
-  settings (:data:`KERNEL_ENV`), and always shuts it down, also when a cell fails or the run times out;
-- fails a cell past ``cell_timeout`` and a notebook past ``notebook_timeout`` (then its kernel is stopped), naming the
-  notebook and the cell;
-- starts the kernel again, up to :data:`KERNEL_STARTS` times in all, when it dies before it answers its first message
-  (it ran no cell; two kernels started at once can lose the race for a port jupyter_client chose and closed:
-  jupyter_client#154), noting each retry with the last error line the dead kernel wrote to its stderr;
-- leaves no at-exit clean-up of nbclient registered (after a failed start it would fail, noisily, at exit).
-
-One patch of upstream behaviour stays, here only: the kernel client waits for the kernel's messages in slices of
-:data:`POLL_SLICE` seconds (:class:`SlicedPollChannel`). nbclient waits for a cell's ``execute_reply`` with one poll of
-the shell socket for the whole cell timeout, and an asyncio poll on a zmq socket can miss the wake-up of a message
-that has arrived while the same socket sends (nbclient's Output-widget comm messages during the cell): the reply then
-sits unread until the poll times out. Open upstream as jupyter/nbclient#312 (nbclient 0.11.0 and jupyter_client 8.10
-wait the same way); seen here at notebook 06's widget cell, 6 of 11 runs with one long poll, 0 of 10 with slices.
+One patch of upstream behaviour stays, here only: the kernel client polls in slices of :data:`POLL_SLICE` seconds
+(:class:`SlicedPollChannel`). nbclient waits for a cell's ``execute_reply`` with one poll for the whole cell timeout,
+and an asyncio poll on a zmq socket can miss the wake-up of a message that arrived while the socket sent (the
+Output-widget comm messages of notebook 06): the reply then sits unread until the timeout. Open upstream as
+jupyter/nbclient#312; seen at notebook 06, 6 of 11 runs with one poll, 0 of 10 with slices.
 ``tests/test_notebook_runner.py`` pins it.
 
-Usage: ``run = run_notebook(Path("notebooks/01_tensor_hooks.ipynb"))``; ``run.problem`` is None when every cell ran
-(``allow_errors=True``: cells may raise, as a learner's stubs do); :func:`execute` raises :class:`NotebookFailed`.
+This module imports no course code at its top: ``tools/compat/execute.py`` loads it by path in another environment.
 
-This module imports no course code: ``tools/compat/execute.py`` loads it by path in another environment.
+Usage: ``run = run_notebook(Path("notebooks/01_tensor_hooks.ipynb"))`` (``run.problem`` is None when every cell ran);
+``python -m tools refresh notebooks/01_tensor_hooks.ipynb``; ``python -m tools timings``
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import atexit
+import json
 import os
 import re
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -240,3 +237,104 @@ def execute(notebook: nbformat.NotebookNode | Path, cwd: Path | None = None, **o
     if run.problem is not None:
         raise NotebookFailed(run.problem)
     return run.notebook
+
+
+# -- the verbs: python -m tools refresh | timings ---------------------------------------------------------------------
+def coalesce_streams(notebook: nbformat.NotebookNode) -> None:
+    """Merge each cell's consecutive chunks of one stream and keep only the last state of a line redrawn with ``\\r``
+    (a finished progress bar), with nbconvert's CoalesceStreamsPreprocessor: the kernel flushes at moments that depend
+    on timing, so coalesced the stored file is the same on every run (nbval coalesces so before it compares)."""
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+
+    CoalesceStreamsPreprocessor().preprocess(notebook, {})
+
+
+def failed_checks(notebook: nbformat.NotebookNode) -> list[str]:
+    """The solution cells whose stored output is not check()'s ✓: one line each, with what the cell printed."""
+    found = []
+    for cell in notebook.cells:
+        if cell.cell_type != "code" or "solution" not in cell.metadata.get("tags", []):
+            continue
+        text = "".join(output.get("text", "") for output in cell.get("outputs", []) if output.get("name") == "stdout")
+        if not text.lstrip().startswith("✓"):
+            found.append(f"cell {cell.get('id')}: printed {text.strip()[:160]!r}")
+    return found
+
+
+def refresh(paths: list[Path], timeout: float) -> int:
+    """Re-execute each notebook and store its outputs (no cell timings: an unchanged notebook stays byte-identical);
+    stop, that notebook not written, when a cell not tagged ``raises-exception`` raises or times out."""
+    failed: list[str] = []
+    for path in paths:
+        print(f"refreshing {path}", flush=True)
+        try:
+            notebook = execute(path, cell_timeout=timeout, record_timing=False)
+        except NotebookFailed as failure:
+            print(f"make refresh stopped, {path} not written: {failure}", file=sys.stderr)
+            return 1
+        # Widget state (model ids, captured figures) changes every run and is not needed to read the course: dropped,
+        # and with it the stored widget views (a random model id that shows nothing without the state).
+        notebook.metadata.pop("widgets", None)
+        for cell in notebook.cells:
+            for output in cell.get("outputs", []):
+                output.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
+        coalesce_streams(notebook)
+        notebook.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                                    "language": "python"})
+        nbformat.write(notebook, path)
+        failed += [f"  {path} {line}" for line in failed_checks(notebook)]
+    if failed:
+        print("stored, but a solution cell's output must be its ✓ (CONTRIBUTING.md, \"Exercise rules\"): fix the "
+              "solution or its check (make sync lists an exercise no module defines), then make refresh again:\n"
+              + "\n".join(failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+def timings(paths: list[Path] | None = None) -> int:
+    """Run each course notebook (``paths``) top to bottom, kernel start included; print the seconds, store them in
+    ``tools/notebook_timings.json`` and regenerate the guide's tables. A notebook that stops early has no meaningful
+    time: the run stops, naming the cell, and writes nothing."""
+    from tools import instructor_guide
+    from tools.build_editions import course_notebooks, read_opening
+
+    total, measured = 0.0, {}
+    print(f"{'notebook':32} {'run (s)':>8} {'estimated (min)':>16}")
+    for path in course_notebooks() if paths is None else paths:
+        run = run_notebook(path, cell_timeout=600)
+        if run.problem is not None:
+            raise SystemExit(f"make timings stopped, nothing written: {run.problem}. Fix the notebook (or tag a cell "
+                             "that is meant to raise with raises-exception) before timing it.")
+        total += run.seconds
+        measured[path.stem] = max(1, round(run.seconds))
+        print(f"{path.name:32} {run.seconds:8.1f} {read_opening(path).minutes:16d}", flush=True)
+    print(f"{'total':32} {total:8.1f}")
+    file = instructor_guide.TIMINGS
+    record = json.loads(file.read_text(encoding="utf-8")) if file.exists() else {}
+    record.setdefault("measured", "make timings: each notebook top to bottom in a fresh kernel, kernel start included")
+    record["seconds"] = measured
+    file.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    instructor_guide.main([])
+    return 0
+
+
+def _notebook_file(text: str) -> Path:
+    if not text.endswith(".ipynb") or not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"not a notebook file: {text}")
+    return Path(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools", description=__doc__.splitlines()[0])
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    refreshing = verbs.add_parser("refresh", help="re-execute notebooks in place and store their outputs")
+    refreshing.add_argument("notebooks", nargs="+", type=_notebook_file)
+    refreshing.add_argument("--timeout", type=float, default=CELL_TIMEOUT,
+                            help="seconds per cell (as nbval's --nbval-cell-timeout)")
+    verbs.add_parser("timings", help="measure each notebook's run time; write the timings file and the guide's tables")
+    args = parser.parse_args(argv)
+    return refresh(args.notebooks, args.timeout) if args.verb == "refresh" else timings()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

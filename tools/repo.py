@@ -1,11 +1,13 @@
-"""The checkout the tools work on: its root, and what changed in it according to git (read here, once, for ``make
-sync`` and ``make check`` alike).
+"""The checkout the tools work on: its root, what changed in it according to git (read here, once, for ``make sync``
+and ``make check`` alike), and the regions of its Markdown files that a generator owns.
 
-Usage: ``changes()`` -> ``{"notebooks/02_hook_lifecycle.ipynb": "M", "notes.md": "?"}``; ``changes("main")``
+Usage: ``changes()`` -> ``{"notebooks/02_hook_lifecycle.ipynb": "M", "notes.md": "?"}``; ``changes("main")``;
+``with_region(text, "course-map", table, "README.md")``
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -43,3 +45,16 @@ def committed(path: str, revision: str = "HEAD") -> str | None:
         return git("show", f"{revision}:{path}")
     except GitError:
         return None
+
+
+def region(name: str) -> re.Pattern[str]:
+    """A generated region: ``<!-- NAME:start ... -->``, its text, ``<!-- NAME:end -->`` (groups 1, 2, 3)."""
+    return re.compile(rf"(<!-- {name}:start[^\n]*-->)\n(.*?)\n?(<!-- {name}:end -->)", re.DOTALL)
+
+
+def with_region(text: str, name: str, content: str, where: str) -> str:
+    """``text`` with region ``name`` holding ``content``; SystemExit naming the file ``where`` without its markers."""
+    match = region(name).search(text)
+    if match is None:
+        raise SystemExit(f"{where} lacks the <!-- {name}:start ... --> / <!-- {name}:end --> markers.")
+    return f"{text[:match.start()]}{match[1]}\n{content}\n{match[3]}{text[match.end():]}"

@@ -1,17 +1,13 @@
 """``make sync``: every generator of the course, each run only when what it reads or writes changed, then what
 changed and what still needs a person.
 
-The generators, in order (:func:`generators`; nobody edits what they write): the message catalogue (course.mo,
-first: the generated tables' translated words are read from it), the solution cells' tag and nbgrader metadata, the
-cloud links (``tools.cloud_badges``), the README's course map, the guide's timings and agendas
-(``tools.instructor_guide``), the translations (``tools.i18n.editions update``), the translated editions (``build``)
-and the learner editions in build/ (not committed). Each :class:`Step` declares the files it reads and writes, and
-runs only when one of them differs from what it left last time (hashes in build/sync/stamps.json, as d2l-book keeps
-its build's); the course's code and settings count as read by every step. Then it lists what needs a person: exercises
-no module defines, text and messages to translate, notebooks to ``make refresh``, files to ``git add``, and what a
-removed notebook left behind. Those lists are steps too. It changes sources only; a second run changes nothing.
+Each :class:`Step` declares the globs it reads and writes and runs only when one of those files differs from what it
+left last time (hashes in build/sync/stamps.json, as d2l-book keeps its build's); the course's code and settings
+count as read by every step. The generators run in order (:func:`generators`: the message catalogue first, since the
+generated tables' Chinese is read from it); then the lists of what needs a person (:func:`checks`, and from git
+:func:`needs`). It changes sources only; a second run changes nothing.
 
-Usage: ``python -m tools sync`` (``make sync``; ``--no-learner``: not the learner editions; ``--all``: every step)
+Usage: ``python -m tools sync`` (``make sync``; ``--all``: every step, whatever the stamps say)
 """
 
 from __future__ import annotations
@@ -32,14 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from course_utils.machinery.layout import CHECK_CALL, NOTEBOOK_GLOB, SETTINGS
-from tools.repo import ROOT, GitError, changes, committed
+from tools.repo import ROOT, GitError, changes, committed, with_region
 
 NOTEBOOKS = ROOT / "notebooks"
 README = ROOT / "README.md"
 STAMPS = ROOT / "build" / "sync" / "stamps.json"
 TRANSLATED = SETTINGS.languages[1:]
 
-COURSE_MAP = re.compile(r"(<!-- course-map:start[^\n]*-->)\n(.*?)\n?(<!-- course-map:end -->)", re.DOTALL)
 _SOLUTION = re.compile(r"^\s*### BEGIN SOLUTION\s*$", re.MULTILINE)
 _CHECK_ID = re.compile(CHECK_CALL)
 
@@ -85,9 +80,7 @@ def readme_with_course_map(text: str) -> str:
     """README.md's text with its course-map region made from the notebooks' openings."""
     from course_utils.machinery.course import course_map_markdown
 
-    if not COURSE_MAP.search(text):
-        raise SystemExit("README.md lacks the <!-- course-map:start ... --> / <!-- course-map:end --> markers.")
-    return COURSE_MAP.sub(lambda m: f"{m[1]}\n{course_map_markdown(lang='en')}\n{m[3]}", text, count=1)
+    return with_region(text, "course-map", course_map_markdown(lang="en"), "README.md")
 
 
 def write_course_map() -> None:
@@ -136,7 +129,7 @@ def _digest(found: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()
 
 
-def generators(learner: bool = True) -> list[Step]:
+def generators() -> list[Step]:
     guide = ("notebooks/instructor_guide.md",)
     found = [
         Step("message catalogue", MESSAGES, tool("tools.i18n.messages", "compile", languages=TRANSLATED), MO),
@@ -149,10 +142,9 @@ def generators(learner: bool = True) -> list[Step]:
         Step("translated editions", (*ENGLISH, *EDITIONS, *GUIDES, *PO, *MO, *TABLES),
              tool("tools.i18n.editions", "build", languages=TRANSLATED), (*EDITIONS, *GUIDES)),
     ]
-    learner_editions = tuple(f"build/{lang}/learner/*.ipynb".replace("/en/", "/") for lang in SETTINGS.languages)
-    return found + [Step("learner editions", (*ENGLISH, *EDITIONS), tool("tools.build_editions", "learner",
-                                                                         languages=SETTINGS.languages),
-                         learner_editions)] * learner
+    learner = tuple(f"build/{lang}/learner/*.ipynb".replace("/en/", "/") for lang in SETTINGS.languages)
+    return [*found, Step("learner editions", (*ENGLISH, *EDITIONS),
+                         tool("tools.build_editions", "learner", languages=SETTINGS.languages), learner)]
 
 
 def run_steps(steps: list[Step], stamps: dict[str, dict], problems: list[str]) -> dict[str, Any]:
@@ -298,13 +290,13 @@ def translations_to_do() -> list[str]:
 
 
 def messages_to_do() -> list[str]:
-    from tools.i18n import messages
+    from tools.i18n import editions, messages
 
     found: dict[str, list[str]] = {}
     for lang in TRANSLATED:
         for msgid, where in messages.unlisted(lang).items():  # once `messages add` has listed them, no longer
             found.setdefault(where[0].rsplit(":", 1)[0], []).append(msgid)
-    rule = ("they show in English: translations_may_lag = true" if SETTINGS.translations_may_lag else
+    rule = ("they show in English: translations_may_lag = true" if editions.translations_may_lag() else
             "make test fails until they are translated")
     return [f"{interpreter()} -m tools.i18n.messages add {message_part(code)} {code}   # {len(ids)} message(s); "
             "write their msgstr, then make sync" for code, ids in found.items()] + [
@@ -487,9 +479,11 @@ def report(changed: dict[str, list[str] | None], needs: dict[str, list[str]], se
     if not any(needs.values()):
         return "\n".join([*lines, "nothing needs a person. Next: make check"])
     lines.append("still needs a person:")
+    from tools.i18n import editions
+
     messages = needs.get("messages to translate") or []
     words = {"lag": "they show the English with a 'not yet translated' note (course_utils/course.toml: "
-                    "translations_may_lag = true):" if SETTINGS.translations_may_lag else
+                    "translations_may_lag = true):" if editions.translations_may_lag() else
              "make test fails until they are translated (course_utils/course.toml: translations_may_lag = false):",
              "add": "".join(f", {what}" for what, shown in (
                  ("add them", any(".messages add " in line for line in messages)),
@@ -511,12 +505,11 @@ def read_stamps(ignore: bool = False) -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools sync", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--no-learner", action="store_true", help="skip the learner editions in build/")
     parser.add_argument("--all", action="store_true", help="run every step, whatever the stamps say")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     stamps, failed = read_stamps(args.all), list[str]()
-    generated = run_steps(generators(learner=not args.no_learner), stamps, failed)
+    generated = run_steps(generators(), stamps, failed)
     found = run_steps(checks(), stamps, failed)
     STAMPS.parent.mkdir(parents=True, exist_ok=True)
     STAMPS.write_text(json.dumps(stamps, indent=1), encoding="utf-8")

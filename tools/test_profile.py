@@ -1,17 +1,9 @@
 """Where ``make test``'s time goes: a pytest plugin that measures each test's wall time and the CPU time of its
-worker's whole process tree (kernels, servers, browsers and learners' processes included), and a report by work
-unit (tests/conftest.py's ``work_unit``: a file, or a half of the JupyterLab notebooks).
+worker's process tree (kernels, servers, browsers included: its own, its waited-for children's via ``os.times()``, its
+live descendants' via psutil; a process that ends unwaited takes its CPU with it), and a report by work unit
+(tests/conftest.py's ``work_unit``) with the whole machine's busy CPU (/proc/stat) and the floor it sets.
 
-A test's CPU is the change, over the test, of its worker's own CPU, what its waited-for children left in it
-(``os.times()``) and the CPU of its live descendants (psutil). A process that ends without being waited for
-(Chromium's helpers, a learner's server the hub ends) takes its CPU with it: that test shows less, the unit's sum is
-still close. The session's own total is what ``/usr/bin/time`` counts; the report also gives the whole machine's busy
-CPU over the session (Linux: /proc/stat), the run's real cost and its floor on a machine with nothing else running.
-
-Usage::
-
-    make test-profile            # make test with this plugin; the table is printed at the end
-    python -m tools profile      # the table of the last one again (or python -m tools.test_profile FILE)
+Usage: ``make test-profile`` (the table is printed at the end); ``python -m tools profile`` prints the last one again
 """
 
 from __future__ import annotations
@@ -94,17 +86,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: Any) -> None:
 # -- the report ------------------------------------------------------------------------------------------------------
 def report(profile: dict[str, Any], top: int = 25) -> str:
     """The units by CPU, each worker's busy time, and the session's totals with the floor its CPU sets."""
-    import importlib.util
+    import runpy
 
-    conftest_path = Path(__file__).resolve().parents[1] / "tests" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("course_tests_conftest", conftest_path)
-    assert spec is not None and spec.loader is not None  # tests/conftest.py, by its path (pytest has others)
-    conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conftest)
+    # tests/conftest.py, by its path (pytest has others)
+    work_unit = runpy.run_path(str(Path(__file__).resolve().parents[1] / "tests" / "conftest.py"))["work_unit"]
     units: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     busy: dict[str, float] = defaultdict(float)
     for row in profile["tests"]:
-        unit = units[conftest.work_unit(row["nodeid"])]
+        unit = units[work_unit(row["nodeid"])]
         unit[0], unit[1] = unit[0] + row["cpu"], unit[1] + row["wall"]
         busy[row["worker"]] += row["wall"]
     ranked = sorted(units.items(), key=lambda item: -item[1][0])

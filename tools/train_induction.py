@@ -1,16 +1,11 @@
 """Train notebook 12's transformer on repeated random sequences and write the weights that ship with the course.
 
-Deterministic on CPU: one thread, seeded initialisation, and each step's batch drawn from its own seed
-(``course_utils.transformer.repeated_sequences``, seeds from 1,000,000 on: the notebook and the tests use small
-seeds), trained on the predictable positions only (the tokens before the repeat are random). Prints the training
-curve's figures -- the loss over all positions, the loss and the accuracy on the predictable positions -- every
-``--every`` steps, then the held-out accuracy, and writes the state dict to ``course_utils/weights/induction_2l4h.pt``
-(package data, read with ``importlib.resources``). Measured: 800 steps, 46 s on one core of this 2-core machine; the
-curve first reaches accuracy 1.000 at step 550. A second run gives the same tensors (the file differs only in the
-archive's folder name, which torch.save takes from the file name).
+Deterministic on CPU (one thread, seeded; step N's batch from seed 1,000,000 + N, far from the small seeds the notebook
+and tests use), trained on the predictable positions only. Prints the curve every ``--every`` steps and the held-out
+accuracy, and writes ``course_utils/weights/induction_2l4h.pt`` (package data). Measured: 800 steps, 46 s on one core;
+accuracy first 1.000 at step 550. A second run gives the same tensors.
 
-Usage: ``python -m tools.train_induction`` (or ``python tools/train_induction.py``); ``--steps``, ``--out PATH``,
-``--every``.
+Usage: ``python -m tools.train_induction`` (``--steps``, ``--out PATH``, ``--every``)
 """
 
 from __future__ import annotations

@@ -1,31 +1,26 @@
-"""Run the course's notebooks in this Python's environment, from a folder outside the checkout, and judge each run.
+"""Run the course's notebooks in this Python's environment, from the current folder (outside the checkout), and judge
+each run; ``make test-compat`` (tools/compat/run.py) runs it by path with the compat environment's Python.
 
-Run by tools/compat/run.py with the compat environment's Python (it imports the *installed* course_utils, and
-nbclient/nbformat from that environment). It prepares a learner workspace in ``--folder`` with
-``python -m course_utils.machinery.workspace``, then executes every teaching notebook (``complete/``) and every learner
-edition there, ``--workers`` at a time, and writes ``{"NN_x (teaching)": [problems], ...}`` to ``--report``.
+It makes a learner workspace there (``python -m course_utils.machinery.workspace``, the *installed* course), runs every
+teaching notebook (``complete/``) and learner edition through the course's runner (``tools/notebook_runner.py``,
+loaded by path with ``tests/learner_run.py``, the learner editions' judge: the checkout is not on ``sys.path``), and
+writes ``{"NN_x (teaching)": [problems], ...}`` to ``report.json``.
 
-Each run goes through the course's one runner, ``tools/notebook_runner.py`` (loaded by path: the checkout is not
-on this ``sys.path``): a cell past ``--cell-timeout`` or a notebook past ``--notebook-timeout`` seconds fails the
-notebook, naming the cell, and its kernel is stopped; a kernel that dies before its first cell is started again, and
-the retry noted in the log.
-
-Usage (what ``tools.compat.run`` runs, by path, in the compat environment): ``python tools/compat/execute.py --folder
-/tmp/x --learner-run tests/learner_run.py --report /tmp/x/r.json``
+Usage: ``cd /tmp/x && python /path/to/tools/compat/execute.py --workers 2 --notebooks 04 10``
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
 import json
 import re
+import runpy
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import ModuleType
+from types import SimpleNamespace
 
 import nbformat
 
@@ -49,14 +44,10 @@ TOOLS = Path(__file__).resolve().parent.parent
 
 
 @functools.cache
-def load(path: Path) -> ModuleType:
-    """A module of the checkout, by its path (tools/notebook_runner.py, tests/learner_run.py)."""
-    name = f"course_checkout_{path.stem}"  # beside, never instead of, a module of that name
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+def load(path: Path) -> SimpleNamespace:
+    """A module of the checkout, by its path (tools/notebook_runner.py, tests/learner_run.py), beside any module of
+    that name here."""
+    return SimpleNamespace(**runpy.run_path(str(path), run_name=f"course_checkout_{path.stem}"))
 
 
 def _stream(cell: nbformat.NotebookNode, name: str) -> str:
@@ -104,7 +95,7 @@ Job = tuple[str, str, str, str]  # label, notebook, its teaching notebook, kind 
 Result = tuple[str, list[str], list[str], list[str], float]  # label, problems, runner's notes, warnings, seconds
 
 
-def run_job(job: Job, judge: ModuleType, *, cell_timeout: float, notebook_timeout: float,
+def run_job(job: Job, judge: SimpleNamespace, *, cell_timeout: float, notebook_timeout: float,
             strict_warnings: bool = False) -> Result:
     """Run one notebook with the course's runner and judge it (``judge``: tests/learner_run.py); the warnings returned
     are those not counted as the course's.
@@ -126,22 +117,17 @@ def run_job(job: Job, judge: ModuleType, *, cell_timeout: float, notebook_timeou
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--folder", type=Path, required=True)
-    parser.add_argument("--learner-run", type=Path, required=True)
-    parser.add_argument("--report", type=Path, required=True)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--notebooks", nargs="*")
     parser.add_argument("--strict-warnings", action="store_true",
                         help="a DeprecationWarning/FutureWarning from torch, torchvision or the course fails the run")
     parser.add_argument("--cell-timeout", type=float, default=300, help="seconds one cell may run (0: none)")
-    parser.add_argument("--notebook-timeout", type=float, default=900,
-                        help="seconds one notebook may take in all, whatever it waits on")
+    parser.add_argument("--notebook-timeout", type=float, default=900, help="seconds one notebook may take in all")
     args = parser.parse_args()
-    judge = load(args.learner_run)
-    workspace = args.folder / "workspace"
-    subprocess.run([sys.executable, "-m", "course_utils.machinery.workspace", str(workspace)], check=True,
-                   cwd=args.folder, timeout=600)
+    judge = load(TOOLS.parent / "tests" / "learner_run.py")
+    workspace = Path.cwd() / "workspace"
+    subprocess.run([sys.executable, "-m", "course_utils.machinery.workspace", str(workspace)], check=True, timeout=600)
     jobs = []
     for teaching in sorted((workspace / COMPLETE).glob(NOTEBOOK_GLOB)):
         if not args.notebooks or teaching.name[:2] in args.notebooks:
@@ -163,7 +149,7 @@ def main() -> int:
             if warnings:
                 print(f"  note: {label}: {len(warnings)} deprecation/future warning(s) not counted as the course's: "
                       f"{warnings[0]}")
-    args.report.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    Path("report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     return 0
 
 

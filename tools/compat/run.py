@@ -1,24 +1,16 @@
 """make test-compat: the course on Colab's package set, installed and run the way a learner does.
 
-1. An environment with Colab's packages (``tools/compat/colab-packages.txt``, Python 3.13): made once in the cache
-   folder from a wheelhouse there (downloaded once: torch 2.11.0 from PyPI is a CUDA build of several GB), and put
-   back to exactly the snapshot at the start of every run.
-2. ``pip install`` of this checkout into it, as a learner would (not editable, with its dependencies). Every
-   package of the snapshot must keep its version (torch and torchvision above all); what the install added is
-   listed.
-3. From a temporary folder outside the checkout: ``python -m course_utils.machinery.workspace`` (the installed wheel's
-   notebooks), then every teaching notebook (``complete/``) and every learner edition is executed with nbclient in
-   that environment's kernel. Teaching notebooks: no error outside cells tagged ``raises-exception``, every
-   solution's ``check()`` passes. Learner editions: every stub fails only with the friendly "not done yet" verdict
-   (tests/learner_run.py), nothing else fails. Each notebook runs in a process of its own; a cell past
-   ``--cell-timeout`` or a notebook past ``--notebook-timeout`` fails, naming the notebook and the cell: a hang
-   never stops the run (tools/compat/execute.py).
+1. An environment with Colab's packages (``tools/compat/colab-packages.txt``, Python 3.13), made once in the cache
+   folder from a wheelhouse there (torch 2.11.0 from PyPI is a CUDA build of several GB), and put back to exactly
+   the snapshot at the start of every run.
+2. ``pip install`` of this checkout into it, as a learner would; every snapshot version must stay (torch above all).
+3. From a temporary folder outside the checkout, ``tools/compat/execute.py`` in that environment runs every teaching
+   notebook and learner edition through the course's runner and judges each (a hang fails its notebook only).
 4. On success, ``tools/compat/verified.json`` records the torch version and date each notebook last passed on;
    ``python -m tools.cloud_badges`` writes them into the notebooks' openings and the README.
 
-Usage: ``python -m tools.compat.run`` (what ``make test-compat`` runs); ``--notebooks 04 10`` for some;
-``--cache DIR`` (default ``~/.cache/course-compat``, or $COURSE_COMPAT_CACHE); ``--python PATH`` (a Python 3.13);
-``--cell-timeout 300 --notebook-timeout 900`` (seconds).
+Usage: ``python -m tools compat`` (``make test-compat``); ``--notebooks 04 10``; ``--cache DIR`` (default
+``~/.cache/course-compat`` or $COURSE_COMPAT_CACHE); ``--python PATH`` (a Python 3.13); ``--lock-python PATH``
 """
 
 from __future__ import annotations
@@ -147,10 +139,8 @@ def run_notebooks(python: Path, notebooks: list[str] | None, workers: int, stric
     ``timeouts``: (seconds per cell, seconds per notebook); past either, that notebook fails, naming the cell."""
     with tempfile.TemporaryDirectory(prefix="course-compat-") as tmp:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        env.update(PYTHONHASHSEED="0", JUPYTER_PLATFORM_DIRS="1", PYDEVD_DISABLE_FILE_VALIDATION="1")
-        command = [str(python), str(EXECUTE), "--folder", tmp, "--workers", str(workers),
-                   "--learner-run", str(ROOT / "tests" / "learner_run.py"), "--report", f"{tmp}/report.json",
-                   "--cell-timeout", str(timeouts[0]), "--notebook-timeout", str(timeouts[1])]
+        command = [str(python), str(EXECUTE), "--workers", str(workers), "--cell-timeout", str(timeouts[0]),
+                   "--notebook-timeout", str(timeouts[1])]
         command += ["--notebooks", *notebooks] if notebooks else []
         command += ["--strict-warnings"] if strict_warnings else []
         log(f"running the notebooks from {tmp} (outside the checkout)")
@@ -172,17 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get(
         "COURSE_COMPAT_CACHE", Path.home() / ".cache" / "course-compat")))
     parser.add_argument("--python", help=f"a Python {COLAB_PYTHON}")
-    parser.add_argument("--lock-python", type=Path,
-                        help="also run every notebook the same way in the course's own environment (the lock: "
-                             "make test-compat passes .venv/bin/python), where a DeprecationWarning or FutureWarning "
-                             "from torch, torchvision or the course fails the run")
+    parser.add_argument("--lock-python", type=Path, help="also run every notebook with the lock's Python, where a "
+                        "DeprecationWarning or FutureWarning from torch, torchvision or the course fails the run")
     parser.add_argument("--notebooks", nargs="*", help="numbers (04 10) of the notebooks to run; default all")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--cell-timeout", type=float, default=300, help="seconds one cell may run (default 300)")
-    parser.add_argument("--notebook-timeout", type=float, default=900,
-                        help="seconds one notebook may take in all, whatever it waits on (default 900); past it, "
-                             "its process and kernel are stopped and the notebook fails, naming the cell")
-    parser.add_argument("--no-record", action="store_true", help="do not write tools/compat/verified.json")
+    parser.add_argument("--cell-timeout", type=float, default=300, help="seconds one cell may run")
+    parser.add_argument("--notebook-timeout", type=float, default=900, help="seconds one notebook may take in all")
     args = parser.parse_args(argv)
     started = time.monotonic()
     timeouts = (args.cell_timeout, args.notebook_timeout)
@@ -204,11 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, notebook_problems in sorted(report.items()):
             problems += [f"{run}: {name}: {p}" for p in notebook_problems]
     minutes = (time.monotonic() - started) / 60
-    if not args.no_record:
-        for run, (run_python, report) in runs.items():
-            record_verified(run, report, torch_version(run_python))
-        if args.lock_python:  # nbformat is there
-            log(sh([str(args.lock_python), str(ROOT / "tools" / "cloud_badges.py")]).stdout.strip())
+    for run, (run_python, report) in runs.items():
+        record_verified(run, report, torch_version(run_python))
+    if args.lock_python:  # nbformat is there
+        log(sh([str(args.lock_python), str(ROOT / "tools" / "cloud_badges.py")]).stdout.strip())
     if problems:
         print("\n".join(["", "COMPAT FAILED:", *(f"  - {p}" for p in problems)]))
         print(f"({minutes:.1f} min)")
