@@ -27,6 +27,7 @@ import nbformat
 import pytest
 
 from course_utils.machinery.course import course_map
+from course_utils.machinery.layout import SETTINGS, read_settings
 from course_utils.machinery.learner_edition import learner_notebook
 from course_utils.machinery.workspace import prepare_workspace
 from tools.i18n import editions, units
@@ -59,7 +60,7 @@ def require_translated(source: str, problems: list[str], may_lag: bool) -> None:
     if may_lag:
         warnings.warn(editions.UntranslatedWarning(
             f"{what}; they show the English with a 'not yet translated' note (course_utils/course.toml: "
-            f"{editions.LAG_SETTING} = true):\n" + "\n".join(problems)), stacklevel=2)
+            "translations_may_lag = true):\n" + "\n".join(problems)), stacklevel=2)
         return
     pytest.fail(f"{what} (translate them: python -m tools.i18n.editions export --missing {source} > x.txt, write the "
                 "Chinese, python -m tools.i18n.editions import " + source + " x.txt, then make sync; CONTRIBUTING.md, "
@@ -68,21 +69,19 @@ def require_translated(source: str, problems: list[str], may_lag: bool) -> None:
 
 @pytest.mark.parametrize("source", SOURCES)
 def test_every_cell_and_paragraph_has_a_current_translation(source: str) -> None:
-    require_translated(source, editions.stale(LANG, source), editions.translations_may_lag())
+    require_translated(source, editions.stale(LANG, source), SETTINGS.translations_may_lag)
 
 
-def test_the_setting_is_strict_unless_it_says_otherwise(tmp_path: Path) -> None:
+def test_the_setting_is_one_line_true_or_false() -> None:
     # The course commits `false` (its make test and CI strict); a fork changes this one line to `true`.
-    text = editions.SETTINGS_FILE.read_text(encoding="utf-8")
-    line = f"\n{editions.LAG_SETTING} = {str(editions.translations_may_lag()).lower()}\n"
+    text = (ROOT / "course_utils" / "course.toml").read_text(encoding="utf-8")
+    line = f"\ntranslations_may_lag = {str(SETTINGS.translations_may_lag).lower()}\n"
     assert line in text, "one line, true or false"
-    fork = tmp_path / "course.toml"
     for value in ("true", "false"):
-        fork.write_text(text.replace(line, f"\n{editions.LAG_SETTING} = {value}\n"), encoding="utf-8")
-        assert editions.translations_may_lag(fork) is (value == "true")
-    fork.write_text(text.replace(line, f"\n{editions.LAG_SETTING} = \"yes\"\n"), encoding="utf-8")
+        assert read_settings(text.replace(line, f"\ntranslations_may_lag = {value}\n")).translations_may_lag is (
+            value == "true")
     with pytest.raises(ValueError, match="true or false"):
-        editions.translations_may_lag(fork)
+        read_settings(text.replace(line, '\ntranslations_may_lag = "yes"\n'))
 
 
 def test_a_fork_that_lets_the_translation_lag_gets_warnings_with_the_list() -> None:
@@ -325,7 +324,7 @@ def test_the_course_map_reads_the_chinese_openings() -> None:
     assert [row.file for row in chinese] == [row.file for row in english]
     assert [row.minutes for row in chinese] == [row.minutes for row in english]
     untranslated = [row.file for row in chinese if not _CJK.search(row.title + row.learn)]
-    if untranslated and editions.translations_may_lag():
+    if untranslated and SETTINGS.translations_may_lag:
         warnings.warn(editions.UntranslatedWarning(f"the opening cells of {untranslated} are not in Chinese yet"),
                       stacklevel=2)
         return
@@ -448,7 +447,7 @@ def test_a_changed_sentence_puts_only_its_paragraph_in_english(notebook_copy: Pa
     new_english = changed + " One more English sentence."
     message = catalog.get(new_english, context=cell["id"])
     assert message.fuzzy and message.string.startswith("译文")
-    assert editions.previous_english(catalog, cell["id"], new_english) == changed, "the English before is kept"
+    assert [m.id for m in catalog.obsolete.values()] == [changed], "the English before is kept"
     built = {c["id"]: "".join(c["source"]) for c in editions.built_notebook(LANG, english)["cells"]}[cell["id"]]
     assert built.startswith(f"译文 {cell['id']}\n"), "the heading stays translated"
     assert message.string not in built and "One more English sentence." in built, "outdated Chinese is never shown"
@@ -456,7 +455,7 @@ def test_a_changed_sentence_puts_only_its_paragraph_in_english(notebook_copy: Pa
     assert all(f"译文 {cell['id']}.{n}" in built for n in range(3, len(blocks) + 1)), "the other blocks stay Chinese"
     assert "fuzzy" in editions.po_path(LANG, source).read_text()
     editions.update(LANG, source)  # a second update keeps the same old English
-    assert editions.previous_english(editions.read_catalog(editions.po_path(LANG, source)), cell["id"]) == changed
+    assert [m.id for m in editions.read_catalog(editions.po_path(LANG, source)).obsolete.values()] == [changed]
 
     # The translator's export: the English now and before on @| lines, then the old translation to edit; the
     # documented order of the arguments works (export --missing SOURCE), and giving it back unchanged changes nothing.
@@ -473,7 +472,7 @@ def test_a_changed_sentence_puts_only_its_paragraph_in_english(notebook_copy: Pa
     assert len(editions.stale(LANG, source)) == 1, "an old translation imported unchanged stays out of date"
     editions.import_text(LANG, source, f"@@ {key}\n新的译文\n")
     assert editions.stale(LANG, source) == []
-    assert editions.previous_english(editions.read_catalog(editions.po_path(LANG, source)), cell["id"]) is None
+    assert not editions.read_catalog(editions.po_path(LANG, source)).obsolete, "the English before is dropped"
     kinds = editions._kinds(source)
     with_fields = next(k for k, m in editions._keyed(LANG, source)[1].items()
                        if units.fields(m.id) and kinds[m.context, m.id] == "fstring")
@@ -566,25 +565,19 @@ def test_a_changed_guide_paragraph_keeps_its_translation_fuzzy(tmp_path: Path, m
     assert "The first paragraph says one more thing" in editions.built_guide(LANG, "GUIDE.md"), "outdated Chinese shown"
 
 
-def test_a_po_file_of_the_old_form_is_migrated_without_losing_a_translation() -> None:
-    """Issue 46: entries of the old form (a whole cell; an alt text as cell-id/alt1) become entries of today's units,
-    each block paired with its translation, and an extra block of the translation stays with the one before it."""
-    from babel.messages.catalog import Catalog
-
-    from tools.i18n import legacy
-
-    cells = [{"id": "m1", "cell_type": "markdown", "source": "## Title\n\nOne paragraph.\n\n- an item\n- another"},
-             {"id": "c1", "cell_type": "code", "source": 'show_figure(fig, alt="Two bars: {a}.", a=1)'}]
-    old = Catalog(locale="zh")
-    old.add("## Title\n\nOne paragraph.\n\n- an item\n- another",
-            "## 标题\n\n一段。\n\n补充的一段。\n\n- 一项\n- 另一项",
-            context="m1")
-    old.add("Two bars: {a}.", "两根柱子：{a}。", context="c1/alt1")
-    new = legacy.in_units(old, cells, fences=True)
-    assert [m.id for m in new if m.id] == ["## Title", "One paragraph.", "- an item", "- another", "Two bars: {a}."]
-    assert new.get("- an item", context="m1").string == "- 一项" and new.get("Two bars: {a}.", context="c1").string \
-        == "两根柱子：{a}。"
-    english = cells[0]["source"]
-    built = editions.translated_markdown(english, units.markdown_blocks(english), "m1", LANG, new)
-    assert built == "## 标题\n\n一段。\n\n补充的一段。\n\n- 一项\n- 另一项", "the cell reads as its old translation"
-    assert legacy.in_units(new, cells, fences=True) is new, "a catalogue of today's form is left as it is"
+def test_a_po_file_of_the_old_form_is_refused_and_kept(notebook_copy: Path) -> None:
+    """A PO file from before 2026-11-29 (one entry per markdown cell; cell-id/altN) would lose its translations in
+    update: it is refused, saying how to migrate it, and left as it is."""
+    source = "notebooks/01_tensor_hooks.ipynb"
+    cell = next(c for c in json.loads(notebook_copy.read_text())["cells"] if c["cell_type"] == "markdown"
+                and len(units.markdown_blocks("".join(c["source"]))) > 1)
+    for context, english in ((cell["id"], "".join(cell["source"])), ("c001/alt1", "Two bars.")):
+        catalog = editions.read_catalog(editions.po_path(LANG, source))
+        catalog.add(english, "旧的整格译文", context=context)
+        editions.write_catalog(editions.po_path(LANG, source), catalog)
+        before = editions.po_path(LANG, source).read_bytes()
+        with pytest.raises(SystemExit, match="PO form before 2026-11-29.*commit 18607bf"):
+            editions.update(LANG, source)
+        assert editions.po_path(LANG, source).read_bytes() == before
+        catalog.delete(english, context=context)
+        editions.write_catalog(editions.po_path(LANG, source), catalog)
