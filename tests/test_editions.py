@@ -28,12 +28,6 @@ pytestmark = pytest.mark.reads("tools/nbconvert_templates/*", "vendor/*")
 NOTEBOOKS = build_editions.course_notebooks()
 
 
-@pytest.fixture(scope="module")
-def editions(course_editions: Path) -> Path:
-    """The learner and slides editions, built once for this run (tests/conftest.py), shared with the slides' maths."""
-    return course_editions
-
-
 def test_stub_keeps_the_def_line_docstring_and_check() -> None:
     source = (
         'def clamp_hook(grad):\n    """Clamp."""\n    ### BEGIN SOLUTION\n    return grad.clamp(-1, 1)\n'
@@ -46,7 +40,7 @@ def test_stub_keeps_the_def_line_docstring_and_check() -> None:
     assert "clamp(-1, 1)" not in stub and stub.rstrip().endswith('check("01.2", clamp_hook)')
     assert restore_solutions(stub, source) == source
     chosen = stub_source('### BEGIN SOLUTION\nanswer = "b"\n### END SOLUTION\ncheck("05.3", answer)\n')
-    assert "(define `answer`)" in chosen and '"b"' not in chosen
+    assert "# YOUR CODE HERE (define `answer`), then delete the raise line below" in chosen and '"b"' not in chosen
     # a prediction stub raises at the cell's top level (check() is never reached): its message says what to do
     with pytest.raises(NotImplementedError, match=r"Exercise 05\.3: write your prediction here -- define `answer`"):
         exec(chosen, {"check": lambda *args: None})
@@ -219,19 +213,19 @@ def test_learner_notebooks_run_to_the_end_with_only_the_stubs_failing(request: p
     verdict, and this test steps aside."""
     if _jupyterlab_runs_the_learner_edition(request.session, name):
         pytest.skip("run in JupyterLab by tests/browser/test_jupyterlab.py in this same run")
-    editions = request.getfixturevalue("editions")
-    path = editions / "learner" / name
+    path = request.getfixturevalue("course_editions") / "learner" / name  # built once per run (tests/conftest.py)
     run = run_notebook(path, allow_errors=True)  # as in a workspace
     problems = [run.problem] if run.problem else learner_run_problems(
         run.notebook, nbformat.read(ROOT / "notebooks" / name, as_version=4))
     assert not problems, f"{name}, learner edition:\n" + "\n".join(problems)
 
 
-def test_every_slide_deck_is_produced_with_its_title(editions: Path) -> None:
-    index = (editions / "slides" / "index.html").read_text(encoding="utf-8")
+def test_every_slide_deck_is_produced_with_its_title(course_editions: Path) -> None:
+    slides = course_editions / "slides"
+    index = (slides / "index.html").read_text(encoding="utf-8")
     for path in NOTEBOOKS:
         title = build_editions.read_opening(path).title
-        page = editions / "slides" / f"{path.stem}.slides.html"
+        page = slides / f"{path.stem}.slides.html"
         text = page.read_text(encoding="utf-8")
         assert len(text) > 10_000 and title.split(" · ")[-1][:20] in text, page.name
         scripts = re.findall(r'<script src="([^"]+)"', text)
@@ -239,10 +233,10 @@ def test_every_slide_deck_is_produced_with_its_title(editions: Path) -> None:
         assert all((page.parent / s).exists() for s in local), page.name
         assert not [s for s in scripts if s.startswith("http")], page.name  # nothing remote: KaTeX is vendored
         assert f'href="{page.name}"' in index
-    deck = (editions / "slides" / "03_forward_hooks.slides.html").read_text(encoding="utf-8")
+    deck = (slides / "03_forward_hooks.slides.html").read_text(encoding="utf-8")
     assert deck.count("<section") > 5  # one slide per ## heading at least
-    assert (editions / "slides" / "reveal.js" / "dist" / "reveal.js").exists()
-    deck = (editions / "slides" / "05_guided_backprop.slides.html").read_text(encoding="utf-8")
+    assert (slides / "reveal.js" / "dist" / "reveal.js").exists()
+    deck = (slides / "05_guided_backprop.slides.html").read_text(encoding="utf-8")
     assert "data:image/jpeg;base64" in deck  # its saliency maps, embedded (course_utils/figures.py)
 
 
@@ -250,17 +244,11 @@ def test_every_slide_deck_is_produced_with_its_title(editions: Path) -> None:
 JQUERY = ROOT / "vendor" / "jquery"
 
 
-def vendored_jquery_version() -> tuple[int, int, int]:
-    """The version in the banner of ``vendor/jquery/jquery.min.js`` (``/*! jQuery v3.7.1 | ...``)."""
+def test_vendored_jquery_has_the_xss_fixes_its_licence_and_its_readme_line() -> None:
     banner = (JQUERY / "jquery.min.js").read_text(encoding="utf-8")[:200]
     match = re.match(r"/\*! jQuery v(\d+)\.(\d+)\.(\d+) ", banner)
     assert match, f"no jQuery version banner at the start of vendor/jquery/jquery.min.js: {banner[:60]!r}"
-    major, minor, patch = (int(part) for part in match.groups())
-    return major, minor, patch
-
-
-def test_vendored_jquery_has_the_xss_fixes_its_licence_and_its_readme_line() -> None:
-    version = vendored_jquery_version()
+    version = tuple(int(part) for part in match.groups())
     # CVE-2019-11358 was fixed in 3.4.0, CVE-2020-11022 and CVE-2020-11023 in 3.5.0
     assert version >= (3, 5, 0), f"vendored jQuery {version} has known XSS flaws: vendor 3.5.0 or later"
     assert "Permission is hereby granted, free of charge" in (JQUERY / "LICENSE.txt").read_text(encoding="utf-8")
@@ -268,9 +256,9 @@ def test_vendored_jquery_has_the_xss_fixes_its_licence_and_its_readme_line() -> 
     assert f"| {'.'.join(map(str, version))} |" in readme, "vendor/README.md must name the jQuery version shipped"
 
 
-def test_the_slides_load_the_vendored_jquery_once(editions: Path) -> None:
+def test_the_slides_load_the_vendored_jquery_once(course_editions: Path) -> None:
     # vendor/README.md says why jQuery is needed at all: the reveal template's scroll handler. Keep that true.
     loads_jquery = re.compile(r'<script[^>]+src="[^"]*jquery[^"]*"')
     for path in NOTEBOOKS:
-        deck = (editions / "slides" / f"{path.stem}.slides.html").read_text(encoding="utf-8")
+        deck = (course_editions / "slides" / f"{path.stem}.slides.html").read_text(encoding="utf-8")
         assert loads_jquery.findall(deck) == ['<script src="jquery/jquery.min.js"'], path.name

@@ -53,20 +53,17 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 TRANSLATIONS = ROOT / "translations"
 
-# English guides and where their translation goes (relative to the repository root): course_utils/course.toml.
 GUIDES: dict[str, str] = dict(SETTINGS.guides)
 
 # <!-- cloud: ... --> ... <!-- /cloud -->   and   <!-- timings:start ... --> ... <!-- timings:end -->
 _REGION = re.compile(
     r"<!-- (?P<name>[\w-]+)(?::start|:)[^>]*-->.*?<!-- (?:/(?P=name)|(?P=name):end) -->", re.DOTALL)
 _PLACEHOLDER = re.compile(r"<!-- generated: ([\w-]+) -->")
-# The English guides' first line after the title links the translation: "**中文版：** [...](...)". The translation gets
-# a link back to the English there instead (made by the build, not translated).
+# The English guides' link to their translation ("**中文版：** [...](...)"); the translation links back there instead.
 _SWITCH = "**中文版：**"
 _SWITCH_BACK = "\x00switch\x00"
 _SETUP_CALL = re.compile(r"\bsetup_notebook\((\s*\)?)")
-# Guides whose code blocks are translated too (their comments, and the Chinese README's quickstart, which opens the
-# Chinese workspace first); the other guides' code is the English code.
+# Guides whose code blocks are translated too (the Chinese README's quickstart opens the Chinese workspace first).
 FENCES_TRANSLATED = ("README.md",)
 
 # Shown above the English of a cell or paragraph whose translation is missing or out of date.
@@ -88,10 +85,7 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-# Generated regions: made again for the translation, in its language (the README's course map from the translated
-# notebooks' openings; the links, the verified table, the guide's timings and agendas with the catalogue's words), so
-# they are never translated by hand. Other regions (the capacity benchmark's notes) are prose and are translated like
-# the text around them.
+# Generated regions, made again in the translation's language (never translated by hand); other regions are prose.
 COPIED_REGIONS = ("cloud", "verified", "timings", "agendas", "course-map")
 
 
@@ -158,8 +152,7 @@ class Unit:
 
 
 def notebook_units(path: Path) -> list[Unit]:
-    """The translatable units of a notebook: each block of a markdown cell, each comment and shown string of a code
-    cell (``tools/i18n/units.py``)."""
+    """Each block of a markdown cell, each comment and shown string of a code cell (``units.py``)."""
     units = []
     for cell in json.loads(path.read_text())["cells"]:
         source, where = "".join(cell["source"]), f"{path.relative_to(ROOT)} cell {cell['id']}"
