@@ -47,9 +47,8 @@ OFFLINE_SCRIPTS = {"require_js_url": "requirejs/require.js", "jquery_url": "jque
 
 @dataclass(frozen=True)
 class Edition:
-    """One language's edition: where its notebooks and cheat-sheet are, and where its builds go.
-
-    Usage: ``build_slides(Path("build"), Edition("zh"))`` writes ``build/zh/slides/`` from ``notebooks/zh/``"""
+    """One language's edition. Usage: ``build_slides(Path("build"), Edition("zh"))`` (``notebooks/zh/`` ->
+    ``build/zh/slides/``)"""
 
     lang: str = "en"
     only: tuple[str, ...] = ()  # notebook numbers ("03", "06"); empty: every notebook

@@ -29,8 +29,7 @@ from course_utils.machinery.messages import N_, _, in_language
 if TYPE_CHECKING:
     import nbformat
 
-__all__ = ["BEGIN", "END", "STUB_MESSAGE", "SolutionBlock", "learner_notebook", "restore_solutions", "solution_blocks",
-           "stub_source"]
+__all__ = ["BEGIN", "END", "STUB_MESSAGE", "SolutionBlock", "learner_notebook", "solution_blocks", "stub_source"]
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -120,25 +119,6 @@ def stub_source(source: str) -> str:
         position = block.end + 1
     out.extend(lines[position:])
     return "\n".join(out) + ("\n" if source.endswith("\n") else "")
-
-
-def restore_solutions(stubbed: str, teaching: str) -> str:
-    """Put the teaching cell's solution blocks back into its stubbed form (the round trip of the tests)."""
-    teaching_lines = teaching.splitlines()
-    blocks = solution_blocks(teaching)
-    stub_lines = stubbed.splitlines()
-    out: list[str] = []
-    index = 0
-    for block in blocks:
-        while index < len(stub_lines) and not stub_lines[index].lstrip().startswith("# YOUR CODE HERE"):
-            out.append(stub_lines[index])
-            index += 1
-        if index >= len(stub_lines):
-            raise ValueError("The stubbed cell has fewer stubs than the teaching cell has solution blocks.")
-        out.extend(teaching_lines[block.start : block.end + 1])
-        index += 2  # the comment and the raise line
-    out.extend(stub_lines[index:])
-    return "\n".join(out) + ("\n" if stubbed.endswith("\n") else "")
 
 
 def learner_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:

@@ -200,9 +200,8 @@ def write_catalog(path: Path, catalog: Catalog) -> None:
 
 
 def update(lang: str, source: str) -> tuple[int, int]:
-    """Bring ``source``'s PO file in line with the English; returns (new, changed) entries. Nothing is lost: a
-    changed unit keeps its old translation, fuzzy, with the old English beside it -- or, where the English changed
-    only in numbers or code names, the translation with the same change, current (:func:`carried`)."""
+    """Bring ``source``'s PO file in line with the English; returns (new, changed) entries. A changed unit keeps its
+    old translation, fuzzy, with the old English beside it (where only numbers or names changed: :func:`carried`)."""
     path = po_path(lang, source)
     units = units_of(source)
     old = read_catalog(path)
@@ -230,8 +229,7 @@ def update(lang: str, source: str) -> tuple[int, int]:
             changed += 1
             message.string, message.flags = before.string, {"fuzzy"}
         if before is not None and "fuzzy" in message.flags:
-            # The English the translation was made from, and that translation, as an obsolete entry ("#~") beside
-            # it: the translator compares the two Englishes (Babel cannot round-trip a multi-line "#| msgid").
+            # The English it was translated from, as an obsolete "#~" entry (Babel cannot round-trip "#| msgid").
             was = (_was(old, before) if before.fuzzy else None) or Message(before.id, string=before.string,
                                                                            context=unit.context)
             new_catalog.obsolete[str(was.id) if unit.context is None else (str(was.id), unit.context)] = was
@@ -242,8 +240,8 @@ def update(lang: str, source: str) -> tuple[int, int]:
 
 
 def _refuse_the_old_form(path: Path, catalog: Catalog, source: str) -> None:
-    """A ``SystemExit`` where the PO file is of the form before 2026-11-29 (one entry per markdown cell or guide
-    list, ``cell-id/altN`` per alt text), whose translations ``update`` would drop."""
+    """A ``SystemExit`` where the PO file has the form before 2026-11-29 (one entry per markdown cell or guide list,
+    ``cell-id/altN``), whose translations ``update`` would drop."""
     notebook = json.loads((ROOT / source).read_text())["cells"] if source.endswith(".ipynb") else None
     markdown = {cell["id"] for cell in notebook or [] if cell["cell_type"] == "markdown"}
     fences = notebook is not None or source in FENCES_TRANSLATED
@@ -274,9 +272,8 @@ _CODE_LIKE = re.compile(r"`[^`\n]+`|\d+(?:\.\d+)*(?:e[-+]?\d+)?|[A-Za-z_]\w*(?:\
 
 
 def carried(old_english: str, new_english: str, translation: str) -> str | None:
-    """``translation`` with the change from ``old_english`` to ``new_english``, where that change is only numbers or
-    code names (``75`` -> ``85``, `` `fc1` `` -> `` `fc2` ``, ``layer_1`` -> ``layer_2``) and each changed one occurs
-    in the translation as often as in the English; else None (a translator has to look)."""
+    """``translation`` with the change from ``old_english`` to ``new_english`` where only numbers or code names changed
+    (``75`` -> ``85``, `` `fc1` `` -> `` `fc2` ``), each as often in the translation as in the English; else None."""
     old, new = _CODE_LIKE.split(old_english), _CODE_LIKE.split(new_english)
     if old != new:  # the words around the numbers and names differ
         return None
@@ -329,8 +326,7 @@ def translated(catalog: Catalog, context: str | None, english: str) -> str | Non
 
 
 def with_lag_note(text: str, lang: str) -> str:
-    """``text`` (English, for want of a current translation) with the "not yet translated" note: after its heading
-    when it starts with one, else above it."""
+    """``text`` with the "not yet translated" note: after its heading when it starts with one, else above it."""
     if not _PLACEHOLDER.sub("", text).strip():
         return text
     first, _newline, rest = text.partition("\n")
@@ -342,8 +338,7 @@ def with_lag_note(text: str, lang: str) -> str:
 
 def translated_markdown(text: str, pieces: list[units_module.Piece], context: str | None, lang: str,
                         catalog: Catalog) -> str:
-    """``text`` with each block of ``pieces`` in ``lang``: its translation, or the English under a "not yet
-    translated" note (one note for blocks in a row)."""
+    """``text`` with each of ``pieces`` translated, or in English under one "not yet translated" note per run."""
     out, last, noted = [], 0, False
     for piece in pieces:
         found = translated(catalog, context, piece.text)
@@ -387,8 +382,7 @@ def anchor(heading: str) -> str:
 
 
 def anchor_map(lang: str) -> dict[str, dict[str, str]]:
-    """notebook name -> {English anchor: translated anchor}, from the translated headings of each cell (computed once
-    while no notebook or PO file changes: every cell of a build asks for it)."""
+    """notebook name -> {English anchor: translated anchor} (computed once while no notebook or PO file changes)."""
     files = [f for path in english_notebooks() for f in (path, po_path(lang, str(path.relative_to(ROOT))))]
     return _anchor_map(lang, tuple((f, f.stat().st_mtime_ns if f.exists() else 0) for f in files))
 
@@ -413,9 +407,8 @@ _LINK_TARGET = re.compile(r"\]\((?P<target>(?:[^()\s]|\([^()\s]*\))+)\)")
 
 def retarget_links(text: str, lang: str, english_file: str, built_file: str,
                    anchors: dict[str, dict[str, str]]) -> str:
-    """Relative links of ``english_file``'s text, for the same text at ``built_file``: a link to a notebook or guide
-    goes to its translation (a section link to the translated heading), any other file is still reached from the new
-    place."""
+    """``english_file``'s relative links, for its text at ``built_file``: a notebook or guide's link goes to its
+    translation (a section link to the translated heading)."""
     english_dir, built_dir = posixpath.dirname(english_file), posixpath.dirname(built_file)
 
     def section(notebook: str, fragment: str) -> str:
@@ -510,8 +503,8 @@ def build(lang: str) -> list[Path]:
 
 
 def check_string(english: str, translation: str, where: str, fstring: bool = True) -> None:
-    """A string literal's translation keeps the English one's ``{fields}`` (the same ones, in any order) and stays a
-    literal: a ``ValueError`` that says what to fix, else nothing."""
+    """A ``ValueError`` saying what to fix unless a string's translation keeps the English ``{fields}`` (in any order)
+    and stays a literal."""
     want = sorted(units_module.fields(english, fstring))
     have = sorted(units_module.fields(translation, fstring))
     if want != have:
@@ -557,10 +550,8 @@ def _quoted(label: str, text: str) -> str:
 
 
 def export_text(lang: str, source: str, *, only_missing: bool = False) -> str:
-    """The entries of ``source`` as ``@@ KEY`` + the text to translate, for translating in a plain editor.
-
-    An entry not translated yet gives its English. An entry whose English changed since it was translated gives,
-    on ``@|`` lines, the English now and the English before, then its old translation to bring up to date."""
+    """The entries of ``source`` as ``@@ KEY`` + the English; an out-of-date one as the English now and before (on
+    ``@|`` lines) + its old translation."""
     catalog, keyed = _keyed(lang, source)
     kinds = _kinds(source)
     out = []
@@ -583,9 +574,8 @@ def export_text(lang: str, source: str, *, only_missing: bool = False) -> str:
 
 
 def import_text(lang: str, source: str, text: str, unchanged: list[str] | None = None) -> int:
-    """Put the translations of ``text`` (``@@ KEY`` + translation; ``@|`` lines ignored) into ``source``'s PO file;
-    returns how many. An out-of-date entry given back with its old translation unchanged stays out of date (its
-    key goes to ``unchanged``)."""
+    """Put ``text``'s translations (``@@ KEY`` + translation) into ``source``'s PO file; returns how many. An old
+    translation given back unchanged stays out of date (its key goes to ``unchanged``)."""
     catalog, keyed = _keyed(lang, source)
     kinds = _kinds(source)
     pieces = _KEY.split(text)

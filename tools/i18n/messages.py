@@ -146,9 +146,8 @@ def _shown(path: Path) -> Path:
 
 
 def add(lang: str, part_name: str, files: list[Path]) -> int:
-    """Append the messages of ``files`` that no part translates yet to ``part_name`` (empty msgstr).
-
-    ``part_name`` is a file name ending in ``.po`` (``nb03.po``): anything else is refused with a ``ValueError``."""
+    """Append the messages of ``files`` that no part translates yet to the part ``part_name`` (``nb03.po``: anything
+    else is a ``ValueError``), with an empty msgstr."""
     if Path(part_name).name != part_name or not part_name.endswith(".po") or part_name == ".po":
         raise ValueError(f"the part is a PO file's name in {_shown(LOCALE / lang)}, such as nb03.po or "
                          f"tools.po; got {part_name!r}")

@@ -119,8 +119,7 @@ def _tokens(source: str) -> list[tuple[int, str, int, int]]:
 
 def _compared(source: str) -> tuple[list[tuple[int, int]], list[str]]:
     """The spans of what the code compares or looks up (a comparison, an ``assert``'s test, a subscript, a dict's
-    keys), and the strings in them: a string there is data, not text for the reader, even when it reads like prose;
-    so is a string that one of them contains (a label the cell asserts it printed)."""
+    keys) and the strings in them: data, not text for the reader, as is a string containing one."""
     import ast
 
     try:
@@ -195,8 +194,7 @@ def code_pieces(source: str) -> list[Piece]:
 
 
 def _chunks(text: str, count: int) -> list[str]:
-    """``text`` cut into at most ``count`` pieces of similar length, after a space or a Chinese punctuation mark and
-    never inside a ``{field}``."""
+    """``text`` cut into at most ``count`` similar pieces, after a space or Chinese punctuation, never in a field."""
     if count <= 1:
         return [text]
     inside, breaks, depth = set(), [], 0
@@ -217,9 +215,8 @@ def _chunks(text: str, count: int) -> list[str]:
 
 
 def written_back(source: str, piece: Piece, translation: str) -> str:
-    """The code of ``piece`` with ``translation`` in its place: a comment on as many lines as the translation has
-    (each at the English comment's indentation); a string literal with the English one's prefix and quotes, cut
-    over as many lines as the English literals took."""
+    """``translation`` written as ``piece``'s code: a comment on as many lines as the translation has; a string
+    literal with the English prefix and quotes, over as many lines as the English literals took."""
     if piece.kind == "comment":
         lines = [line.strip() for line in translation.split("\n")]
         if piece.shape == "inline":  # a comment after code stays on its line
