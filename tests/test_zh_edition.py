@@ -164,13 +164,21 @@ def test_the_translation_keeps_the_glossary_and_its_emphasis_renders(source: str
     assert not problems, f"{source} (see {GLOSSARY.relative_to(ROOT)}):\n" + "\n".join(problems)
 
 
-def test_the_messages_keep_the_glossary() -> None:
-    """The same for check(), hint() and doctor(): their Chinese uses the glossary's terms and punctuation."""
+def test_the_messages_keep_the_glossary_and_their_placeholders() -> None:
+    """The same for check(), hint() and doctor(): their Chinese uses the glossary's terms and punctuation, and keeps
+    each ``{placeholder}`` (a dropped or renamed one would raise KeyError, or lose a value, in format())."""
     from tools.i18n import messages as catalogue_tool
 
-    problems = [f"{path.name}: {message.id[:50]!r}: {problem}" for path in catalogue_tool.parts(LANG)
-                for message in catalogue_tool.read_part(path) if message.id and message.string
-                for problem in glossary_problems(message.id, message.string)]
+    def placeholders(text: str) -> set[str]:
+        return set(re.findall(r"\{(\w*)\}", text))
+
+    problems = []
+    for path in catalogue_tool.parts(LANG):
+        for message in [m for m in catalogue_tool.read_part(path) if m.id and m.string]:
+            where = f"{path.name}: {message.id[:50]!r}"
+            problems += [f"{where}: {problem}" for problem in glossary_problems(message.id, message.string)]
+            if placeholders(message.id) != placeholders(message.string):
+                problems.append(f"{where}: its placeholders changed")
     assert not problems, "\n".join(problems)
 
 
@@ -388,15 +396,20 @@ def _translate_everything(source: str) -> None:
 
 
 @pytest.fixture()
-def notebook_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of notebook 01 whose translation the test makes up (translations/ in tmp_path)."""
+def course_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty course in tmp_path (notebooks/, translations/, no guide) that the editions read and write."""
     (tmp_path / "notebooks").mkdir()
-    english = tmp_path / "notebooks" / "01_tensor_hooks.ipynb"
+    for name, value in (("ROOT", tmp_path), ("NOTEBOOKS", tmp_path / "notebooks"), ("GUIDES", {}),
+                        ("TRANSLATIONS", tmp_path / "translations")):
+        monkeypatch.setattr(editions, name, value)
+    return tmp_path
+
+
+@pytest.fixture()
+def notebook_copy(course_copy: Path) -> Path:
+    """A copy of notebook 01 whose translation the test makes up."""
+    english = course_copy / "notebooks" / "01_tensor_hooks.ipynb"
     shutil.copy(ROOT / "notebooks" / english.name, english)
-    monkeypatch.setattr(editions, "ROOT", tmp_path)
-    monkeypatch.setattr(editions, "NOTEBOOKS", tmp_path / "notebooks")
-    monkeypatch.setattr(editions, "TRANSLATIONS", tmp_path / "translations")
-    monkeypatch.setattr(editions, "GUIDES", {})
     editions.update(LANG, "notebooks/01_tensor_hooks.ipynb")
     _translate_everything("notebooks/01_tensor_hooks.ipynb")
     assert editions.stale(LANG, "notebooks/01_tensor_hooks.ipynb") == []
@@ -512,13 +525,9 @@ def test_the_stubs_speak_the_notebooks_language_whatever_the_shell_says(monkeypa
     assert [c.source for c in en.cells if "NotImplementedError" in c.source], "no stubs in the English edition"
 
 
-def test_a_changed_guide_paragraph_keeps_its_translation_fuzzy(tmp_path: Path, monkeypatch) -> None:
-    (tmp_path / "notebooks").mkdir()
-    guide = tmp_path / "GUIDE.md"
+def test_a_changed_guide_paragraph_keeps_its_translation_fuzzy(course_copy: Path, monkeypatch) -> None:
+    guide = course_copy / "GUIDE.md"
     guide.write_text("# Title\n\nThe first paragraph says one thing about hooks.\n\nA second, unrelated one.\n")
-    monkeypatch.setattr(editions, "ROOT", tmp_path)
-    monkeypatch.setattr(editions, "NOTEBOOKS", tmp_path / "notebooks")
-    monkeypatch.setattr(editions, "TRANSLATIONS", tmp_path / "translations")
     monkeypatch.setattr(editions, "GUIDES", {"GUIDE.md": "GUIDE.{lang}.md"})
     editions.update(LANG, "GUIDE.md")
     editions.import_text(LANG, "GUIDE.md", "@@ 1\n# 标题\n\n@@ 2\n第一段讲钩子的一件事。\n\n@@ 3\n第二段。\n")

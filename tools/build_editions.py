@@ -42,7 +42,6 @@ PAGE_STYLE = (
     "vertical-align:top;text-align:left}code{font-size:0.95em;background:#f4f4f4}a.anchor-link{display:none}"
 )
 TEMPLATES = Path(__file__).resolve().parent / "nbconvert_templates"
-OFFLINE_SCRIPTS = {"require_js_url": "requirejs/require.js", "jquery_url": "jquery/jquery.min.js"}
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,8 @@ def slides_exporter() -> Any:
 
     return SlidesExporter(template_name="course_reveal", extra_template_basedirs=[str(TEMPLATES)],
                           extra_template_paths=[str(TEMPLATES)], reveal_url_prefix="reveal.js", reveal_theme="white",
-                          reveal_scroll=True, **OFFLINE_SCRIPTS)
+                          reveal_scroll=True, require_js_url="requirejs/require.js",
+                          jquery_url="jquery/jquery.min.js")
 
 
 def simple_page(title: str, body: str) -> str:

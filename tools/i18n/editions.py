@@ -217,7 +217,12 @@ def update(lang: str, source: str) -> tuple[int, int]:
             orphans.setdefault(message.context, []).append(message)
     unmatched = Counter(unit.context for unit in units if old.get(unit.english, context=unit.context) is None)
     for unit in units:
-        before = _previous(unit, old, orphans, unmatched)
+        before = old.get(unit.english, context=unit.context)
+        if before is None and (candidates := orphans.get(unit.context, [])):
+            ratio, best = max((difflib.SequenceMatcher(None, m.id, unit.english).ratio(), n)
+                              for n, m in enumerate(candidates))
+            if ratio >= 0.6 or len(candidates) == 1 == unmatched[unit.context]:
+                before = candidates.pop(best)
         message = Message(unit.english, context=unit.context, auto_comments=[f"source-sha256: {sha(unit.english)}"])
         if before is None:
             added += 1
@@ -253,19 +258,6 @@ def _refuse_the_old_form(path: Path, catalog: Catalog, source: str) -> None:
                              f"{english[:40]!r} is a whole cell or list): migrate it with `python -m "
                              "tools.i18n.editions update` in a checkout of the course at commit 18607bf, then copy "
                              "it back here")
-
-
-def _previous(unit: Unit, old: Catalog, orphans: dict[str | None, list[Message]],
-              unmatched: dict[str | None, int]) -> Message | None:
-    """The entry ``unit``'s translation comes from: its own, else the one orphan of its cell, or the most similar."""
-    before = old.get(unit.english, context=unit.context)
-    candidates = orphans.get(unit.context, [])
-    if before is None and candidates:
-        ratio, best = max((difflib.SequenceMatcher(None, m.id, unit.english).ratio(), n) for n, m in
-                          enumerate(candidates))
-        if ratio >= 0.6 or len(candidates) == 1 == unmatched[unit.context]:
-            before = candidates.pop(best)
-    return before
 
 
 _CODE_LIKE = re.compile(r"`[^`\n]+`|\d+(?:\.\d+)*(?:e[-+]?\d+)?|[A-Za-z_]\w*(?:\.\w+)*")
