@@ -120,19 +120,31 @@ def _task_cells(cells: list, index: int) -> set[int]:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_learner_edition_reveals_no_line_string_or_number_of_a_solution(path: Path) -> None:
-    """Nothing of a solution block -- a line of >= 20 characters, a string of >= 4, a number other than 0..3 -- is
-    anywhere in the learner edition (shorter lines such as `loss.backward()` are too generic to give anything away).
-    What the exercise's own task gives (code to fix, options to choose from, data)
-    and what stays visible in its own cell (the def line) is the question, not the answer, and is not counted."""
+def test_learner_edition_stubs_each_solution_keeps_the_rest_and_reveals_nothing(path: Path) -> None:
+    """Each solution cell (tagged ``solution``, with nbgrader's metadata and a grade_id of its own) is stubbed in place
+    and tagged so that Run All goes on past it; nothing else changes. Nothing of a solution block -- a line of >= 20
+    characters, a string of >= 4, a number other than 0..3 -- is anywhere in the learner edition (shorter lines such
+    as `loss.backward()` are too generic to give anything away). What the exercise's own task gives (code to fix,
+    options to choose from, data) and what stays visible in its own cell (the def line) is the question, not the
+    answer, and is not counted."""
     teaching = nbformat.read(path, as_version=4)
     learner = learner_notebook(teaching)
-    leaks = []
+    leaks, grade_ids = [], []
     for index, (original, cell) in enumerate(zip(teaching.cells, learner.cells, strict=True)):
         blocks = solution_blocks(original.source) if original.cell_type == "code" else []
+        tags = original.metadata.get("tags", [])
+        assert ("solution" in tags) == bool(blocks), f"cell {index}: the solution tag and the markers disagree"
         if not blocks:
             assert cell.source == original.source, f"cell {index}: changed although it holds no solution"
             continue
+        want, have = skeletons(original.source, cell.source)
+        assert have == want, f"cell {index}: the stubbed cell changed beyond its solution blocks"
+        assert "learner-stub" in cell.metadata["tags"] and "solution" not in cell.metadata["tags"]
+        assert "raises-exception" in cell.metadata["tags"], f"cell {index}: Run All would stop at this stub"
+        assert cell.outputs == [] and cell.execution_count is None
+        meta = original.metadata.get("nbgrader", {})
+        assert meta.get("solution") is True and meta.get("grade") is False and meta.get("schema_version") == 3, index
+        grade_ids.append(meta.get("grade_id"))
         given = _task_cells(teaching.cells, index)
         others = {position: _without_generated(c.source) for position, c in enumerate(learner.cells)
                   if position not in given | {index}}
@@ -151,32 +163,11 @@ def test_learner_edition_reveals_no_line_string_or_number_of_a_solution(path: Pa
                       for value in strings if value.lower() in elsewhere.lower()]
             leaks += [f"cell {index}: number {value:g}, {seen(lambda t, v=value: v in _numbers_in(t))}"
                       for value in numbers if value in shown]
+    assert len(grade_ids) == len(set(grade_ids)), f"{path.name}: nbgrader grade_ids repeat: {grade_ids}"
     assert not leaks, (f"{path.name}: rule 'no leak' (CONTRIBUTING.md, section \"Exercise rules\" (#exercise-rules)): "
                        "the learner edition shows what a solution writes (cells counted from 0; a cell's own "
                        "statement does not count): reword the other cell, or write the solution differently\n"
                        + "\n".join(leaks))
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_solution_cells_keep_the_rest_and_carry_nbgrader_metadata(path: Path) -> None:
-    teaching = nbformat.read(path, as_version=4)
-    learner = learner_notebook(teaching)
-    grade_ids = []
-    for index, (original, cell) in enumerate(zip(teaching.cells, learner.cells, strict=True)):
-        tags = original.metadata.get("tags", [])
-        has_blocks = original.cell_type == "code" and bool(solution_blocks(original.source))
-        assert ("solution" in tags) == has_blocks, f"cell {index}: the solution tag and the markers disagree"
-        if not has_blocks:
-            continue
-        want, have = skeletons(original.source, cell.source)
-        assert have == want, f"cell {index}: the stubbed cell changed beyond its solution blocks"
-        assert "learner-stub" in cell.metadata["tags"] and "solution" not in cell.metadata["tags"]
-        assert "raises-exception" in cell.metadata["tags"], f"cell {index}: Run All would stop at this stub"
-        assert cell.outputs == [] and cell.execution_count is None
-        meta = original.metadata.get("nbgrader", {})
-        assert meta.get("solution") is True and meta.get("grade") is False and meta.get("schema_version") == 3, index
-        grade_ids.append(meta.get("grade_id"))
-    assert len(grade_ids) == len(set(grade_ids)), f"{path.name}: nbgrader grade_ids repeat: {grade_ids}"
 
 
 def _defined_names(tree: ast.AST) -> set[str]:

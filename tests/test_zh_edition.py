@@ -358,7 +358,11 @@ def test_the_english_guides_link_their_chinese_versions() -> None:
         assert f"]({relative})" in (ROOT / source).read_text(encoding="utf-8"), f"{source} does not link {relative}"
 
 
-def test_the_chinese_learner_edition_hides_what_the_english_one_hides() -> None:
+def test_the_chinese_learner_edition_hides_what_the_english_one_hides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """... and its stubs speak Chinese whatever the shell says, leaving the learner's own language as it was."""
+    from course_utils.machinery.messages import language
+
+    monkeypatch.delenv("COURSE_LANG", raising=False)
     for english in ENGLISH:
         en = learner_notebook(nbformat.read(english, as_version=4))
         zh = learner_notebook(nbformat.read(zh_path(english), as_version=4))
@@ -371,6 +375,8 @@ def test_the_chinese_learner_edition_hides_what_the_english_one_hides() -> None:
                     assert b.source == built_code(english, a), f"{english.name} cell {a.get('id')}"
                 else:
                     assert len(b.source.splitlines()) == len(a.source.splitlines()), f"{english.name} {a.get('id')}"
+                    assert _CJK.search(b.source), f"{english.name} {a.get('id')}: an English stub in Chinese"
+    assert language() == "en", "learner_notebook() changed the learner's own language"
 
 
 def test_a_chinese_workspace_is_made_and_never_overwrites(tmp_path: Path) -> None:
@@ -510,19 +516,6 @@ def test_a_chinese_learner_notebook_runs_with_chinese_stubs_and_checks(tmp_path:
     assert not problems, "\n".join(problems)
     printed = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
     assert "✗" in printed and _CJK.search(printed.split("✗", 1)[1][:200]), "check() did not answer in Chinese"
-
-
-def test_the_stubs_speak_the_notebooks_language_whatever_the_shell_says(monkeypatch) -> None:
-    from course_utils.machinery.messages import language
-
-    monkeypatch.delenv("COURSE_LANG", raising=False)
-    zh = learner_notebook(nbformat.read(ROOT / "notebooks" / LANG / "01_tensor_hooks.ipynb", as_version=4))
-    monkeypatch.setenv("COURSE_LANG", "zh")
-    en = learner_notebook(nbformat.read(ROOT / "notebooks" / "01_tensor_hooks.ipynb", as_version=4))
-    stubs = [c.source for c in zh.cells if "NotImplementedError" in c.source]
-    assert stubs and all(_CJK.search(s) for s in stubs), "the Chinese learner edition has English stubs"
-    assert language() == "zh"  # learner_notebook() left the learner's own choice as it was
-    assert [c.source for c in en.cells if "NotImplementedError" in c.source], "no stubs in the English edition"
 
 
 def test_a_changed_guide_paragraph_keeps_its_translation_fuzzy(course_copy: Path, monkeypatch) -> None:
