@@ -46,8 +46,6 @@ def source_messages(files: Iterable[Path] | None = None) -> dict[str, list[str]]
     code = [*PACKAGE.rglob("*.py"),
             *(path for path in TOOLS.rglob("*.py") if "hub" not in path.relative_to(TOOLS).parts)]
     for path in sorted(files if files is not None else code):
-        if path.name == "messages.py" and path.parent.name == "machinery":
-            continue  # the docstring's examples
         for lineno, message, _comments, _context in extract_from_file("python", str(path), keywords=KEYWORDS):
             if isinstance(message, tuple):  # plural forms are not used
                 message = message[0]
