@@ -79,11 +79,9 @@ def test_every_message_has_a_chinese_entry_and_course_mo_is_compiled() -> None:
     if untranslated:
         from tools.i18n.editions import UntranslatedWarning
 
-        warnings.warn(UntranslatedWarning(f"{len(untranslated)} messages show in English "
-                                          "(translations_may_lag = true):\n"
-                                          + "\n".join(f"{where[0]}: {msgid!r}" for msgid,
-                                                      where in untranslated.items())),
-                      stacklevel=2)
+        listed = "\n".join(f"{where[0]}: {msgid!r}" for msgid, where in untranslated.items())
+        warnings.warn(UntranslatedWarning(f"{len(untranslated)} messages show in English (translations_may_lag = "
+                                          f"true):\n{listed}"), stacklevel=2)
 
 
 def test_no_message_is_marked_inside_an_f_string() -> None:

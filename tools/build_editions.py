@@ -179,7 +179,6 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(str(error))
     part = f"agenda-{args.agenda}" if args.agenda else "-".join(["notebooks", *only]) if only else ""
     out = args.out or ROOT / "build" / part
-    # the same builders, reading notebooks/<lang>/ and writing under build/<lang>/
     written = {"learner": build_learner, "slides": build_slides}[args.edition](out, Edition(args.lang, only))
     print(f"{args.edition}: wrote {len(written)} files under {written[0].parent}")
 
