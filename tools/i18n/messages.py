@@ -109,12 +109,8 @@ def unlisted(lang: str) -> dict[str, list[str]]:
 def to_write(lang: str) -> dict[str, list[str]]:
     """Part file name -> the messages it lists with no translation yet (after ``add``: the msgstr to write)."""
     untranslated = missing(lang)
-    found: dict[str, list[str]] = {}
-    for path in parts(lang):
-        for message in read_part(path):
-            if message.id in untranslated:
-                found.setdefault(path.name, []).append(message.id)
-    return found
+    found = {path.name: [str(m.id) for m in read_part(path) if m.id in untranslated] for path in parts(lang)}
+    return {name: ids for name, ids in found.items() if ids}
 
 
 def problems(lang: str, may_lag: bool | None = None) -> list[str]:
