@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import io
+import itertools
 import re
 import textwrap
 import tokenize
@@ -101,22 +102,12 @@ def _numbers_in(text: str) -> set[float]:
     return {float(match) for match in _NUMBER.findall(text)}
 
 
-_GENERATED = re.compile(r"<!-- cloud: .*?<!-- /cloud -->", re.DOTALL)
-
-
-def _without_generated(source: str) -> str:
-    """A cell's source without the block tools/cloud_badges.py writes (links, torch versions and dates: no task)."""
-    return _GENERATED.sub("", source)
+_GENERATED = re.compile(r"<!-- cloud: .*?<!-- /cloud -->", re.DOTALL)  # tools/cloud_badges.py's links: no task
 
 
 def _task_cells(cells: list, index: int) -> set[int]:
     """The markdown cells that pose the exercise checked in cell ``index`` (those since the last code cell)."""
-    found = set()
-    for position in range(index - 1, -1, -1):
-        if cells[position].cell_type == "code":
-            break
-        found.add(position)
-    return found
+    return set(itertools.takewhile(lambda position: cells[position].cell_type != "code", range(index - 1, -1, -1)))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -146,7 +137,7 @@ def test_learner_edition_stubs_each_solution_keeps_the_rest_and_reveals_nothing(
         assert meta.get("solution") is True and meta.get("grade") is False and meta.get("schema_version") == 3, index
         grade_ids.append(meta.get("grade_id"))
         given = _task_cells(teaching.cells, index)
-        others = {position: _without_generated(c.source) for position, c in enumerate(learner.cells)
+        others = {position: _GENERATED.sub("", c.source) for position, c in enumerate(learner.cells)
                   if position not in given | {index}}
         elsewhere = "\n".join(others.values())
         shown = _numbers_in(elsewhere) - _numbers_in(cell.source)
