@@ -1,4 +1,4 @@
-"""The workshop editions. The learner edition reveals no solution, round-trips back to the teaching notebook, and
+"""The workshop editions. The learner edition reveals no solution, keeps everything else of the teaching notebook, and
 runs to the end with only its stubs failing; every slide deck is produced, non-empty, titled, and loads its scripts
 from local files. (The readable pages are the website's: tests/test_website.py.)"""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import io
+import itertools
 import re
 import textwrap
 import tokenize
@@ -16,7 +17,7 @@ import nbformat
 import pytest
 from learner_run import learner_run_problems
 
-from course_utils.machinery.learner_edition import learner_notebook, restore_solutions, solution_blocks, stub_source
+from course_utils.machinery.learner_edition import learner_notebook, solution_blocks, stub_source
 from tools import build_editions
 from tools.notebook_runner import run_notebook
 
@@ -28,10 +29,16 @@ pytestmark = pytest.mark.reads("tools/nbconvert_templates/*", "vendor/*")
 NOTEBOOKS = build_editions.course_notebooks()
 
 
-@pytest.fixture(scope="module")
-def editions(course_editions: Path) -> Path:
-    """The learner and slides editions, built once for this run (tests/conftest.py), shared with the slides' maths."""
-    return course_editions
+def skeletons(teaching: str, stubbed: str) -> tuple[list[str], list[str]]:
+    """The teaching cell's lines with each solution block as two lines ``STUB``, and the stubbed cell's lines with its
+    stubs' comment and raise lines as ``STUB``: equal when everything but the blocks stayed, in place."""
+    lines, want, position = teaching.splitlines(), [], 0
+    for block in solution_blocks(teaching):
+        want += [*lines[position:block.start], "STUB", "STUB"]
+        position = block.end + 1
+    have = ["STUB" if line.lstrip().startswith(("# YOUR CODE HERE", "raise NotImplementedError(")) else line
+            for line in stubbed.splitlines()]
+    return want + lines[position:], have
 
 
 def test_stub_keeps_the_def_line_docstring_and_check() -> None:
@@ -44,9 +51,9 @@ def test_stub_keeps_the_def_line_docstring_and_check() -> None:
     assert stub.splitlines()[2].startswith("    # YOUR CODE HERE")
     assert stub.splitlines()[3] == '    raise NotImplementedError("Exercise 01.2: your code goes here")'
     assert "clamp(-1, 1)" not in stub and stub.rstrip().endswith('check("01.2", clamp_hook)')
-    assert restore_solutions(stub, source) == source
+    assert skeletons(source, stub)[0] == skeletons(source, stub)[1]
     chosen = stub_source('### BEGIN SOLUTION\nanswer = "b"\n### END SOLUTION\ncheck("05.3", answer)\n')
-    assert "(define `answer`)" in chosen and '"b"' not in chosen
+    assert "# YOUR CODE HERE (define `answer`), then delete the raise line below" in chosen and '"b"' not in chosen
     # a prediction stub raises at the cell's top level (check() is never reached): its message says what to do
     with pytest.raises(NotImplementedError, match=r"Exercise 05\.3: write your prediction here -- define `answer`"):
         exec(chosen, {"check": lambda *args: None})
@@ -95,40 +102,42 @@ def _numbers_in(text: str) -> set[float]:
     return {float(match) for match in _NUMBER.findall(text)}
 
 
-_GENERATED = re.compile(r"<!-- cloud: .*?<!-- /cloud -->", re.DOTALL)
-
-
-def _without_generated(source: str) -> str:
-    """A cell's source without the block tools/cloud_badges.py writes (links, torch versions and dates: no task)."""
-    return _GENERATED.sub("", source)
+_GENERATED = re.compile(r"<!-- cloud: .*?<!-- /cloud -->", re.DOTALL)  # tools/cloud_badges.py's links: no task
 
 
 def _task_cells(cells: list, index: int) -> set[int]:
     """The markdown cells that pose the exercise checked in cell ``index`` (those since the last code cell)."""
-    found = set()
-    for position in range(index - 1, -1, -1):
-        if cells[position].cell_type == "code":
-            break
-        found.add(position)
-    return found
+    return set(itertools.takewhile(lambda position: cells[position].cell_type != "code", range(index - 1, -1, -1)))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_learner_edition_reveals_no_line_string_or_number_of_a_solution(path: Path) -> None:
-    """Nothing of a solution block -- a line of >= 20 characters, a string of >= 4, a number other than 0..3 -- is
-    anywhere in the learner edition (shorter lines such as `loss.backward()` are too generic to give anything away).
-    What the exercise's own task gives (code to fix, options to choose from, data)
-    and what stays visible in its own cell (the def line) is the question, not the answer, and is not counted."""
+def test_learner_edition_stubs_each_solution_keeps_the_rest_and_reveals_nothing(path: Path) -> None:
+    """Each solution cell (tagged ``solution``, with nbgrader's metadata and a grade_id of its own) is stubbed in place
+    and tagged so that Run All goes on past it; nothing else changes. Nothing of a solution block -- a line of >= 20
+    characters, a string of >= 4, a number other than 0..3 -- is anywhere in the learner edition (shorter lines such
+    as `loss.backward()` are too generic to give anything away). What the exercise's own task gives (code to fix,
+    options to choose from, data) and what stays visible in its own cell (the def line) is the question, not the
+    answer, and is not counted."""
     teaching = nbformat.read(path, as_version=4)
     learner = learner_notebook(teaching)
-    leaks = []
+    leaks, grade_ids = [], []
     for index, (original, cell) in enumerate(zip(teaching.cells, learner.cells, strict=True)):
         blocks = solution_blocks(original.source) if original.cell_type == "code" else []
+        tags = original.metadata.get("tags", [])
+        assert ("solution" in tags) == bool(blocks), f"cell {index}: the solution tag and the markers disagree"
         if not blocks:
             assert cell.source == original.source, f"cell {index}: changed although it holds no solution"
             continue
+        want, have = skeletons(original.source, cell.source)
+        assert have == want, f"cell {index}: the stubbed cell changed beyond its solution blocks"
+        assert "learner-stub" in cell.metadata["tags"] and "solution" not in cell.metadata["tags"]
+        assert "raises-exception" in cell.metadata["tags"], f"cell {index}: Run All would stop at this stub"
+        assert cell.outputs == [] and cell.execution_count is None
+        meta = original.metadata.get("nbgrader", {})
+        assert meta.get("solution") is True and meta.get("grade") is False and meta.get("schema_version") == 3, index
+        grade_ids.append(meta.get("grade_id"))
         given = _task_cells(teaching.cells, index)
-        others = {position: _without_generated(c.source) for position, c in enumerate(learner.cells)
+        others = {position: _GENERATED.sub("", c.source) for position, c in enumerate(learner.cells)
                   if position not in given | {index}}
         elsewhere = "\n".join(others.values())
         shown = _numbers_in(elsewhere) - _numbers_in(cell.source)
@@ -145,31 +154,11 @@ def test_learner_edition_reveals_no_line_string_or_number_of_a_solution(path: Pa
                       for value in strings if value.lower() in elsewhere.lower()]
             leaks += [f"cell {index}: number {value:g}, {seen(lambda t, v=value: v in _numbers_in(t))}"
                       for value in numbers if value in shown]
+    assert len(grade_ids) == len(set(grade_ids)), f"{path.name}: nbgrader grade_ids repeat: {grade_ids}"
     assert not leaks, (f"{path.name}: rule 'no leak' (CONTRIBUTING.md, section \"Exercise rules\" (#exercise-rules)): "
                        "the learner edition shows what a solution writes (cells counted from 0; a cell's own "
                        "statement does not count): reword the other cell, or write the solution differently\n"
                        + "\n".join(leaks))
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_solution_cells_round_trip_and_carry_nbgrader_metadata(path: Path) -> None:
-    teaching = nbformat.read(path, as_version=4)
-    learner = learner_notebook(teaching)
-    grade_ids = []
-    for index, (original, cell) in enumerate(zip(teaching.cells, learner.cells, strict=True)):
-        tags = original.metadata.get("tags", [])
-        has_blocks = original.cell_type == "code" and bool(solution_blocks(original.source))
-        assert ("solution" in tags) == has_blocks, f"cell {index}: the solution tag and the markers disagree"
-        if not has_blocks:
-            continue
-        assert restore_solutions(cell.source, original.source) == original.source, f"cell {index}: no round trip"
-        assert "learner-stub" in cell.metadata["tags"] and "solution" not in cell.metadata["tags"]
-        assert "raises-exception" in cell.metadata["tags"], f"cell {index}: Run All would stop at this stub"
-        assert cell.outputs == [] and cell.execution_count is None
-        meta = original.metadata.get("nbgrader", {})
-        assert meta.get("solution") is True and meta.get("grade") is False and meta.get("schema_version") == 3, index
-        grade_ids.append(meta.get("grade_id"))
-    assert len(grade_ids) == len(set(grade_ids)), f"{path.name}: nbgrader grade_ids repeat: {grade_ids}"
 
 
 def _defined_names(tree: ast.AST) -> set[str]:
@@ -219,19 +208,19 @@ def test_learner_notebooks_run_to_the_end_with_only_the_stubs_failing(request: p
     verdict, and this test steps aside."""
     if _jupyterlab_runs_the_learner_edition(request.session, name):
         pytest.skip("run in JupyterLab by tests/browser/test_jupyterlab.py in this same run")
-    editions = request.getfixturevalue("editions")
-    path = editions / "learner" / name
+    path = request.getfixturevalue("course_editions") / "learner" / name  # built once per run (tests/conftest.py)
     run = run_notebook(path, allow_errors=True)  # as in a workspace
     problems = [run.problem] if run.problem else learner_run_problems(
         run.notebook, nbformat.read(ROOT / "notebooks" / name, as_version=4))
     assert not problems, f"{name}, learner edition:\n" + "\n".join(problems)
 
 
-def test_every_slide_deck_is_produced_with_its_title(editions: Path) -> None:
-    index = (editions / "slides" / "index.html").read_text(encoding="utf-8")
+def test_every_slide_deck_is_produced_with_its_title(course_editions: Path) -> None:
+    slides = course_editions / "slides"
+    index = (slides / "index.html").read_text(encoding="utf-8")
     for path in NOTEBOOKS:
         title = build_editions.read_opening(path).title
-        page = editions / "slides" / f"{path.stem}.slides.html"
+        page = slides / f"{path.stem}.slides.html"
         text = page.read_text(encoding="utf-8")
         assert len(text) > 10_000 and title.split(" · ")[-1][:20] in text, page.name
         scripts = re.findall(r'<script src="([^"]+)"', text)
@@ -239,10 +228,10 @@ def test_every_slide_deck_is_produced_with_its_title(editions: Path) -> None:
         assert all((page.parent / s).exists() for s in local), page.name
         assert not [s for s in scripts if s.startswith("http")], page.name  # nothing remote: KaTeX is vendored
         assert f'href="{page.name}"' in index
-    deck = (editions / "slides" / "03_forward_hooks.slides.html").read_text(encoding="utf-8")
+    deck = (slides / "03_forward_hooks.slides.html").read_text(encoding="utf-8")
     assert deck.count("<section") > 5  # one slide per ## heading at least
-    assert (editions / "slides" / "reveal.js" / "dist" / "reveal.js").exists()
-    deck = (editions / "slides" / "05_guided_backprop.slides.html").read_text(encoding="utf-8")
+    assert (slides / "reveal.js" / "dist" / "reveal.js").exists()
+    deck = (slides / "05_guided_backprop.slides.html").read_text(encoding="utf-8")
     assert "data:image/jpeg;base64" in deck  # its saliency maps, embedded (course_utils/figures.py)
 
 
@@ -250,17 +239,11 @@ def test_every_slide_deck_is_produced_with_its_title(editions: Path) -> None:
 JQUERY = ROOT / "vendor" / "jquery"
 
 
-def vendored_jquery_version() -> tuple[int, int, int]:
-    """The version in the banner of ``vendor/jquery/jquery.min.js`` (``/*! jQuery v3.7.1 | ...``)."""
+def test_vendored_jquery_has_the_xss_fixes_its_licence_and_its_readme_line() -> None:
     banner = (JQUERY / "jquery.min.js").read_text(encoding="utf-8")[:200]
     match = re.match(r"/\*! jQuery v(\d+)\.(\d+)\.(\d+) ", banner)
     assert match, f"no jQuery version banner at the start of vendor/jquery/jquery.min.js: {banner[:60]!r}"
-    major, minor, patch = (int(part) for part in match.groups())
-    return major, minor, patch
-
-
-def test_vendored_jquery_has_the_xss_fixes_its_licence_and_its_readme_line() -> None:
-    version = vendored_jquery_version()
+    version = tuple(int(part) for part in match.groups())
     # CVE-2019-11358 was fixed in 3.4.0, CVE-2020-11022 and CVE-2020-11023 in 3.5.0
     assert version >= (3, 5, 0), f"vendored jQuery {version} has known XSS flaws: vendor 3.5.0 or later"
     assert "Permission is hereby granted, free of charge" in (JQUERY / "LICENSE.txt").read_text(encoding="utf-8")
@@ -268,9 +251,9 @@ def test_vendored_jquery_has_the_xss_fixes_its_licence_and_its_readme_line() -> 
     assert f"| {'.'.join(map(str, version))} |" in readme, "vendor/README.md must name the jQuery version shipped"
 
 
-def test_the_slides_load_the_vendored_jquery_once(editions: Path) -> None:
+def test_the_slides_load_the_vendored_jquery_once(course_editions: Path) -> None:
     # vendor/README.md says why jQuery is needed at all: the reveal template's scroll handler. Keep that true.
     loads_jquery = re.compile(r'<script[^>]+src="[^"]*jquery[^"]*"')
     for path in NOTEBOOKS:
-        deck = (editions / "slides" / f"{path.stem}.slides.html").read_text(encoding="utf-8")
+        deck = (course_editions / "slides" / f"{path.stem}.slides.html").read_text(encoding="utf-8")
         assert loads_jquery.findall(deck) == ['<script src="jquery/jquery.min.js"'], path.name

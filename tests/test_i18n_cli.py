@@ -4,11 +4,15 @@ and ``editions`` takes ``--missing`` before or after the command."""
 
 from __future__ import annotations
 
+import dataclasses
+import gettext
+import io
 import shutil
 from pathlib import Path
 
 import pytest
 
+from tools import sync
 from tools.i18n import editions, messages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,14 +28,11 @@ def locale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return copy
 
 
-def test_the_documented_add_names_a_po_part() -> None:
-    assert "messages add nb03.po course_utils/machinery/exercises/nb03.py" in messages.__doc__
-    assert "add nb03.py" not in messages.__doc__
-
-
 @pytest.mark.parametrize("part", ["nb03.py", "nb03", ".po", "../nb03.po", "zh/nb03.po"])
 def test_add_refuses_a_part_that_is_not_a_po_file_and_writes_nothing(locale: Path, part: str,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert "add nb03.po course_utils/machinery/exercises/nb03.py" in messages.__doc__  # documented, and no .py part
+    assert "add nb03.py" not in messages.__doc__
     before = sorted(p.name for p in (locale / "zh").iterdir())
     with pytest.raises(ValueError, match="such as nb03.po"):
         messages.add("zh", part, [EXERCISES])
@@ -50,18 +51,12 @@ def test_add_appends_to_a_po_part_and_verify_names_a_stray_file(locale: Path) ->
     assert any("nb03.py: not a .po part" in problem for problem in messages.problems("zh"))
 
 
-def test_editions_takes_missing_before_or_after_the_command() -> None:
-    parser_order = ["export", "--missing", "notebooks/01_tensor_hooks.ipynb"], ["--missing", "export",
-                                                                               "notebooks/01_tensor_hooks.ipynb"]
-    import contextlib
-    import io
-
+def test_editions_takes_missing_before_or_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    notebook = str(ROOT / "notebooks" / "01_tensor_hooks.ipynb")
     outputs = []
-    for argv in parser_order:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            assert editions.main([*argv[:-1], str(ROOT / argv[-1])]) == 0
-        outputs.append(out.getvalue())
+    for argv in (["export", "--missing", notebook], ["--missing", "export", notebook]):
+        assert editions.main(argv) == 0
+        outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1]
 
 
@@ -70,8 +65,6 @@ def test_a_lagging_fork_adds_a_message_once_and_it_shows_in_english(locale: Path
     """Issue 46: messages lag like cells. A new message fails the strict rule; where the translation may lag it is no
     problem, it shows in English and stays listed as missing, and once ``add`` has listed it make sync asks for the
     msgstr only, never for the ``add`` again."""
-    from tools import sync
-
     code = tmp_path / "course_utils" / "machinery" / "exercises" / "nb99.py"
     code.parent.mkdir(parents=True)
     code.write_text('from course_utils.machinery.messages import N_\nX = N_("A new message of a fork.")\n')
@@ -88,9 +81,6 @@ def test_a_lagging_fork_adds_a_message_once_and_it_shows_in_english(locale: Path
     assert new in messages.missing("zh"), "python -m tools.i18n.messages missing no longer lists it"
     assert messages.to_write("zh") == {"nb99.po": [new]}
     assert not any(new in problem for problem in messages.problems("zh", may_lag=True))
-    import gettext
-    import io
-
     assert gettext.GNUTranslations(io.BytesIO(messages.compiled("zh"))).gettext(new) == new  # English stands in
     for lag in (True, False):
         monkeypatch.setattr(editions, "translations_may_lag", lambda lag=lag: lag)

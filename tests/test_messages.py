@@ -19,7 +19,6 @@ import pytest
 from course_utils.machinery import messages
 from course_utils.machinery.env_check import detect_route
 from course_utils.machinery.guard import SessionGuard
-from course_utils.machinery.learner_edition import stub_source
 from course_utils.machinery.messages import _, in_every_language, set_language
 from tests.fresh_python import FreshPython
 from tools.i18n import messages as catalogue_tool
@@ -80,23 +79,9 @@ def test_every_message_has_a_chinese_entry_and_course_mo_is_compiled() -> None:
     if untranslated:
         from tools.i18n.editions import UntranslatedWarning
 
-        warnings.warn(UntranslatedWarning(f"{len(untranslated)} messages show in English "
-                                          "(translations_may_lag = true):\n"
-                                          + "\n".join(f"{where[0]}: {msgid!r}" for msgid,
-                                                      where in untranslated.items())),
-                      stacklevel=2)
-
-
-def test_the_machinery_messages_keep_their_placeholders_in_chinese() -> None:
-    """A translation that drops or renames a ``{placeholder}`` would raise KeyError (or lose a value) in format()."""
-    wrong = []
-    for path in catalogue_tool.parts("zh"):
-        for message in catalogue_tool.read_part(path):
-            if message.id and message.string:
-                names = sorted(set(re.findall(r"\{(\w*)\}", message.id)))
-                if names != sorted(set(re.findall(r"\{(\w*)\}", message.string))):
-                    wrong.append(f"{path.name}: {message.id[:60]!r}")
-    assert not wrong, "\n".join(wrong)
+        listed = "\n".join(f"{where[0]}: {msgid!r}" for msgid, where in untranslated.items())
+        warnings.warn(UntranslatedWarning(f"{len(untranslated)} messages show in English (translations_may_lag = "
+                                          f"true):\n{listed}"), stacklevel=2)
 
 
 def test_no_message_is_marked_inside_an_f_string() -> None:
@@ -167,12 +152,12 @@ def test_course_lang_zh_makes_check_and_hint_speak_chinese_and_set_language_en_s
     assert not any(phrase in english for phrase in ("练习", "提示", "觉得"))
 
 
-def test_zh_hint_label_of_the_last_exercise_reads_without_a_stray_space() -> None:
+def test_zh_hint_label_of_the_last_exercise_reads_without_a_stray_space_and_a_regional_lang_is_chinese() -> None:
     out = run_python("""
         from course_utils.machinery.checks import check, hint
         check("01.1", None)
         hint()
-    """, "zh")
+    """, "zh_CN.UTF-8")
     line = next(line for line in out.splitlines() if "提示 1/" in line)
     assert line.startswith("练习 01.1（你最近做的那道），提示 1/"), line
 
@@ -190,14 +175,6 @@ def test_setup_notebook_lang_zh_switches_a_session_without_course_lang() -> None
     assert first.startswith("Hint 1/") and "for exercise 01.1" in first
     assert second.startswith("练习 01.1，提示 2/")
     assert unknown.startswith("✗ 没有编号为 '99.9' 的练习。")
-
-
-def test_a_regional_course_lang_is_chinese_too() -> None:
-    out = run_python("""
-        from course_utils.machinery.messages import language
-        print(language())
-    """, "zh_CN.UTF-8")
-    assert out.strip() == "zh"
 
 
 @pytest.mark.parametrize("bad", ["fr", "klingon", "", 3])
@@ -232,9 +209,6 @@ def test_english_is_unchanged_when_nothing_chooses_a_language() -> None:
     if messages.language() != "en":
         pytest.skip("COURSE_LANG chooses another language in this environment")
     assert _("All checks passed.") == "All checks passed."
-    stub = stub_source('### BEGIN SOLUTION\nanswer = 3\n### END SOLUTION\ncheck("05.3", answer)\n')
-    assert "# YOUR CODE HERE (define `answer`), then delete the raise line below" in stub
-    assert 'raise NotImplementedError("Exercise 05.3: write your prediction here -- define `answer` in place' in stub
 
 
 # -- the pieces check() composes -------------------------------------------------------------------------------------

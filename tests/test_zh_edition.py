@@ -18,7 +18,6 @@ import io
 import json
 import re
 import shutil
-import sys
 import warnings
 from pathlib import Path
 from urllib.parse import unquote
@@ -27,6 +26,7 @@ import nbformat
 import pytest
 
 from course_utils.machinery.course import course_map
+from course_utils.machinery.layout import SETTINGS, read_settings
 from course_utils.machinery.learner_edition import learner_notebook
 from course_utils.machinery.workspace import prepare_workspace
 from tools.i18n import editions, units
@@ -59,7 +59,7 @@ def require_translated(source: str, problems: list[str], may_lag: bool) -> None:
     if may_lag:
         warnings.warn(editions.UntranslatedWarning(
             f"{what}; they show the English with a 'not yet translated' note (course_utils/course.toml: "
-            f"{editions.LAG_SETTING} = true):\n" + "\n".join(problems)), stacklevel=2)
+            "translations_may_lag = true):\n" + "\n".join(problems)), stacklevel=2)
         return
     pytest.fail(f"{what} (translate them: python -m tools.i18n.editions export --missing {source} > x.txt, write the "
                 "Chinese, python -m tools.i18n.editions import " + source + " x.txt, then make sync; CONTRIBUTING.md, "
@@ -68,21 +68,19 @@ def require_translated(source: str, problems: list[str], may_lag: bool) -> None:
 
 @pytest.mark.parametrize("source", SOURCES)
 def test_every_cell_and_paragraph_has_a_current_translation(source: str) -> None:
-    require_translated(source, editions.stale(LANG, source), editions.translations_may_lag())
+    require_translated(source, editions.stale(LANG, source), SETTINGS.translations_may_lag)
 
 
-def test_the_setting_is_strict_unless_it_says_otherwise(tmp_path: Path) -> None:
+def test_the_setting_is_one_line_true_or_false() -> None:
     # The course commits `false` (its make test and CI strict); a fork changes this one line to `true`.
-    text = editions.SETTINGS_FILE.read_text(encoding="utf-8")
-    line = f"\n{editions.LAG_SETTING} = {str(editions.translations_may_lag()).lower()}\n"
+    text = (ROOT / "course_utils" / "course.toml").read_text(encoding="utf-8")
+    line = f"\ntranslations_may_lag = {str(SETTINGS.translations_may_lag).lower()}\n"
     assert line in text, "one line, true or false"
-    fork = tmp_path / "course.toml"
     for value in ("true", "false"):
-        fork.write_text(text.replace(line, f"\n{editions.LAG_SETTING} = {value}\n"), encoding="utf-8")
-        assert editions.translations_may_lag(fork) is (value == "true")
-    fork.write_text(text.replace(line, f"\n{editions.LAG_SETTING} = \"yes\"\n"), encoding="utf-8")
+        assert read_settings(text.replace(line, f"\ntranslations_may_lag = {value}\n")).translations_may_lag is (
+            value == "true")
     with pytest.raises(ValueError, match="true or false"):
-        editions.translations_may_lag(fork)
+        read_settings(text.replace(line, '\ntranslations_may_lag = "yes"\n'))
 
 
 def test_a_fork_that_lets_the_translation_lag_gets_warnings_with_the_list() -> None:
@@ -106,22 +104,18 @@ _SPACE = re.compile(r"[\u4e00-\u9fff，。：；、（）“”] +[\u4e00-\u9fff
 
 @functools.cache
 def glossary_tables() -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str]]]:
-    """The rows of GLOSSARY.md's "Recurring labels" table, of its "Terms the test checks" table and of its "Words a
-    translation must not use" table."""
-    tables: dict[str, list[tuple[str, str]]] = {"labels": [], "terms": [], "avoid": []}
+    """The rows of GLOSSARY.md's "Recurring labels", "Terms the test checks" and "Words a translation must not use"
+    tables."""
+    titles = ("Recurring labels", "Terms the test checks", "Words a translation must not use")
+    tables: dict[str, list[tuple[str, str]]] = {title: [] for title in titles}
     current = None
     for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
-        if line.startswith("Recurring labels"):
-            current = "labels"
-        elif line.startswith("Terms the test checks"):
-            current = "terms"
-        elif line.startswith("Words a translation must not use"):
-            current = "avoid"
-        elif current and (row := _ROW.match(line)) and not set(row.group(1)) <= set("-|") \
-                and row.group(1) not in ("English", "avoid"):
-            tables[current].append((row.group(1), row.group(2)))
+        current = next((title for title in titles if line.startswith(title)), current)
+        row = _ROW.match(line)
+        if current and row and not set(row[1]) <= set("-|") and row[1] not in ("English", "avoid"):
+            tables[current].append((row[1], row[2]))
     assert all(tables.values()), f"{GLOSSARY.relative_to(ROOT)} lost one of its tables"
-    return tables["labels"], tables["terms"], tables["avoid"]
+    return tables[titles[0]], tables[titles[1]], tables[titles[2]]
 
 
 def glossary_problems(english: str, chinese: str, prose: bool = True) -> list[str]:
@@ -143,48 +137,48 @@ def glossary_problems(english: str, chinese: str, prose: bool = True) -> list[st
     return problems
 
 
-@pytest.mark.parametrize("source", SOURCES)
-def test_the_translation_keeps_the_glossary(source: str) -> None:
-    """Issue 36: one term, one translation (the post-accumulate-grad hook, clamp, dead ReLU, the then-vs-now label, the
-    Binder sentence, ...), Chinese punctuation, in every notebook and guide of the Chinese edition."""
-    catalog = editions.read_catalog(editions.po_path(LANG, source))
-    strings = {unit.english for unit in editions.units_of(source) if unit.kind == "string"}
-    problems = [f"{message.context or 'paragraph'}: {problem}" for message in catalog if message.id and message.string
-                for problem in glossary_problems(message.id, message.string, prose=message.id not in strings)]
-    problems += [f"{message.context}: a string the code prints or draws (an alt text...) is plain text, no Markdown "
-                 "emphasis (*...*)" for message in catalog
-                 if message.id in strings and message.string and _EMPHASIS.search(message.string)]
-    assert not problems, f"{source} (see {GLOSSARY.relative_to(ROOT)}):\n" + "\n".join(problems)
-
-
-def _literal_stars(markdown: str, parser) -> int:
+def _literal_stars(markdown: str) -> int:
     def texts(tokens):
         for token in tokens:
             yield from texts(token.children) if token.children else [token.content] if token.type == "text" else []
-    return sum(text.count("*") for text in texts(parser.parse(markdown)))
+    return sum(text.count("*") for text in texts(units._PARSER.parse(markdown)))
 
 
 @pytest.mark.parametrize("source", SOURCES)
-def test_the_chinese_emphasis_renders(source: str) -> None:
-    """CommonMark does not close **…** after full-width punctuation that a Chinese character follows (**平手。**每),
-    nor open *…* before one (是*“…”*): the asterisks are printed. Every translation renders as many as its English."""
-    markdown_it = pytest.importorskip("markdown_it")
-    parser = markdown_it.MarkdownIt("commonmark").enable("table")
+def test_the_translation_keeps_the_glossary_and_its_emphasis_renders(source: str) -> None:
+    """Issue 36: one term, one translation (the post-accumulate-grad hook, clamp, dead ReLU, the then-vs-now label, the
+    Binder sentence, ...), Chinese punctuation, in every notebook and guide of the Chinese edition. CommonMark does not
+    close **…** after full-width punctuation that a Chinese character follows (**平手。**每), nor open *…* before one
+    (是*“…”*): every translation renders as many asterisks as its English."""
     catalog = editions.read_catalog(editions.po_path(LANG, source))
-    broken = [f"{message.context or 'paragraph'}: {message.string[:80]!r}" for message in catalog
-              if message.id and message.string and "/alt" not in (message.context or "")
-              and _literal_stars(message.string, parser) > _literal_stars(message.id, parser)]
-    assert not broken, f"{source}: asterisks that do not render (put the full-width punctuation outside **…**):\n" \
-        + "\n".join(broken)
+    strings = {unit.english for unit in editions.units_of(source) if unit.kind == "string"}
+    translated = [message for message in catalog if message.id and message.string]
+    problems = [f"{message.context or 'paragraph'}: {problem}" for message in translated
+                for problem in glossary_problems(message.id, message.string, prose=message.id not in strings)]
+    problems += [f"{message.context}: a string the code prints or draws (an alt text...) is plain text, no Markdown "
+                 "emphasis (*...*)" for message in translated if message.id in strings
+                 and _EMPHASIS.search(message.string)]
+    problems += [f"{message.context or 'paragraph'}: asterisks that do not render (put the full-width punctuation "
+                 f"outside **…**): {message.string[:80]!r}" for message in translated
+                 if _literal_stars(message.string) > _literal_stars(message.id)]
+    assert not problems, f"{source} (see {GLOSSARY.relative_to(ROOT)}):\n" + "\n".join(problems)
 
 
-def test_the_messages_keep_the_glossary() -> None:
-    """The same for check(), hint() and doctor(): their Chinese uses the glossary's terms and punctuation."""
+def test_the_messages_keep_the_glossary_and_their_placeholders() -> None:
+    """The same for check(), hint() and doctor(): their Chinese uses the glossary's terms and punctuation, and keeps
+    each ``{placeholder}`` (a dropped or renamed one would raise KeyError, or lose a value, in format())."""
     from tools.i18n import messages as catalogue_tool
 
-    problems = [f"{path.name}: {message.id[:50]!r}: {problem}" for path in catalogue_tool.parts(LANG)
-                for message in catalogue_tool.read_part(path) if message.id and message.string
-                for problem in glossary_problems(message.id, message.string)]
+    def placeholders(text: str) -> set[str]:
+        return set(re.findall(r"\{(\w*)\}", text))
+
+    problems = []
+    for path in catalogue_tool.parts(LANG):
+        for message in [m for m in catalogue_tool.read_part(path) if m.id and m.string]:
+            where = f"{path.name}: {message.id[:50]!r}"
+            problems += [f"{where}: {problem}" for problem in glossary_problems(message.id, message.string)]
+            if placeholders(message.id) != placeholders(message.string):
+                problems.append(f"{where}: its placeholders changed")
     assert not problems, "\n".join(problems)
 
 
@@ -201,19 +195,6 @@ def test_the_glossary_check_finds_what_it_is_for() -> None:
     assert glossary_problems("another post-accumulate-grad hook", "另一个 梯度累加后钩子")
     assert not glossary_problems("the hook on `x`", "`x` 上的钩子，`fc1.weight` 的梯度累加后钩子，`y` 的 `z` 钩子")
     assert not glossary_problems("`(x, y)`", "`(x, y)` 与 (bias, x, Wᵀ)")
-
-
-@pytest.mark.parametrize("english", ENGLISH, ids=[p.name for p in ENGLISH])
-def test_the_chinese_notebook_is_what_the_build_makes(english: Path) -> None:
-    target = zh_path(english)
-    assert target.exists(), f"{target.relative_to(ROOT)} is missing: run make translations"
-    built = editions.built_notebook(LANG, english)
-    stored = json.loads(target.read_text(encoding="utf-8"))
-    for want, have in zip(built["cells"], stored["cells"], strict=True):
-        assert "".join(have["source"]) == "".join(want["source"]), (
-            f"{target.relative_to(ROOT)} cell {have.get('id')} is not what tools/i18n/editions.py builds from the "
-            "English and translations/zh/: it was edited by hand, or the English changed. Run make translations.")
-    assert stored["metadata"].get("language_edition", {}).get("lang") == LANG
 
 
 @pytest.mark.parametrize("source", list(editions.GUIDES))
@@ -279,16 +260,23 @@ def code_differences(english: str, chinese: str) -> list[str]:
 
 
 @pytest.mark.parametrize("english", ENGLISH, ids=[p.name for p in ENGLISH])
-def test_parity_same_cells_tags_headings_and_code(english: Path) -> None:
-    ours, theirs = cells(english), cells(zh_path(english))
-    assert [c["cell_type"] for c in ours] == [c["cell_type"] for c in theirs]
-    assert [c["id"] for c in ours] == [c["id"] for c in theirs]
-    for en, zh in zip(ours, theirs, strict=True):
+def test_the_chinese_notebook_is_what_the_build_makes_with_the_english_cells_and_code(english: Path) -> None:
+    """notebooks/zh/ is what the build makes from the English and translations/zh/: the same cells, ids, metadata and
+    tags, the same heading levels, and the English code (only comments, shown strings and ``setup_notebook``)."""
+    target = zh_path(english)
+    assert target.exists(), f"{target.relative_to(ROOT)} is missing: run make translations"
+    stored = json.loads(target.read_text(encoding="utf-8"))
+    assert stored["metadata"].get("language_edition", {}).get("lang") == LANG
+    ours, theirs = cells(english), stored["cells"]
+    assert [(c["cell_type"], c["id"]) for c in ours] == [(c["cell_type"], c["id"]) for c in theirs]
+    for en, zh, built in zip(ours, theirs, editions.built_notebook(LANG, english)["cells"], strict=True):
         where = f"{english.name} cell {en['id']}"
-        assert en["metadata"] == zh["metadata"], f"{where}: metadata (tags, slideshow, ...) differ"
         en_text, zh_text = "".join(en["source"]), "".join(zh["source"])
+        assert zh_text == "".join(built["source"]), (
+            f"{target.relative_to(ROOT)} cell {zh['id']} is not what tools/i18n/editions.py builds from the English "
+            "and translations/zh/: it was edited by hand, or the English changed. Run make translations.")
+        assert en["metadata"] == zh["metadata"], f"{where}: metadata (tags, slideshow, ...) differ"
         if en["cell_type"] == "code":
-            assert zh_text == built_code(english, en), f"{where}: the code is not what the build makes"
             assert not code_differences(en_text, zh_text), f"{where}: {code_differences(en_text, zh_text)}"
             for _kind, text, *_ in units._tokens(zh_text):  # issue 43: no {field} cut over two literals ({st" "art})
                 literal = units._LITERAL.match(text) if _kind == 3 else None
@@ -325,7 +313,7 @@ def test_the_course_map_reads_the_chinese_openings() -> None:
     assert [row.file for row in chinese] == [row.file for row in english]
     assert [row.minutes for row in chinese] == [row.minutes for row in english]
     untranslated = [row.file for row in chinese if not _CJK.search(row.title + row.learn)]
-    if untranslated and editions.translations_may_lag():
+    if untranslated and SETTINGS.translations_may_lag:
         warnings.warn(editions.UntranslatedWarning(f"the opening cells of {untranslated} are not in Chinese yet"),
                       stacklevel=2)
         return
@@ -370,10 +358,15 @@ def test_the_english_guides_link_their_chinese_versions() -> None:
         assert f"]({relative})" in (ROOT / source).read_text(encoding="utf-8"), f"{source} does not link {relative}"
 
 
-def test_the_chinese_learner_edition_hides_what_the_english_one_hides() -> None:
+def test_the_chinese_learner_edition_hides_what_the_english_one_hides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """... and its stubs speak Chinese whatever the shell says, leaving the learner's own language as it was."""
+    from course_utils.machinery.messages import language
+
+    monkeypatch.delenv("COURSE_LANG", raising=False)
     for english in ENGLISH:
         en = learner_notebook(nbformat.read(english, as_version=4))
         zh = learner_notebook(nbformat.read(zh_path(english), as_version=4))
+        assert zh.metadata["language_edition"]["lang"] == LANG
         for a, b in zip(en.cells, zh.cells, strict=True):
             if a.cell_type == "code":
                 assert a.metadata.get("tags") == b.metadata.get("tags"), f"{english.name} cell {a.get('id')}"
@@ -382,6 +375,8 @@ def test_the_chinese_learner_edition_hides_what_the_english_one_hides() -> None:
                     assert b.source == built_code(english, a), f"{english.name} cell {a.get('id')}"
                 else:
                     assert len(b.source.splitlines()) == len(a.source.splitlines()), f"{english.name} {a.get('id')}"
+                    assert _CJK.search(b.source), f"{english.name} {a.get('id')}: an English stub in Chinese"
+    assert language() == "en", "learner_notebook() changed the learner's own language"
 
 
 def test_a_chinese_workspace_is_made_and_never_overwrites(tmp_path: Path) -> None:
@@ -407,15 +402,20 @@ def _translate_everything(source: str) -> None:
 
 
 @pytest.fixture()
-def notebook_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of notebook 01 whose translation the test makes up (translations/ in tmp_path)."""
+def course_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty course in tmp_path (notebooks/, translations/, no guide) that the editions read and write."""
     (tmp_path / "notebooks").mkdir()
-    english = tmp_path / "notebooks" / "01_tensor_hooks.ipynb"
+    for name, value in (("ROOT", tmp_path), ("NOTEBOOKS", tmp_path / "notebooks"), ("GUIDES", {}),
+                        ("TRANSLATIONS", tmp_path / "translations")):
+        monkeypatch.setattr(editions, name, value)
+    return tmp_path
+
+
+@pytest.fixture()
+def notebook_copy(course_copy: Path) -> Path:
+    """A copy of notebook 01 whose translation the test makes up."""
+    english = course_copy / "notebooks" / "01_tensor_hooks.ipynb"
     shutil.copy(ROOT / "notebooks" / english.name, english)
-    monkeypatch.setattr(editions, "ROOT", tmp_path)
-    monkeypatch.setattr(editions, "NOTEBOOKS", tmp_path / "notebooks")
-    monkeypatch.setattr(editions, "TRANSLATIONS", tmp_path / "translations")
-    monkeypatch.setattr(editions, "GUIDES", {})
     editions.update(LANG, "notebooks/01_tensor_hooks.ipynb")
     _translate_everything("notebooks/01_tensor_hooks.ipynb")
     assert editions.stale(LANG, "notebooks/01_tensor_hooks.ipynb") == []
@@ -448,7 +448,7 @@ def test_a_changed_sentence_puts_only_its_paragraph_in_english(notebook_copy: Pa
     new_english = changed + " One more English sentence."
     message = catalog.get(new_english, context=cell["id"])
     assert message.fuzzy and message.string.startswith("译文")
-    assert editions.previous_english(catalog, cell["id"], new_english) == changed, "the English before is kept"
+    assert [m.id for m in catalog.obsolete.values()] == [changed], "the English before is kept"
     built = {c["id"]: "".join(c["source"]) for c in editions.built_notebook(LANG, english)["cells"]}[cell["id"]]
     assert built.startswith(f"译文 {cell['id']}\n"), "the heading stays translated"
     assert message.string not in built and "One more English sentence." in built, "outdated Chinese is never shown"
@@ -456,7 +456,7 @@ def test_a_changed_sentence_puts_only_its_paragraph_in_english(notebook_copy: Pa
     assert all(f"译文 {cell['id']}.{n}" in built for n in range(3, len(blocks) + 1)), "the other blocks stay Chinese"
     assert "fuzzy" in editions.po_path(LANG, source).read_text()
     editions.update(LANG, source)  # a second update keeps the same old English
-    assert editions.previous_english(editions.read_catalog(editions.po_path(LANG, source)), cell["id"]) == changed
+    assert [m.id for m in editions.read_catalog(editions.po_path(LANG, source)).obsolete.values()] == [changed]
 
     # The translator's export: the English now and before on @| lines, then the old translation to edit; the
     # documented order of the arguments works (export --missing SOURCE), and giving it back unchanged changes nothing.
@@ -473,7 +473,7 @@ def test_a_changed_sentence_puts_only_its_paragraph_in_english(notebook_copy: Pa
     assert len(editions.stale(LANG, source)) == 1, "an old translation imported unchanged stays out of date"
     editions.import_text(LANG, source, f"@@ {key}\n新的译文\n")
     assert editions.stale(LANG, source) == []
-    assert editions.previous_english(editions.read_catalog(editions.po_path(LANG, source)), cell["id"]) is None
+    assert not editions.read_catalog(editions.po_path(LANG, source)).obsolete, "the English before is dropped"
     kinds = editions._kinds(source)
     with_fields = next(k for k, m in editions._keyed(LANG, source)[1].items()
                        if units.fields(m.id) and kinds[m.context, m.id] == "fstring")
@@ -502,19 +502,6 @@ def test_numbers_and_code_names_changed_in_english_are_carried_into_the_translat
     assert editions.carried("0.5 of it", "0.25 of it", "它的一半") is None  # the translation writes it otherwise
 
 
-def test_make_learner_builds_the_chinese_edition(tmp_path: Path) -> None:
-    import subprocess
-
-    subprocess.run([sys.executable, "-m", "tools.build_editions", "learner", "--lang", LANG,
-                    "--out", str(tmp_path)], cwd=ROOT, check=True, capture_output=True, text=True)
-    built = sorted((tmp_path / LANG / "learner").glob("*.ipynb"))
-    assert [p.name for p in built] == [p.name for p in ENGLISH]
-    for path in built:
-        notebook = json.loads(path.read_text(encoding="utf-8"))
-        assert notebook["metadata"]["language_edition"]["lang"] == LANG
-        assert "### BEGIN SOLUTION" not in path.read_text(encoding="utf-8")
-
-
 def test_a_chinese_learner_notebook_runs_with_chinese_stubs_and_checks(tmp_path: Path) -> None:
     """The Chinese learner edition of 01, run in a kernel as a learner's workspace holds it: only the stubs fail, and
     check() reports them in Chinese (tests/learner_run.py knows both languages)."""
@@ -531,26 +518,9 @@ def test_a_chinese_learner_notebook_runs_with_chinese_stubs_and_checks(tmp_path:
     assert "✗" in printed and _CJK.search(printed.split("✗", 1)[1][:200]), "check() did not answer in Chinese"
 
 
-def test_the_stubs_speak_the_notebooks_language_whatever_the_shell_says(monkeypatch) -> None:
-    from course_utils.machinery.messages import language
-
-    monkeypatch.delenv("COURSE_LANG", raising=False)
-    zh = learner_notebook(nbformat.read(ROOT / "notebooks" / LANG / "01_tensor_hooks.ipynb", as_version=4))
-    monkeypatch.setenv("COURSE_LANG", "zh")
-    en = learner_notebook(nbformat.read(ROOT / "notebooks" / "01_tensor_hooks.ipynb", as_version=4))
-    stubs = [c.source for c in zh.cells if "NotImplementedError" in c.source]
-    assert stubs and all(_CJK.search(s) for s in stubs), "the Chinese learner edition has English stubs"
-    assert language() == "zh"  # learner_notebook() left the learner's own choice as it was
-    assert [c.source for c in en.cells if "NotImplementedError" in c.source], "no stubs in the English edition"
-
-
-def test_a_changed_guide_paragraph_keeps_its_translation_fuzzy(tmp_path: Path, monkeypatch) -> None:
-    (tmp_path / "notebooks").mkdir()
-    guide = tmp_path / "GUIDE.md"
+def test_a_changed_guide_paragraph_keeps_its_translation_fuzzy(course_copy: Path, monkeypatch) -> None:
+    guide = course_copy / "GUIDE.md"
     guide.write_text("# Title\n\nThe first paragraph says one thing about hooks.\n\nA second, unrelated one.\n")
-    monkeypatch.setattr(editions, "ROOT", tmp_path)
-    monkeypatch.setattr(editions, "NOTEBOOKS", tmp_path / "notebooks")
-    monkeypatch.setattr(editions, "TRANSLATIONS", tmp_path / "translations")
     monkeypatch.setattr(editions, "GUIDES", {"GUIDE.md": "GUIDE.{lang}.md"})
     editions.update(LANG, "GUIDE.md")
     editions.import_text(LANG, "GUIDE.md", "@@ 1\n# 标题\n\n@@ 2\n第一段讲钩子的一件事。\n\n@@ 3\n第二段。\n")
@@ -566,25 +536,19 @@ def test_a_changed_guide_paragraph_keeps_its_translation_fuzzy(tmp_path: Path, m
     assert "The first paragraph says one more thing" in editions.built_guide(LANG, "GUIDE.md"), "outdated Chinese shown"
 
 
-def test_a_po_file_of_the_old_form_is_migrated_without_losing_a_translation() -> None:
-    """Issue 46: entries of the old form (a whole cell; an alt text as cell-id/alt1) become entries of today's units,
-    each block paired with its translation, and an extra block of the translation stays with the one before it."""
-    from babel.messages.catalog import Catalog
-
-    from tools.i18n import legacy
-
-    cells = [{"id": "m1", "cell_type": "markdown", "source": "## Title\n\nOne paragraph.\n\n- an item\n- another"},
-             {"id": "c1", "cell_type": "code", "source": 'show_figure(fig, alt="Two bars: {a}.", a=1)'}]
-    old = Catalog(locale="zh")
-    old.add("## Title\n\nOne paragraph.\n\n- an item\n- another",
-            "## 标题\n\n一段。\n\n补充的一段。\n\n- 一项\n- 另一项",
-            context="m1")
-    old.add("Two bars: {a}.", "两根柱子：{a}。", context="c1/alt1")
-    new = legacy.in_units(old, cells, fences=True)
-    assert [m.id for m in new if m.id] == ["## Title", "One paragraph.", "- an item", "- another", "Two bars: {a}."]
-    assert new.get("- an item", context="m1").string == "- 一项" and new.get("Two bars: {a}.", context="c1").string \
-        == "两根柱子：{a}。"
-    english = cells[0]["source"]
-    built = editions.translated_markdown(english, units.markdown_blocks(english), "m1", LANG, new)
-    assert built == "## 标题\n\n一段。\n\n补充的一段。\n\n- 一项\n- 另一项", "the cell reads as its old translation"
-    assert legacy.in_units(new, cells, fences=True) is new, "a catalogue of today's form is left as it is"
+def test_a_po_file_of_the_old_form_is_refused_and_kept(notebook_copy: Path) -> None:
+    """A PO file from before 2026-11-29 (one entry per markdown cell; cell-id/altN) would lose its translations in
+    update: it is refused, saying how to migrate it, and left as it is."""
+    source = "notebooks/01_tensor_hooks.ipynb"
+    cell = next(c for c in json.loads(notebook_copy.read_text())["cells"] if c["cell_type"] == "markdown"
+                and len(units.markdown_blocks("".join(c["source"]))) > 1)
+    for context, english in ((cell["id"], "".join(cell["source"])), ("c001/alt1", "Two bars.")):
+        catalog = editions.read_catalog(editions.po_path(LANG, source))
+        catalog.add(english, "旧的整格译文", context=context)
+        editions.write_catalog(editions.po_path(LANG, source), catalog)
+        before = editions.po_path(LANG, source).read_bytes()
+        with pytest.raises(SystemExit, match="PO form before 2026-11-29.*commit 18607bf"):
+            editions.update(LANG, source)
+        assert editions.po_path(LANG, source).read_bytes() == before
+        catalog.delete(english, context=context)
+        editions.write_catalog(editions.po_path(LANG, source), catalog)

@@ -1,25 +1,16 @@
 """Build the workshop editions of the course from the teaching notebooks (nothing here is committed).
 
 - ``learner``: every ``### BEGIN SOLUTION`` … ``### END SOLUTION`` block becomes ``# YOUR CODE HERE`` and a
-  ``raise NotImplementedError`` (``course_utils.machinery.learner_edition``); the rest of each cell (the ``def`` line,
-  docstring, ``check(...)`` line) is kept. Outputs and execution counts are cleared. ``make lab`` gives
-  self-learners the same edition in their own workspace (``course_utils.machinery.workspace``).
-- ``slides``: one reveal.js deck per notebook (slide boundaries from each cell's ``slideshow`` metadata; a
-  notebook without any starts a new slide at every ``##`` heading). reveal.js, require.js, jQuery and KaTeX are
-  copied next to the decks from ``vendor/``, so the decks work offline, formulas included.
-  The slides also render the hook cheat-sheet (``notebooks/hooks_cheatsheet.md``) as ``hooks_cheatsheet.html``,
-  listed in their ``index.html``, its links pointing to the decks. They use nbconvert's reveal template with one
-  change (``tools/nbconvert_templates/``): formulas are typeset by the vendored KaTeX instead of MathJax from a CDN,
-  and mermaid is not imported from a CDN. Nothing is fetched from the network when a deck is opened.
+  ``raise NotImplementedError`` (``course_utils.machinery.learner_edition``); outputs are cleared. ``make lab`` gives
+  self-learners the same edition in their own workspace.
+- ``slides``: one reveal.js deck per notebook (slides from each cell's ``slideshow`` metadata, else one per ``##``
+  heading) and the hook cheat-sheet as ``hooks_cheatsheet.html``, with reveal.js, require.js, jQuery and KaTeX copied
+  from ``vendor/`` beside them: nothing is fetched when a deck is opened (nbconvert's reveal template, with KaTeX
+  instead of MathJax from a CDN: ``tools/nbconvert_templates/``). The website (``make site``) links them.
 
-The readable pages of the executed course are the website's: ``make site`` (``python -m tools.site``, myst-nb and
-the Sphinx book theme), which puts these slides beside its pages and links them (``make html`` is the same).
-
-Each builder takes an :class:`Edition`: the language, and so where its notebooks are (``notebooks/``, or
-``notebooks/zh/`` for ``--lang zh``) and where it is written (``build/``, ``build/zh/``; ``make learner
-COURSE_LANG=zh``), and which notebooks (all, or those of an agenda of the instructor guide, ``--agenda half-day``,
-or some by number, ``--notebooks 03 06``; ``make learner AGENDA=half-day``, ``make slides NB="03 06"``), written into
-``build/agenda-half-day/``, ``build/notebooks-03-06/`` then.
+An :class:`Edition` is a language (``notebooks/zh/`` for ``--lang zh``, written under ``build/zh/``) and which
+notebooks: all, those of an agenda of the instructor guide (``--agenda half-day``, into ``build/agenda-half-day/``)
+or some by number (``--notebooks 03 06``, into ``build/notebooks-03-06/``).
 
 Usage: ``python -m tools learner|slides [--out build] [--lang zh] [--agenda KEY | --notebooks NN ...]``  (``make
 learner``, ``make slides``)
@@ -51,29 +42,19 @@ PAGE_STYLE = (
     "vertical-align:top;text-align:left}code{font-size:0.95em;background:#f4f4f4}a.anchor-link{display:none}"
 )
 TEMPLATES = Path(__file__).resolve().parent / "nbconvert_templates"
-OFFLINE_SCRIPTS = {"require_js_url": "requirejs/require.js", "jquery_url": "jquery/jquery.min.js"}
 
 
 @dataclass(frozen=True)
 class Edition:
-    """One language's edition: where its notebooks and cheat-sheet are, and where its builds go.
-
-    Usage: ``build_slides(Path("build"), Edition("zh"))`` writes ``build/zh/slides/`` from ``notebooks/zh/``"""
+    """One language's edition. Usage: ``build_slides(Path("build"), Edition("zh"))`` (``notebooks/zh/`` ->
+    ``build/zh/slides/``)"""
 
     lang: str = "en"
     only: tuple[str, ...] = ()  # notebook numbers ("03", "06"); empty: every notebook
 
-    def __post_init__(self) -> None:
-        if self.lang not in LANGUAGES:
-            raise ValueError(f"lang={self.lang!r} is not a language of the course: use one of {', '.join(LANGUAGES)}.")
-
     @property
     def notebooks_dir(self) -> Path:
         return NOTEBOOKS if self.lang == "en" else NOTEBOOKS / self.lang
-
-    @property
-    def cheatsheet(self) -> Path:
-        return self.notebooks_dir / "hooks_cheatsheet.md"
 
     def notebooks(self) -> list[Path]:
         """The edition's teaching notebooks (``only`` those), in order."""
@@ -112,7 +93,8 @@ def slides_exporter() -> Any:
 
     return SlidesExporter(template_name="course_reveal", extra_template_basedirs=[str(TEMPLATES)],
                           extra_template_paths=[str(TEMPLATES)], reveal_url_prefix="reveal.js", reveal_theme="white",
-                          reveal_scroll=True, **OFFLINE_SCRIPTS)
+                          reveal_scroll=True, require_js_url="requirejs/require.js",
+                          jquery_url="jquery/jquery.min.js")
 
 
 def simple_page(title: str, body: str) -> str:
@@ -127,10 +109,10 @@ def write_cheatsheet(target: Path, edition: Edition = Edition()) -> Path:
     become ``NN_topic.slides.html`` (a deck has no section anchors)."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-    if not edition.cheatsheet.exists():
-        raise SystemExit(f"The hook cheat-sheet is missing: {edition.cheatsheet}.")
-    body = markdown2html_mistune(edition.cheatsheet.read_text(encoding="utf-8"))
-
+    cheatsheet = edition.notebooks_dir / "hooks_cheatsheet.md"
+    if not cheatsheet.exists():
+        raise SystemExit(f"The hook cheat-sheet is missing: {cheatsheet}.")
+    body = markdown2html_mistune(cheatsheet.read_text(encoding="utf-8"))
     body = re.sub(r'href="(\d\d_\w+)\.ipynb(#[^"]*)?"', r'href="\1.slides.html"', body)
     page = target / "hooks_cheatsheet.html"
     page.write_text(simple_page("PyTorch hooks — cheat-sheet", body), encoding="utf-8")
@@ -158,8 +140,7 @@ def build_slides(out: Path, edition: Edition = Edition()) -> list[Path]:
     for name in ("reveal.js", "requirejs", "jquery", "katex"):
         shutil.copytree(VENDOR / name, target / name)
     exporter = slides_exporter()
-    written = []
-    rows = []
+    written, rows = [], []
     for path in edition.notebooks():
         deck = with_slide_boundaries(nbformat.read(path, as_version=4))  # the tab shows the notebook's title
         body, _ = exporter.from_notebook_node(deck, resources={"metadata": {"name": read_opening(path).title}})
@@ -198,7 +179,6 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(str(error))
     part = f"agenda-{args.agenda}" if args.agenda else "-".join(["notebooks", *only]) if only else ""
     out = args.out or ROOT / "build" / part
-    # the same builders, reading notebooks/<lang>/ and writing under build/<lang>/
     written = {"learner": build_learner, "slides": build_slides}[args.edition](out, Edition(args.lang, only))
     print(f"{args.edition}: wrote {len(written)} files under {written[0].parent}")
 

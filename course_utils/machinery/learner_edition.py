@@ -17,6 +17,7 @@ Usage::
 from __future__ import annotations
 
 import ast
+import json
 import re
 import textwrap
 from dataclasses import dataclass
@@ -28,17 +29,7 @@ from course_utils.machinery.messages import N_, _, in_language
 if TYPE_CHECKING:
     import nbformat
 
-__all__ = [
-    "BEGIN",
-    "END",
-    "STUB_MESSAGE",
-    "SolutionBlock",
-    "exercise_id_of",
-    "learner_notebook",
-    "restore_solutions",
-    "solution_blocks",
-    "stub_source",
-]
+__all__ = ["BEGIN", "END", "STUB_MESSAGE", "SolutionBlock", "learner_notebook", "solution_blocks", "stub_source"]
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -84,122 +75,72 @@ def solution_blocks(source: str) -> list[SolutionBlock]:
     return blocks
 
 
-def exercise_id_of(source: str) -> str | None:
-    """The exercise id of the cell's ``check("NN.k", …)`` call, if any."""
-    found = _CHECK_ID.search(source)
-    return f"{found[1]}.{found[2]}" if found else None
-
-
-def _assigned_names(body: list[str]) -> list[str]:
-    """Top-level names a block assigns or defines (kept in the stub so the learner knows what to create)."""
+def _assigned_names(body: list[str]) -> tuple[list[str], bool]:
+    """The top-level names a block assigns or defines (kept in the stub so the learner knows what to create), and
+    whether it only assigns values (a prediction such as ``answer = 3``), defining no function or class."""
     try:
         tree = ast.parse(textwrap.dedent("\n".join(body)))
     except SyntaxError:
-        return []
+        return [], False
     names: list[str] = []
     for node in tree.body:
-        targets: list[ast.expr] = []
-        if isinstance(node, ast.Assign):
-            targets = list(node.targets)
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
-            targets = [node.target]
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.append(node.name)
-        for target in targets:
-            for leaf in ast.walk(target):
-                if isinstance(leaf, ast.Name) and leaf.id not in names:
-                    names.append(leaf.id)
-    return names
-
-
-def _only_values(body: list[str]) -> bool:
-    """Whether a block only assigns values (a prediction such as ``answer = 3``), defining no function or class."""
-    try:
-        tree = ast.parse(textwrap.dedent("\n".join(body)))
-    except SyntaxError:
-        return False
-    return all(isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)) for node in tree.body)
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+        names += [leaf.id for target in targets for leaf in ast.walk(target) if isinstance(leaf, ast.Name)]
+    values = all(isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)) for node in tree.body)
+    return list(dict.fromkeys(names)), values
 
 
 def stub_source(source: str) -> str:
     """The cell with each solution block replaced by ``# YOUR CODE HERE`` and a ``raise NotImplementedError``."""
     lines = source.splitlines()
-    exercise = exercise_id_of(source)
-    label = _("Exercise {id}").format(id=exercise) if exercise else _("This exercise")
+    exercise = _CHECK_ID.search(source)  # the cell's check("NN.k", ...)
+    label = _("Exercise {id}").format(id=f"{exercise[1]}.{exercise[2]}") if exercise else _("This exercise")
     out: list[str] = []
     position = 0
     for block in solution_blocks(source):
         out.extend(lines[position : block.start])
         # a block at the top of the cell names what the learner must create (e.g. `answer`); inside a def, the
         # def line already says it, and the solution's local names would be a hint
-        names = _assigned_names(block.body(lines)) if not block.indent else []
+        names, only_values = _assigned_names(block.body(lines)) if not block.indent else ([], False)
         listed = ", ".join(f"`{n}`" for n in names)
         create = _(" (define {names})").format(names=listed) if names else ""
         out.append(f"{block.indent}# YOUR CODE HERE" + _("{define}, then delete the raise line below").format(
             define=create))
-        if names and _only_values(block.body(lines)):
+        if names and only_values:
             # a prediction: the cell itself raises (check() is not reached), so the message must say what to do
             message = _("{exercise}: write your prediction here -- define {names} in place of this raise line, then "
                         "run the cell again").format(exercise=label, names=listed)
         else:
             message = _("{exercise}: {message}").format(exercise=label, message=_(STUB_MESSAGE))
-        out.append(f"{block.indent}raise NotImplementedError({_python_string(message)})")
+        out.append(f"{block.indent}raise NotImplementedError({json.dumps(message, ensure_ascii=False)})")
         position = block.end + 1
     out.extend(lines[position:])
     return "\n".join(out) + ("\n" if source.endswith("\n") else "")
 
 
-def _python_string(text: str) -> str:
-    """``text`` as a double-quoted Python string literal (as the stubs always wrote it)."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def restore_solutions(stubbed: str, teaching: str) -> str:
-    """Put the teaching cell's solution blocks back into its stubbed form (the round trip of the tests)."""
-    teaching_lines = teaching.splitlines()
-    blocks = solution_blocks(teaching)
-    stub_lines = stubbed.splitlines()
-    out: list[str] = []
-    index = 0
-    for block in blocks:
-        while index < len(stub_lines) and not stub_lines[index].lstrip().startswith("# YOUR CODE HERE"):
-            out.append(stub_lines[index])
-            index += 1
-        if index >= len(stub_lines):
-            raise ValueError("The stubbed cell has fewer stubs than the teaching cell has solution blocks.")
-        out.extend(teaching_lines[block.start : block.end + 1])
-        index += 2  # the comment and the raise line
-    out.extend(stub_lines[index:])
-    return "\n".join(out) + ("\n" if stubbed.endswith("\n") else "")
-
-
 def learner_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """A copy of a teaching notebook with every solution block stubbed and all outputs cleared.
 
-    A cell with markers is tagged ``learner-stub`` (its ``solution`` tag is dropped) and ``raises-exception``: until
-    the learner writes it, it raises, and with that tag JupyterLab's *Run All* (and *Run All Above Selected Cell*,
-    how a learner catches up) goes on past an exercise not done yet instead of stopping there. Every other cell
-    keeps its source. Markers in a markdown cell are an error (a solution must be code the learner writes).
-    The stubs speak the notebook's language: a Chinese notebook's (``metadata.language_edition.lang``) are Chinese.
+    A stubbed cell is tagged ``learner-stub`` (no longer ``solution``) and ``raises-exception``, so that JupyterLab's
+    *Run All* goes on past an exercise not done yet. Markers in a markdown cell are an error. The stubs speak the
+    notebook's language (``metadata.language_edition.lang``).
     """
     import nbformat
 
     learner = nbformat.from_dict(notebook)
-    edition = learner.metadata.get("language_edition", {}).get("lang")
-    with in_language(edition):
-        _stub_cells(learner)
+    with in_language(learner.metadata.get("language_edition", {}).get("lang")):
+        for index, cell in enumerate(learner.cells):
+            if cell.cell_type != "code":
+                if BEGIN in cell.source:
+                    raise ValueError(f"Cell {index} is markdown but holds {BEGIN}: solutions go in code cells.")
+                continue
+            if solution_blocks(cell.source):
+                cell.source = stub_source(cell.source)
+                tags = [tag for tag in cell.metadata.get("tags", []) if tag not in ("solution", RAISES)]
+                cell.metadata["tags"] = [*tags, STUB_TAG, RAISES]
+            cell.outputs = []
+            cell.execution_count = None
     return learner
-
-
-def _stub_cells(learner: nbformat.NotebookNode) -> None:
-    for index, cell in enumerate(learner.cells):
-        if cell.cell_type != "code":
-            if BEGIN in cell.source:
-                raise ValueError(f"Cell {index} is markdown but holds {BEGIN}: solutions go in code cells.")
-            continue
-        tags = list(cell.metadata.get("tags", []))
-        if solution_blocks(cell.source):
-            cell.source = stub_source(cell.source)
-            cell.metadata["tags"] = [tag for tag in tags if tag not in ("solution", RAISES)] + [STUB_TAG, RAISES]
-        cell.outputs = []
-        cell.execution_count = None

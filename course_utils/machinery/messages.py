@@ -1,9 +1,8 @@
 """The course's messages in the learner's language: ``_()`` translates, ``N_()`` marks a string to translate later.
 
-The language is English unless ``COURSE_LANG=zh`` is set or a notebook calls ``setup_notebook(lang="zh")``.
-Translations are a standard gettext catalogue, ``course_utils/machinery/locale/<lang>/LC_MESSAGES/course.mo``,
-compiled from the ``.po`` files beside it by ``python tools/i18n/messages.py compile`` (Babel); a message
-without a translation falls back to English.
+The language is English unless ``COURSE_LANG=zh`` is set or a notebook calls ``setup_notebook(lang="zh")``. The
+translations are the gettext catalogue ``locale/<lang>/LC_MESSAGES/course.mo`` (``python -m tools.i18n.messages
+compile``); a message without a translation falls back to English.
 
 Usage::
 
@@ -16,6 +15,7 @@ Usage::
 from __future__ import annotations
 
 import contextlib
+import functools
 import gettext
 import importlib.resources
 import os
@@ -33,7 +33,6 @@ DOMAIN = "course"
 _LANG_ENV = "COURSE_LANG"
 
 _chosen: str | None = None  # set_language()'s choice; None: read COURSE_LANG
-_catalogues: dict[str, gettext.NullTranslations] = {}
 
 
 def _checked(lang: str, where: str) -> str:
@@ -43,15 +42,17 @@ def _checked(lang: str, where: str) -> str:
     return normal
 
 
+def _from_env() -> str:
+    from_env = os.environ.get(_LANG_ENV, "").strip()
+    return _checked(from_env, _LANG_ENV) if from_env else "en"
+
+
 def language() -> str:
     """The language messages are shown in: ``set_language()``'s choice, else ``COURSE_LANG``, else ``"en"``."""
     if _chosen is not None:
         return _chosen
-    from_env = os.environ.get(_LANG_ENV, "").strip()
-    if not from_env:
-        return "en"
     try:
-        return _checked(from_env, _LANG_ENV)
+        return _from_env()
     except ValueError:
         return "en"  # a bad COURSE_LANG must never break check(); set_language() reports it
 
@@ -64,10 +65,7 @@ def set_language(lang: str | None) -> str:
     global _chosen
     if lang is None:
         _chosen = None
-        from_env = os.environ.get(_LANG_ENV, "").strip()
-        if from_env:
-            _checked(from_env, _LANG_ENV)
-        return language()
+        return _from_env()
     if not isinstance(lang, str):
         raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, got {lang!r}.")
     _chosen = _checked(lang, "lang")
@@ -90,16 +88,11 @@ def in_language(lang: str | None) -> Iterator[None]:
         _chosen = before
 
 
+@functools.cache
 def catalogue(lang: str) -> gettext.NullTranslations:
-    """The compiled catalogue of ``lang`` (English: no catalogue, every message as written)."""
-    if lang not in _catalogues:
-        if lang == "en":
-            _catalogues[lang] = gettext.NullTranslations()
-        else:
-            locale_dir = importlib.resources.files("course_utils.machinery") / "locale"
-            with importlib.resources.as_file(locale_dir) as path:
-                _catalogues[lang] = gettext.translation(DOMAIN, localedir=str(path), languages=[lang], fallback=True)
-    return _catalogues[lang]
+    """The compiled catalogue of ``lang`` (English: none, every message as written)."""
+    with importlib.resources.as_file(importlib.resources.files("course_utils.machinery") / "locale") as path:
+        return gettext.translation(DOMAIN, localedir=str(path), languages=[lang], fallback=True)
 
 
 def _(message: str) -> str:
@@ -143,9 +136,4 @@ def in_every_language(message: str) -> tuple[str, ...]:
 
     Usage: ``any(phrase in text for phrase in in_every_language(STUB_MESSAGE))``
     """
-    found: list[str] = []
-    for lang in LANGUAGES:
-        text = catalogue(lang).gettext(message) if message else message
-        if text not in found:
-            found.append(text)
-    return tuple(found)
+    return tuple(dict.fromkeys(catalogue(lang).gettext(message) if message else message for lang in LANGUAGES))

@@ -1,28 +1,16 @@
 """The Chinese edition, made from the English one: notebooks and guides rebuilt from English + translation files.
 
-Translations live in ``translations/<lang>/``: one standard PO file per notebook and per guide, one entry per unit
-(``tools/i18n/units.py``): each block of a markdown cell or guide (a heading, a paragraph, a list item, a table, a
-quote), and each comment and shown string of a code cell (a figure's title, labels and alt text, a printed
-sentence). A notebook's entry has the cell id as ``msgctxt`` and the English as ``msgid``; a guide's is found by its
-English alone; a ``source-sha256`` comment holds the hash of the English. The built code is the English code with
-the translated comments and strings written into the same tokens (the same prefix, quotes and ``{fields}``), and
-``setup_notebook(`` gets ``lang="zh"`` so that ``check()``, ``hint()`` and ``doctor()`` answer in Chinese.
-Generated regions (``<!-- cloud: ... -->``, ``<!-- X:start -->``, ...) are not translated: the English region is
-copied at build time (links pointed at the Chinese notebooks).
+``translations/<lang>/`` holds one standard PO file per notebook and guide, one entry per unit (``units.py``): each
+block of a markdown cell or guide, each comment and shown string of a code cell. A notebook's entry has the cell id
+as ``msgctxt``; a guide's is found by its English alone; a ``source-sha256`` comment holds the hash of the English.
+The built code is the English code with the translations written into the same tokens, and ``setup_notebook(``
+gets ``lang="zh"``. Generated regions (``<!-- cloud: ... -->``, ``<!-- X:start -->``) are made again in the
+translation's language, their words from the message catalogue (``messages.py``), never translated by hand.
 
-The tables generated from data (the README's course map and verified table, the instructor guide's timings and
-agendas) are generated again in the translation's language, their words from the message catalogue
-(``tools/i18n/messages.py``): a changed number or a new notebook needs no new translation.
-
-When an English unit changes, ``update`` keeps the old translation marked fuzzy with the old English beside it
-(an obsolete ``#~`` entry) and the build shows that unit's English under a "not yet translated" note until a
-translator fixes the entry -- unless only numbers or code names changed (``75`` -> ``85``, `` `fc1` `` -> `` `fc2` ``):
-then the translation gets the same change and stays current (:func:`carried`). ``stale`` (and the tests) name
-every unit without a current translation. Whether that fails ``make test`` is one setting of
-``course_utils/course.toml``, read by :func:`translations_may_lag` alone: ``false`` (the course's own) fails, ``true``
-(a fork that ships English first) warns with the list; the messages of ``check()`` and ``hint()`` follow the same
-setting (``tools/i18n/messages.py``).
-A PO file of the old form (one entry per cell) is cut into today's units by ``update`` (``tools/i18n/legacy.py``).
+When an English unit changes, ``update`` keeps the old translation, fuzzy, with the old English beside it (an
+obsolete ``#~`` entry), and the build shows the English under a "not yet translated" note -- unless only numbers or
+code names changed: then the translation gets the same change (:func:`carried`). ``stale`` names every unit without
+a current translation; whether that fails ``make test`` is ``translations_may_lag`` in ``course_utils/course.toml``.
 
 Usage::
 
@@ -33,78 +21,58 @@ Usage::
     python -m tools.i18n.editions export --missing notebooks/03_forward_hooks.ipynb > 03.txt   # only those to do
     python -m tools.i18n.editions import notebooks/03_forward_hooks.ipynb 03.txt  # translations back in
 
-``make sync`` runs ``update`` and ``build``. The plain-text form is one ``@@ KEY`` line (the cell id, ``.2``, ``.3``
-... after it for a cell's further units; a guide's paragraph number) before each entry, then the text to translate
-(a code comment or string says so on an ``@|`` line). An entry whose English changed since it was translated
-shows, on ``@|`` lines, the English now and the English before, then the old translation to edit; ``import`` ignores
-the ``@|`` lines and keeps an old translation imported unchanged out of date.
+The plain-text form (CONTRIBUTING.md, "Update a translation") is an ``@@ KEY`` line (the cell id, ``.2``, ``.3`` ...
+for a cell's further units; a guide's paragraph number) before each entry; ``@|`` lines are notes, ignored by
+``import``.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import difflib
 import functools
 import hashlib
 import json
+import posixpath
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from urllib.parse import quote, unquote
 
 from babel.messages.catalog import Catalog, Message
 from babel.messages.pofile import read_po, write_po
 
 from course_utils.machinery.course import course_map_markdown
-from course_utils.machinery.layout import NOTEBOOK_GLOB, SETTINGS, read_settings
+from course_utils.machinery.layout import NOTEBOOK_GLOB, SETTINGS
 from course_utils.machinery.messages import LANGUAGES, N_, _, in_language
-from tools.i18n import legacy
 from tools.i18n import units as units_module
-from tools.i18n.units import as_text
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 TRANSLATIONS = ROOT / "translations"
-TRANSLATED = tuple(lang for lang in LANGUAGES if lang != "en")  # the editions made from the English one
-PO_WIDTH = 100
 
-# English guides and where their translation goes (relative to the repository root): course_utils/course.toml.
 GUIDES: dict[str, str] = dict(SETTINGS.guides)
 
 # <!-- cloud: ... --> ... <!-- /cloud -->   and   <!-- timings:start ... --> ... <!-- timings:end -->
 _REGION = re.compile(
     r"<!-- (?P<name>[\w-]+)(?::start|:)[^>]*-->.*?<!-- (?:/(?P=name)|(?P=name):end) -->", re.DOTALL)
 _PLACEHOLDER = re.compile(r"<!-- generated: ([\w-]+) -->")
-# The English guides' first line after the title links the translation: "**中文版：** [...](...)". The translation gets
-# a link back to the English there instead (made by the build, not translated).
+# The English guides' link to their translation ("**中文版：** [...](...)"); the translation links back there instead.
 _SWITCH = "**中文版：**"
 _SWITCH_BACK = "\x00switch\x00"
 _SETUP_CALL = re.compile(r"\bsetup_notebook\((\s*\)?)")
-# Guides whose code blocks are translated too (their comments, and the Chinese README's quickstart, which opens the
-# Chinese workspace first); the other guides' code is the English code.
+# Guides whose code blocks are translated too (the Chinese README's quickstart opens the Chinese workspace first).
 FENCES_TRANSLATED = ("README.md",)
 
-SETTINGS_FILE = ROOT / "course_utils" / "course.toml"
-LAG_SETTING = "translations_may_lag"
-# Shown above the English of a cell or paragraph whose translation is missing or out of date (always: with the
-# setting false, make test fails until it is translated; with it true, the edition ships that way).
+# Shown above the English of a cell or paragraph whose translation is missing or out of date.
 NOT_YET_TRANSLATED = N_("**Not yet translated:** this part is new or changed in English, and its translation has not "
                         "caught up yet; the English follows.")
 
 
 class UntranslatedWarning(UserWarning):
     """Cells or paragraphs without a current translation, where ``translations_may_lag = true`` allows them."""
-
-
-def translations_may_lag(settings: Path | None = None) -> bool:
-    """The fork's choice in ``course_utils/course.toml`` (or in the settings file ``settings``).
-
-    Usage: ``translations_may_lag()``
-    """
-    path = SETTINGS_FILE if settings is None else settings
-    return read_settings(path.read_text(encoding="utf-8"), str(path)).translations_may_lag
 
 
 def lag_note(lang: str) -> str:
@@ -117,10 +85,7 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-# Generated regions: made again for the translation, in its language (the README's course map from the translated
-# notebooks' openings; the links, the verified table, the guide's timings and agendas with the catalogue's words), so
-# they are never translated by hand. Other regions (the capacity benchmark's notes) are prose and are translated like
-# the text around them.
+# Generated regions, made again in the translation's language (never translated by hand); other regions are prose.
 COPIED_REGIONS = ("cloud", "verified", "timings", "agendas", "course-map")
 
 
@@ -138,34 +103,28 @@ def without_regions(text: str) -> tuple[str, dict[str, str]]:
 
 
 def with_regions(text: str, regions: dict[str, str], lang: str, notebook: str | None = None) -> str:
+    """``text`` with each ``<!-- generated: NAME -->`` made again in ``lang`` (``notebook``: a notebook's links)."""
     def put_back(match: re.Match[str]) -> str:
-        region = regions.get(match[1])
+        name, region = match[1], regions.get(match[1])
         if region is None:
             raise ValueError(f"the translation has a placeholder {match[0]!r} that the English text lacks")
-        if match[1] == "course-map":
-            return translated_course_map(region, lang)
-        if match[1] in ("cloud", "verified"):
+        if name in ("cloud", "verified"):
             from tools import cloud_badges
 
             if notebook is not None:  # the translated notebook's own links, in its language
                 return cloud_badges.links_block(notebook, cloud_badges.verified(), lang)
             return cloud_badges.readme_table(english_notebooks(), cloud_badges.verified(), lang)
-        if match[1] in ("timings", "agendas"):
+        if name == "course-map":  # from the translated notebooks' openings
+            table = course_map_markdown(NOTEBOOKS / lang, lang=lang)
+            body = re.sub(r"\| `(\d\d_\w+\.ipynb)` \|", rf"| [`\1`](notebooks/{lang}/\1) |", table)
+        else:  # the guide's timings and agendas
             from tools import instructor_guide
 
-            start, end = region.split("\n", 1)[0], region.rsplit("\n", 1)[-1]
-            return f"{start}\n{instructor_guide.GENERATED[match[1]](lang=lang)}\n{end}"
-        return region
+            body = instructor_guide.GENERATED[name](lang=lang)
+        start, end = region.split("\n", 1)[0], region.rsplit("\n", 1)[-1]
+        return f"{start}\n{body}\n{end}"
 
     return _PLACEHOLDER.sub(put_back, text)
-
-
-def translated_course_map(region: str, lang: str) -> str:
-    """The README's course-map region made from the translated notebooks' openings (titles, summaries, minutes)."""
-    start, end = region.split("\n", 1)[0], region.rsplit("\n", 1)[-1]
-    table = course_map_markdown(NOTEBOOKS / lang, lang=lang)
-    table = re.sub(r"\| `(\d\d_\w+\.ipynb)` \|", rf"| [`\1`](notebooks/{lang}/\1) |", table)
-    return f"{start}\n{table}\n{end}"
 
 
 def localized_code(source: str, lang: str) -> str:
@@ -193,8 +152,7 @@ class Unit:
 
 
 def notebook_units(path: Path) -> list[Unit]:
-    """The translatable units of a notebook: each block of a markdown cell, each comment and shown string of a code
-    cell (``tools/i18n/units.py``)."""
+    """Each block of a markdown cell, each comment and shown string of a code cell (``units.py``)."""
     units = []
     for cell in json.loads(path.read_text())["cells"]:
         source, where = "".join(cell["source"]), f"{path.relative_to(ROOT)} cell {cell['id']}"
@@ -238,17 +196,16 @@ def read_catalog(path: Path) -> Catalog:
 def write_catalog(path: Path, catalog: Catalog) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as handle:
-        write_po(handle, catalog, width=PO_WIDTH, omit_header=True, sort_output=False)
+        write_po(handle, catalog, width=100, omit_header=True, sort_output=False)
 
 
 def update(lang: str, source: str) -> tuple[int, int]:
-    """Bring ``source``'s PO file in line with the English; returns (new, changed) entries. Nothing is lost: a
-    changed unit keeps its old translation, fuzzy, with the old English beside it -- or, where the English changed
-    only in numbers or code names, the translation with the same change, current (:func:`carried`)."""
+    """Bring ``source``'s PO file in line with the English; returns (new, changed) entries. A changed unit keeps its
+    old translation, fuzzy, with the old English beside it (where only numbers or names changed: :func:`carried`)."""
     path = po_path(lang, source)
     units = units_of(source)
-    cells = json.loads((ROOT / source).read_text())["cells"] if source.endswith(".ipynb") else None
-    old = legacy.in_units(read_catalog(path), cells, fences=cells is not None or source in FENCES_TRANSLATED)
+    old = read_catalog(path)
+    _refuse_the_old_form(path, old, source)
     new_catalog = Catalog(locale=lang, fuzzy=False)
     added = changed = 0
     current = {(unit.context, unit.english) for unit in units}
@@ -258,55 +215,57 @@ def update(lang: str, source: str) -> tuple[int, int]:
     for message in old:
         if message.id and message.string and (message.context, message.id) not in current:
             orphans.setdefault(message.context, []).append(message)
-    unmatched: dict[str | None, int] = {}
+    unmatched = Counter(unit.context for unit in units if old.get(unit.english, context=unit.context) is None)
     for unit in units:
-        if old.get(unit.english, context=unit.context) is None:
-            unmatched[unit.context] = unmatched.get(unit.context, 0) + 1
-    for unit in units:
-        before = _previous(unit, old, orphans, unmatched)
+        before = old.get(unit.english, context=unit.context)
+        if before is None and (candidates := orphans.get(unit.context, [])):
+            ratio, best = max((difflib.SequenceMatcher(None, m.id, unit.english).ratio(), n)
+                              for n, m in enumerate(candidates))
+            if ratio >= 0.6 or len(candidates) == 1 == unmatched[unit.context]:
+                before = candidates.pop(best)
         message = Message(unit.english, context=unit.context, auto_comments=[f"source-sha256: {sha(unit.english)}"])
         if before is None:
             added += 1
         elif before.id == unit.english:
             message.string, message.flags = before.string, set(before.flags)
-        elif not before.fuzzy and (same := carried(as_text(before.id), unit.english,
-                                                   as_text(before.string))) is not None:
+        elif not before.fuzzy and (same := carried(str(before.id), unit.english, str(before.string))) is not None:
             message.string = same
         else:
             changed += 1
             message.string, message.flags = before.string, {"fuzzy"}
         if before is not None and "fuzzy" in message.flags:
-            # The English the translation was made from, and that translation, as an obsolete entry ("#~") beside
-            # it: the translator compares the two Englishes (Babel cannot round-trip a multi-line "#| msgid").
+            # The English it was translated from, as an obsolete "#~" entry (Babel cannot round-trip "#| msgid").
             was = (_was(old, before) if before.fuzzy else None) or Message(before.id, string=before.string,
                                                                            context=unit.context)
-            new_catalog.obsolete[as_text(was.id) if unit.context is None else (as_text(was.id), unit.context)] = was
+            new_catalog.obsolete[str(was.id) if unit.context is None else (str(was.id), unit.context)] = was
         if new_catalog.get(message.id, context=message.context) is None:
             new_catalog[message.id] = message
     write_catalog(path, new_catalog)
     return added, changed
 
 
-def _previous(unit: Unit, old: Catalog, orphans: dict[str | None, list[Message]],
-              unmatched: dict[str | None, int]) -> Message | None:
-    """The entry ``unit``'s translation comes from: its own, else the one orphan of its cell, or the most similar."""
-    before = old.get(unit.english, context=unit.context)
-    candidates = orphans.get(unit.context, [])
-    if before is None and candidates:
-        ratio, best = max((difflib.SequenceMatcher(None, m.id, unit.english).ratio(), n) for n, m in
-                          enumerate(candidates))
-        if ratio >= 0.6 or len(candidates) == 1 == unmatched[unit.context]:
-            before = candidates.pop(best)
-    return before
+def _refuse_the_old_form(path: Path, catalog: Catalog, source: str) -> None:
+    """A ``SystemExit`` where the PO file has the form before 2026-11-29 (one entry per markdown cell or guide list,
+    ``cell-id/altN``), whose translations ``update`` would drop."""
+    notebook = json.loads((ROOT / source).read_text())["cells"] if source.endswith(".ipynb") else None
+    markdown = {cell["id"] for cell in notebook or [] if cell["cell_type"] == "markdown"}
+    fences = notebook is not None or source in FENCES_TRANSLATED
+    for message in [m for m in [*catalog, *catalog.obsolete.values()] if m.id]:
+        english, prose = str(message.id), notebook is None or message.context in markdown
+        blocks = [block.text for block in units_module.markdown_blocks(english, fences)] if prose else [english]
+        if blocks != [english] or re.search(r"/alt\d+$", message.context or ""):
+            raise SystemExit(f"{path.relative_to(ROOT)} is of the PO form before 2026-11-29 (its entry "
+                             f"{english[:40]!r} is a whole cell or list): migrate it with `python -m "
+                             "tools.i18n.editions update` in a checkout of the course at commit 18607bf, then copy "
+                             "it back here")
 
 
 _CODE_LIKE = re.compile(r"`[^`\n]+`|\d+(?:\.\d+)*(?:e[-+]?\d+)?|[A-Za-z_]\w*(?:\.\w+)*")
 
 
 def carried(old_english: str, new_english: str, translation: str) -> str | None:
-    """``translation`` with the change from ``old_english`` to ``new_english``, where that change is only numbers or
-    code names (``75`` -> ``85``, `` `fc1` `` -> `` `fc2` ``, ``layer_1`` -> ``layer_2``) and each changed one occurs
-    in the translation as often as in the English; else None (a translator has to look)."""
+    """``translation`` with the change from ``old_english`` to ``new_english`` where only numbers or code names changed
+    (``75`` -> ``85``, `` `fc1` `` -> `` `fc2` ``), each as often in the translation as in the English; else None."""
     old, new = _CODE_LIKE.split(old_english), _CODE_LIKE.split(new_english)
     if old != new:  # the words around the numbers and names differ
         return None
@@ -332,48 +291,34 @@ def _was(catalog: Catalog, message: Message) -> Message | None:
                 None)
 
 
-def previous_english(catalog: Catalog, context: str | None, english: str | None = None) -> str | None:
-    """The English the fuzzy entry (``english`` in ``context``; the cell's only one when not given) was translated
-    from."""
-    message = next((m for m in catalog if m.id and m.context == context and m.fuzzy
-                    and english in (None, m.id)), None)
-    was = _was(catalog, message) if message is not None else None
-    return as_text(was.id) if was is not None else None
-
-
 def stale(lang: str, source: str) -> list[str]:
     """Every unit of ``source`` without a current translation, named."""
     catalog = read_catalog(po_path(lang, source))
+    po = po_path(lang, source).relative_to(ROOT)
     problems = []
     for unit in units_of(source):
         message = catalog.get(unit.english, context=unit.context)
         if message is None:
-            problems.append(f"{unit.where}: no translation in {po_path(lang, source).relative_to(ROOT)} "
-                            "(run tools/i18n/editions.py update, then translate the new entry)")
-        elif not message.string or message.fuzzy:
-            problems.append(f"{unit.where}: the English changed since it was translated (fuzzy entry in "
-                            f"{po_path(lang, source).relative_to(ROOT)})" if message.fuzzy else
-                            f"{unit.where}: not translated yet ({po_path(lang, source).relative_to(ROOT)})")
-        elif not any(c == f"source-sha256: {sha(unit.english)}" for c in message.auto_comments):
+            problems.append(f"{unit.where}: no translation in {po} (run tools/i18n/editions.py update, then "
+                            "translate the new entry)")
+        elif message.fuzzy:
+            problems.append(f"{unit.where}: the English changed since it was translated (fuzzy entry in {po})")
+        elif not message.string:
+            problems.append(f"{unit.where}: not translated yet ({po})")
+        elif f"source-sha256: {sha(unit.english)}" not in message.auto_comments:
             problems.append(f"{unit.where}: its source-sha256 does not match the English (run update)")
     return problems
 
 
-def is_translated(catalog: Catalog, unit: Unit) -> bool:
-    """Whether ``unit`` has a current translation in ``catalog`` (not missing, empty or fuzzy)."""
-    message = catalog.get(unit.english, context=unit.context)
-    return message is not None and bool(message.string) and not message.fuzzy
-
-
-def translation(lang: str, catalog: Catalog, unit: Unit) -> str:
-    if not is_translated(catalog, unit):
-        return unit.english  # not translated (yet): the English, never an outdated translation
-    return as_text(cast(Message, catalog.get(unit.english, context=unit.context)).string)
+def translated(catalog: Catalog, context: str | None, english: str) -> str | None:
+    """The current translation of ``english``; None where it is missing, empty or fuzzy (the English shows then,
+    never an outdated translation)."""
+    message = catalog.get(english, context=context)
+    return str(message.string) if message is not None and message.string and not message.fuzzy else None
 
 
 def with_lag_note(text: str, lang: str) -> str:
-    """``text`` (English, for want of a current translation) with the "not yet translated" note: after its heading
-    when it starts with one, else above it."""
+    """``text`` with the "not yet translated" note: after its heading when it starts with one, else above it."""
     if not _PLACEHOLDER.sub("", text).strip():
         return text
     first, _newline, rest = text.partition("\n")
@@ -385,14 +330,12 @@ def with_lag_note(text: str, lang: str) -> str:
 
 def translated_markdown(text: str, pieces: list[units_module.Piece], context: str | None, lang: str,
                         catalog: Catalog) -> str:
-    """``text`` with each block of ``pieces`` in ``lang``: its translation, or the English under a "not yet
-    translated" note (one note for blocks in a row)."""
+    """``text`` with each of ``pieces`` translated, or in English under one "not yet translated" note per run."""
     out, last, noted = [], 0, False
     for piece in pieces:
-        unit = Unit(context, piece.text, "")
-        untranslated = not is_translated(catalog, unit)
-        block = with_lag_note(piece.text, lang) if untranslated and not noted else translation(lang, catalog, unit)
-        noted = untranslated and (noted or bool(_PLACEHOLDER.sub("", piece.text).strip()))
+        found = translated(catalog, context, piece.text)
+        block = found if found is not None else piece.text if noted else with_lag_note(piece.text, lang)
+        noted = found is None and (noted or bool(_PLACEHOLDER.sub("", piece.text).strip()))
         out += [text[last:piece.start], block]
         last = piece.end
     return "".join(out) + text[last:]
@@ -402,16 +345,14 @@ def translated_code(source: str, context: str, lang: str, catalog: Catalog) -> s
     """The English code with each translated comment and shown string in ``lang`` (``tools/i18n/units.py``), and
     ``setup_notebook(lang=...)``."""
     for piece in reversed(units_module.code_pieces(source)):
-        unit = Unit(context, piece.text, "", piece.kind)
-        if is_translated(catalog, unit) and translation(lang, catalog, unit) != piece.text:
-            written = units_module.written_back(source, piece, translation(lang, catalog, unit))
-            source = source[:piece.start] + written + source[piece.end:]
+        found = translated(catalog, context, piece.text)
+        if found is not None and found != piece.text:
+            source = source[:piece.start] + units_module.written_back(source, piece, found) + source[piece.end:]
     return localized_code(source, lang)
 
 
 # -- headings and the links to them ----------------------------------------------------------------------------
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
-_NOTEBOOK_LINK = re.compile(r"\]\((?P<file>(?:\.\./)?(?:notebooks/)?(?:\d\d_\w+\.ipynb)?)#(?P<anchor>[^)\s]+)\)")
 
 
 def headings(markdown: str) -> list[tuple[int, str]]:
@@ -433,8 +374,7 @@ def anchor(heading: str) -> str:
 
 
 def anchor_map(lang: str) -> dict[str, dict[str, str]]:
-    """notebook name -> {English anchor: translated anchor}, from the translated headings of each cell (computed once
-    while no notebook or PO file changes: every cell of a build asks for it)."""
+    """notebook name -> {English anchor: translated anchor} (computed once while no notebook or PO file changes)."""
     files = [f for path in english_notebooks() for f in (path, po_path(lang, str(path.relative_to(ROOT))))]
     return _anchor_map(lang, tuple((f, f.stat().st_mtime_ns if f.exists() else 0) for f in files))
 
@@ -446,9 +386,10 @@ def _anchor_map(lang: str, _files: tuple[tuple[Path, int], ...]) -> dict[str, di
         catalog = read_catalog(po_path(lang, str(path.relative_to(ROOT))))
         pairs: dict[str, str] = {}
         for unit in [u for u in notebook_units(path) if u.kind == "text"]:
-            english, translated = headings(unit.english), headings(translation(lang, catalog, unit))
-            if [level for level, _ in english] == [level for level, _ in translated]:
-                pairs.update({anchor(e): anchor(t) for (_, e), (_, t) in zip(english, translated, strict=True)})
+            english = headings(unit.english)
+            theirs = headings(translated(catalog, unit.context, unit.english) or unit.english)
+            if [level for level, _ in english] == [level for level, _ in theirs]:
+                pairs.update({anchor(e): anchor(t) for (_, e), (_, t) in zip(english, theirs, strict=True)})
         mapping[path.name] = pairs
     return mapping
 
@@ -456,21 +397,10 @@ def _anchor_map(lang: str, _files: tuple[tuple[Path, int], ...]) -> dict[str, di
 _LINK_TARGET = re.compile(r"\]\((?P<target>(?:[^()\s]|\([^()\s]*\))+)\)")
 
 
-def translated_path(english: str, lang: str) -> str | None:
-    """The translated counterpart of a repository path (``notebooks/03_x.ipynb``, a guide), else None."""
-    if re.fullmatch(r"notebooks/\d\d_\w+\.ipynb", english):
-        return f"notebooks/{lang}/{english.split('/', 1)[1]}"
-    return GUIDES[english].format(lang=lang) if english in GUIDES else None
-
-
 def retarget_links(text: str, lang: str, english_file: str, built_file: str,
                    anchors: dict[str, dict[str, str]]) -> str:
-    """Relative links of ``english_file``'s text, for the same text at ``built_file``: a link to a notebook or guide
-    goes to its translation (a section link to the translated heading), any other file is still reached from the new
-    place."""
-    import posixpath
-    from urllib.parse import quote, unquote
-
+    """``english_file``'s relative links, for its text at ``built_file``: a notebook or guide's link goes to its
+    translation (a section link to the translated heading)."""
     english_dir, built_dir = posixpath.dirname(english_file), posixpath.dirname(built_file)
 
     def section(notebook: str, fragment: str) -> str:
@@ -487,8 +417,10 @@ def retarget_links(text: str, lang: str, english_file: str, built_file: str,
         if not file:  # a section of this very file
             return f"](#{section(english_file, fragment)})" if english_file.endswith(".ipynb") else match[0]
         english = posixpath.normpath(posixpath.join(english_dir, unquote(file)))
-        translated = translated_path(english, lang)
-        new = translated or english
+        if re.fullmatch(r"notebooks/\d\d_\w+\.ipynb", english):  # its translation
+            new = f"notebooks/{lang}/{english.split('/', 1)[1]}"
+        else:
+            new = GUIDES[english].format(lang=lang) if english in GUIDES else english
         if fragment and new.endswith(".ipynb"):
             fragment = section(english, fragment)
         relative = posixpath.relpath(new, built_dir or ".")
@@ -499,22 +431,19 @@ def retarget_links(text: str, lang: str, english_file: str, built_file: str,
 
 # -- building -----------------------------------------------------------------------------------------------
 def built_notebook(lang: str, english_path: Path, anchors: dict[str, dict[str, str]] | None = None) -> dict:
-    english = json.loads(english_path.read_text())
+    """The notebook ``english_path`` in ``lang``; a code cell whose code is as it was keeps the stored outputs."""
+    notebook = json.loads(english_path.read_text())
     catalog = read_catalog(po_path(lang, str(english_path.relative_to(ROOT))))
     target = NOTEBOOKS / lang / english_path.name
-    previous = {}
-    if target.exists():
-        previous = {c["id"]: c for c in json.loads(target.read_text())["cells"]}
-    notebook = copy.deepcopy(english)
+    previous = {c["id"]: c for c in json.loads(target.read_text())["cells"]} if target.exists() else {}
     for cell in notebook["cells"]:
         source = "".join(cell["source"])
         if cell["cell_type"] == "markdown":
             text, regions = without_regions(source)
-            translated = translated_markdown(text, units_module.markdown_blocks(text), cell["id"], lang, catalog)
-            english_file = str(english_path.relative_to(ROOT))
-            source = retarget_links(with_regions(translated, regions, lang, english_path.name), lang, english_file,
-                                    f"notebooks/{lang}/{english_path.name}",
-                                    anchors if anchors is not None else anchor_map(lang))
+            text = translated_markdown(text, units_module.markdown_blocks(text), cell["id"], lang, catalog)
+            source = retarget_links(with_regions(text, regions, lang, english_path.name), lang,
+                                    str(english_path.relative_to(ROOT)), f"notebooks/{lang}/{english_path.name}",
+                                    anchors or anchor_map(lang))
         elif cell["cell_type"] == "code":
             source = translated_code(source, cell["id"], lang, catalog)
             before = previous.get(cell["id"])
@@ -531,16 +460,13 @@ def built_notebook(lang: str, english_path: Path, anchors: dict[str, dict[str, s
 
 
 def built_guide(lang: str, source: str, anchors: dict[str, dict[str, str]] | None = None) -> str:
-    text = (ROOT / source).read_text()
-    text, regions = without_regions(text)
+    """The guide ``source`` in ``lang``, with a link back to the English where the English links the translation."""
+    text, regions = without_regions((ROOT / source).read_text())
     catalog = read_catalog(po_path(lang, source))
     target = GUIDES[source].format(lang=lang)
     out = translated_markdown(text, guide_pieces(text, source), None, lang, catalog)
     out = re.sub(rf"^{re.escape(_SWITCH)}[^\n]*", _SWITCH_BACK, out, flags=re.MULTILINE)
-    out = with_regions(out, regions, lang)
-    out = retarget_links(out, lang, source, target, anchors if anchors is not None else anchor_map(lang))
-    import posixpath
-
+    out = retarget_links(with_regions(out, regions, lang), lang, source, target, anchors or anchor_map(lang))
     back = posixpath.relpath(source, posixpath.dirname(target) or ".")
     out = out.replace(_SWITCH_BACK, f"**English:** [{posixpath.basename(source)}]({back})")
     header = (f"<!-- {lang}: generated from {source} by make sync (tools/i18n/editions.py); edit translations/{lang}/, "
@@ -557,30 +483,27 @@ def dump_notebook(notebook: dict) -> str:
 
 
 def build(lang: str) -> list[Path]:
-    written = []
     anchors = anchor_map(lang)
     (NOTEBOOKS / lang).mkdir(exist_ok=True)
-    for path in english_notebooks():
-        target = NOTEBOOKS / lang / path.name
-        target.write_text(dump_notebook(built_notebook(lang, path, anchors)))
-        written.append(target)
-    for source, pattern in GUIDES.items():
-        target = ROOT / pattern.format(lang=lang)
-        target.write_text(built_guide(lang, source, anchors))
-        written.append(target)
-    return written
+    built = {NOTEBOOKS / lang / path.name: dump_notebook(built_notebook(lang, path, anchors))
+             for path in english_notebooks()}
+    built |= {ROOT / pattern.format(lang=lang): built_guide(lang, source, anchors)
+              for source, pattern in GUIDES.items()}
+    for target, text in built.items():
+        target.write_text(text)
+    return list(built)
 
 
 def check_string(english: str, translation: str, where: str, fstring: bool = True) -> None:
-    """A string literal's translation keeps the English one's ``{fields}`` (the same ones, in any order) and stays a
-    literal: a ``ValueError`` that says what to fix, else nothing."""
+    """A ``ValueError`` saying what to fix unless a string's translation keeps the English ``{fields}`` (in any order)
+    and stays a literal."""
     want = sorted(units_module.fields(english, fstring))
     have = sorted(units_module.fields(translation, fstring))
     if want != have:
         raise ValueError(f"{where}: keep the fields {want} exactly as in the English (the translation has {have})")
-    for quote in ('"', "'", '"""', "'''"):
+    for mark in ('"', "'", '"""', "'''"):
         try:
-            compile(f"f{quote}{translation}{quote}" if want else f"{quote}{translation}{quote}", where, "eval")
+            compile(f"f{mark}{translation}{mark}" if want else f"{mark}{translation}{mark}", where, "eval")
             return
         except SyntaxError:
             continue
@@ -619,24 +542,22 @@ def _quoted(label: str, text: str) -> str:
 
 
 def export_text(lang: str, source: str, *, only_missing: bool = False) -> str:
-    """The entries of ``source`` as ``@@ KEY`` + the text to translate, for translating in a plain editor.
-
-    An entry not translated yet gives its English. An entry whose English changed since it was translated gives,
-    on ``@|`` lines, the English now and the English before, then its old translation to bring up to date."""
+    """The entries of ``source`` as ``@@ KEY`` + the English; an out-of-date one as the English now and before (on
+    ``@|`` lines) + its old translation."""
     catalog, keyed = _keyed(lang, source)
     kinds = _kinds(source)
     out = []
     for key, message in keyed.items():
         if only_missing and message.string and not message.fuzzy:
             continue
-        english = as_text(message.id)
+        english = str(message.id)
         note = _KIND_NOTES.get(kinds.get((message.context, english), "").replace("fstring", "string"))
         key = f"{key}\n{note}" if note else key
         if message.fuzzy and message.string:
             was = _was(catalog, message)
             context = _quoted("The English changed since it was translated. The English now:", english)
             if was is not None:
-                context += _quoted("The English before:", as_text(was.id))
+                context += _quoted("The English before:", str(was.id))
             context += f"{_NOTE} Its old translation, to bring up to date (left as it is, it stays out of date):\n"
             out.append(f"@@ {key}\n{context}{message.string}\n\n")
         else:
@@ -645,9 +566,8 @@ def export_text(lang: str, source: str, *, only_missing: bool = False) -> str:
 
 
 def import_text(lang: str, source: str, text: str, unchanged: list[str] | None = None) -> int:
-    """Put the translations of ``text`` (``@@ KEY`` + translation; ``@|`` lines ignored) into ``source``'s PO file;
-    returns how many. An out-of-date entry given back with its old translation unchanged stays out of date (its
-    key goes to ``unchanged``)."""
+    """Put ``text``'s translations (``@@ KEY`` + translation) into ``source``'s PO file; returns how many. An old
+    translation given back unchanged stays out of date (its key goes to ``unchanged``)."""
     catalog, keyed = _keyed(lang, source)
     kinds = _kinds(source)
     pieces = _KEY.split(text)
@@ -659,13 +579,13 @@ def import_text(lang: str, source: str, text: str, unchanged: list[str] | None =
             raise ValueError(f"{source} has no entry {key!r}: keys are {', '.join(keyed)}")
         message = keyed[key]
         body = "\n".join(line for line in body.split("\n") if not line.startswith(_NOTE)).strip("\n")
-        english = as_text(message.id)
+        english = str(message.id)
         english_regions = set(_PLACEHOLDER.findall(english))
         if set(_PLACEHOLDER.findall(body)) != english_regions:
             raise ValueError(f"entry {key}: keep the placeholders {sorted(english_regions)} exactly as in the English")
         if kinds.get((message.context, english)) in ("string", "fstring"):
             check_string(english, body, f"entry {key}", kinds[message.context, english] == "fstring")
-        if message.fuzzy and body == as_text(message.string).strip("\n"):
+        if message.fuzzy and body == str(message.string).strip("\n"):
             if unchanged is not None:
                 unchanged.append(key)
             continue
@@ -673,7 +593,7 @@ def import_text(lang: str, source: str, text: str, unchanged: list[str] | None =
         message.string = body
         message.flags.discard("fuzzy")
         if was is not None:
-            del catalog.obsolete[(as_text(was.id), was.context) if was.context is not None else as_text(was.id)]
+            del catalog.obsolete[(str(was.id), was.context) if was.context is not None else str(was.id)]
         count += 1
     write_catalog(po_path(lang, source), catalog)
     return count
@@ -684,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=("update", "build", "stale", "export", "import"))
     parser.add_argument("source", nargs="?", help="export/import: the English notebook or guide")
     parser.add_argument("text", nargs="?", type=Path, help="import: the file of @@ KEY entries")
-    parser.add_argument("--lang", default="zh", choices=TRANSLATED)
+    parser.add_argument("--lang", default="zh", choices=LANGUAGES[1:])
     parser.add_argument("--missing", action="store_true", help="export: only entries without a current translation")
     args = parser.parse_intermixed_args(argv)  # export --missing SOURCE and --missing export SOURCE alike
     if args.command in ("export", "import"):
@@ -713,9 +633,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     problems = [p for source in all_sources() for p in stale(args.lang, source)]
     print("\n".join(problems) if problems else f"{args.lang}: every cell and paragraph translated and current")
-    if problems and translations_may_lag():
+    if problems and SETTINGS.translations_may_lag:
         print(f"{len(problems)} not translated yet: they show the English with a note "
-              f"({LAG_SETTING} = true in {SETTINGS_FILE.relative_to(ROOT)})")
+              "(translations_may_lag = true in course_utils/course.toml)")
         return 0
     return 1 if problems else 0
 

@@ -1,24 +1,18 @@
-"""The message catalogue of check(), hint(), doctor(), the other course machinery and the tools' generated text
-(the notebooks' cloud links, the README's course map): extract, compile, verify.
+"""The message catalogue of check(), hint(), doctor(), the other machinery and the tools' generated text: extract,
+compile, verify.
 
-The translations are written in ``course_utils/machinery/locale/<lang>/*.po`` (one file per area, e.g.
-``machinery.po``, ``nb03.po``, ``tools.po``: standard gettext PO files, editable with any PO editor); ``compile``
-merges them into the one catalogue the course reads, ``locale/<lang>/LC_MESSAGES/course.mo`` (committed, so that an
-installed course needs no Babel). Messages are found in the code (``course_utils/`` and ``tools/``, the hub aside) by
-Babel's extractor: every ``_("...")`` and ``N_("...")``.
+Translations are standard PO files, ``course_utils/machinery/locale/<lang>/*.po`` (one part per area: ``machinery.po``,
+``nb03.po``, ``tools.po``); ``compile`` merges them into the one catalogue the course reads, ``LC_MESSAGES/course.mo``
+(committed: an installed course needs no Babel). Messages are every ``_("...")`` and ``N_("...")`` of
+``course_utils/`` and ``tools/`` (the hub aside), found by Babel's extractor. Where ``translations_may_lag`` is true
+(``course_utils/course.toml``), a message with no translation yet shows in English and the tests warn.
 
 Usage::
 
     python -m tools.i18n.messages missing            # messages in the code without a Chinese translation
     python -m tools.i18n.messages add nb03.po course_utils/machinery/exercises/nb03.py   # append them, empty, to a part
-    python -m tools.i18n.messages compile            # write course.mo from the parts
+    python -m tools.i18n.messages compile            # write course.mo from the parts (make sync runs it)
     python -m tools.i18n.messages verify             # what the tests check: complete, no stray entries, course.mo fresh
-
-``add`` takes the part's file name (``nb03.po``, a new name makes a new part) and the code files whose messages it
-appends with an empty translation; write the Chinese in the part (any PO editor, or a text editor), then ``compile``
-(``make sync`` runs it and lists what is still missing). Messages obey the setting that lets cells lag
-(``translations_may_lag``, CONTRIBUTING.md "A fork whose translation lags"): where it is true, a message added with
-no translation yet shows in English, ``missing`` still lists it, and the tests warn instead of failing.
 """
 
 from __future__ import annotations
@@ -29,20 +23,19 @@ import io
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import cast
 
 from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_file
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po, write_po
 
+from course_utils.machinery.layout import SETTINGS
 from course_utils.machinery.messages import LANGUAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "course_utils"
 TOOLS = ROOT / "tools"
 LOCALE = PACKAGE / "machinery" / "locale"
-TRANSLATED = tuple(lang for lang in LANGUAGES if lang != "en")
 KEYWORDS = {"_": None, "N_": None}
 _FIXED_DATE = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
@@ -53,8 +46,6 @@ def source_messages(files: Iterable[Path] | None = None) -> dict[str, list[str]]
     code = [*PACKAGE.rglob("*.py"),
             *(path for path in TOOLS.rglob("*.py") if "hub" not in path.relative_to(TOOLS).parts)]
     for path in sorted(files if files is not None else code):
-        if path.name == "messages.py" and path.parent.name == "machinery":
-            continue  # the docstring's examples
         for lineno, message, _comments, _context in extract_from_file("python", str(path), keywords=KEYWORDS):
             if isinstance(message, tuple):  # plural forms are not used
                 message = message[0]
@@ -83,7 +74,7 @@ def merged(lang: str) -> tuple[Catalog, list[str]]:
         for message in read_part(path):
             if not message.id or not message.string or message.fuzzy:
                 continue
-            msgid, string = cast(str, message.id), cast(str, message.string)  # the course has no plural forms
+            msgid, string = str(message.id), str(message.string)  # the course has no plural forms
             if msgid in seen and seen[msgid][0] != string:
                 problems.append(f"{path.name} and {seen[msgid][1]} translate {msgid[:60]!r} differently")
                 continue
@@ -118,33 +109,25 @@ def unlisted(lang: str) -> dict[str, list[str]]:
 def to_write(lang: str) -> dict[str, list[str]]:
     """Part file name -> the messages it lists with no translation yet (after ``add``: the msgstr to write)."""
     untranslated = missing(lang)
-    found: dict[str, list[str]] = {}
-    for path in parts(lang):
-        for message in read_part(path):
-            if message.id in untranslated:
-                found.setdefault(path.name, []).append(message.id)
-    return found
+    found = {path.name: [str(m.id) for m in read_part(path) if m.id in untranslated] for path in parts(lang)}
+    return {name: ids for name, ids in found.items() if ids}
 
 
 def problems(lang: str, may_lag: bool | None = None) -> list[str]:
     """Everything ``verify`` reports for ``lang``; empty when the catalogue is complete and compiled. Where the
-    translation may lag (``translations_may_lag()``, as for cells), a message without a translation is no problem:
-    it shows in English, and ``missing`` lists it."""
-    from tools.i18n.editions import translations_may_lag
-
+    translation may lag (``may_lag``, else the course's setting), a message without a translation is no problem."""
     found = source_messages()
     catalog, clashes = merged(lang)
     out = list(clashes)
-    lagging = translations_may_lag() if may_lag is None else may_lag
+    lagging = SETTINGS.translations_may_lag if may_lag is None else may_lag
     for msgid, where in found.items():
         if msgid not in catalog and not lagging:
             out.append(f"no {lang} translation of {msgid[:70]!r} ({where[0]}): add it to a .po in {LOCALE / lang}")
     for message in catalog:
         if message.id and message.id not in found:
             out.append(f"{lang} translation of {message.id[:70]!r} is no longer in the code: delete it")
-    stray = sorted(p.name for p in (LOCALE / lang).iterdir() if p.name != "LC_MESSAGES" and p.suffix != ".po")
-    out += [f"{_shown(LOCALE / lang / name)}: not a .po part, so never compiled: rename or delete it"
-            for name in stray]
+    out += [f"{_shown(path)}: not a .po part, so never compiled: rename or delete it"
+            for path in sorted((LOCALE / lang).iterdir()) if path.name != "LC_MESSAGES" and path.suffix != ".po"]
     if not mo_path(lang).exists() or mo_path(lang).read_bytes() != compiled(lang):
         out.append(f"{_shown(mo_path(lang))} is not compiled from the .po files: "
                    "run python -m tools.i18n.messages compile")
@@ -157,9 +140,8 @@ def _shown(path: Path) -> Path:
 
 
 def add(lang: str, part_name: str, files: list[Path]) -> int:
-    """Append the messages of ``files`` that no part translates yet to ``part_name`` (empty msgstr).
-
-    ``part_name`` is a file name ending in ``.po`` (``nb03.po``): anything else is refused with a ``ValueError``."""
+    """Append the messages of ``files`` that no part translates yet to the part ``part_name`` (``nb03.po``: anything
+    else is a ``ValueError``), with an empty msgstr."""
     if Path(part_name).name != part_name or not part_name.endswith(".po") or part_name == ".po":
         raise ValueError(f"the part is a PO file's name in {_shown(LOCALE / lang)}, such as nb03.po or "
                          f"tools.po; got {part_name!r}")
@@ -190,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     adding = sub.add_parser("add")
     adding.add_argument("part")
     adding.add_argument("files", nargs="+", type=Path)
-    parser.add_argument("--lang", default="zh", choices=TRANSLATED)
+    parser.add_argument("--lang", default="zh", choices=LANGUAGES[1:])
     args = parser.parse_args(argv)
     if args.command == "missing":
         for msgid, where in missing(args.lang).items():

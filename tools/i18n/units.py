@@ -1,14 +1,11 @@
 """What a translator translates, cut out of the English and put back into it: Markdown blocks and pieces of code.
 
-- **Markdown** (a notebook's markdown cell, a guide): one unit per block that markdown-it-py (the CommonMark parser
-  the website's myst-parser uses) finds at the top level -- a heading, a paragraph, each item of a list, a table, a
-  quote, a fence -- cut by its source lines, so that the text between the units stays byte for byte. A changed
-  sentence makes only its own paragraph untranslated.
-- **Code** (a notebook's code cell): each comment (consecutive full-line comments at one indentation are one unit),
-  and each string literal a reader sees: one with prose (two words), or the text of a figure (``set_title``,
-  ``label=``, ``alt=``, ...) -- never one the code compares or looks up (``==``, ``in``, ``assert``'s test, ``[...]``,
-  a dict's keys), which is data. Adjacent literals that Python joins are one unit. Found with :mod:`tokenize`, written
-  back into the same token's place with the same prefix and quotes, so the rest of the code is the English code.
+- **Markdown**: one unit per top-level block that markdown-it-py finds (a heading, a paragraph, a list item, a table,
+  a quote, a fence), cut by its source lines so that the text between the units stays byte for byte.
+- **Code**: each comment (consecutive full-line comments at one indentation are one unit) and each string literal a
+  reader sees: prose (two words) or a figure's text (``set_title``, ``label=``, ``alt=``, ...), never one the code
+  compares or looks up (``==``, ``in``, ``assert``'s test, ``[...]``, a dict's keys), which is data. Adjacent
+  literals are one unit. Found with :mod:`tokenize`, written back with the same prefix and quotes.
 
 Usage: ``[(b.start, b.text) for b in markdown_blocks(cell_source)]``, ``[p.text for p in code_pieces(cell_source)]``
 """
@@ -16,6 +13,7 @@ Usage: ``[(b.start, b.text) for b in markdown_blocks(cell_source)]``, ``[p.text 
 from __future__ import annotations
 
 import io
+import itertools
 import re
 import tokenize
 from dataclasses import dataclass
@@ -30,8 +28,8 @@ _LETTER = re.compile(r"[^\W\d_]")
 @dataclass(frozen=True)
 class Piece:
     """A unit's place in its text: characters ``start:end``, the text to translate, and its kind: ``text`` (a
-    Markdown block), ``comment`` or ``string`` (code). ``shape``: a block's kind (``heading h2``, ``list_item``, ...);
-    a comment's indentation (``inline`` after code); a string's prefix and quote and how many literals it joins."""
+    Markdown block), ``comment`` or ``string`` (code). ``shape``: a comment's indentation (``inline`` after code); a
+    string's prefix and quote and how many literals it joins."""
 
     start: int
     end: int
@@ -40,19 +38,8 @@ class Piece:
     shape: str = ""
 
 
-def as_text(value: object) -> str:
-    """A message's id or string as the course writes them: one ``str`` (Babel also allows plural forms, which the
-    course's catalogues do not use).
-
-    Usage: ``english = as_text(message.id)``"""
-    return cast(str, value)
-
-
 def _line_starts(text: str) -> list[int]:
-    starts = [0]
-    for line in text.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
-    return starts
+    return [0, *itertools.accumulate(len(line) for line in text.splitlines(keepends=True))]
 
 
 def markdown_blocks(text: str, fences: bool = True) -> list[Piece]:
@@ -73,8 +60,7 @@ def markdown_blocks(text: str, fences: bool = True) -> list[Piece]:
         if token.type in ("fence", "code_block") and not fences or not _LETTER.search(block) \
                 or token.type == "html_block" and block.startswith("<!--"):
             continue
-        shape = token.type.removesuffix("_open") + (f" {token.tag}" if token.type == "heading_open" else "")
-        pieces.append(Piece(starts[first], starts[first] + len(block), block, "text", shape))
+        pieces.append(Piece(starts[first], starts[first] + len(block), block))
     return pieces
 
 
@@ -133,8 +119,7 @@ def _tokens(source: str) -> list[tuple[int, str, int, int]]:
 
 def _compared(source: str) -> tuple[list[tuple[int, int]], list[str]]:
     """The spans of what the code compares or looks up (a comparison, an ``assert``'s test, a subscript, a dict's
-    keys), and the strings in them: a string there is data, not text for the reader, even when it reads like prose;
-    so is a string that one of them contains (a label the cell asserts it printed)."""
+    keys) and the strings in them: data, not text for the reader, as is a string containing one."""
     import ast
 
     try:
@@ -186,34 +171,30 @@ def code_pieces(source: str) -> list[Piece]:
         else:
             pieces.append(Piece(start, end, text[1:].strip(), "comment",
                                 source[line_start:start] if own_line else "inline"))
-    i = 0
-    while i < len(significant):  # strings: each run of adjacent literals
-        j = i
-        while j < len(significant) and significant[j][0] == tokenize.STRING:
-            j += 1
-        if j == i:
-            i += 1
+    position = 0
+    for is_string, group in itertools.groupby(significant, key=lambda token: token[0] == tokenize.STRING):
+        literals = list(group)  # a run of adjacent string literals (or of other tokens)
+        before = [t[1] for t in significant[max(position - 2, 0):position]]
+        position += len(literals)
+        if not is_string:
             continue
-        run = [cast(re.Match[str], _LITERAL.match(t[1])) for t in significant[i:j]]
-        before = [t[1] for t in significant[max(i - 2, 0):i]]
+        run = [cast(re.Match[str], _LITERAL.match(t[1])) for t in literals]
         body = "".join(m["body"] for m in run)
         shown = body if "f" not in run[0]["prefix"].lower() else re.sub(r"\{[^{}]*\}", " ", body)
         figure = len(before) == 2 and (before[1] == "(" and before[0] in _FIGURE_CALLS
                                        or before[1] == "=" and before[0] in _FIGURE_KEYWORDS)
         same_kind = len({("f" in m["prefix"].lower(), "r" in m["prefix"].lower(), m["quote"]) for m in run}) == 1
         shown_to_reader = _PROSE.search(shown) or figure and _LETTER.search(body)
-        compared = any(a <= significant[i][2] < b for a, b in data) or any(
+        compared = any(a <= literals[0][2] < b for a, b in data) or any(
             len(part) > 3 and part in text for part in re.split(r"\{[^{}]*\}", body) for text in compared_texts)
         if same_kind and "b" not in run[0]["prefix"].lower() and shown_to_reader and not compared:
-            pieces.append(Piece(significant[i][2], significant[j - 1][3], body, "string",
-                                run[0]["prefix"] + run[0]["quote"] + f" {j - i}"))
-        i = j
+            pieces.append(Piece(literals[0][2], literals[-1][3], body, "string",
+                                run[0]["prefix"] + run[0]["quote"] + f" {len(literals)}"))
     return sorted(pieces, key=lambda piece: piece.start)
 
 
 def _chunks(text: str, count: int) -> list[str]:
-    """``text`` cut into at most ``count`` pieces of similar length, after a space or a Chinese punctuation mark and
-    never inside a ``{field}``."""
+    """``text`` cut into at most ``count`` similar pieces, after a space or Chinese punctuation, never in a field."""
     if count <= 1:
         return [text]
     inside, breaks, depth = set(), [], 0
@@ -234,9 +215,8 @@ def _chunks(text: str, count: int) -> list[str]:
 
 
 def written_back(source: str, piece: Piece, translation: str) -> str:
-    """The code of ``piece`` with ``translation`` in its place: a comment on as many lines as the translation has
-    (each at the English comment's indentation); a string literal with the English one's prefix and quotes, cut
-    over as many lines as the English literals took."""
+    """``translation`` written as ``piece``'s code: a comment on as many lines as the translation has; a string
+    literal with the English prefix and quotes, over as many lines as the English literals took."""
     if piece.kind == "comment":
         lines = [line.strip() for line in translation.split("\n")]
         if piece.shape == "inline":  # a comment after code stays on its line
