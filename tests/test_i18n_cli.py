@@ -83,7 +83,7 @@ def test_a_lagging_fork_adds_a_message_once_and_it_shows_in_english(locale: Path
     assert not any(new in problem for problem in messages.problems("zh", may_lag=True))
     assert gettext.GNUTranslations(io.BytesIO(messages.compiled("zh"))).gettext(new) == new  # English stands in
     for lag in (True, False):
-        monkeypatch.setattr(editions, "translations_may_lag", lambda lag=lag: lag)
+        monkeypatch.setattr(sync, "SETTINGS", dataclasses.replace(sync.SETTINGS, translations_may_lag=lag))
         text = "\n".join(sync.messages_to_do())
         assert "nb99.po: 1 empty msgstr" in text and "tools.i18n.messages add" not in text
         assert ("show in English" in text) is lag

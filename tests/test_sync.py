@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -114,7 +115,7 @@ def test_the_report_says_what_needs_a_person_with_the_commands(monkeypatch: pyte
     """The report as a course with either translations_may_lag setting gets it (a fork may set it either way)."""
     from tools.i18n import messages
 
-    monkeypatch.setattr(editions, "translations_may_lag", lambda: lag)
+    monkeypatch.setattr(sync, "SETTINGS", replace(sync.SETTINGS, translations_may_lag=lag))
 
     lifecycle = "notebooks/02_hook_lifecycle.ipynb"
     monkeypatch.setattr(editions, "stale", lambda lang, source: [f"{source} cell c0: not yet"] * (source == lifecycle))

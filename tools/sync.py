@@ -290,13 +290,13 @@ def translations_to_do() -> list[str]:
 
 
 def messages_to_do() -> list[str]:
-    from tools.i18n import editions, messages
+    from tools.i18n import messages
 
     found: dict[str, list[str]] = {}
     for lang in TRANSLATED:
         for msgid, where in messages.unlisted(lang).items():  # once `messages add` has listed them, no longer
             found.setdefault(where[0].rsplit(":", 1)[0], []).append(msgid)
-    rule = ("they show in English: translations_may_lag = true" if editions.translations_may_lag() else
+    rule = ("they show in English: translations_may_lag = true" if SETTINGS.translations_may_lag else
             "make test fails until they are translated")
     return [f"{interpreter()} -m tools.i18n.messages add {message_part(code)} {code}   # {len(ids)} message(s); "
             "write their msgstr, then make sync" for code, ids in found.items()] + [
@@ -479,11 +479,9 @@ def report(changed: dict[str, list[str] | None], needs: dict[str, list[str]], se
     if not any(needs.values()):
         return "\n".join([*lines, "nothing needs a person. Next: make check"])
     lines.append("still needs a person:")
-    from tools.i18n import editions
-
     messages = needs.get("messages to translate") or []
     words = {"lag": "they show the English with a 'not yet translated' note (course_utils/course.toml: "
-                    "translations_may_lag = true):" if editions.translations_may_lag() else
+                    "translations_may_lag = true):" if SETTINGS.translations_may_lag else
              "make test fails until they are translated (course_utils/course.toml: translations_may_lag = false):",
              "add": "".join(f", {what}" for what, shown in (
                  ("add them", any(".messages add " in line for line in messages)),
