@@ -322,7 +322,7 @@ def seeded(module: ModuleT, seed: int, scale: float = 0.5, *, matrices_only: boo
 
 
 class Net(nn.Module):
-    """A tiny model from its named layers and its forward, a function of (the model, its inputs).
+    """A tiny model from its named layers and its forward, a function of (the model, its inputs and options).
 
     Usage: ``Net(lambda m, x: m.fc(x) + x, fc=nn.Linear(4, 4))``"""
 
@@ -332,8 +332,8 @@ class Net(nn.Module):
         for name, layer in layers.items():
             self.add_module(name, layer)
 
-    def forward(self, *inputs: Any) -> Any:
-        return self._run(self, *inputs)
+    def forward(self, *inputs: Any, **options: Any) -> Any:
+        return self._run(self, *inputs, **options)
 
 
 class FailedOnPurpose(ValueError, RuntimeError):
