@@ -385,8 +385,9 @@ def is_handle(value: Any) -> bool:
 
 
 def require_handle(value: Any, message: str, **fields: Any) -> None:
-    """:func:`fail` with ``message`` (field ``{type}``: what came back) unless ``value`` is a handle."""
-    require(is_handle(value), message, type=type(value).__name__, **fields)
+    """:func:`fail` with ``message`` (field ``{type}``: what came back, ``None`` for None) unless ``value`` is a
+    handle."""
+    require(is_handle(value), message, type=type_name(value), **fields)
 
 
 @contextlib.contextmanager
