@@ -158,9 +158,9 @@ class Exercise:
 
 
 def exercise(id: str, task: str, **details: Any) -> Callable[[Callable[[Any], Verdict]], Exercise]:
-    """Declare the check below it as :class:`Exercise` ``id`` (``details``: its other fields).
+    """Declare the check below it as :class:`Exercise` ``id`` (``details``: its other fields); a decorator.
 
-    Usage: ``@exercise("01.9", N_("Write a clamping hook."), what=N_("a hook(grad)"), hints=(N_("..."),))``"""
+    Usage: ``clamping = exercise("01.9", N_("Write a clamping hook."), what=N_("a hook(grad)"))(validator)``"""
     return lambda validate: Exercise(id, task, validate, **details)
 
 
@@ -386,7 +386,7 @@ def is_handle(value: Any) -> bool:
 
 def require_handle(value: Any, message: str, **fields: Any) -> None:
     """:func:`fail` with ``message`` (field ``{type}``: what came back, ``None`` for None) unless ``value`` is a
-    handle."""
+    handle. Usage: ``require_handle(handle, N_("Return the handle, not {type}."))``"""
     require(is_handle(value), message, type=type_name(value), **fields)
 
 
