@@ -22,7 +22,7 @@ import enum
 import inspect
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableSequence, MutableSet, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NoReturn, TypeVar, get_args
 
@@ -381,7 +381,8 @@ def require_untouched(tensor: torch.Tensor, before: torch.Tensor, message: str) 
 
 
 def is_handle(value: Any) -> bool:
-    return callable(getattr(value, "remove", None))
+    """True for what has a ``remove()`` of its own: a hook handle (a list or a set of them is not one)."""
+    return not isinstance(value, (MutableSequence, MutableSet)) and callable(getattr(value, "remove", None))
 
 
 def require_handle(value: Any, message: str, **fields: Any) -> None:

@@ -104,8 +104,7 @@ def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
     draw = generator(53)  # each hook called on its own, on gradients it has not seen: its arguments must stay as given
     for module in relu6s:
         for hook in list(module._backward_hooks.values()):
-            grad_input, grad_output = (torch.randn(2, 4, 3, 3, generator=draw),), (torch.randn(2, 4, 3, 3,
-                                                                                                generator=draw),)
+            grad_input, grad_output = (randn(draw, 2, 4, 3, 3),), (randn(draw, 2, 4, 3, 3),)
             before = [grad_input[0].clone(), grad_output[0].clone()]
             hook(module, grad_input, grad_output)
             require(torch.equal(grad_input[0], before[0]) and torch.equal(grad_output[0], before[1]),
