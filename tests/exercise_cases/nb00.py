@@ -32,7 +32,9 @@ CASES = {
                    """)],
         wrong=mutants(
             RECORDER,
-            ("    return layer", "    layer", "return the handle"),
+            ("    return layer", "    layer", "returned None: return the handle"),
+            ("    return layer.register_forward_hook(hook)", "    return [layer.register_forward_hook(hook)]",
+             "returned list"),  # a list has a remove() too, but is no handle
             ("register_forward_hook(hook)", "register_forward_pre_hook(lambda m, args: shapes.append(tuple(args[0].shape)))",
              "No forward hook"),
             ("output.shape", "args[0].shape", "input"),

@@ -13,8 +13,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from course_utils._torch_internals import function_modes
-from course_utils.hooks import hook_report
-from course_utils.machinery.exercise_kit import N_, Exercise, Verdict, fail, generator, is_handle, require, seeded
+from course_utils.machinery.exercise_kit import *
 
 
 class _Guided(torch.autograd.Function):
@@ -43,25 +42,28 @@ def _input_gradient(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tens
     return torch.autograd.grad(model(inputs).gather(1, targets[:, None]).sum(), inputs)[0]
 
 
-class _ReLU6Net(nn.Module):
-    """One ReLU6 module used twice, another inside a nested block; values above 6 occur."""
+def _relu6_net() -> nn.Module:
+    """One ReLU6 module used twice, another inside a nested block; values above 6 occur. ``model(x, activation)``
+    runs ``activation`` where the ReLU6 modules run."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1, self.act = nn.Conv2d(3, 5, 3, padding=1), nn.ReLU6()
-        self.conv2 = nn.Conv2d(5, 5, 3, padding=1)
-        self.block = nn.Sequential(nn.Conv2d(5, 4, 3, padding=1), nn.ReLU6())
-        self.fc = nn.Linear(4, 6)
+    def forward(m: nn.Module, x: torch.Tensor, activation: Callable[..., torch.Tensor] | None = None) -> torch.Tensor:
+        act, last = (m.act, m.block[1]) if activation is None else (activation, activation)
+        return m.fc(last(m.block[0](act(m.conv2(act(m.conv1(x) * 4))))).mean(dim=(2, 3)))
 
-    def forward(self, x: torch.Tensor, activation: Callable[[torch.Tensor], torch.Tensor] | None = None
-                ) -> torch.Tensor:
-        act, last = (self.act, self.block[1]) if activation is None else (activation, activation)
-        h = act(self.conv2(act(self.conv1(x) * 4)))
-        return self.fc(last(self.block[0](h)).mean(dim=(2, 3)))
+    return seeded(Net(forward, conv1=nn.Conv2d(3, 5, 3, padding=1), act=nn.ReLU6(), conv2=nn.Conv2d(5, 5, 3, padding=1),
+                      block=nn.Sequential(nn.Conv2d(5, 4, 3, padding=1), nn.ReLU6()), fc=nn.Linear(4, 6)), 51)
 
 
+@exercise("05.1", N_("Write guide_relu6(model): a full backward hook on every nn.ReLU6 that applies the guided rule; "
+                     "return the handles."), what=N_("a function guide_relu6(model) returning a list of handles"),
+          hints=(N_("A full backward hook receives (module, grad_input, grad_output) and may return a new grad_input "
+                    "tuple."),
+                 N_("grad_input has already been through the ReLU6's own backward (its mask 0 < x < 6): keep its "
+                    "positive part.")),
+          praise=N_("grad_input already carries the ReLU6's mask, so clamping it is the whole guided rule -- and the "
+                    "handles give the model back its plain gradient."))
 def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
-    model = seeded(_ReLU6Net(), 51)
+    model = _relu6_net()
     x, targets = torch.randn(3, 3, 6, 6, generator=generator(52)), torch.tensor([4, 0, 2])
     plain = _input_gradient(model, x, targets)  # before anything is attached
     truth = _input_gradient(lambda t: model(t, lambda h: _guided(h, 6.0)), x, targets)
@@ -102,8 +104,7 @@ def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
     draw = generator(53)  # each hook called on its own, on gradients it has not seen: its arguments must stay as given
     for module in relu6s:
         for hook in list(module._backward_hooks.values()):
-            grad_input, grad_output = (torch.randn(2, 4, 3, 3, generator=draw),), (torch.randn(2, 4, 3, 3,
-                                                                                                generator=draw),)
+            grad_input, grad_output = (randn(draw, 2, 4, 3, 3),), (randn(draw, 2, 4, 3, 3),)
             before = [grad_input[0].clone(), grad_output[0].clone()]
             hook(module, grad_input, grad_output)
             require(torch.equal(grad_input[0], before[0]) and torch.equal(grad_output[0], before[1]),
@@ -126,6 +127,12 @@ _SANITY_FEEDBACK = {
 }
 
 
+@exercise("05.2", N_("What do section 4's rank correlations (trained vs random weights, cat vs espresso) support? "
+                     "Answer a letter."), kind="choice",
+          hints=(N_("Compare the three numbers: how much did each map move when the weights, or the class, changed?"),
+                 N_("A method that explains the model's decision must change when the decision changes.")),
+          praise=N_("Adebayo et al. (2018): a map that reacts little to the weights and not at all to the class shows "
+                    "the image through the architecture, not the model's reasons."))
 def _sanity_choice(answer: Any) -> Verdict:
     letter = answer.strip().lower().strip("()") if isinstance(answer, str) else None
     require(letter in ("a", "b", "c", "d"), N_("Answer with one letter, e.g. answer = \"a\"; got {answer!r}."),
@@ -135,23 +142,21 @@ def _sanity_choice(answer: Any) -> Verdict:
     fail(_SANITY_FEEDBACK[letter])
 
 
-class _FunctionalNet(nn.Module):
+def _functional_net() -> nn.Module:
     """ReLUs as F.relu, torch.relu, an in-place F.relu and an nn.ReLU module (which calls F.relu itself); one ReLU
-    follows two convolutions in a row."""
+    follows two convolutions in a row. ``model(x, guided=True)``: the ground truth, every ReLU the guided one."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1, self.conv2 = nn.Conv2d(3, 6, 3, padding=1), nn.Conv2d(6, 6, 3, padding=1)
-        self.mix = nn.Conv2d(6, 6, 1)  # two linear layers in a row: a guide on every output would show here
-        self.conv3, self.fc1 = nn.Conv2d(6, 5, 3, padding=1), nn.Linear(5, 7)
-        self.act, self.fc2 = nn.ReLU(), nn.Linear(7, 4)
+    def forward(m: nn.Module, x: torch.Tensor, guided: bool = False) -> torch.Tensor:
+        if guided:
+            h = _guided(m.mix(m.conv2(_guided(m.conv1(x)))))
+            return m.fc2(_guided(m.fc1(_guided(m.conv3(h)).mean(dim=(2, 3)))))
+        h = torch.relu(m.mix(m.conv2(F.relu(m.conv1(x)))))
+        return m.fc2(m.act(m.fc1(F.relu(m.conv3(h), inplace=True).mean(dim=(2, 3)))))
 
-    def forward(self, x: torch.Tensor, guided: bool = False) -> torch.Tensor:
-        if guided:  # the ground truth: every ReLU replaced by the hand-written guided one
-            h = _guided(self.mix(self.conv2(_guided(self.conv1(x)))))
-            return self.fc2(_guided(self.fc1(_guided(self.conv3(h)).mean(dim=(2, 3)))))
-        h = torch.relu(self.mix(self.conv2(F.relu(self.conv1(x)))))
-        return self.fc2(self.act(self.fc1(F.relu(self.conv3(h), inplace=True).mean(dim=(2, 3)))))
+    # mix: two linear layers in a row, where a guide on every output would show
+    return seeded(Net(forward, conv1=nn.Conv2d(3, 6, 3, padding=1), conv2=nn.Conv2d(6, 6, 3, padding=1),
+                      mix=nn.Conv2d(6, 6, 1), conv3=nn.Conv2d(6, 5, 3, padding=1), fc1=nn.Linear(5, 7), act=nn.ReLU(),
+                      fc2=nn.Linear(7, 4)), 53)
 
 
 def _reuses_the_course_mode(mode_class: type) -> bool:
@@ -163,6 +168,14 @@ def _reuses_the_course_mode(mode_class: type) -> bool:
         for klass in mode_class.__mro__)
 
 
+@exercise("05.3", N_("Write a TorchFunctionMode that guides the output of every F.relu / torch.relu call made while it "
+                     "is active."), what=N_("a class (a TorchFunctionMode subclass)"), stretch=True,
+          hints=(N_("__torch_function__ sees every torch function call: run func, look at which function it was, "
+                    "return the result."),
+                 N_("On a result of F.relu or torch.relu that requires grad, register a tensor hook with the guided "
+                    "rule.")),
+          praise=N_("A function mode sees the calls module hooks cannot: this is how guided_backprop(..., "
+                    "functional=True) works."))
 def _functional_test(mode_class: Any) -> Verdict:
     require(isinstance(mode_class, type) and issubclass(mode_class, TorchFunctionMode),
             N_("Define a class that subclasses torch.overrides.TorchFunctionMode."))
@@ -170,7 +183,7 @@ def _functional_test(mode_class: Any) -> Verdict:
             N_("Your class reuses course_utils.saliency's own mode (the one guided_backprop(..., functional=True) "
                "runs), where this exercise asks for your own: subclass TorchFunctionMode and write __torch_function__ "
                "yourself."))
-    model = seeded(_FunctionalNet(), 53)
+    model = _functional_net()
     x, targets = torch.randn(3, 3, 5, 5, generator=generator(54)), torch.tensor([1, 3, 0])
     plain = _input_gradient(model, x, targets)
     truth = _input_gradient(lambda t: model(t, guided=True), x, targets)
@@ -211,31 +224,4 @@ def _functional_test(mode_class: Any) -> Verdict:
     return Verdict(True)
 
 
-EXERCISES = (
-    Exercise("05.1", N_("Write guide_relu6(model): a full backward hook on every nn.ReLU6 that applies the guided "
-                        "rule; return the handles."),
-             _relu6_test, what=N_("a function guide_relu6(model) returning a list of handles"),
-             hints=(N_("A full backward hook receives (module, grad_input, grad_output) and may return a new "
-                       "grad_input tuple."),
-                    N_("grad_input has already been through the ReLU6's own backward (its mask 0 < x < 6): keep its "
-                       "positive part.")),
-             praise=N_("grad_input already carries the ReLU6's mask, so clamping it is the whole guided rule -- and "
-                       "the handles give the model back its plain gradient.")),
-    Exercise("05.2", N_("What do section 4's rank correlations (trained vs random weights, cat vs espresso) support? "
-                        "Answer a letter."),
-             _sanity_choice, kind="choice",
-             hints=(N_("Compare the three numbers: how much did each map move when the weights, or the class, "
-                       "changed?"),
-                    N_("A method that explains the model's decision must change when the decision changes.")),
-             praise=N_("Adebayo et al. (2018): a map that reacts little to the weights and not at all to the class "
-                       "shows the image through the architecture, not the model's reasons.")),
-    Exercise("05.3", N_("Write a TorchFunctionMode that guides the output of every F.relu / torch.relu call made "
-                        "while it is active."),
-             _functional_test, what=N_("a class (a TorchFunctionMode subclass)"), stretch=True,
-             hints=(N_("__torch_function__ sees every torch function call: run func, look at which function it was, "
-                       "return the result."),
-                    N_("On a result of F.relu or torch.relu that requires grad, register a tensor hook with the "
-                       "guided rule.")),
-             praise=N_("A function mode sees the calls module hooks cannot: this is how guided_backprop(..., "
-                       "functional=True) works.")),
-)
+EXERCISES = (_relu6_test, _sanity_choice, _functional_test)
