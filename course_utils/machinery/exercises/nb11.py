@@ -134,8 +134,7 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
             model(batch)  # an evaluation loop that forgot torch.no_grad(): no backward frees the graph
             del batch
     gc.collect()
-    require_no_hooks(model, N_("Removing your handles left hooks on the model: return every handle you "
-                               "registered."))
+    require_no_hooks(model, N_("Removing your handles left hooks on the model: return every handle you registered."))
     require(isinstance(kept, dict) and sorted(kept) == names,
             N_("`kept` must be a dict with one key per layer name, {names}; got {got}."), names=names,
             got=sorted(kept) if isinstance(kept, dict) else type(kept).__name__)
@@ -144,9 +143,10 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
                                 "holds the autograd graph (through its grad_fn), and the graph holds the batch."),
             still_alive=still_alive, total=len(sizes))
     _filled_one(kept, len(names) * len(sizes), len(sizes), N_("After {count} forwards kept['{filled}'] holds all "
-                                                              "{total} tensors and the "
-                                            "other list none: every hook appends under the same name. Which value of "
-                                            "the loop variable does a hook defined in the loop see when it runs?"))
+                                                              "{total} tensors and the other list none: every hook "
+                                                              "appends under the same name. Which value of the loop "
+                                                              "variable does a hook defined in the loop see when it "
+                                                              "runs?"))
     for name in names:
         require(isinstance(kept[name], list) and len(kept[name]) == len(sizes),
                 N_("kept['{name}'] has {got} tensors after {forwards} forwards; append one per forward."), name=name,
@@ -343,8 +343,7 @@ def _layer_test(answer: Callable[..., Any]) -> Verdict:
                    "(named_modules(), not named_children())."), got=got)
         require(got in names, N_("{got!r} is not a module name of the model (names from named_modules())."), got=got)
         fail(N_("Expected the last module, in the order the forward calls finish, whose output is (N, C, h, w) with h "
-                "* "
-                "w > 1; got {got!r}."), got=got)
+                "* w > 1; got {got!r}."), got=got)
     return Verdict(True)
 
 

@@ -1,19 +1,8 @@
 """Exercises of notebooks/12_transformer_hooks.ipynb: cache the residual stream, ablate a head, patch a position,
 steer with a vector (a block's output or an attention module's tuple), and steer during KV-cached generation.
 
-Every check builds its own transformers (``course_utils.transformer.InductionTransformer`` with random weights and
-another number of blocks, heads or ``d_head`` than the notebook's model), draws new token sequences, and computes the
-truth itself: by running the blocks one by one (12.1), or with its own correct hook (12.2-12.5). A wrong answer is
-matched against the mistakes learners make here, each recomputed: hooking the attention module (or the block, or
-``in_proj``) instead of ``out_proj``'s input, the wrong head slice, a hook that changes a copy and returns nothing, a
-cache that keeps the graph or outlives the call, a patch of the block's input, of the wrong position or run, a vector
-changed in place or added to the input, a shift built for one length or for a tensor where the output is a tuple, a
-slice of the output that is empty once a KV cache feeds one position at a time, a start counted from the end of the
-prompt, and state kept between calls. Where no recomputed mistake matches, the ✗ says where the answer goes wrong: the
-features out_proj reads, the first position whose logits differ, the share of positions steered, the first token
-generated differently. Where hooks sit while the model runs is read with ``watch_hooks`` (12.1, 12.2) or counted run
-by run (12.3), so that a ✗ can say where to look. 12.4 judges what its hook returns itself (``watch_hooks=False``):
-handing on a tuple is part of that exercise.
+Each check builds its own ``InductionTransformer`` (random weights, another shape than the notebook's), computes the
+truth without the learner's hooks, and names a wrong answer by recomputing the usual mistakes.
 """
 
 from __future__ import annotations
@@ -604,9 +593,8 @@ def _kv_test(generate_steered: Callable[..., Any]) -> Verdict:
                    "use_cache=True)), which feeds one new token per step."))
         again = generate_steered(model, prompt, new_tokens, layer, vector, start) if case == 0 else result
         require(isinstance(again, torch.Tensor) and torch.equal(again, result),  # state kept between calls
-                N_("Called twice with the same arguments, your function generates different tokens: something it "
-                   "keeps (a counter, a list) lives on from one call to the next. Create it anew inside "
-                   "generate_steered."))
+                N_("Called twice with the same arguments, your function generates different tokens: something it keeps "
+                   "(a counter, a list) lives on from one call to the next. Create it anew inside generate_steered."))
         if torch.equal(result, expected):
             continue
         require(torch.equal(result[:, :prompt_length], prompt),
