@@ -2,7 +2,8 @@
 steer with a vector (a block's output or an attention module's tuple), and steer during KV-cached generation.
 
 Each check builds its own ``InductionTransformer`` (random weights, another shape than the notebook's), computes the
-truth without the learner's hooks, and names a wrong answer by recomputing the usual mistakes.
+truth without the learner's hooks, and names a wrong answer by recomputing the usual mistakes. 12.4 judges what its
+hook returns itself (``watch_hooks=False``): handing on a tuple is part of that exercise.
 """
 
 from __future__ import annotations
@@ -668,7 +669,7 @@ EXERCISES = (
              stretch=True,
              hints=(N_("With the KV cache the block sees the prompt once, then one position per step: slicing the "
                        "output by position fails silently. Which argument of the block's call says where you are?"),
-                    N_("register_forward_hook(hook, with_kwargs=True) passes kwargs: kwargs['positions'] >= start "
-                       "is a mask over the positions of this call. Remove the hook when generation ends.")),
+                    N_("register_forward_hook(hook, with_kwargs=True) passes kwargs: kwargs['positions'] holds the "
+                       "absolute positions of this call. Remove the hook when generation ends.")),
              praise=N_("Absolute positions, not slices of the output: your hook is right with and without a cache.")),
 )
