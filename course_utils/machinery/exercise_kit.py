@@ -1,19 +1,18 @@
 """What an exercise is, and the kit its check is written with (CONTRIBUTING.md, "Add or change an exercise").
 
-A module ``exercises/nbNN.py`` exports ``EXERCISES``; a check runs the learner's answer on scenarios the notebook
-never showed, stops at the first thing wrong with :func:`fail` / :func:`require`, and returns ``Verdict(True)``.
+A module ``exercises/nbNN.py`` starts ``from course_utils.machinery.exercise_kit import *`` (the kit's ``__all__``:
+the words checks are written in) and exports ``EXERCISES``. A check runs the learner's answer on scenarios the
+notebook never showed, stops at the first thing wrong with :func:`fail` / :func:`require`, and returns
+``Verdict(True)``; :func:`exercise` declares it. Usage::
 
-Usage::
-
-    from course_utils.machinery.exercise_kit import Exercise, N_, Verdict, fail, randn, require
-
-    def _clamping(hook) -> Verdict:
+    @exercise("01.9", N_("Write a clamping tensor hook."), what=N_("a hook(grad)"),
+              hints=(N_("A hook that returns a tensor replaces the gradient."),))
+    def clamping(hook) -> Verdict:
         grad = randn(1, 3, 5) * 3
         require(torch.equal(hook(grad), grad.clamp(-1, 1)), N_("Values outside [-1, 1] must become -1 or 1."))
         return Verdict(True)
 
-    EXERCISES = (Exercise("01.9", N_("Write a clamping tensor hook."), _clamping, what=N_("a hook(grad)"),
-                          hints=(N_("A hook that returns a tensor replaces the gradient."),)),)
+    EXERCISES = (clamping,)
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar, get_args
 
 import numpy as np
 import torch
@@ -36,15 +35,15 @@ from course_utils.machinery.layout import EXERCISE_ID
 from course_utils.machinery.messages import N_, Text, _
 
 __all__ = [
-    "ATOL", "Exercise", "ExerciseKind", "FailedOnPurpose", "FailsOnPurpose", "HooksSeen", "N_", "Net", "Refusal",
-    "Status", "Text", "Verdict", "as_float_tensor", "as_whole_number", "expect_choice", "expect_live_value",
-    "expect_tensor", "fail", "generator", "hooks_left", "is_handle", "name_the_mistake", "plain", "plain_tensor",
-    "randn", "removing", "require", "require_no_hooks", "require_untouched", "same", "seeded", "tensor_result",
-    "the_error_gets_out", "type_name", "watch_hooks",
+    "ATOL", "Exercise", "FailedOnPurpose", "FailsOnPurpose", "N_", "Net", "Refusal", "Status", "Text", "Verdict",
+    "as_float_tensor", "as_whole_number", "count_hooks", "exercise", "expect_choice", "expect_live_value",
+    "expect_tensor", "fail", "generator", "hook_report", "hooks_left", "is_handle", "name_the_mistake", "plain",
+    "randn", "removing", "require", "require_handle", "require_no_hooks", "require_untouched", "same", "seeded",
+    "tensor_result", "the_error_gets_out", "type_name", "watch_hooks",
 ]
 
 ExerciseKind = Literal["write", "predict", "choice"]
-_KINDS = ("write", "predict", "choice")
+_KINDS = get_args(ExerciseKind)
 ATOL = 1e-5  # the closeness of a learner's numbers to the check's own, unless an exercise names another
 
 
@@ -156,6 +155,13 @@ class Exercise:
             return self.validate(answer)
         except Refusal as refusal:
             return Verdict(False, refusal.text)
+
+
+def exercise(id: str, task: str, **details: Any) -> Callable[[Callable[[Any], Verdict]], Exercise]:
+    """Declare the check below it as :class:`Exercise` ``id`` (``details``: its other fields).
+
+    Usage: ``@exercise("01.9", N_("Write a clamping hook."), what=N_("a hook(grad)"), hints=(N_("..."),))``"""
+    return lambda validate: Exercise(id, task, validate, **details)
 
 
 # -- answers as plain Python and torch values -----------------------------------------------------------------
@@ -376,6 +382,11 @@ def require_untouched(tensor: torch.Tensor, before: torch.Tensor, message: str) 
 
 def is_handle(value: Any) -> bool:
     return callable(getattr(value, "remove", None))
+
+
+def require_handle(value: Any, message: str, **fields: Any) -> None:
+    """:func:`fail` with ``message`` (field ``{type}``: what came back) unless ``value`` is a handle."""
+    require(is_handle(value), message, type=type(value).__name__, **fields)
 
 
 @contextlib.contextmanager

@@ -8,17 +8,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.machinery.exercise_kit import (
-    N_,
-    Exercise,
-    Text,
-    Verdict,
-    as_whole_number,
-    fail,
-    is_handle,
-    removing,
-    require,
-)
+from course_utils.machinery.exercise_kit import *
 
 
 def _hook_counts(model: nn.Module) -> dict[str, int]:
@@ -27,7 +17,16 @@ def _hook_counts(model: nn.Module) -> dict[str, int]:
             if (n := len(module._forward_hooks) + len(module._forward_pre_hooks))}
 
 
-def _shape_recorder_test(attach: Callable[[nn.Module, list], Any]) -> Verdict:
+@exercise("00.1", N_("Write attach_shape_recorder(layer, shapes): a forward hook that appends each output's shape to "
+                     "shapes; return the handle."),
+          what=N_("a function attach_shape_recorder(layer, shapes)"), observe_only=True,
+          hints=(N_("A forward hook is a function hook(module, inputs, output); the layer's own register_forward_hook "
+                    "attaches it and returns the handle."),
+                 N_("Define the hook inside attach_shape_recorder so that it can reach `shapes`; it appends a tuple "
+                    "made from output.shape and returns nothing. Return what register_forward_hook returned.")),
+          praise=N_("Your first hook: it ran on layers and batches you had not seen, changed nothing, and its handle "
+                    "removed it."))
+def shape_recorder(attach: Callable[[nn.Module, list], Any]) -> Verdict:
     torch.manual_seed(0)
     # a layer the learner has not seen, followed by an in-place layer; batches of several sizes
     model = nn.Sequential(nn.Conv2d(2, 5, 3), nn.ReLU(inplace=True), nn.Flatten(), nn.Linear(5 * 4 * 4, 3))
@@ -39,9 +38,8 @@ def _shape_recorder_test(attach: Callable[[nn.Module, list], Any]) -> Verdict:
     handle = attach(layer, shapes)
     with removing(handle):
         counts = _hook_counts(model)
-        require(is_handle(handle), N_("attach_shape_recorder returned {type}: return the handle that "
-                                      "register_forward_hook gave you, so the caller can remove the hook."),
-                type=type(handle).__name__)
+        require_handle(handle, N_("attach_shape_recorder returned {type}: return the handle that register_forward_hook "
+                                  "gave you, so the caller can remove the hook."))
         require(layer._forward_hooks, N_("No forward hook on the layer you were given{where}: register it with "
                                          "layer.register_forward_hook(...)."),
                 where=Text(N_(" (found {counts})"), counts=counts) if counts else "")
@@ -95,7 +93,15 @@ def _live_double_registration() -> int:
     return len(calls)
 
 
-def _predict_double_registration(answer: Any) -> Verdict:
+@exercise("00.2", N_("Predict how many lines a forward hook prints when it was registered twice on a layer and only "
+                     "the last handle was removed (checked against a live run)."), kind="predict",
+          hints=(N_("Each register_forward_hook call adds one hook to the layer and returns a handle for that hook "
+                    "alone -- also when the function is one the layer already has."),
+                 N_("remove() takes off only the hook its handle belongs to. After the second assignment, which hook "
+                    "does `handle` belong to, and what became of the other one?")),
+          praise=N_("A handle you overwrite is lost, and with it the supported way to take its hook off: that hook "
+                    "keeps firing. Keep every handle."))
+def double_registration(answer: Any) -> Verdict:
     guess = as_whole_number(answer)
     require(guess is not None, N_("Answer with a whole number, how many lines announce prints; got {answer}."),
             answer=repr(answer))
@@ -109,24 +115,4 @@ def _predict_double_registration(answer: Any) -> Verdict:
     fail(N_("Count two things: the hooks still on the layer after remove(), and the forward passes."))
 
 
-EXERCISES = (
-    Exercise("00.1", N_("Write attach_shape_recorder(layer, shapes): a forward hook that appends each output's shape "
-                        "to shapes; return the handle."),
-             _shape_recorder_test, what=N_("a function attach_shape_recorder(layer, shapes)"), observe_only=True,
-             hints=(N_("A forward hook is a function hook(module, inputs, output); the layer's own "
-                       "register_forward_hook attaches it and returns the handle."),
-                    N_("Define the hook inside attach_shape_recorder so that it can reach `shapes`; it appends a "
-                       "tuple made from output.shape and returns nothing. Return what register_forward_hook "
-                       "returned.")),
-             praise=N_("Your first hook: it ran on layers and batches you had not seen, changed nothing, and its "
-                       "handle removed it.")),
-    Exercise("00.2", N_("Predict how many lines a forward hook prints when it was registered twice on a layer and "
-                        "only the last handle was removed (checked against a live run)."),
-             _predict_double_registration, kind="predict",
-             hints=(N_("Each register_forward_hook call adds one hook to the layer and returns a handle for that "
-                       "hook alone -- also when the function is one the layer already has."),
-                    N_("remove() takes off only the hook its handle belongs to. After the second assignment, which "
-                       "hook does `handle` belong to, and what became of the other one?")),
-             praise=N_("A handle you overwrite is lost, and with it the supported way to take its hook off: that "
-                       "hook keeps firing. Keep every handle.")),
-)
+EXERCISES = (shape_recorder, double_registration)

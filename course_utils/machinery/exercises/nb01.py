@@ -7,20 +7,15 @@ from typing import Any
 
 import torch
 
-from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (
-    N_,
-    Exercise,
-    Verdict,
-    fail,
-    generator,
-    is_handle,
-    removing,
-    require,
-    require_no_hooks,
-)
+from course_utils.machinery.exercise_kit import *
 
 
+@exercise("01.1", N_("Write a tensor hook clamp_hook(grad) that limits the gradient to [-1, 1]."),
+          what=N_("a hook function clamp_hook(grad)"),
+          hints=(N_("A tensor hook that returns a tensor replaces the gradient; one that returns None changes "
+                    "nothing."),
+                 N_("torch has an elementwise function that limits values to a range and returns a new tensor.")),
+          praise=N_("Returning a new tensor is the supported way to change a gradient, on every graph."))
 def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
     draw = generator(1)
     # 1. called on its own: the argument must be left as it was (a hook should not modify its argument)
@@ -47,6 +42,15 @@ def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
     fail(N_("Values outside [-1, 1] must become -1 (below) or 1 (above), keeping their sign."))
 
 
+@exercise("01.2", N_("Write watch_grad(tensor, store, name): a hook that keeps the gradient reaching tensor in "
+                     "store[name], unchanged; return the handle."),
+          what=N_("a function watch_grad(tensor, store, name)"),
+          hints=(N_("This is what retain_grad() does, written as a tensor hook: the hook receives the gradient as its "
+                    "argument."),
+                 N_("Define the hook inside watch_grad (so it sees store and name), let it assign into the dict and "
+                    "return None, and return what tensor.register_hook gave you.")),
+          praise=N_("A retain_grad you control: it keeps what you choose, under the name you choose, until you remove "
+                    "it."))
 def _watch_test(watch: Callable[[torch.Tensor, dict, str], Any]) -> Verdict:
     draw = generator(2)
     x, a, b = (torch.randn(4, 3, generator=draw, requires_grad=i == 0) for i in range(3))
@@ -61,8 +65,7 @@ def _watch_test(watch: Callable[[torch.Tensor, dict, str], Any]) -> Verdict:
     h, loss = forward(x)
     handle = watch(h, store, "tanh")
     with removing(handle):
-        require(is_handle(handle), N_("watch_grad returned {type}: return the handle register_hook gave you."),
-                type=type(handle).__name__)
+        require_handle(handle, N_("watch_grad returned {type}: return the handle register_hook gave you."))
         require(count_hooks(h) == 1, N_("Expected one hook on the tensor, found {count}."), count=count_hooks(h))
         require(not store, N_("store was filled before backward(): save the gradient inside the hook."))
         loss.backward(retain_graph=True)
@@ -96,6 +99,14 @@ def _watch_test(watch: Callable[[torch.Tensor, dict, str], Any]) -> Verdict:
     return Verdict(True)
 
 
+@exercise("01.3", N_("Write reverse_grad(x, lam): a tensor equal to x whose gradient, on the way back, is multiplied "
+                     "by -lam (other uses of x unaffected)."), what=N_("a function reverse_grad(x, lam)"), stretch=True,
+          hints=(N_("A hook on x itself would change every gradient that reaches x, not only the one that passes "
+                    "through your result."),
+                 N_("Make a new tensor from x with an operation that keeps the values (and the graph), hook that one, "
+                    "and return it.")),
+          praise=N_("That is the gradient reversal layer of domain-adversarial training (Ganin & Lempitsky, 2015): "
+                    "identity forward, -lam backward."))
 def _reversal_test(reverse: Callable[[torch.Tensor, float], Any]) -> Verdict:
     draw = generator(3)
     # x used directly and through the reversal; in the last case through `y + x`, whose backward hands the very same
@@ -138,29 +149,4 @@ def _reversal_test(reverse: Callable[[torch.Tensor, float], Any]) -> Verdict:
     return Verdict(True)
 
 
-EXERCISES = (
-    Exercise("01.1", N_("Write a tensor hook clamp_hook(grad) that limits the gradient to [-1, 1]."),
-             _clamp_test, what=N_("a hook function clamp_hook(grad)"),
-             hints=(N_("A tensor hook that returns a tensor replaces the gradient; one that returns None changes "
-                       "nothing."),
-                    N_("torch has an elementwise function that limits values to a range and returns a new tensor.")),
-             praise=N_("Returning a new tensor is the supported way to change a gradient, on every graph.")),
-    Exercise("01.2", N_("Write watch_grad(tensor, store, name): a hook that keeps the gradient reaching tensor in "
-                        "store[name], unchanged; return the handle."),
-             _watch_test, what=N_("a function watch_grad(tensor, store, name)"),
-             hints=(N_("This is what retain_grad() does, written as a tensor hook: the hook receives the gradient as "
-                       "its argument."),
-                    N_("Define the hook inside watch_grad (so it sees store and name), let it assign into the dict "
-                       "and return None, and return what tensor.register_hook gave you.")),
-             praise=N_("A retain_grad you control: it keeps what you choose, under the name you choose, until you "
-                       "remove it.")),
-    Exercise("01.3", N_("Write reverse_grad(x, lam): a tensor equal to x whose gradient, on the way back, is "
-                        "multiplied by -lam (other uses of x unaffected)."),
-             _reversal_test, what=N_("a function reverse_grad(x, lam)"), stretch=True,
-             hints=(N_("A hook on x itself would change every gradient that reaches x, not only the one that passes "
-                       "through your result."),
-                    N_("Make a new tensor from x with an operation that keeps the values (and the graph), hook that "
-                       "one, and return it.")),
-             praise=N_("That is the gradient reversal layer of domain-adversarial training (Ganin & Lempitsky, "
-                       "2015): identity forward, -lam backward.")),
-)
+EXERCISES = (_clamp_test, _watch_test, _reversal_test)

@@ -13,8 +13,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from course_utils._torch_internals import function_modes
-from course_utils.hooks import hook_report
-from course_utils.machinery.exercise_kit import N_, Exercise, Verdict, fail, generator, is_handle, require, seeded
+from course_utils.machinery.exercise_kit import *
 
 
 class _Guided(torch.autograd.Function):
@@ -60,6 +59,14 @@ class _ReLU6Net(nn.Module):
         return self.fc(last(self.block[0](h)).mean(dim=(2, 3)))
 
 
+@exercise("05.1", N_("Write guide_relu6(model): a full backward hook on every nn.ReLU6 that applies the guided rule; "
+                     "return the handles."), what=N_("a function guide_relu6(model) returning a list of handles"),
+          hints=(N_("A full backward hook receives (module, grad_input, grad_output) and may return a new grad_input "
+                    "tuple."),
+                 N_("grad_input has already been through the ReLU6's own backward (its mask 0 < x < 6): keep its "
+                    "positive part.")),
+          praise=N_("grad_input already carries the ReLU6's mask, so clamping it is the whole guided rule -- and the "
+                    "handles give the model back its plain gradient."))
 def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
     model = seeded(_ReLU6Net(), 51)
     x, targets = torch.randn(3, 3, 6, 6, generator=generator(52)), torch.tensor([4, 0, 2])
@@ -126,6 +133,12 @@ _SANITY_FEEDBACK = {
 }
 
 
+@exercise("05.2", N_("What do section 4's rank correlations (trained vs random weights, cat vs espresso) support? "
+                     "Answer a letter."), kind="choice",
+          hints=(N_("Compare the three numbers: how much did each map move when the weights, or the class, changed?"),
+                 N_("A method that explains the model's decision must change when the decision changes.")),
+          praise=N_("Adebayo et al. (2018): a map that reacts little to the weights and not at all to the class shows "
+                    "the image through the architecture, not the model's reasons."))
 def _sanity_choice(answer: Any) -> Verdict:
     letter = answer.strip().lower().strip("()") if isinstance(answer, str) else None
     require(letter in ("a", "b", "c", "d"), N_("Answer with one letter, e.g. answer = \"a\"; got {answer!r}."),
@@ -163,6 +176,14 @@ def _reuses_the_course_mode(mode_class: type) -> bool:
         for klass in mode_class.__mro__)
 
 
+@exercise("05.3", N_("Write a TorchFunctionMode that guides the output of every F.relu / torch.relu call made while it "
+                     "is active."), what=N_("a class (a TorchFunctionMode subclass)"), stretch=True,
+          hints=(N_("__torch_function__ sees every torch function call: run func, look at which function it was, "
+                    "return the result."),
+                 N_("On a result of F.relu or torch.relu that requires grad, register a tensor hook with the guided "
+                    "rule.")),
+          praise=N_("A function mode sees the calls module hooks cannot: this is how guided_backprop(..., "
+                    "functional=True) works."))
 def _functional_test(mode_class: Any) -> Verdict:
     require(isinstance(mode_class, type) and issubclass(mode_class, TorchFunctionMode),
             N_("Define a class that subclasses torch.overrides.TorchFunctionMode."))
@@ -211,31 +232,4 @@ def _functional_test(mode_class: Any) -> Verdict:
     return Verdict(True)
 
 
-EXERCISES = (
-    Exercise("05.1", N_("Write guide_relu6(model): a full backward hook on every nn.ReLU6 that applies the guided "
-                        "rule; return the handles."),
-             _relu6_test, what=N_("a function guide_relu6(model) returning a list of handles"),
-             hints=(N_("A full backward hook receives (module, grad_input, grad_output) and may return a new "
-                       "grad_input tuple."),
-                    N_("grad_input has already been through the ReLU6's own backward (its mask 0 < x < 6): keep its "
-                       "positive part.")),
-             praise=N_("grad_input already carries the ReLU6's mask, so clamping it is the whole guided rule -- and "
-                       "the handles give the model back its plain gradient.")),
-    Exercise("05.2", N_("What do section 4's rank correlations (trained vs random weights, cat vs espresso) support? "
-                        "Answer a letter."),
-             _sanity_choice, kind="choice",
-             hints=(N_("Compare the three numbers: how much did each map move when the weights, or the class, "
-                       "changed?"),
-                    N_("A method that explains the model's decision must change when the decision changes.")),
-             praise=N_("Adebayo et al. (2018): a map that reacts little to the weights and not at all to the class "
-                       "shows the image through the architecture, not the model's reasons.")),
-    Exercise("05.3", N_("Write a TorchFunctionMode that guides the output of every F.relu / torch.relu call made "
-                        "while it is active."),
-             _functional_test, what=N_("a class (a TorchFunctionMode subclass)"), stretch=True,
-             hints=(N_("__torch_function__ sees every torch function call: run func, look at which function it was, "
-                       "return the result."),
-                    N_("On a result of F.relu or torch.relu that requires grad, register a tensor hook with the "
-                       "guided rule.")),
-             praise=N_("A function mode sees the calls module hooks cannot: this is how guided_backprop(..., "
-                       "functional=True) works.")),
-)
+EXERCISES = (_relu6_test, _sanity_choice, _functional_test)
