@@ -191,43 +191,22 @@ def _mean_test(answer: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-class _AuxHead(nn.Module):
-    """An auxiliary head that runs in training mode only (as in torchvision's GoogLeNet and Inception v3)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.body, self.aux = nn.Linear(3, 3), nn.Linear(3, 2)
-
-    def forward(self, x: torch.Tensor) -> Any:
-        hidden = self.body(x)
-        return (hidden, self.aux(hidden)) if self.training else hidden
-
-
 def _fires(scenario: str) -> bool:
-    fired: list[str] = []
-
-    def note(module: nn.Module, args: Any, output: Any) -> None:
-        fired.append(scenario)
-
-    x = torch.ones(1, 3)
-    model: nn.Module
-    hooked: nn.Module
-    if scenario == "copied_after_hook":
-        original = nn.Sequential(nn.Linear(3, 3))
-        handle = original[0].register_forward_hook(note)
-        twin = copy.deepcopy(original)
-        handle.remove()  # removes the original's hook only
-        twin(x)
-        return bool(fired)
-    if scenario == "under_no_grad":
-        model = hooked = nn.Linear(3, 3)
-    else:
+    """Whether a forward hook on ``model.layer`` fires when the model runs in ``scenario``."""
+    fired: list[bool] = []
+    model = {
         # .forward called directly: module hooks run only through module(...)
-        model = (Net(lambda m, x: m.layer.forward(x), layer=nn.Linear(3, 3))
-                 if scenario == "forward_called_directly" else _AuxHead().eval())
-        hooked = model.get_submodule("layer" if scenario == "forward_called_directly" else "aux")
-    with hooked.register_forward_hook(note), torch.set_grad_enabled(scenario != "under_no_grad"):
-        model(x)
+        "forward_called_directly": Net(lambda m, x: m.layer.forward(x), layer=nn.Linear(3, 3)),
+        # an auxiliary head that runs in training mode only (as in torchvision's GoogLeNet and Inception v3)
+        "aux_head_in_eval": Net(lambda m, x: (m.body(x), m.layer(m.body(x))) if m.training else m.body(x),
+                                body=nn.Linear(3, 3), layer=nn.Linear(3, 2)).eval(),
+    }.get(scenario, Net(lambda m, x: m.layer(x), layer=nn.Linear(3, 3)))
+    handle = model.layer.register_forward_hook(lambda module, args, output: fired.append(True))
+    if scenario == "copied_after_hook":
+        model = copy.deepcopy(model)
+        handle.remove()  # removes the original's hook only
+    with removing(handle), torch.set_grad_enabled(scenario != "under_no_grad"):
+        model(torch.ones(1, 3))
     return bool(fired)
 
 
