@@ -308,27 +308,20 @@ def _patched(model: InductionTransformer, clean: torch.Tensor, corrupted: torch.
              positions: Any, where: str = "output", rows: Any = slice(None)) -> torch.Tensor:
     """The corrupted run with ``[rows, positions]`` of block ``layer``'s output taken from the clean run
     (``where="input"``: of its input; ``"attn"``: of its attention's output)."""
-    block, kept = model.blocks[layer], dict[str, torch.Tensor]()
+    block, kept = model.blocks[layer], list[torch.Tensor]()
 
     def swapped(activation: torch.Tensor) -> torch.Tensor:
+        if not kept:  # the clean run: keep the activation, change nothing
+            kept.append(activation)
+            return activation
         patched = activation.clone()
-        patched[rows, positions] = kept["x"][rows, positions]
+        patched[rows, positions] = kept[0][rows, positions]
         return patched
 
-    keep: tuple[Any, Any]
-    patch: tuple[Any, Any]
-    if where == "input":
-        keep, patch = (block.register_forward_pre_hook, lambda module, args: kept.__setitem__("x", args[0])), \
-            (block.register_forward_pre_hook, lambda module, args: (swapped(args[0]),))
-    elif where == "attn":
-        keep, patch = (block.attn.register_forward_hook, lambda module, args, out: kept.__setitem__("x", out[0])), \
-            (block.attn.register_forward_hook, lambda module, args, out: (swapped(out[0]), out[1]))
-    else:
-        keep, patch = (block.register_forward_hook, lambda module, args, out: kept.__setitem__("x", out)), \
-            (block.register_forward_hook, lambda module, args, out: swapped(out))
-    with keep[0](keep[1]):
+    with (block.register_forward_pre_hook(lambda module, args: (swapped(args[0]),)) if where == "input" else
+          block.attn.register_forward_hook(lambda module, args, out: (swapped(out[0]), *out[1:])) if where == "attn"
+          else block.register_forward_hook(lambda module, args, out: swapped(out))):
         _run(model, clean)
-    with patch[0](patch[1]):
         return _run(model, corrupted)
 
 
