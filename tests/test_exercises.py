@@ -45,15 +45,13 @@ def test_every_exercise_has_cases_and_no_cases_are_orphans() -> None:
     assert not problems, f"rule 'cases' ({RULES}):\n" + "\n".join(problems)
 
 
-def _right_cases() -> list[tuple[str, int]]:
-    return [(eid, i) for eid, cases in sorted(CASES.items()) if eid in CATALOGUE for i in range(len(cases.right))]
+def _cases(kind: str) -> list[tuple[str, int]]:
+    """(exercise id, index) of every case of ``kind`` ("right", "wrong" or "endless")."""
+    return [(eid, i) for eid, cases in sorted(CASES.items()) if eid in CATALOGUE
+            for i in range(len(getattr(cases, kind)))]
 
 
-def _wrong_cases() -> list[tuple[str, int]]:
-    return [(eid, i) for eid, cases in sorted(CASES.items()) if eid in CATALOGUE for i in range(len(cases.wrong))]
-
-
-@pytest.mark.parametrize(("exercise_id", "index"), _right_cases(), ids=lambda v: str(v))
+@pytest.mark.parametrize(("exercise_id", "index"), _cases("right"), ids=lambda v: str(v))
 def test_check_accepts_a_correct_answer_written_differently(exercise_id: str, index: int,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     before = session_state()
@@ -64,7 +62,7 @@ def test_check_accepts_a_correct_answer_written_differently(exercise_id: str, in
     assert out.startswith(f"✓ Exercise {exercise_id}: correct.")
 
 
-@pytest.mark.parametrize(("exercise_id", "index"), _wrong_cases(), ids=lambda v: str(v))
+@pytest.mark.parametrize(("exercise_id", "index"), _cases("wrong"), ids=lambda v: str(v))
 def test_check_rejects_a_typical_wrong_answer_with_a_useful_message(exercise_id: str, index: int,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     answer, expected_words = CASES[exercise_id].wrong[index]
@@ -79,8 +77,7 @@ def test_check_rejects_a_typical_wrong_answer_with_a_useful_message(exercise_id:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize(("exercise_id", "index"), [(eid, i) for eid, cases in sorted(CASES.items()) if eid in CATALOGUE
-                                                     for i in range(len(cases.endless))], ids=lambda v: str(v))
+@pytest.mark.parametrize(("exercise_id", "index"), _cases("endless"), ids=lambda v: str(v))
 def test_check_stops_an_answer_that_never_ends(exercise_id: str, index: int, monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     """At the time limit (6 s here, for the test's sake) the answer is stopped, and the session goes on."""

@@ -158,9 +158,9 @@ class Exercise:
 
 
 def exercise(id: str, task: str, **details: Any) -> Callable[[Callable[[Any], Verdict]], Exercise]:
-    """Declare the check below it as :class:`Exercise` ``id`` (``details``: its other fields).
+    """Declare the check below it as :class:`Exercise` ``id`` (``details``: its other fields); a decorator.
 
-    Usage: ``@exercise("01.9", N_("Write a clamping hook."), what=N_("a hook(grad)"), hints=(N_("..."),))``"""
+    Usage: ``clamping = exercise("01.9", N_("Write a clamping hook."), what=N_("a hook(grad)"))(validator)``"""
     return lambda validate: Exercise(id, task, validate, **details)
 
 
@@ -322,7 +322,7 @@ def seeded(module: ModuleT, seed: int, scale: float = 0.5, *, matrices_only: boo
 
 
 class Net(nn.Module):
-    """A tiny model from its named layers and its forward, a function of (the model, its inputs).
+    """A tiny model from its named layers and its forward, a function of (the model, its inputs and options).
 
     Usage: ``Net(lambda m, x: m.fc(x) + x, fc=nn.Linear(4, 4))``"""
 
@@ -332,8 +332,8 @@ class Net(nn.Module):
         for name, layer in layers.items():
             self.add_module(name, layer)
 
-    def forward(self, *inputs: Any) -> Any:
-        return self._run(self, *inputs)
+    def forward(self, *inputs: Any, **options: Any) -> Any:
+        return self._run(self, *inputs, **options)
 
 
 class FailedOnPurpose(ValueError, RuntimeError):
@@ -385,8 +385,9 @@ def is_handle(value: Any) -> bool:
 
 
 def require_handle(value: Any, message: str, **fields: Any) -> None:
-    """:func:`fail` with ``message`` (field ``{type}``: what came back) unless ``value`` is a handle."""
-    require(is_handle(value), message, type=type(value).__name__, **fields)
+    """:func:`fail` with ``message`` (field ``{type}``: what came back, ``None`` for None) unless ``value`` is a
+    handle. Usage: ``require_handle(handle, N_("Return the handle, not {type}."))``"""
+    require(is_handle(value), message, type=type_name(value), **fields)
 
 
 @contextlib.contextmanager

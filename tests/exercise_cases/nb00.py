@@ -32,7 +32,7 @@ CASES = {
                    """)],
         wrong=mutants(
             RECORDER,
-            ("    return layer", "    layer", "return the handle"),
+            ("    return layer", "    layer", "returned None: return the handle"),
             ("register_forward_hook(hook)", "register_forward_pre_hook(lambda m, args: shapes.append(tuple(args[0].shape)))",
              "No forward hook"),
             ("output.shape", "args[0].shape", "input"),

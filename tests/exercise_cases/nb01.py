@@ -53,7 +53,7 @@ CASES = {
             ("store[name] = grad", "store[name] = grad\n        return grad * 0.5", "must return None"),
             ("store[name] = grad", "store[name] = grad.norm()", "whole gradient"),
             ("store[name]", "store['grad']", "name you were given"),
-            ("    return tensor", "    tensor", "return the handle"),
+            ("    return tensor", "    tensor", "returned None: return the handle"),
             ("store[name] = grad", "return store.setdefault(name, grad)", "On a second backward"),
         ),
     ),

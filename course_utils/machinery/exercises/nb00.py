@@ -26,7 +26,7 @@ def _hook_counts(model: nn.Module) -> dict[str, int]:
                     "made from output.shape and returns nothing. Return what register_forward_hook returned.")),
           praise=N_("Your first hook: it ran on layers and batches you had not seen, changed nothing, and its handle "
                     "removed it."))
-def shape_recorder(attach: Callable[[nn.Module, list], Any]) -> Verdict:
+def _shape_recorder_test(attach: Callable[[nn.Module, list], Any]) -> Verdict:
     torch.manual_seed(0)
     # a layer the learner has not seen, followed by an in-place layer; batches of several sizes
     model = nn.Sequential(nn.Conv2d(2, 5, 3), nn.ReLU(inplace=True), nn.Flatten(), nn.Linear(5 * 4 * 4, 3))
@@ -101,7 +101,7 @@ def _live_double_registration() -> int:
                     "does `handle` belong to, and what became of the other one?")),
           praise=N_("A handle you overwrite is lost, and with it the supported way to take its hook off: that hook "
                     "keeps firing. Keep every handle."))
-def double_registration(answer: Any) -> Verdict:
+def _predict_double_registration(answer: Any) -> Verdict:
     guess = as_whole_number(answer)
     require(guess is not None, N_("Answer with a whole number, how many lines announce prints; got {answer}."),
             answer=repr(answer))
@@ -115,4 +115,4 @@ def double_registration(answer: Any) -> Verdict:
     fail(N_("Count two things: the hooks still on the layer after remove(), and the forward passes."))
 
 
-EXERCISES = (shape_recorder, double_registration)
+EXERCISES = (_shape_recorder_test, _predict_double_registration)

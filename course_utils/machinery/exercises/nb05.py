@@ -42,21 +42,16 @@ def _input_gradient(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tens
     return torch.autograd.grad(model(inputs).gather(1, targets[:, None]).sum(), inputs)[0]
 
 
-class _ReLU6Net(nn.Module):
-    """One ReLU6 module used twice, another inside a nested block; values above 6 occur."""
+def _relu6_net() -> nn.Module:
+    """One ReLU6 module used twice, another inside a nested block; values above 6 occur. ``model(x, activation)``
+    runs ``activation`` where the ReLU6 modules run."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1, self.act = nn.Conv2d(3, 5, 3, padding=1), nn.ReLU6()
-        self.conv2 = nn.Conv2d(5, 5, 3, padding=1)
-        self.block = nn.Sequential(nn.Conv2d(5, 4, 3, padding=1), nn.ReLU6())
-        self.fc = nn.Linear(4, 6)
+    def forward(m: nn.Module, x: torch.Tensor, activation: Callable[..., torch.Tensor] | None = None) -> torch.Tensor:
+        act, last = (m.act, m.block[1]) if activation is None else (activation, activation)
+        return m.fc(last(m.block[0](act(m.conv2(act(m.conv1(x) * 4))))).mean(dim=(2, 3)))
 
-    def forward(self, x: torch.Tensor, activation: Callable[[torch.Tensor], torch.Tensor] | None = None
-                ) -> torch.Tensor:
-        act, last = (self.act, self.block[1]) if activation is None else (activation, activation)
-        h = act(self.conv2(act(self.conv1(x) * 4)))
-        return self.fc(last(self.block[0](h)).mean(dim=(2, 3)))
+    return seeded(Net(forward, conv1=nn.Conv2d(3, 5, 3, padding=1), act=nn.ReLU6(), conv2=nn.Conv2d(5, 5, 3, padding=1),
+                      block=nn.Sequential(nn.Conv2d(5, 4, 3, padding=1), nn.ReLU6()), fc=nn.Linear(4, 6)), 51)
 
 
 @exercise("05.1", N_("Write guide_relu6(model): a full backward hook on every nn.ReLU6 that applies the guided rule; "
@@ -68,7 +63,7 @@ class _ReLU6Net(nn.Module):
           praise=N_("grad_input already carries the ReLU6's mask, so clamping it is the whole guided rule -- and the "
                     "handles give the model back its plain gradient."))
 def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
-    model = seeded(_ReLU6Net(), 51)
+    model = _relu6_net()
     x, targets = torch.randn(3, 3, 6, 6, generator=generator(52)), torch.tensor([4, 0, 2])
     plain = _input_gradient(model, x, targets)  # before anything is attached
     truth = _input_gradient(lambda t: model(t, lambda h: _guided(h, 6.0)), x, targets)
@@ -148,23 +143,21 @@ def _sanity_choice(answer: Any) -> Verdict:
     fail(_SANITY_FEEDBACK[letter])
 
 
-class _FunctionalNet(nn.Module):
+def _functional_net() -> nn.Module:
     """ReLUs as F.relu, torch.relu, an in-place F.relu and an nn.ReLU module (which calls F.relu itself); one ReLU
-    follows two convolutions in a row."""
+    follows two convolutions in a row. ``model(x, guided=True)``: the ground truth, every ReLU the guided one."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1, self.conv2 = nn.Conv2d(3, 6, 3, padding=1), nn.Conv2d(6, 6, 3, padding=1)
-        self.mix = nn.Conv2d(6, 6, 1)  # two linear layers in a row: a guide on every output would show here
-        self.conv3, self.fc1 = nn.Conv2d(6, 5, 3, padding=1), nn.Linear(5, 7)
-        self.act, self.fc2 = nn.ReLU(), nn.Linear(7, 4)
+    def forward(m: nn.Module, x: torch.Tensor, guided: bool = False) -> torch.Tensor:
+        if guided:
+            h = _guided(m.mix(m.conv2(_guided(m.conv1(x)))))
+            return m.fc2(_guided(m.fc1(_guided(m.conv3(h)).mean(dim=(2, 3)))))
+        h = torch.relu(m.mix(m.conv2(F.relu(m.conv1(x)))))
+        return m.fc2(m.act(m.fc1(F.relu(m.conv3(h), inplace=True).mean(dim=(2, 3)))))
 
-    def forward(self, x: torch.Tensor, guided: bool = False) -> torch.Tensor:
-        if guided:  # the ground truth: every ReLU replaced by the hand-written guided one
-            h = _guided(self.mix(self.conv2(_guided(self.conv1(x)))))
-            return self.fc2(_guided(self.fc1(_guided(self.conv3(h)).mean(dim=(2, 3)))))
-        h = torch.relu(self.mix(self.conv2(F.relu(self.conv1(x)))))
-        return self.fc2(self.act(self.fc1(F.relu(self.conv3(h), inplace=True).mean(dim=(2, 3)))))
+    # mix: two linear layers in a row, where a guide on every output would show
+    return seeded(Net(forward, conv1=nn.Conv2d(3, 6, 3, padding=1), conv2=nn.Conv2d(6, 6, 3, padding=1),
+                      mix=nn.Conv2d(6, 6, 1), conv3=nn.Conv2d(6, 5, 3, padding=1), fc1=nn.Linear(5, 7), act=nn.ReLU(),
+                      fc2=nn.Linear(7, 4)), 53)
 
 
 def _reuses_the_course_mode(mode_class: type) -> bool:
@@ -191,7 +184,7 @@ def _functional_test(mode_class: Any) -> Verdict:
             N_("Your class reuses course_utils.saliency's own mode (the one guided_backprop(..., functional=True) "
                "runs), where this exercise asks for your own: subclass TorchFunctionMode and write __torch_function__ "
                "yourself."))
-    model = seeded(_FunctionalNet(), 53)
+    model = _functional_net()
     x, targets = torch.randn(3, 3, 5, 5, generator=generator(54)), torch.tensor([1, 3, 0])
     plain = _input_gradient(model, x, targets)
     truth = _input_gradient(lambda t: model(t, guided=True), x, targets)

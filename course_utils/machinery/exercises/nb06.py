@@ -206,28 +206,25 @@ def _what_went_wrong(result: torch.Tensor, expected: torch.Tensor, model: nn.Seq
             "score, map = ReLU(sum over channels of weight x activation)."), layer=repr(layer))
 
 
-class _SharedBlockNet(nn.Module):
+def _shared_block_net() -> nn.Module:
     """The same conv block applied twice (shared weights), each call followed by an in-place ReLU."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.stem, self.block = nn.Conv2d(3, 5, 3, padding=1), nn.Conv2d(5, 5, 3, padding=1)
-        self.head = nn.Linear(5, 6)
-        seeded(self, 63)
+    def forward(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return m.head(torch.relu_(m.block(torch.relu_(m.block(torch.relu_(m.stem(x)))))).mean(dim=(2, 3)))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.relu_(self.block(torch.relu_(self.block(torch.relu_(self.stem(x))))))
-        return self.head(h.mean(dim=(2, 3)))
+    return seeded(Net(forward, stem=nn.Conv2d(3, 5, 3, padding=1), block=nn.Conv2d(5, 5, 3, padding=1),
+                      head=nn.Linear(5, 6)), 63)
 
-    def truth(self, x: torch.Tensor, targets: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """(activation, gradient) of each call of ``block``, computed without hooks."""
-        with torch.no_grad():
-            h = torch.relu(self.stem(x))
-        first = self.block(h)
-        second = self.block(torch.relu(first))
-        logits = self.head(torch.relu(second).mean(dim=(2, 3)))
-        gradients = torch.autograd.grad(logits.gather(1, torch.tensor(targets)[:, None]).sum(), [first, second])
-        return [(first.detach(), gradients[0]), (second.detach(), gradients[1])]
+
+def _per_call_truth(model: nn.Module, x: torch.Tensor, targets: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(activation, gradient) of each call of ``model.block``, computed without hooks."""
+    with torch.no_grad():
+        h = torch.relu(model.stem(x))
+    first = model.block(h)
+    second = model.block(torch.relu(first))
+    logits = model.head(torch.relu(second).mean(dim=(2, 3)))
+    gradients = torch.autograd.grad(logits.gather(1, torch.tensor(targets)[:, None]).sum(), [first, second])
+    return [(first.detach(), gradients[0]), (second.detach(), gradients[1])]
 
 
 @exercise("06.3", N_("Write cam_per_call(model, module, x, targets): one raw Grad-CAM map per call of a module used "
@@ -239,10 +236,8 @@ class _SharedBlockNet(nn.Module):
                     "call (a closure or a default argument), so that it stores its gradient in the right place.")),
           praise=N_("A forward hook per call and a tensor hook per output: shared modules need no special case."))
 def _per_call_test(cam_per_call: Callable[..., Any]) -> Verdict:
-    model = _SharedBlockNet().eval()
-    x = torch.randn(2, 3, 6, 5, generator=generator(64))
-    x_before, targets = x.clone(), [4, 1]
-    truth = model.truth(x, targets)
+    model, x, targets = _shared_block_net(), torch.randn(2, 3, 6, 5, generator=generator(64)), [4, 1]
+    x_before, truth = x.clone(), _per_call_truth(model, x, targets)
     result = cam_per_call(model, model.block, x, list(targets))
     require(isinstance(result, (list, tuple)) and len(result) == 2,
             N_("The block runs twice in one forward: return a list of 2 maps, one per call (got {got})."),

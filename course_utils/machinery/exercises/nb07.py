@@ -140,8 +140,7 @@ def _per_parameter_norm_test(attach: Callable[[nn.Module, float], Any]) -> Verdi
                        "place and return None, and yours returned a value. What does your hook's last expression "
                        "evaluate to (a lambda returns it)?"), error=repr(str(error).strip()))
             raise
-    require(not any(count_hooks(p) for p in model.parameters()), N_("Removing the handles left hooks on the "
-                                                                    "parameters."))
+    require_no_hooks(model, N_("Removing the handles left hooks on the parameters."))
     require(not all(torch.allclose(g, p) for g, p in zip(got, plain)),
             N_("The gradients are unchanged: does every parameter get a hook that changes .grad in place?"))
     if all(torch.allclose(g, e, atol=1e-6) for g, e in zip(got, expected)):
