@@ -12,22 +12,7 @@ import torch.nn.functional as F
 from torch.autograd.graph import saved_tensors_hooks
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (
-    N_,
-    Exercise,
-    FailsOnPurpose,
-    Net,
-    Refusal,
-    Text,
-    Verdict,
-    as_float_tensor,
-    fail,
-    generator,
-    require,
-    require_no_hooks,
-    the_error_gets_out,
-)
+from course_utils.machinery.exercise_kit import *
 
 
 def _saved_tensor_hooks_active() -> bool:

@@ -9,18 +9,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.machinery.exercise_kit import (
-    N_,
-    Exercise,
-    Text,
-    Verdict,
-    fail,
-    generator,
-    is_handle,
-    removing,
-    require,
-    require_no_hooks,
-)
+from course_utils.machinery.exercise_kit import *
 from course_utils.optim_hooks import optimizer_hook_report
 
 _WIDTH = 6
@@ -73,8 +62,7 @@ def _mismatch(missing: list[str], unexpected: list[str]) -> None:
                "front (here '{prefix}'). Look at the keys your hook looks for, and at the ones it stores."),
             key=fused_left[0] if fused_left else "", prefix=fused_left[0][:-len("qkv.weight")] if fused_left else "")
     require(not fused_left, N_("The fused entry {key} is still in the checkpoint after your hook, beside its q, k and "
-                               "v "
-                               "pieces, and a strict load refuses keys the model does not have: look at what your "
+                               "v pieces, and a strict load refuses keys the model does not have: look at what your "
                                "hook leaves in state_dict."), key=fused_left[0] if fused_left else "")
     fail(N_("After your hook, missing keys {missing} and unexpected keys {unexpected}: add exactly q, k and v's "
             "entries, and leave every other key alone."), missing=missing[:3], unexpected=unexpected[:3])
@@ -92,8 +80,7 @@ def _split_test(function: Callable[[nn.Module], Any]) -> Verdict:
               {key: torch.randn(value.shape, generator=draw) for key, value in current.state_dict().items()})]
     for label, model, attentions, checkpoint in cases:
         handles = [function(attention) for attention in attentions]
-        require(all(map(is_handle, handles)), N_("Return the handle that register_load_state_dict_pre_hook gave "
-                                                 "you."))
+        require(all(map(is_handle, handles)), N_("Return the handle that register_load_state_dict_pre_hook gave you."))
         given = dict(checkpoint)
         with removing(handles):
             try:
@@ -114,8 +101,7 @@ def _split_test(function: Callable[[nn.Module], Any]) -> Verdict:
         loaded = model.state_dict()
         wrong = [key for key, value in _expected(checkpoint).items() if not torch.equal(loaded[key], value)]
         require(not wrong, N_("With {label}, {key} did not get the right values: the fused weight holds q's rows "
-                              "first, "
-                              "then k's, then v's (and the bias likewise)."), label=Text(label),
+                              "first, then k's, then v's (and the bias likewise)."), label=Text(label),
                 key=wrong[0] if wrong else "")
     return Verdict(True)
 
@@ -262,13 +248,11 @@ def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdi
                     if index in bad:
                         _kept_a_bad_step(guarded, params, before, label)
                     fail(N_("With {label}, a normal step was undone or changed: undo only a step that moved a weight "
-                            "by "
-                            "more than max_change or left one not finite."), label=Text(label))
+                            "by more than max_change or left one not finite."), label=Text(label))
                 if not _state_equal(guarded, plain, params, list(plain_model.parameters())):
                     _state_not_restored(guarded, params, state_before, label)
         require(not optimizer_hook_report(guarded), N_("Removing your handles left hooks on the optimizer: register "
-                                                       "one "
-                                                       "pre-hook and one post-hook, and return both handles."))
+                                                       "one pre-hook and one post-hook, and return both handles."))
     return Verdict(True)
 
 
@@ -308,8 +292,7 @@ def _window(every: int, done: int, params: list[torch.Tensor], plain_model: nn.M
     require(not missing, N_("With every={every}, after backward {done} of {every} some parameters have no .grad and "
                             "others do: each parameter's hook runs once per backward, so count the calls per parameter "
                             "(a counter shared by all the hooks counts parameters, not backward passes -- and a "
-                            "counter "
-                            "made inside your loop is shared too if the hook reads the loop's variable when it "
+                            "counter made inside your loop is shared too if the hook reads the loop's variable when it "
                             "runs)."), every=every, done=done)
     require(all(torch.allclose(p.grad, q.grad, atol=1e-6) for p, q in zip(params, plain_model.parameters())),
             N_("With every={every}, the gradients between two steps are not the sum of the backward passes so far: "
@@ -397,11 +380,10 @@ EXERCISES = (
              stretch=True,
              hints=(N_("Each parameter's hook runs once per backward pass, when that parameter's .grad holds the sum "
                        "so far: it needs its own count of how often it has run."),
-                    N_("Keep .grad between the steps (backward adds to it); on the every-th call step that "
-                       "parameter's optimizer, created once outside the hook, then set .grad to None. A hook "
-                       "defined inside a loop must hold its own optimizer and counter: bind them when the hook is "
-                       "made -- default arguments (def hook(p, opt=opt, count=count)) or a small function that "
-                       "builds and returns the hook.")),
+                    N_("Keep .grad between the steps (backward adds to it); on the every-th call step that parameter's "
+                       "optimizer, created once outside the hook, then set .grad to None. A hook defined inside a loop "
+                       "must hold its own optimizer and counter: bind them when the hook is made -- default arguments "
+                       "(def hook(p, opt=opt, count=count)) or a small function that builds and returns the hook.")),
              praise=N_("Gradient accumulation inside backward: the update of a big batch, one parameter's step at a "
                        "time.")),
 )

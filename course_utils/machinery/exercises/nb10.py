@@ -19,21 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.machinery.exercise_kit import (
-    N_,
-    Exercise,
-    Net,
-    Text,
-    Verdict,
-    expect_live_value,
-    fail,
-    generator,
-    is_handle,
-    name_the_mistake,
-    removing,
-    require,
-    require_no_hooks,
-)
+from course_utils.machinery.exercise_kit import *
 
 _STEPS = 2
 _BUCKET_CAP_MB = 0.0005  # ~500 bytes: after DDP rebuilds its buckets (second step) the model needs several
@@ -218,19 +204,14 @@ def _reference_weighted(state, bucket):
     return dist.all_reduce(sent, group=state.group, async_op=True).get_future().then(divide)
 
 
-def _reference_bf16(process_group, bucket):
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-    return default_hooks.bf16_compress_hook(process_group, bucket)
-
-
 def _partner(rank: int, world_size: int, which: str) -> list[torch.Tensor]:
     import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import bf16_compress_hook
 
     if which == "weighted":
         return _train_ddp(rank, _reference_weighted, SimpleNamespace(group=dist.group.WORLD, samples=_SAMPLES[rank]),
                           _SAMPLES[rank])
-    return _train_ddp(rank, _reference_bf16, dist.group.WORLD)
+    return _train_ddp(rank, bf16_compress_hook, dist.group.WORLD)
 
 
 _SENDS = {
@@ -289,8 +270,7 @@ def _guarded(hook: Callable[..., Any], which: str, notes: dict[str, Any]) -> Ite
         if current["inside"]:
             values, dtype = _EXPECTED_SEND[which](current["bucket"])
             if current["calls"]:
-                stop(N_("Your hook started a second all-reduce for one bucket; rank 1 sends {sends}, once per "
-                        "bucket."))
+                stop(N_("Your hook started a second all-reduce for one bucket; rank 1 sends {sends}, once per bucket."))
             if tensor.numel() != values or tensor.dtype != dtype:
                 stop(N_("For a bucket of {bucket} values your hook all-reduced {count} values of {got_dtype}; rank 1 "
                         "sends {values} values of {dtype}: {sends}."), bucket=current["bucket"],
@@ -330,8 +310,7 @@ def _run_pair(hook: Callable[..., Any], make_state: Callable[[Any], Any], which:
                                           "check can start its own."))
     kept: dict[str, Any] = {}
     mismatch = N_("The two ranks' all-reduces did not match: rank 1 runs torch's hook, which sends {sends}, per "
-                  "bucket; "
-                  "your hook must send the same.")
+                  "bucket; your hook must send the same.")
 
     def rank0(rank: int, world_size: int) -> list[torch.Tensor]:
         kept["state"] = make_state(dist.group.WORLD)
@@ -362,10 +341,6 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
 
-def _same_on_both(mine: list[torch.Tensor], theirs: list[torch.Tensor], message: str) -> None:
-    require(all(torch.equal(a, b) for a, b in zip(mine, theirs)), message)
-
-
 def _weighted_test(hook: Callable[..., Any]) -> Verdict:
     noted, mine, theirs = _run_pair(hook, lambda group: SimpleNamespace(group=group, samples=_SAMPLES[0]), "weighted",
                                     _SAMPLES[0])
@@ -389,8 +364,8 @@ def _weighted_test(hook: Callable[..., Any]) -> Verdict:
                 "{relative:.2g}). Look at both ends: what each rank's bucket is multiplied by before the all-reduce, "
                 "and what your then() callback divides by -- it counts samples, not ranks."),
              relative=_relative(got, truth["all"]))
-    _same_on_both(mine, theirs, N_("The two ranks ended with different gradients: every rank must compute the new "
-                                   "bucket from the same all-reduced tensor."))
+    require(all(map(torch.equal, mine, theirs)), N_("The two ranks ended with different gradients: every rank must "
+                                                    "compute the new bucket from the same all-reduced tensor."))
     require("sizes" not in noted, N_("The gradients are right, but your Future held {held} values for a bucket of "
                                      "{size}: DDP copies the first ones and ignores the rest without a word, yet the "
                                      "Future must hold the bucket's new values only. Look at what your then() callback "
@@ -413,18 +388,16 @@ def _bf16_test(hook: Callable[..., Any]) -> Verdict:
                                      "ranks send, and rank 1 (torch's hook) sends its bucket divided by the group's "
                                      "size. Look at what your hook sends.")),
                 ((own + other / 2) / 2, N_("You divided after the all-reduce, but rank 1 (torch's hook) divides before "
-                                           "it, so the ranks sent different things: look at where your hook "
-                                           "divides.")),
+                                           "it, so the ranks sent different things: look at where your hook divides.")),
             ], lambda result, wrong: _relative(result, wrong) < far)
         require(torch.equal(got, got.to(torch.bfloat16).to(torch.float32)),
                 N_("Some gradients are not bfloat16 numbers: the all-reduce was not done in bfloat16. Look at the "
-                   "dtype "
-                   "of the tensor your hook hands to all_reduce."))
+                   "dtype of the tensor your hook hands to all_reduce."))
         require(_relative(got, mean) <= far, N_("The gradients are far from the mean of both ranks (relative error "
                                                 "{relative:.2g}): average, in bfloat16, then copy back."),
                 relative=_relative(got, mean))
-    _same_on_both(mine, theirs, N_("The two ranks ended with different gradients: every rank must decompress the same "
-                                   "all-reduced tensor."))
+    require(all(map(torch.equal, mine, theirs)), N_("The two ranks ended with different gradients: every rank must "
+                                                    "decompress the same all-reduced tensor."))
     require(not noted["not_the_buffer"], N_("The gradients are right, but for {count} bucket(s) your Future held a new "
                                             "tensor, not the bucket's own float32 buffer that the exercise asks for "
                                             "(DDP copies a new tensor back; torch's compression hooks fill "

@@ -12,24 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (
-    N_,
-    Exercise,
-    FailsOnPurpose,
-    Net,
-    Text,
-    Verdict,
-    fail,
-    generator,
-    is_handle,
-    removing,
-    require,
-    require_no_hooks,
-    require_untouched,
-    the_error_gets_out,
-    watch_hooks,
-)
+from course_utils.machinery.exercise_kit import *
 
 
 def _inplace_flags(model: nn.Module) -> dict[str, bool]:
@@ -134,8 +117,7 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
             model(batch)  # an evaluation loop that forgot torch.no_grad(): no backward frees the graph
             del batch
     gc.collect()
-    require_no_hooks(model, N_("Removing your handles left hooks on the model: return every handle you "
-                               "registered."))
+    require_no_hooks(model, N_("Removing your handles left hooks on the model: return every handle you registered."))
     require(isinstance(kept, dict) and sorted(kept) == names,
             N_("`kept` must be a dict with one key per layer name, {names}; got {got}."), names=names,
             got=sorted(kept) if isinstance(kept, dict) else type(kept).__name__)
@@ -144,9 +126,10 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
                                 "holds the autograd graph (through its grad_fn), and the graph holds the batch."),
             still_alive=still_alive, total=len(sizes))
     _filled_one(kept, len(names) * len(sizes), len(sizes), N_("After {count} forwards kept['{filled}'] holds all "
-                                                              "{total} tensors and the "
-                                            "other list none: every hook appends under the same name. Which value of "
-                                            "the loop variable does a hook defined in the loop see when it runs?"))
+                                                              "{total} tensors and the other list none: every hook "
+                                                              "appends under the same name. Which value of the loop "
+                                                              "variable does a hook defined in the loop see when it "
+                                                              "runs?"))
     for name in names:
         require(isinstance(kept[name], list) and len(kept[name]) == len(sizes),
                 N_("kept['{name}'] has {got} tensors after {forwards} forwards; append one per forward."), name=name,
@@ -187,43 +170,22 @@ def _mean_test(answer: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-class _AuxHead(nn.Module):
-    """An auxiliary head that runs in training mode only (as in torchvision's GoogLeNet and Inception v3)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.body, self.aux = nn.Linear(3, 3), nn.Linear(3, 2)
-
-    def forward(self, x: torch.Tensor) -> Any:
-        hidden = self.body(x)
-        return (hidden, self.aux(hidden)) if self.training else hidden
-
-
 def _fires(scenario: str) -> bool:
-    fired: list[str] = []
-
-    def note(module: nn.Module, args: Any, output: Any) -> None:
-        fired.append(scenario)
-
-    x = torch.ones(1, 3)
-    model: nn.Module
-    hooked: nn.Module
-    if scenario == "copied_after_hook":
-        original = nn.Sequential(nn.Linear(3, 3))
-        handle = original[0].register_forward_hook(note)
-        twin = copy.deepcopy(original)
-        handle.remove()  # removes the original's hook only
-        twin(x)
-        return bool(fired)
-    if scenario == "under_no_grad":
-        model = hooked = nn.Linear(3, 3)
-    else:
+    """Whether a forward hook on ``model.layer`` fires when the model runs in ``scenario``."""
+    fired: list[bool] = []
+    model = {
         # .forward called directly: module hooks run only through module(...)
-        model = (Net(lambda m, x: m.layer.forward(x), layer=nn.Linear(3, 3))
-                 if scenario == "forward_called_directly" else _AuxHead().eval())
-        hooked = model.get_submodule("layer" if scenario == "forward_called_directly" else "aux")
-    with hooked.register_forward_hook(note), torch.set_grad_enabled(scenario != "under_no_grad"):
-        model(x)
+        "forward_called_directly": Net(lambda m, x: m.layer.forward(x), layer=nn.Linear(3, 3)),
+        # an auxiliary head that runs in training mode only (as in torchvision's GoogLeNet and Inception v3)
+        "aux_head_in_eval": Net(lambda m, x: (m.body(x), m.layer(m.body(x))) if m.training else m.body(x),
+                                body=nn.Linear(3, 3), layer=nn.Linear(3, 2)).eval(),
+    }.get(scenario, Net(lambda m, x: m.layer(x), layer=nn.Linear(3, 3)))
+    handle = model.layer.register_forward_hook(lambda module, args, output: fired.append(True))
+    if scenario == "copied_after_hook":
+        model = copy.deepcopy(model)
+        handle.remove()  # removes the original's hook only
+    with removing(handle), torch.set_grad_enabled(scenario != "under_no_grad"):
+        model(torch.ones(1, 3))
     return bool(fired)
 
 
@@ -343,8 +305,7 @@ def _layer_test(answer: Callable[..., Any]) -> Verdict:
                    "(named_modules(), not named_children())."), got=got)
         require(got in names, N_("{got!r} is not a module name of the model (names from named_modules())."), got=got)
         fail(N_("Expected the last module, in the order the forward calls finish, whose output is (N, C, h, w) with h "
-                "* "
-                "w > 1; got {got!r}."), got=got)
+                "* w > 1; got {got!r}."), got=got)
     return Verdict(True)
 
 

@@ -1,19 +1,9 @@
 """Exercises of notebooks/12_transformer_hooks.ipynb: cache the residual stream, ablate a head, patch a position,
 steer with a vector (a block's output or an attention module's tuple), and steer during KV-cached generation.
 
-Every check builds its own transformers (``course_utils.transformer.InductionTransformer`` with random weights and
-another number of blocks, heads or ``d_head`` than the notebook's model), draws new token sequences, and computes the
-truth itself: by running the blocks one by one (12.1), or with its own correct hook (12.2-12.5). A wrong answer is
-matched against the mistakes learners make here, each recomputed: hooking the attention module (or the block, or
-``in_proj``) instead of ``out_proj``'s input, the wrong head slice, a hook that changes a copy and returns nothing, a
-cache that keeps the graph or outlives the call, a patch of the block's input, of the wrong position or run, a vector
-changed in place or added to the input, a shift built for one length or for a tensor where the output is a tuple, a
-slice of the output that is empty once a KV cache feeds one position at a time, a start counted from the end of the
-prompt, and state kept between calls. Where no recomputed mistake matches, the ✗ says where the answer goes wrong: the
-features out_proj reads, the first position whose logits differ, the share of positions steered, the first token
-generated differently. Where hooks sit while the model runs is read with ``watch_hooks`` (12.1, 12.2) or counted run
-by run (12.3), so that a ✗ can say where to look. 12.4 judges what its hook returns itself (``watch_hooks=False``):
-handing on a tuple is part of that exercise.
+Each check builds its own ``InductionTransformer`` (random weights, another shape than the notebook's), computes the
+truth without the learner's hooks, and names a wrong answer by recomputing the usual mistakes. 12.4 judges what its
+hook returns itself (``watch_hooks=False``): handing on a tuple is part of that exercise.
 """
 
 from __future__ import annotations
@@ -26,28 +16,7 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from course_utils.hooks import count_hooks
-from course_utils.machinery.exercise_kit import (
-    ATOL,
-    N_,
-    Exercise,
-    FailsOnPurpose,
-    Text,
-    Verdict,
-    fail,
-    generator,
-    hooks_left,
-    name_the_mistake,
-    removing,
-    require,
-    require_no_hooks,
-    same,
-    seeded,
-    tensor_result,
-    the_error_gets_out,
-    type_name,
-    watch_hooks,
-)
+from course_utils.machinery.exercise_kit import *
 from course_utils.transformer import InductionTransformer, generate, repeated_sequences
 
 _LEFT = N_("A hook is left behind ({where}): remove it with its handle, in a finally block or a with block.")
@@ -69,10 +38,6 @@ def _tokens(batch: int, seed: int) -> torch.Tensor:
 def _run(model: InductionTransformer, tokens: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         return model(tokens)
-
-
-def _handle(handle: Any, message: str) -> None:
-    require(isinstance(handle, RemovableHandle), message, type=type_name(handle))
 
 
 # -- 12.1: cache the residual stream ------------------------------------------------------------------------------
@@ -204,10 +169,15 @@ def _zeroed(model: InductionTransformer, layer: int, tokens: torch.Tensor, colum
         return _run(model, tokens)
 
 
-def _read_by_out_proj(model: InductionTransformer, layer: int, tokens: torch.Tensor) -> torch.Tensor:
-    """What ``out_proj`` of block ``layer`` reads, after the hooks registered before this probe."""
-    seen: list[torch.Tensor] = []
-    with model.blocks[layer].attn.out_proj.register_forward_pre_hook(lambda module, args: seen.append(args[0])):
+def _handle(handle: Any, message: str) -> None:
+    """:func:`require_handle`, but a list (which has a .remove) is not a handle either."""
+    require(isinstance(handle, RemovableHandle), message, type=type_name(handle))
+
+
+def _called_with(model: InductionTransformer, module: torch.nn.Module, tokens: torch.Tensor) -> tuple[tuple, dict]:
+    """The arguments ``module`` is called with when ``model`` runs on ``tokens``."""
+    seen: list[tuple[tuple, dict]] = []
+    with module.register_forward_pre_hook(lambda hooked, args, kwargs: seen.append((args, kwargs)), with_kwargs=True):
         _run(model, tokens)
     return seen[0]
 
@@ -258,20 +228,20 @@ def _misplaced_ablation(where: list[str], layer: int, head: int) -> None:
 def _ablate_test(ablate_head: Callable[..., Any]) -> Verdict:
     for n_heads, layer, head, seed in ((4, 0, 1, 127), (8, 1, 5, 124), (8, 0, 7, 125), (4, 1, 3, 126)):
         model, tokens = _model(2, n_heads, seed), _tokens(6, seed)
-        width = model.blocks[0].attn.d_head
+        width, out_proj = model.blocks[0].attn.d_head, model.blocks[layer].attn.out_proj
         own = slice(head * width, (head + 1) * width)
         expected, untouched = _zeroed(model, layer, tokens, own), _run(model, tokens)
-        clean_heads = _read_by_out_proj(model, layer, tokens)
+        clean_heads = _called_with(model, out_proj, tokens)[0][0]
         handle = ablate_head(model, layer, head)
         where = hooks_left(model)
         with removing(handle):
-            _handle(handle, N_("Return the handle that register_forward_pre_hook gives you, so that the caller can "
-                               "remove the hook (got {type})."))
+            _handle(handle, N_("Return the handle that register_forward_pre_hook gives you, so that the caller "
+                                      "can remove the hook (got {type})."))
             require(where, N_("No hook is registered on the model after your call: register one on the attention of "
                               "block {layer}."), layer=layer)
-            result, heads = _run(model, tokens), _read_by_out_proj(model, layer, tokens)
-            passes_through = same(result, untouched) and _hands_input_on(model.blocks[layer].attn.out_proj)
-            returns_none = passes_through and _returns_none(model.blocks[layer].attn.out_proj)
+            result, heads = _run(model, tokens), _called_with(model, out_proj, tokens)[0][0]
+            passes_through = same(result, untouched) and _hands_input_on(out_proj)
+            returns_none = passes_through and _returns_none(out_proj)
         require_no_hooks(model, _LEFT_AFTER_REMOVE)
         if same(result, expected):
             continue
@@ -322,27 +292,20 @@ def _patched(model: InductionTransformer, clean: torch.Tensor, corrupted: torch.
              positions: Any, where: str = "output", rows: Any = slice(None)) -> torch.Tensor:
     """The corrupted run with ``[rows, positions]`` of block ``layer``'s output taken from the clean run
     (``where="input"``: of its input; ``"attn"``: of its attention's output)."""
-    block, kept = model.blocks[layer], dict[str, torch.Tensor]()
+    block, kept = model.blocks[layer], list[torch.Tensor]()
 
     def swapped(activation: torch.Tensor) -> torch.Tensor:
+        if not kept:  # the clean run: keep the activation, change nothing
+            kept.append(activation)
+            return activation
         patched = activation.clone()
-        patched[rows, positions] = kept["x"][rows, positions]
+        patched[rows, positions] = kept[0][rows, positions]
         return patched
 
-    keep: tuple[Any, Any]
-    patch: tuple[Any, Any]
-    if where == "input":
-        keep, patch = (block.register_forward_pre_hook, lambda module, args: kept.__setitem__("x", args[0])), \
-            (block.register_forward_pre_hook, lambda module, args: (swapped(args[0]),))
-    elif where == "attn":
-        keep, patch = (block.attn.register_forward_hook, lambda module, args, out: kept.__setitem__("x", out[0])), \
-            (block.attn.register_forward_hook, lambda module, args, out: (swapped(out[0]), out[1]))
-    else:
-        keep, patch = (block.register_forward_hook, lambda module, args, out: kept.__setitem__("x", out)), \
-            (block.register_forward_hook, lambda module, args, out: swapped(out))
-    with keep[0](keep[1]):
+    with (block.register_forward_pre_hook(lambda module, args: (swapped(args[0]),)) if where == "input" else
+          block.attn.register_forward_hook(lambda module, args, out: (swapped(out[0]), *out[1:])) if where == "attn"
+          else block.register_forward_hook(lambda module, args, out: swapped(out))):
         _run(model, clean)
-    with patch[0](patch[1]):
         return _run(model, corrupted)
 
 
@@ -423,14 +386,6 @@ def _patch_test(patch_position: Callable[..., Any]) -> Verdict:
 
 
 # -- 12.4: steer with a vector, on a tensor or a tuple, at any length --------------------------------------------
-def _called_with(model: InductionTransformer, module: torch.nn.Module, tokens: torch.Tensor) -> tuple[tuple, dict]:
-    """The arguments ``module`` is called with when ``model`` runs on ``tokens``."""
-    seen: list[tuple[tuple, dict]] = []
-    with module.register_forward_pre_hook(lambda hooked, args, kwargs: seen.append((args, kwargs)), with_kwargs=True):
-        _run(model, tokens)
-    return seen[0]
-
-
 def _shifted(stream: torch.Tensor, shift: torch.Tensor, positions: Any = slice(None), rows: Any = slice(None)
              ) -> torch.Tensor:
     steered = stream.clone()
@@ -451,8 +406,8 @@ def _steer_test(add_steering: Callable[..., Any]) -> Verdict:
         fields = {"target": target, "length": length, "count": len(untouched) if returns_tuple else 1}
         handle = add_steering(module, vector, scale)
         with removing(handle), torch.no_grad():
-            _handle(handle, N_("Return the handle that register_forward_hook gives you, so that the caller can remove "
-                               "the hook (got {type})."))
+            _handle(handle, N_("Return the handle that register_forward_hook gives you, so that the caller can "
+                                      "remove the hook (got {type})."))
             changed = not torch.equal(vector, before)
             try:
                 result = module(*args, **kwargs)
@@ -604,9 +559,8 @@ def _kv_test(generate_steered: Callable[..., Any]) -> Verdict:
                    "use_cache=True)), which feeds one new token per step."))
         again = generate_steered(model, prompt, new_tokens, layer, vector, start) if case == 0 else result
         require(isinstance(again, torch.Tensor) and torch.equal(again, result),  # state kept between calls
-                N_("Called twice with the same arguments, your function generates different tokens: something it "
-                   "keeps (a counter, a list) lives on from one call to the next. Create it anew inside "
-                   "generate_steered."))
+                N_("Called twice with the same arguments, your function generates different tokens: something it keeps "
+                   "(a counter, a list) lives on from one call to the next. Create it anew inside generate_steered."))
         if torch.equal(result, expected):
             continue
         require(torch.equal(result[:, :prompt_length], prompt),
@@ -680,7 +634,7 @@ EXERCISES = (
              stretch=True,
              hints=(N_("With the KV cache the block sees the prompt once, then one position per step: slicing the "
                        "output by position fails silently. Which argument of the block's call says where you are?"),
-                    N_("register_forward_hook(hook, with_kwargs=True) passes kwargs: kwargs['positions'] >= start "
-                       "is a mask over the positions of this call. Remove the hook when generation ends.")),
+                    N_("register_forward_hook(hook, with_kwargs=True) passes kwargs: kwargs['positions'] holds the "
+                       "absolute positions of this call. Remove the hook when generation ends.")),
              praise=N_("Absolute positions, not slices of the output: your hook is right with and without a cache.")),
 )

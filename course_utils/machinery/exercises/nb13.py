@@ -1,16 +1,8 @@
 """Exercises of notebooks/13_hooks_on_library_models.ipynb: a hook right during generate(), gradients that stay right
 under gradient checkpointing, a watcher beside accelerate's hook, attribution patching per head.
 
-Every check builds GPT-2 models of its own (``course_utils.hf_model.to_gpt2`` of an ``InductionTransformer`` with
-random weights and another depth, width or number of heads than the notebook's) and computes the truth with a method
-other than the notebook's: generation without the KV cache (13.1), a run without checkpointing (13.2), the weights
-before offloading (13.3), ``torch.autograd.grad`` (13.4). A wrong answer is matched against the mistakes learners make
-here, each recomputed or observed: a slice of the output that is empty once the cache feeds one position, cached
-generation turned off, a cache that backward's re-run rewrites, activations or an earlier step's gradients kept, a
-watcher that reads a weight on ``meta``, replaces accelerate's hook or takes it away, a gradient taken at the wrong
-place or left in the parameters (also through references to their ``.grad``, which backward adds into in place), a
-hidden ``model.eval()``.
-
+Each check builds GPT-2 models of its own (``to_gpt2`` of a random ``InductionTransformer``) and computes the truth
+another way than the notebook: without the KV cache, without checkpointing, before offloading, by autograd.grad.
 Usage: ``check("13.1", steer_generation)`` in the notebook.
 """
 
@@ -23,26 +15,7 @@ from typing import Any
 
 import torch
 
-from course_utils.machinery.exercise_kit import (
-    N_,
-    Exercise,
-    FailedOnPurpose,
-    FailsOnPurpose,
-    Text,
-    Verdict,
-    fail,
-    generator,
-    hooks_left,
-    name_the_mistake,
-    randn,
-    removing,
-    require,
-    require_no_hooks,
-    seeded,
-    tensor_result,
-    the_error_gets_out,
-    type_name,
-)
+from course_utils.machinery.exercise_kit import *
 from course_utils.transformer import InductionTransformer
 
 _LEFT = N_("A hook is left behind ({where}): remove it with its handle, in a finally block or a with block.")
