@@ -172,9 +172,16 @@ def course_editions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def course_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The course's website, built once per worker process as ``make site`` builds it (``python -m tools.site``: both
     languages) into a temporary ``site/`` (read it, do not change it). Without the slides, which ``course_editions``
-    builds and tests/test_editions.py and tests/browser/test_static_maths.py test."""
+    builds and tests/test_editions.py and tests/browser/test_static_maths.py test. Sphinx's cache is kept in
+    build/test-site-cache, so a second run rebuilds only the pages whose sources changed (one run at a time)."""
+    import fcntl
+
     from tools.site.build import build
 
-    out = tmp_path_factory.mktemp("website")
-    build(out / "site", out / "cache", slides=False)
-    return out / "site"
+    out = tmp_path_factory.mktemp("website") / "site"
+    cache = TESTS.parent / "build" / "test-site-cache"
+    cache.parent.mkdir(exist_ok=True)
+    with open(cache.parent / "test-site-cache.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        build(out, cache, slides=False)
+    return out

@@ -384,6 +384,13 @@ def test_slides_are_rebuilt_only_when_a_source_is_newer(tmp_path: Path) -> None:
     assert not slides_are_current(edition)
 
 
+def test_the_site_cache_is_stale_when_the_pages_or_what_sphinx_does_not_watch_change() -> None:
+    from tools.site.build import UNWATCHED, unwatched_digest
+
+    assert unwatched_digest([Path("01_a.ipynb")]) != unwatched_digest([Path("01_b.ipynb")])
+    assert {"tools/site", "translations/zh/GLOSSARY.md", "requirements.txt"} <= set(UNWATCHED)
+
+
 def test_make_html_builds_the_site() -> None:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert re.search(r"^html: site$", makefile, re.MULTILINE), "make html is make site"
