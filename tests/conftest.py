@@ -1,7 +1,6 @@
-"""Make tests/ importable (notebook_hygiene) and the repository root (tests.exercise_cases); mark each test with its
-cost (unit, notebooks, browser, hub: ``make unit``, ``make nbval``, ``make test-browser``, ``make test-hub``); order
-and group the work of ``make test`` so that its two workers finish together (``work_unit``,
-``pytest_collection_modifyitems``, ``pytest_xdist_make_scheduler``)."""
+"""Make tests/ and the repository root importable; mark each test with its cost (unit, notebooks, browser, hub: ``make
+unit``, ``make nbval``, ``make test-browser``, ``make test-hub``); group and order ``make test``'s work so that its
+two workers finish together (``work_unit``)."""
 
 from __future__ import annotations
 
@@ -24,9 +23,8 @@ os.environ.pop("COURSE_LANG", None)
 
 
 def worker_threads() -> int | None:
-    """torch's thread count for one xdist worker: the cores shared out among the workers (one each for ``make test``'s
-    two workers on two cores); None outside xdist. Two threads per worker on two busy cores only contend: the
-    OpenMP threads spin while waiting for each other, which doubled the CPU time of tests/test_saliency.py."""
+    """torch's thread count for one xdist worker: the cores shared out among the workers; None outside xdist. (Two
+    threads per worker on two busy cores only contend: OpenMP's spinning doubled tests/test_saliency.py's CPU.)"""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers < 2:
         return None
@@ -46,14 +44,10 @@ for path in (TESTS.parent, TESTS):
         sys.path.insert(0, str(path))
 
 # -- scheduling ------------------------------------------------------------------------------------------------------
-# `make test` runs everything in one pytest session on two xdist workers: unit tests, strict nbval of every notebook
-# and the browser suite. A work unit is what one worker runs from start to end: a test file (nbval's cells of one
-# notebook must share one kernel, a browser module shares its server and browser), except that the JupyterLab
-# notebooks are split into two halves of about equal time, so that the longest file does not decide the wall time.
-# The tests of the built editions and the browser checks of their pages are one unit, so one build serves both
-# (``course_editions``); so are the website's (``course_site``). The units go out longest first (the browser modules,
-# the exercise checks, the website, the editions, then the notebooks by their
-# measured time), so that no long unit starts when the other worker is nearly done.
+# A work unit is what one xdist worker runs from start to end: a test file (nbval's cells share a kernel, a browser
+# module its server and browser); the JupyterLab notebooks in two halves of about equal time; the editions' tests
+# with the browser checks of their pages (one ``course_editions`` build), the website's likewise (``course_site``).
+# The units go out longest first, the notebooks by their measured time, so no long unit starts last.
 JUPYTERLAB = "tests/browser/test_jupyterlab.py"
 EDITIONS = "tests/test_editions.py"
 SITE = "tests/test_website.py"

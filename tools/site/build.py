@@ -1,18 +1,13 @@
-"""Stage the sources of the course's website and build it: every language's pages with Sphinx (myst-nb, the book
-theme; ``tools/site/conf.py``) and its slides with ``tools/build_editions.py``, all at once.
+"""Stage the sources of the course's website and build it: every language's pages with Sphinx (``conf.py``) and its
+slides with ``tools/build_editions.py``, all at once.
 
-The sources are staged in ``<cache>/<lang>/src``: the notebooks with their stored outputs, the cheat-sheet, the
-instructor guide, the glossary page (made from ``translations/zh/GLOSSARY.md``), and ``tools/site/landing.md`` or its
-translation as ``index.md``. A file is written only when it changed, so a second build rereads nothing that is the
-same. Sphinx writes to ``<cache>/<lang>/html``, copied into the site afterwards (English at its root, Chinese in
-``zh/``). Any Sphinx warning fails the build, naming the page (a broken link, a section anchor that is gone).
-A language whose staged sources did not change since the last successful build is not rebuilt. The cache is thrown
-away when what Sphinx does not watch changed (``UNWATCHED``, the set of pages) and after a failed build (so that its
-warnings come again: Sphinx rereads only the changed pages).
-
-The learner edition of every notebook (``course_utils.machinery.learner_edition``) goes to ``notebooks/`` and
-``notebooks/zh/`` of the site: the download menu's first entry, and what ``.github/workflows/site.yml`` publishes as
-the branch that Colab and Kaggle open (``course_utils.machinery.cloud.LEARNER_BRANCH``).
+Each language's sources are staged in ``<cache>/<lang>/src`` (notebooks, cheat-sheet, instructor guide, glossary page,
+``landing.md`` or its translation as ``index.md``), a file written only when it changed; Sphinx writes to
+``<cache>/<lang>/html``, copied into the site (English at its root, Chinese in ``zh/``). A language whose sources did
+not change since the last successful build is not rebuilt; the cache is thrown away when what Sphinx does not watch
+changed (``UNWATCHED``) and after a failed build, so that its warnings, each of which fails the build, come again.
+The learner editions go to the site's ``notebooks/``: the download menu's first entry, and the branch that Colab and
+Kaggle open (``.github/workflows/site.yml``).
 
 Usage: ``build(ROOT / "build" / "site", ROOT / "build" / "site-cache")`` (``python -m tools.site``, ``make site``)
 """
