@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -150,15 +153,41 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return WorkUnitScheduling(config, log)
 
 
+@contextmanager
+def kept(name: str) -> Iterator[Path]:
+    """``build/<name>``, a folder kept from one test run to the next, locked while in use (one run at a time)."""
+    import fcntl
+
+    folder = TESTS.parent / "build" / name
+    folder.parent.mkdir(exist_ok=True)
+    with open(folder.parent / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield folder
+
+
+# What the editions are made from: built again when one of these changed since the last run.
+EDITION_SOURCES = ("notebooks", "tools/build_editions.py", "tools/nbconvert_templates", "vendor",
+                   "course_utils/machinery", "requirements.txt")
+
+
 @pytest.fixture(scope="session")
 def course_editions(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The learner and slides editions, built once per worker process by ``tools.build_editions`` into
-    ``learner/`` and ``slides/`` (read them, do not change them: copy what you need to change)."""
+    """The learner and slides editions as ``tools.build_editions`` builds them into ``learner/`` and ``slides/``
+    (read them, do not change them: copy what you need to change). Kept in build/test-editions and built again only
+    when one of ``EDITION_SOURCES`` changed (the slides take 11 CPU-s); each run gets its own copy."""
     from tools import build_editions
+    from tools.site.build import tree_digest
 
-    out = tmp_path_factory.mktemp("editions")
-    for builder in (build_editions.build_learner, build_editions.build_slides):
-        builder(out)
+    out = tmp_path_factory.mktemp("editions") / "editions"
+    digest = tree_digest(EDITION_SOURCES)
+    with kept("test-editions") as folder:
+        stamp = folder / "sources.sha256"
+        if not stamp.exists() or stamp.read_text() != digest:
+            shutil.rmtree(folder, ignore_errors=True)
+            for builder in (build_editions.build_learner, build_editions.build_slides):
+                builder(folder)
+            stamp.write_text(digest)
+        shutil.copytree(folder, out, symlinks=True)
     return out
 
 
@@ -168,14 +197,9 @@ def course_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     languages) into a temporary ``site/`` (read it, do not change it). Without the slides, which ``course_editions``
     builds and tests/test_editions.py and tests/browser/test_static_maths.py test. Sphinx's cache is kept in
     build/test-site-cache, so a second run rebuilds only the pages whose sources changed (one run at a time)."""
-    import fcntl
-
     from tools.site.build import build
 
     out = tmp_path_factory.mktemp("website") / "site"
-    cache = TESTS.parent / "build" / "test-site-cache"
-    cache.parent.mkdir(exist_ok=True)
-    with open(cache.parent / "test-site-cache.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with kept("test-site-cache") as cache:
         build(out, cache, slides=False)
     return out

@@ -274,12 +274,10 @@ def test_formulas_are_typeset_by_the_browser_with_no_source_left_as_text(visits:
             f"{name}: formula source left as text: {raw.findall(visit.raw_maths)[:3]}"
 
 
-def test_no_page_is_wider_than_a_phone(visits: dict[str, Visit]) -> None:
+def test_no_page_is_wider_than_a_phone_no_table_cut_at_1366_px_nor_code_in_the_print_view(
+        visits: dict[str, Visit]) -> None:
     wide = {name: visit.phone_width for name, visit in visits.items() if visit.phone_width > PHONE["width"]}
     assert not wide, f"pages wider than a {PHONE['width']} px phone (px): {wide}"
-
-
-def test_no_table_is_cut_at_1366_px_nor_code_in_the_print_view(visits: dict[str, Visit]) -> None:
     assert not problems(visits, "cut_tables"), problems(visits, "cut_tables")
     assert not problems(visits, "cut_code"), "code cut at A4 width in print: " + "; ".join(problems(visits, "cut_code"))
     assert visits["hooks_cheatsheet.html"].tables >= 5 and visits["zh/hooks_cheatsheet.html"].tables >= 5

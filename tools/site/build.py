@@ -169,10 +169,14 @@ def slides_are_current(edition: Edition) -> bool:
     return all(path.stat().st_mtime < built for path in sources if path.is_file())
 
 
-def unwatched_digest(pages: list[Path]) -> str:
-    """A digest of ``UNWATCHED``, this Python and the names of ``pages``: a cache built with another is stale."""
-    digest = hashlib.sha256(f"{sys.executable}\n{sorted(page.name for page in pages)}".encode())
-    for name in UNWATCHED:
+def tree_digest(names: tuple[str, ...], salt: str = "") -> str:
+    """A digest of the files at ``names`` (relative to the checkout; a folder: all its files), this Python and ``salt``:
+    a cache made from other ones is stale.
+
+    Usage: ``tree_digest(UNWATCHED, salt=str(page_names))``
+    """
+    digest = hashlib.sha256(f"{sys.executable}\n{salt}".encode())
+    for name in names:
         path = ROOT / name
         for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
             if file.is_file() and "__pycache__" not in file.parts:
@@ -188,7 +192,8 @@ def build(out: Path, cache: Path, langs: tuple[str, ...] = LANGUAGES, *, slides:
     """
     editions = [Edition(lang, out, cache) for lang in langs]
     stamp = cache / "unwatched.sha256"
-    digest = unwatched_digest([page for e in editions for page in e.notebooks.glob(NOTEBOOK_GLOB)])
+    pages = sorted(page.name for e in editions for page in e.notebooks.glob(NOTEBOOK_GLOB))
+    digest = tree_digest(UNWATCHED, salt=f"{[e.lang for e in editions]} {pages}")
     current = stamp.exists() and stamp.read_text() == digest
     if not current:
         shutil.rmtree(cache, ignore_errors=True)
