@@ -1,14 +1,16 @@
-"""Make tests/ importable (notebook_hygiene) and the repository root (tests.exercise_cases); mark each test with its
-cost (unit, notebooks, browser, hub: ``make unit``, ``make nbval``, ``make test-browser``, ``make test-hub``); order
-and group the work of ``make test`` so that its two workers finish together (``work_unit``,
-``pytest_collection_modifyitems``, ``pytest_xdist_make_scheduler``)."""
+"""Make tests/ and the repository root importable; mark each test with its cost (unit, notebooks, browser, hub: ``make
+unit``, ``make nbval``, ``make test-browser``, ``make test-hub``); group and order ``make test``'s work so that its
+two workers finish together (``work_unit``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +26,8 @@ os.environ.pop("COURSE_LANG", None)
 
 
 def worker_threads() -> int | None:
-    """torch's thread count for one xdist worker: the cores shared out among the workers (one each for ``make test``'s
-    two workers on two cores); None outside xdist. Two threads per worker on two busy cores only contend: the
-    OpenMP threads spin while waiting for each other, which doubled the CPU time of tests/test_saliency.py."""
+    """torch's thread count for one xdist worker: the cores shared out among the workers; None outside xdist. (Two
+    threads per worker on two busy cores only contend: OpenMP's spinning doubled tests/test_saliency.py's CPU.)"""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers < 2:
         return None
@@ -46,14 +47,10 @@ for path in (TESTS.parent, TESTS):
         sys.path.insert(0, str(path))
 
 # -- scheduling ------------------------------------------------------------------------------------------------------
-# `make test` runs everything in one pytest session on two xdist workers: unit tests, strict nbval of every notebook
-# and the browser suite. A work unit is what one worker runs from start to end: a test file (nbval's cells of one
-# notebook must share one kernel, a browser module shares its server and browser), except that the JupyterLab
-# notebooks are split into two halves of about equal time, so that the longest file does not decide the wall time.
-# The tests of the built editions and the browser checks of their pages are one unit, so one build serves both
-# (``course_editions``); so are the website's (``course_site``). The units go out longest first (the browser modules,
-# the exercise checks, the website, the editions, then the notebooks by their
-# measured time), so that no long unit starts when the other worker is nearly done.
+# A work unit is what one xdist worker runs from start to end: a test file (nbval's cells share a kernel, a browser
+# module its server and browser); the JupyterLab notebooks in two halves of about equal time; the editions' tests
+# with the browser checks of their pages (one ``course_editions`` build), the website's likewise (``course_site``).
+# The units go out longest first, the notebooks by their measured time, so no long unit starts last.
 JUPYTERLAB = "tests/browser/test_jupyterlab.py"
 EDITIONS = "tests/test_editions.py"
 SITE = "tests/test_website.py"
@@ -156,15 +153,41 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return WorkUnitScheduling(config, log)
 
 
+@contextmanager
+def kept(name: str) -> Iterator[Path]:
+    """``build/<name>``, a folder kept from one test run to the next, locked while in use (one run at a time)."""
+    import fcntl
+
+    folder = TESTS.parent / "build" / name
+    folder.parent.mkdir(exist_ok=True)
+    with open(folder.parent / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield folder
+
+
+# What the editions are made from: built again when one of these changed since the last run.
+EDITION_SOURCES = ("notebooks", "tools/build_editions.py", "tools/nbconvert_templates", "vendor",
+                   "course_utils/machinery", "requirements.txt")
+
+
 @pytest.fixture(scope="session")
 def course_editions(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The learner and slides editions, built once per worker process by ``tools.build_editions`` into
-    ``learner/`` and ``slides/`` (read them, do not change them: copy what you need to change)."""
+    """The learner and slides editions as ``tools.build_editions`` builds them into ``learner/`` and ``slides/``
+    (read them, do not change them: copy what you need to change). Kept in build/test-editions and built again only
+    when one of ``EDITION_SOURCES`` changed (the slides take 11 CPU-s); each run gets its own copy."""
     from tools import build_editions
+    from tools.site.build import tree_digest
 
-    out = tmp_path_factory.mktemp("editions")
-    for builder in (build_editions.build_learner, build_editions.build_slides):
-        builder(out)
+    out = tmp_path_factory.mktemp("editions") / "editions"
+    digest = tree_digest(EDITION_SOURCES)
+    with kept("test-editions") as folder:
+        stamp = folder / "sources.sha256"
+        if not stamp.exists() or stamp.read_text() != digest:
+            shutil.rmtree(folder, ignore_errors=True)
+            for builder in (build_editions.build_learner, build_editions.build_slides):
+                builder(folder)
+            stamp.write_text(digest)
+        shutil.copytree(folder, out, symlinks=True)
     return out
 
 
@@ -172,9 +195,11 @@ def course_editions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def course_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The course's website, built once per worker process as ``make site`` builds it (``python -m tools.site``: both
     languages) into a temporary ``site/`` (read it, do not change it). Without the slides, which ``course_editions``
-    builds and tests/test_editions.py and tests/browser/test_static_maths.py test."""
+    builds and tests/test_editions.py and tests/browser/test_static_maths.py test. Sphinx's cache is kept in
+    build/test-site-cache, so a second run rebuilds only the pages whose sources changed (one run at a time)."""
     from tools.site.build import build
 
-    out = tmp_path_factory.mktemp("website")
-    build(out / "site", out / "cache", slides=False)
-    return out / "site"
+    out = tmp_path_factory.mktemp("website") / "site"
+    with kept("test-site-cache") as cache:
+        build(out, cache, slides=False)
+    return out

@@ -1,12 +1,8 @@
-"""The course's website (``make site``: ``python -m tools.site``), read from the files it writes: every page in both
-languages with the right ``<html lang>``, a switch to its twin with the same sections and a favicon, no link to a
-file or anchor that is not there, the launch buttons, download links and "Open in" lines of every notebook page
-leading to its learner edition first and its complete notebook second, figures as lazily loaded image files with
-their alt text, the glossary page, a search index that finds the course's words (and the synonyms readers type) in
-English and in Chinese, and a publishing workflow that puts the learner editions where Colab and Kaggle open them.
-
-The site is built once per run (``course_site``, tests/conftest.py) and shared with tests/browser/test_site.py, which
-opens every page in Chromium. A small fixture site checks that alt text is read from wherever an output carries it.
+"""The course's website (``make site``), read from the files it writes: every page in both languages, its language,
+its switch to its twin, no broken link or anchor, the launch buttons, downloads and "Open in" lines leading to the
+learner edition first, figures as lazy image files with their alt text, the glossary, the search index in both
+languages (and the synonyms readers type), the publishing workflow. The site is built once per run (``course_site``,
+tests/conftest.py) and shared with tests/browser/test_site.py; a small fixture site checks figures and broken links.
 """
 
 from __future__ import annotations
@@ -382,6 +378,13 @@ def test_slides_are_rebuilt_only_when_a_source_is_newer(tmp_path: Path) -> None:
     assert slides_are_current(edition)
     os.utime(index, (0, 0))  # built before the notebooks last changed
     assert not slides_are_current(edition)
+
+
+def test_the_site_cache_is_stale_when_the_pages_or_what_sphinx_does_not_watch_change() -> None:
+    from tools.site.build import UNWATCHED, tree_digest
+
+    assert tree_digest(UNWATCHED, salt="01_a") != tree_digest(UNWATCHED, salt="01_b") != tree_digest(UNWATCHED[1:])
+    assert {"tools/site", "translations/zh/GLOSSARY.md", "requirements.txt"} <= set(UNWATCHED)
 
 
 def test_make_html_builds_the_site() -> None:

@@ -6,27 +6,18 @@ teardowns still run)."""
 
 from __future__ import annotations
 
-import os
 import signal
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from labserver import CHROMIUM, CHROMIUM_FLAGS, Lab, LabPage, jupyterlab, serve_workspace
-
-
-def require_chromium() -> None:
-    if not CHROMIUM.exists():
-        message = f"Chromium not found at {CHROMIUM}: install Debian's chromium (apt-get install chromium)."
-        if os.environ.get("COURSE_REQUIRE_BROWSER"):
-            pytest.fail(message)  # make test-browser asked for the browser: do not pass silently
-        pytest.skip(message)
+from labserver import CHROMIUM, CHROMIUM_FLAGS, Lab, LabPage, jupyterlab, require_browser, serve_workspace
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """JupyterLab on 127.0.0.1 serving a learner's workspace (the learner edition, no outputs), as ``make lab`` does."""
-    require_chromium()
+    require_browser()
     base = tmp_path_factory.mktemp("lab")
 
     def interrupt(signum: int, frame: object) -> None:

@@ -1,15 +1,6 @@
-"""Shared pieces of the browser suite: where Chromium is, a throw-away JupyterLab server, and a notebook run in a page.
-
-* ``jupyterlab(base, root)`` starts JupyterLab on 127.0.0.1 on a port the server picks itself (``--port=0``,
-  ``port_retries=0``), reads the port back from its server-info file, and always stops the server and the kernels
-  it started, by their process ids.
-* ``serve_workspace(dest)`` prepares a learner's workspace in ``dest`` as ``make lab`` does: the learner edition,
-  with no outputs, so a test can only pass on outputs made by its own run.
-* ``run_all(page, path)`` starts Run All without awaiting it, then polls the cells' state: a cell that fails
-  (tests/learner_run.py says which may: the exercise stubs, and cells tagged ``raises-exception``) fails the run
-  at once with the notebook, the cell index and the error.
-* ``LabPage`` keeps one Lab page open for notebook after notebook (a fresh one after a failure);
-  ``Traffic(page)`` records every request and websocket of a page that went anywhere but the loopback address.
+"""Shared pieces of the browser suite: where Chromium is, a throw-away JupyterLab server (``jupyterlab``) serving a
+learner's workspace (``serve_workspace``), a Lab page reused notebook after notebook (``LabPage``), the traffic that
+left the machine (``Traffic``), and Run All in a page that fails at once on a cell that must not fail (``run_all``).
 """
 
 from __future__ import annotations
@@ -21,7 +12,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,7 +25,8 @@ from typing import Any
 from urllib.parse import quote, urlparse
 
 import nbformat
-from chromium_path import CHROMIUM  # noqa: F401  (re-exported to the browser tests)
+import pytest
+from chromium_path import CHROMIUM
 from learner_run import cell_problem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,15 +40,26 @@ log = logging.getLogger("labserver")  # pytest shows these lines under a failed 
 log.setLevel(logging.INFO)
 
 
+def require_browser(*tools: tuple[Path, str]) -> None:
+    """Skip, or fail when ``make test`` asked for the browser (``COURSE_REQUIRE_BROWSER``), if Chromium or one of
+    ``tools`` ((path, how to install it)) is missing."""
+    needed = [(CHROMIUM, "apt-get install chromium-headless-shell"), *tools]
+    missing = [f"{path} ({install})" for path, install in needed if not path.exists()]
+    if missing:
+        message = "Missing for the browser tests: " + "; ".join(missing)
+        if os.environ.get("COURSE_REQUIRE_BROWSER"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
 def course_notebooks() -> list[str]:
     """Every course notebook, ``notebooks/NN_*.ipynb``, in teaching order (new ones are picked up by themselves)."""
     return sorted(path.name for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
 def serve_workspace(dest: Path) -> Path:
-    """A learner's workspace in ``dest``, made by ``course_utils.machinery.workspace`` exactly as ``make lab`` makes
-    it: the learner edition of every notebook (exercise stubs, no outputs) and ``complete/``. Lab saves what it runs
-    there; the stored notebooks stay untouched, and nothing can pass on a stored output."""
+    """A learner's workspace in ``dest`` as ``make lab`` makes it: the learner edition (stubs, no outputs, so nothing
+    can pass on a stored output) and ``complete/``."""
     from course_utils.machinery.workspace import prepare_workspace
 
     prepare_workspace(dest)
@@ -68,17 +70,9 @@ def serve_workspace(dest: Path) -> Path:
     return dest
 
 
-def free_port() -> int:
-    """A port that was free a moment ago on 127.0.0.1 (another process may take it before you bind it: prefer
-    letting the server bind port 0 itself, as ``jupyterlab()`` does)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @dataclass
 class Lab:
-    """A running JupyterLab: its base URL, token, and the folder it serves (a cleared copy of notebooks/)."""
+    """A running JupyterLab: its base URL, token, and the folder it serves."""
 
     url: str
     token: str
@@ -169,13 +163,12 @@ def _die_with_parent() -> None:
 
 @contextlib.contextmanager
 def jupyterlab(base: Path, root: Path, attempts: int = 3, start_timeout: float = 60) -> Iterator[Lab]:
-    """Run JupyterLab on 127.0.0.1 serving ``root``, with its config, settings and runtime files under ``base``.
+    """Run JupyterLab on 127.0.0.1 serving ``root``, with its config, settings and runtime files under ``base``; stop
+    it and its kernels on exit.
 
-    The port: ``--port=0`` lets the server ask the OS for a free port itself and ``port_retries=0`` forbids it to
-    wander to another one, so the URL we use is the server we started. (Picking a port here and handing it over
-    leaves a window in which a second run can take it; with retries on, a server that lost the race would quietly
-    serve elsewhere.) The server still closes its probe socket before it listens, so a run can lose a
-    millisecond-wide race: it then exits with "port ... is not available" and is started again, ``attempts`` times.
+    ``--port=0`` lets the server pick a free port and ``port_retries=0`` keeps it there, so our URL is our server.
+    It still closes its probe socket before it listens: a server that lost that race exits ("port ... is not
+    available") and is started again, ``attempts`` times.
     """
     settings = base / "app-settings"
     settings.mkdir(parents=True, exist_ok=True)
@@ -343,11 +336,8 @@ def _describe(path: str, cell: dict[str, Any]) -> str:
 
 
 def evaluate(page: Any, script: str, arg: Any = None, timeout: float = 30) -> Any:
-    """``page.evaluate(script, arg)`` within ``timeout`` s (Playwright's own evaluate waits forever on a page whose
-    renderer is stuck; ``wait_for_function`` gives up, and its first try runs at once).
-
-    The result is serialised in the page, in the same turn as ``script`` ran: a handle's value is read later, and an
-    object it refers to (a run's progress, say) could by then have moved on from the rest of the result."""
+    """``page.evaluate(script, arg)`` within ``timeout`` s (Playwright's own waits forever on a stuck renderer;
+    ``wait_for_function`` gives up). The result is serialised in the same turn as ``script`` ran, not later."""
     handle = page.wait_for_function(f"(arg) => [JSON.stringify(({script})(arg)) ?? null]", arg=arg,
                                     timeout=timeout * 1000, polling=100)
     try:
@@ -386,8 +376,7 @@ _CLOSE = """(path) => {
 
 
 class LabPage:
-    """A Chromium page showing JupyterLab, reused notebook after notebook (loading Lab costs seconds), with its
-    ``Traffic``. After a failure the page is thrown away and the next notebook gets a fresh one."""
+    """A Chromium page showing JupyterLab, reused notebook after notebook (a fresh one after a failure)."""
 
     def __init__(self, browser: Any, lab: Lab, workspace: str | None = None) -> None:
         self.browser, self.lab = browser, lab
@@ -463,14 +452,10 @@ def run_all(page: Any, path: str, timeout: float = 300, stall: float = 120, stop
             interval: float = 0.5) -> list[dict[str, Any]]:
     """Run All in the open notebook ``path``, as a learner catching up does; return its code cells' final state.
 
-    Run All is started, not awaited; the cells are then polled every ``interval`` s. It raises ``NotebookFailed``
-    naming the notebook, the cell index (counting every cell from 0, as nbformat does) and the error as soon as a
-    cell fails in a way ``learner_run.cell_problem`` does not allow (an exercise stub may raise
-    ``NotImplementedError`` or be reported by ``check()``; a cell tagged ``raises-exception`` may raise), when Run
-    All stopped with cells not run (the kernel idle and nothing running for ``stopped`` s: a cell raised without
-    the ``raises-exception`` tag, which the learner edition gives its stubs), when the kernel dies, when no cell
-    finishes for ``stall`` s, or after ``timeout`` s in all. Tagged cells are sent with ``stop_on_error: false``, so
-    the kernel keeps running the cells queued after them.
+    Run All is started, not awaited, and the cells polled every ``interval`` s. ``NotebookFailed`` names the
+    notebook, the cell index (nbformat's) and the error as soon as a cell fails as ``learner_run.cell_problem`` does
+    not allow, when Run All stopped with cells not run (kernel idle, nothing running for ``stopped`` s: an untagged
+    cell raised), when the kernel dies, when no cell finishes for ``stall`` s, or after ``timeout`` s.
     """
     evaluate(page, _RUN_ALL, path)
     start = last_progress = time.monotonic()

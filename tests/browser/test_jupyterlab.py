@@ -1,20 +1,12 @@
-"""The course in a real browser: JupyterLab in Debian's Chromium, driven by Playwright.
+"""The course in a real browser: every learner notebook run in JupyterLab (Debian's Chromium, Playwright).
 
-JupyterLab serves a learner's workspace made as ``make lab`` makes it: the learner edition of every notebook, with
-its exercise stubs and no outputs. Each notebook is opened and, once its kernel is really connected and idle, run
-with Run All, as a learner who catches up does (the stubs are tagged ``raises-exception``, so Run All goes past an
-exercise not done yet), and watched: a cell that fails, other than an exercise stub (which must raise
-``NotImplementedError`` or be reported by ``check()``) or a cell tagged ``raises-exception``, stops the test at once,
-naming the notebook, the cell and the error (tests/learner_run.py); so does a Run All that stops early.
-The saved notebook must hold this run's outputs to the last cell, which must print what the stored notebook's last
-cell printed (``assert_no_hooks`` passed); a screenshot goes to build/browser/. The saliency explorer must react to
-the keyboard, and so must notebook 02's replay of the hook order (tested on the same run of 02): its figure carries
-its alt text into the page's ``<img alt>``, and an arrow key steps it back. The page must never contact anything but
-127.0.0.1, websockets included. A notebook broken on
-purpose proves the run fails fast and says where.
-
-The solutions themselves run in the teaching notebooks under strict nbval; this suite is what a learner's run
-looks like in the browser. Run with ``make test-browser``.
+JupyterLab serves a learner's workspace as ``make lab`` makes it (learner edition: stubs, no outputs). Each notebook
+is opened and, once its kernel is connected and idle, run with Run All as a learner who catches up does: a cell that
+fails, other than a stub or a cell tagged ``raises-exception`` (tests/learner_run.py), or a Run All that stops early,
+fails the test at once, naming the cell. The saved notebook must hold this run's outputs, its last cell printing what
+the stored one's does; a screenshot goes to build/browser/. The saliency explorer (06) and the replay stepper (02)
+must react to the keyboard, on the same runs; no page may contact anything but 127.0.0.1, websockets included.
+The solutions run under strict nbval; ``make test-browser`` runs this suite.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """The course's website in Chromium (``make site``; the files themselves: tests/test_website.py).
 
-The site is built once per run (``course_site``, tests/conftest.py) and served as GitHub Pages serves it, over HTTP,
-here on 127.0.0.1 only. Every page of both languages is opened once (``visits``), in a fresh tab at 1366 x 768, and
-recorded: console and script errors, requests that left the machine or failed, the bytes it fetched (with every lazy
-image loaded: benchmarks/bench_site_weight.py's measure), its formulas, what axe-core (from npm, ``make test``
-installs it: package.json) finds against WCAG 2.1 A and AA and its best practices, each control's keyboard focus, its
-tables, its solutions, its launch and download menus; then its width on a 390 px phone and its code in the print view
-at A4 width.
-
-Then, on every page: no console error, no request off the machine, axe-core finds nothing serious or critical (the
-report, ``build/browser/site-axe.json``, names every rule that failed anywhere), formulas typeset, no page wider than
-the phone, no table cut at 1366 px, no code cut in print, a visible focus ring on every control, every solution
-folded, the weight targets met; and: the sidebar, the language switch that keeps the section, the search (the right
-page first, snippets from the article, the glossary's synonyms), the copy button, screenshots.
-
-Run with ``make test-browser`` (or ``pytest tests/browser/test_site.py``).
+The site (``course_site``, tests/conftest.py) is served on 127.0.0.1 as GitHub Pages serves it. Every page of both
+languages is opened once (``visits``) at 1366 x 768 and recorded: errors, requests off the machine, its weight
+(benchmarks/bench_site_weight.py's measure), formulas, axe-core's findings (WCAG 2.1 A/AA and best practices; report in
+build/browser/site-axe.json), keyboard focus, tables, solutions, launch and download menus; its width on a 390 px
+phone and its code in the A4 print view. Then the sidebar, the language switch, the search and the copy button are
+used as a reader uses them. Run with ``make test-browser``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
 from collections.abc import Iterator
@@ -30,7 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlparse
 
 import pytest
-from labserver import CHROMIUM, CHROMIUM_FLAGS, LOOPBACK, SCREENSHOTS
+from labserver import CHROMIUM, CHROMIUM_FLAGS, LOOPBACK, SCREENSHOTS, require_browser
 
 from benchmarks.bench_site_weight import LARGEST_TARGET, MEDIAN_TARGET, PHONE, measure, serving, site_pages
 from course_utils.machinery import cloud
@@ -96,21 +86,10 @@ SOLUTIONS = """() => [...document.querySelectorAll("div.cell")].filter((cell) =>
   })"""
 
 
-def require_browser_tools() -> None:
-    missing = [f"Chromium at {CHROMIUM} (apt-get install chromium-headless-shell)"] if not CHROMIUM.exists() else []
-    if not AXE.exists():
-        missing.append(f"axe-core at {AXE.relative_to(ROOT)} (make test installs it: npm ci)")
-    if missing:
-        message = "Missing for the website's browser tests: " + "; ".join(missing)
-        if os.environ.get("COURSE_REQUIRE_BROWSER"):
-            pytest.fail(message)
-        pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def served(course_site: Path) -> Iterator[str]:
     """The site over HTTP on 127.0.0.1 (a port the system picks), stopped at the module's end whatever happens."""
-    require_browser_tools()
+    require_browser((AXE, "make test installs axe-core: npm ci"))
     with serving(course_site) as url:
         yield url
 
@@ -295,12 +274,10 @@ def test_formulas_are_typeset_by_the_browser_with_no_source_left_as_text(visits:
             f"{name}: formula source left as text: {raw.findall(visit.raw_maths)[:3]}"
 
 
-def test_no_page_is_wider_than_a_phone(visits: dict[str, Visit]) -> None:
+def test_no_page_is_wider_than_a_phone_no_table_cut_at_1366_px_nor_code_in_the_print_view(
+        visits: dict[str, Visit]) -> None:
     wide = {name: visit.phone_width for name, visit in visits.items() if visit.phone_width > PHONE["width"]}
     assert not wide, f"pages wider than a {PHONE['width']} px phone (px): {wide}"
-
-
-def test_no_table_is_cut_at_1366_px_nor_code_in_the_print_view(visits: dict[str, Visit]) -> None:
     assert not problems(visits, "cut_tables"), problems(visits, "cut_tables")
     assert not problems(visits, "cut_code"), "code cut at A4 width in print: " + "; ".join(problems(visits, "cut_code"))
     assert visits["hooks_cheatsheet.html"].tables >= 5 and visits["zh/hooks_cheatsheet.html"].tables >= 5

@@ -10,7 +10,6 @@ Run with ``make test-browser`` (or ``pytest tests/browser/test_static_maths.py``
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -19,15 +18,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from labserver import CHROMIUM  # the headless shell when installed, else Debian's chromium
+from labserver import CHROMIUM, CHROMIUM_FLAGS, require_browser
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from tools import build_editions
 
 ROOT = Path(__file__).resolve().parents[2]
 
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 NOTEBOOKS = build_editions.course_notebooks()
 
@@ -71,15 +68,11 @@ def site(course_editions: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[object]:
-    if not CHROMIUM.exists():
-        message = f"Chromium not found at {CHROMIUM}: install Debian's chromium (apt-get install chromium)."
-        if os.environ.get("COURSE_REQUIRE_BROWSER"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require_browser()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS)
         try:
             yield browser
         finally:

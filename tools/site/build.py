@@ -1,21 +1,20 @@
-"""Stage the sources of the course's website and build it: every language's pages with Sphinx (myst-nb, the book
-theme; ``tools/site/conf.py``) and its slides with ``tools/build_editions.py``, all at once.
+"""Stage the sources of the course's website and build it: every language's pages with Sphinx (``conf.py``) and its
+slides with ``tools/build_editions.py``, all at once.
 
-The sources are staged in ``<cache>/<lang>/src``: the notebooks with their stored outputs, the cheat-sheet, the
-instructor guide, the glossary page (made from ``translations/zh/GLOSSARY.md``), and ``tools/site/landing.md`` or its
-translation as ``index.md``. A file is written only when it changed, so a second build rereads nothing that is the
-same. Sphinx writes to ``<cache>/<lang>/html``, copied into the site afterwards (English at its root, Chinese in
-``zh/``). Any Sphinx warning fails the build, naming the page (a broken link, a section anchor that is gone).
-
-The learner edition of every notebook (``course_utils.machinery.learner_edition``) goes to ``notebooks/`` and
-``notebooks/zh/`` of the site: the download menu's first entry, and what ``.github/workflows/site.yml`` publishes as
-the branch that Colab and Kaggle open (``course_utils.machinery.cloud.LEARNER_BRANCH``).
+Each language's sources are staged in ``<cache>/<lang>/src`` (notebooks, cheat-sheet, instructor guide, glossary page,
+``landing.md`` or its translation as ``index.md``), a file written only when it changed; Sphinx writes to
+``<cache>/<lang>/html``, copied into the site (English at its root, Chinese in ``zh/``). A language whose sources did
+not change since the last successful build is not rebuilt; the cache is thrown away when what Sphinx does not watch
+changed (``UNWATCHED``) and after a failed build, so that its warnings, each of which fails the build, come again.
+The learner editions go to the site's ``notebooks/``: the download menu's first entry, and the branch that Colab and
+Kaggle open (``.github/workflows/site.yml``).
 
 Usage: ``build(ROOT / "build" / "site", ROOT / "build" / "site-cache")`` (``python -m tools.site``, ``make site``)
 """
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 import shutil
@@ -38,6 +37,10 @@ NOTEBOOKS = ROOT / "notebooks"
 
 SPHINX_LANGUAGE = {"en": "en", "zh": "zh_CN"}
 GUIDES = ("hooks_cheatsheet.md", "instructor_guide.md")
+# What the pages are made from that Sphinx does not watch: the site's own code, the course modules and glossary (the
+# Chinese search's dictionary) its extension reads, the pinned packages.
+UNWATCHED = ("tools/site", "translations/zh/GLOSSARY.md", "requirements.txt", "course_utils/machinery/cloud.py",
+             "course_utils/machinery/course.py", "course_utils/machinery/learner_edition.py")
 
 
 @dataclass(frozen=True)
@@ -76,9 +79,11 @@ class Edition:
         return self.cache / self.lang / "doctrees"
 
 
-def _write_if_changed(target: Path, data: bytes) -> None:
-    if not target.exists() or target.read_bytes() != data:
-        target.write_bytes(data)
+def _write_if_changed(target: Path, data: bytes) -> bool:
+    if target.exists() and target.read_bytes() == data:
+        return False
+    target.write_bytes(data)
+    return True
 
 
 _RELATIVE_LINK = re.compile(r"\]\((?![a-z][\w+.-]*:|#)([^()\s#]+)(#[^()\s]*)?\)")
@@ -101,8 +106,9 @@ def repository_links(text: str, source: Path) -> str:
     return _RELATIVE_LINK.sub(relink, text)
 
 
-def stage(edition: Edition) -> list[Path]:
-    """Write what the pages are made from into ``edition.src``; every ``NN_*.ipynb`` found is a page."""
+def stage(edition: Edition) -> bool:
+    """Write what the pages are made from into ``edition.src``; every ``NN_*.ipynb`` found is a page. Whether a
+    file changed."""
     notebooks = sorted(edition.notebooks.glob(NOTEBOOK_GLOB))
     if not notebooks:
         raise SystemExit(f"No course notebooks (NN_topic.ipynb) in {edition.notebooks}.")
@@ -120,12 +126,14 @@ def stage(edition: Edition) -> list[Path]:
         texts[name] = repository_links(wanted[name].read_text(encoding="utf-8"), wanted[name]).encode("utf-8")
     texts["glossary.md"] = glossary_page(edition.lang).encode("utf-8")
     edition.src.mkdir(parents=True, exist_ok=True)
+    changed = False
     for stale in edition.src.iterdir():
         if stale.name not in texts:
             stale.unlink() if stale.is_file() else shutil.rmtree(stale)
+            changed = True
     for name, data in texts.items():
-        _write_if_changed(edition.src / name, data)
-    return [edition.src / name for name in texts]
+        changed |= _write_if_changed(edition.src / name, data)
+    return changed
 
 
 def write_learner_editions(edition: Edition) -> list[Path]:
@@ -161,16 +169,37 @@ def slides_are_current(edition: Edition) -> bool:
     return all(path.stat().st_mtime < built for path in sources if path.is_file())
 
 
+def tree_digest(names: tuple[str, ...], salt: str = "") -> str:
+    """A digest of the files at ``names`` (relative to the checkout; a folder: all its files), this Python and ``salt``:
+    a cache made from other ones is stale.
+
+    Usage: ``tree_digest(UNWATCHED, salt=str(page_names))``
+    """
+    digest = hashlib.sha256(f"{sys.executable}\n{salt}".encode())
+    for name in names:
+        path = ROOT / name
+        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if file.is_file() and "__pycache__" not in file.parts:
+                digest.update(file.relative_to(ROOT).as_posix().encode() + file.read_bytes())
+    return digest.hexdigest()
+
+
 def build(out: Path, cache: Path, langs: tuple[str, ...] = LANGUAGES, *, slides: bool = True) -> list[Path]:
     """Stage and build ``langs`` into ``out`` (all Sphinx and slide builds run at once; slides older than none of
-    their sources are left as they are); the pages written.
+    their sources are left as they are), reusing ``cache`` where it is current; the pages written.
 
     Usage: ``build(ROOT / "build" / "site", ROOT / "build" / "site-cache")``
     """
     editions = [Edition(lang, out, cache) for lang in langs]
-    for edition in editions:
-        stage(edition)
-    jobs = [(f"{e.lang} pages", sphinx_command(e)) for e in editions]
+    stamp = cache / "unwatched.sha256"
+    pages = sorted(page.name for e in editions for page in e.notebooks.glob(NOTEBOOK_GLOB))
+    digest = tree_digest(UNWATCHED, salt=f"{[e.lang for e in editions]} {pages}")
+    current = stamp.exists() and stamp.read_text() == digest
+    if not current:
+        shutil.rmtree(cache, ignore_errors=True)
+    stamp.unlink(missing_ok=True)  # written back only once the build succeeded
+    changed = [e for e in editions if stage(e) or not current or not e.html.is_dir()]  # (stages every edition)
+    jobs = [(f"{e.lang} pages", sphinx_command(e)) for e in changed]
     if slides:
         jobs += [(f"{e.lang} slides", slides_command(e)) for e in editions if not slides_are_current(e)]
     running = [(name, subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
@@ -182,6 +211,7 @@ def build(out: Path, cache: Path, langs: tuple[str, ...] = LANGUAGES, *, slides:
             failed.append(f"--- {name} failed (exit {process.returncode}):\n{output.strip()}")
     if failed:
         raise SystemExit("\n".join(failed))
+    stamp.write_text(digest)
     for edition in editions:
         shutil.copytree(edition.html, edition.pages, dirs_exist_ok=True)
         write_learner_editions(edition)

@@ -1,22 +1,15 @@
-"""What the course's website adds to myst-nb and the book theme (a Sphinx extension; ``tools/site/conf.py`` loads it).
+"""What the course's website adds to myst-nb and the book theme (a Sphinx extension, loaded by conf.py):
 
-- the landing page's course map and links (MyST substitutions) in the page's language, and the glossary page, made
-  from ``translations/zh/GLOSSARY.md``;
-- on every page, a switch to the same page in the other language (``zh/`` below the English site), and
-  ``<link rel="alternate" hreflang>`` to it (``static/course.js`` keeps the section being read); the guides' own
-  "中文版 / English" lines are left out (the switch does it);
-- on each notebook page, launch buttons for Colab, Kaggle and Binder in the theme's header, which open the learner
-  edition (``course_utils.machinery.cloud``, the same URLs as the notebook's own "Open in" line), and a download menu
-  whose first entry is that edition and whose second is the complete notebook;
-- every exercise's solution folded (myst-nb's ``hide-cell``, "Show the solution"): a reader opens one on purpose;
-- each figure (``course_utils.figures``: an ``<img>`` with a ``data:`` URI and its alt text) written as an image file
-  in ``_images/``, with its alt text, its size and ``loading="lazy"``;
-- formulas as MathML, which the browser typesets with nothing to fetch;
-- Chinese search: Sphinx's splitter (jieba) with the glossary as its user dictionary, so that 前向钩子 or 梯度裁剪 are
-  words of the index and not only their pieces, and the words readers type for a term (显存 for 内存) indexed
-  wherever the term is (the glossary's "a reader searches for" table).
+- the landing page's course map and links, and the glossary page (from ``translations/zh/GLOSSARY.md``);
+- on every page, a switch to its twin in the other language (``zh/`` below the English site) with its ``hreflang``;
+- on each notebook page, Colab, Kaggle and Binder buttons that open the learner edition (``cloud``'s URLs), and a
+  download menu with that edition first and the complete notebook second;
+- every solution folded ("Show the solution"); each figure an image file of ``_images/`` with its alt text, its
+  size and ``loading="lazy"``; formulas as MathML, typeset by the browser;
+- Chinese search: jieba with the glossary as its user dictionary (前向钩子 is one word), and the words readers type
+  for a term (显存 for 内存) indexed wherever the term is.
 
-Usage: ``extensions = ["myst_nb", "tools.site.extension"]`` in conf.py (``python -m tools.site`` builds the site).
+Usage: ``extensions = ["myst_nb", "tools.site.extension"]`` in conf.py.
 """
 
 from __future__ import annotations
@@ -357,6 +350,3 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("build-finished", nojekyll)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
 
-
-__all__ = ["course_map_table", "formula_lines", "glossary_page", "glossary_terms", "jupyterlab_anchor",
-           "notebook_figures", "search_synonyms", "setup", "twin_url"]
