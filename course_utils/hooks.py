@@ -49,10 +49,6 @@ class UnknownLayerError(LookupError):
         return str(self.args[0]) if self.args else ""
 
 
-def _describe(model: nn.Module) -> str:
-    return type(model).__name__
-
-
 def resolve_layers(model: nn.Module | None, layers: LayerSpec | Iterable[LayerSpec]) -> list[tuple[str, nn.Module]]:
     """Turn a layer spec (or a list of them) into ``[(dotted_name, module), ...]``.
 
@@ -87,7 +83,7 @@ def _resolve_one(model: nn.Module | None, spec: Any) -> list[tuple[str, nn.Modul
             if module is spec:
                 return [(name, module)]
         raise UnknownLayerError(
-            f"The {type(spec).__name__} you passed is not part of this {_describe(model)}. "
+            f"The {type(spec).__name__} you passed is not part of this {type(model).__name__}. "
             f"Pass one of the model's own modules (e.g. model.get_submodule('...')) or its dotted name."
         )
     if model is None:
@@ -106,7 +102,7 @@ def _resolve_one(model: nn.Module | None, spec: Any) -> list[tuple[str, nn.Modul
             else "Valid names start with: " + ", ".join(repr(n) for n in names[1:6]) + "."
         )
         raise UnknownLayerError(
-            f"No layer named {spec!r} in {_describe(model)}. {hint} "
+            f"No layer named {spec!r} in {type(model).__name__}. {hint} "
             f"List them all with [name for name, _ in model.named_modules()]."
         )
     if isinstance(spec, type):
@@ -116,7 +112,7 @@ def _resolve_one(model: nn.Module | None, spec: Any) -> list[tuple[str, nn.Modul
         if not found:
             present = sorted({type(module).__name__ for module in model.modules()})
             raise UnknownLayerError(
-                f"{_describe(model)} has no {spec.__name__} layer. Layer types it has: {', '.join(present)}."
+                f"{type(model).__name__} has no {spec.__name__} layer. Layer types it has: {', '.join(present)}."
             )
         return found
     raise TypeError(

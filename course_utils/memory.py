@@ -18,6 +18,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -81,7 +82,7 @@ class SavedTensorLog:
         self._parameters: set[tuple[str, int] | None] = set()
         self._stack: list[str] = []
         self._module_hooks = HookRegistry(model)
-        self._hooks: torch.autograd.graph.saved_tensors_hooks | None = None
+        self._hooks: contextlib.ExitStack | None = None
 
     # -- the hooks --------------------------------------------------------------------------------------
     def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -115,8 +116,11 @@ class SavedTensorLog:
     def __enter__(self) -> SavedTensorLog:
         if self._hooks is not None:
             raise RuntimeError("This SavedTensorLog is already in use: create a new one for each with-block.")
-        hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
-        hooks.__enter__()  # first: it can refuse (under disable_saved_tensors_hooks); registering hooks cannot
+        hooks = contextlib.ExitStack()  # on exit: the pack hooks off, then every module hook removed
+        hooks.callback(self._module_hooks.remove)  # (even when one removal fails: then that error is raised)
+        hooks.callback(self._stack.clear)
+        # first: it can refuse (under disable_saved_tensors_hooks); registering the module hooks cannot
+        hooks.enter_context(torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack))
         self._hooks = hooks
         if self.model is not None:
             self._parameters = {storage_key(p) for p in self.model.parameters()}
@@ -127,12 +131,8 @@ class SavedTensorLog:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        try:
-            if self._hooks is not None:
-                self._hooks.__exit__(*exc_info)
-        finally:
-            self._stack.clear()
-            self._module_hooks.remove()  # every hook, even when one removal fails (then that error is raised)
+        if self._hooks is not None:
+            self._hooks.__exit__(*exc_info)
 
     # -- results ------------------------------------------------------------------------------------------
     def by_layer(self) -> dict[str, int]:

@@ -1,16 +1,11 @@
 """Widgets where changing a value teaches: a figure redrawn from controls, built with ipywidgets (7 and 8).
 
-:class:`FigureExplorer` is the general one: controls above a figure that ``draw(**choice)`` makes, each drawing shown
-with its alt text (:mod:`course_utils.figures`). :class:`SaliencyExplorer` is the photo x class x layer x method
-explorer of notebook 06. Both keep their logic in plain methods (``select``, ``figure_output``, ...) that tests call
-without a browser; ``widget()`` only wires the controls to them.
-
-Displayed (the last expression of a cell, or ``display(explorer)``), an explorer is one output that holds the live
-controls' view *and* the figure of its current choice, with its alt text: a front end with ipywidgets (JupyterLab,
-Notebook, Colab, VS Code) shows the controls and the figure they redraw; anything else -- a static page, the stored
-notebook that ``make refresh`` writes (it drops the view), nbval -- shows the figure. The redrawn figure is put into
-the ``Output`` widget's ``outputs`` directly, not printed while the cell runs, so nbval and ``make refresh`` see the
-same outputs.
+:class:`FigureExplorer` shows controls above the figure ``draw(**choice)`` makes, with its alt text;
+:class:`SaliencyExplorer` is notebook 06's photo x class x layer x method explorer. Their logic lives in plain methods
+(``select``, ``figure_output``) that tests call without a browser; ``widget()`` only wires the controls to them.
+Displayed, an explorer is one output holding the controls' view *and* its current figure: a front end with ipywidgets
+shows the controls, anything else (a static page, the stored notebook, nbval) the figure. Redraws go straight into the
+``Output`` widget's ``outputs``, so nbval and ``make refresh`` see the same outputs.
 
 Usage::
 

@@ -17,12 +17,12 @@ from course_utils.recorder import ActivationRecorder, LayerNeverRanError, NoGrad
 
 
 @pytest.fixture(scope="module")
-def resnet() -> tuple[nn.Module, torch.Tensor, list[str]]:
+def resnet() -> tuple[nn.Module, torch.Tensor, list[str], dict[str, torch.Tensor]]:
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None)
     x = torch.randn(1, 3, 64, 64)
     leaves = [name for name, module in model.named_modules() if not list(module.children())]
-    return model, x, leaves
+    return model, x, leaves, true_outputs(model, x, leaves)
 
 
 def true_outputs(model: nn.Module, x: torch.Tensor, leaves: list[str]) -> dict[str, torch.Tensor]:
@@ -46,8 +46,7 @@ def true_outputs(model: nn.Module, x: torch.Tensor, leaves: list[str]) -> dict[s
 
 
 def test_recorder_is_right_where_naive_hooks_are_wrong(resnet) -> None:
-    model, x, leaves = resnet
-    truth = true_outputs(model, x, leaves)
+    model, x, leaves, truth = resnet
     naive: dict[str, list[torch.Tensor]] = {}
     handles = [
         model.get_submodule(n).register_forward_hook(
@@ -72,8 +71,7 @@ def test_recorder_is_right_where_naive_hooks_are_wrong(resnet) -> None:
 
 
 def test_recorder_agrees_with_fx_where_fx_is_right_and_not_where_it_is_wrong(resnet) -> None:
-    model, x, leaves = resnet
-    truth = true_outputs(model, x, leaves)
+    model, x, leaves, truth = resnet
     _, nodes = get_graph_node_names(model)
     fx_name = {key: key.replace("#0", "").replace("#1", "_1") for key in truth}
     assert all(name in nodes for name in fx_name.values())
@@ -89,8 +87,7 @@ def test_recorder_agrees_with_fx_where_fx_is_right_and_not_where_it_is_wrong(res
 
 
 def test_raise_mode_flags_exactly_the_overwritten_entries(resnet) -> None:
-    model, x, leaves = resnet
-    truth = true_outputs(model, x, leaves)
+    model, x, leaves, truth = resnet
     with ActivationRecorder(model, leaves, on_overwrite="raise") as rec:
         model(x)
     flagged = []
@@ -106,7 +103,7 @@ def test_raise_mode_flags_exactly_the_overwritten_entries(resnet) -> None:
 
 
 def test_a_layer_called_twice_gets_one_entry_per_call(resnet) -> None:
-    model, x, _ = resnet
+    model, x, _, _ = resnet
     with ActivationRecorder(model, ["layer1.0.relu", "layer1.0.bn1", "layer1.0.bn2"], inputs=True) as rec:
         model(x)
     assert rec.calls("layer1.0.relu") == 2

@@ -277,16 +277,13 @@ def test_bad_inputs_get_clear_errors() -> None:
     assert_no_hooks(model)
 
 
-def test_rank_correlation_matches_its_definition() -> None:
+def test_rank_correlation_is_spearman_with_average_ranks_on_ties() -> None:
     a = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
     assert rank_correlation(a, a**3) == pytest.approx(1.0)
     assert rank_correlation(a, -a) == pytest.approx(-1.0)
     assert rank_correlation(a, torch.tensor([2.0, 1.0, 4.0, 3.0, 5.0])) == pytest.approx(0.8)  # 1 - 6*4/(5*24)
     with pytest.raises(ValueError, match="same number"):
         rank_correlation(a, a[:3])
-
-
-def test_rank_correlation_is_spearman_with_average_ranks_on_ties() -> None:
     # Independent reference: scipy's spearmanr gives tied values their average rank.
     scipy_stats = pytest.importorskip("scipy.stats")
     # By hand: ranks (1.5, 1.5, 3, 4) and (1, 2.5, 2.5, 4), centred (-1, -1, .5, 1.5) and (-1.5, 0, 0, 1.5):
