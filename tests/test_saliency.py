@@ -171,7 +171,7 @@ def test_element_wise_cam_equals_grad_cam_only_before_global_pooling() -> None:
     assert rank_correlation(element_wise_cam(model, "layer2", x, 5), grad_cam(model, "layer2", x, 5)) < 0.99
 
 
-def test_grad_cam_stops_at_the_layer_and_needs_no_input_grad() -> None:
+def test_grad_cam_stops_at_the_layer_needs_no_input_grad_and_guided_grad_cam_is_the_product() -> None:
     model = tv_model("resnet18")
     model.requires_grad_(False)  # frozen model, input without requires_grad: still works
     x = torch.randn(1, 3, 64, 64)
@@ -182,12 +182,7 @@ def test_grad_cam_stops_at_the_layer_and_needs_no_input_grad() -> None:
         grad_cam(model, "layer3", x)
     assert seen == []  # nothing below layer3 was differentiated
     assert all(p.grad is None for p in model.parameters())
-
-
-def test_guided_grad_cam_is_the_product() -> None:
-    model = tv_model("resnet18")
-    x = torch.randn(1, 3, 64, 64)
-    cam = grad_cam(model, "layer4", x, 3, normalize=False)
+    cam = grad_cam(model, "layer4", x, 3, normalize=False)  # Guided Grad-CAM is the product
     assert torch.allclose(guided_grad_cam(model, "layer4", x, 3), guided_backprop(model, x, 3) * cam[:, None])
 
 
