@@ -1,14 +1,9 @@
 """What the course reads of PyTorch's own state, in one place: the process-wide hook dictionaries, the print
 options, the stacks of torch function and dispatch modes, and the key of the memory a tensor lives in.
 
-PyTorch has no public API for the first three, so they are read through private names. Each is listed in
-:data:`PRIVATE_NAMES` with the test that pins it (``tests/test_torch_internals.py``): a PyTorch release that moves one
-fails that test, not a learner's check. Nothing else in ``course_utils`` (outside the exercise modules) may touch a
-private torch name (the same test reads the sources).
-
-Used by ``course_utils.hooks`` and ``course_utils.optim_hooks`` (what is still registered),
-``course_utils.machinery.guard`` (what ``check()`` puts back), ``course_utils.memory`` and ``course_utils.recorder``
-(storage keys).
+PyTorch has no public API for the first three, so they are read through private names, each listed in
+:data:`PRIVATE_NAMES` with the test that pins it: a PyTorch release that moves one fails that test, not a learner's
+check. Nothing else in ``course_utils`` (outside the exercise modules) may touch a private torch name.
 
 Usage::
 
@@ -30,8 +25,8 @@ __all__ = ["PRIVATE_NAMES", "default_device_set", "dispatch_modes", "function_mo
 
 # Each private torch name the course reads, and the test that fails if a PyTorch release moves it.
 PRIVATE_NAMES: dict[str, str] = {
-    "torch.nn.modules.module._global_*hooks": "tests/test_torch_internals.py::test_every_global_module_hook_is_seen",
-    "torch.optim.optimizer._global_*hooks": "tests/test_torch_internals.py::test_every_global_optimizer_hook_is_seen",
+    "torch.nn.modules.module._global_*hooks": "tests/test_torch_internals.py::test_every_global_hook_is_seen",
+    "torch.optim.optimizer._global_*hooks": "tests/test_torch_internals.py::test_every_global_hook_is_seen",
     "torch._tensor_str.PRINT_OPTS": "tests/test_torch_internals.py::test_print_options_are_read_as_set",
     "torch.overrides._get_current_function_mode_stack": "tests/test_torch_internals.py::test_modes_left_on_are_left",
     "torch.utils._python_dispatch._get_current_dispatch_mode_stack":

@@ -1,12 +1,6 @@
-"""Pictures of a transformer's attention (notebook 12): one head's pattern, and an explorer over layer, head and
-sequence. Figures are shown with their alt text by :func:`course_utils.figures.show_figure`, the explorer is a
-:class:`course_utils.widgets.FigureExplorer`: this module only draws.
-
-- :func:`draw_pattern` -- one head's attention pattern (queries down, keys across) on a matplotlib axis;
-- :func:`pattern_figure` -- that pattern for a chosen layer, head and sequence of the cached patterns, with a colour
-  bar, and the numbers its alt text names;
-- :func:`attention_explorer` -- a ``FigureExplorer`` of :func:`pattern_figure` with one control each for the layer,
-  the head and the sequence.
+"""Pictures of a transformer's attention (notebook 12): :func:`draw_pattern` draws one head's pattern (queries down,
+keys across), :func:`pattern_figure` one layer's, head's and sequence's with a colour bar, and
+:func:`attention_explorer` is a :class:`course_utils.widgets.FigureExplorer` over the three. This module only draws.
 
 Usage::
 

@@ -1,16 +1,10 @@
 """DDP communication hooks, measured: what each hook sends, whether the ranks agree, and how far from the exact mean.
 
-Worker processes cannot see functions defined in a notebook, so the experiment that runs in every rank lives here:
-:func:`compare_comm_hooks` trains the same small model under DistributedDataParallel with each named hook (the
-default all-reduce, ``fp16_compress_hook``, PowerSGD) and returns, per step, the gradients DDP produced, the rank's
-own local gradients (from a plain copy of the model, no communication) and two byte counts:
-
-- **bytes in** -- counted by :func:`counting_hook`, a comm hook that wraps the real one: the size of each bucket DDP
-  hands to the hook (the float32 gradients that should be averaged);
-- **bytes sent** -- counted by :func:`counting_all_reduce`, which wraps ``torch.distributed.all_reduce`` in the
-  worker process only: the size (``numel * element_size``) of every tensor a hook hands to all-reduce, including
-  those PowerSGD sends from its future callbacks. This is the payload per rank, not the bytes on the wire (gloo's
-  ring all-reduce moves about 2 (N - 1) / N times the payload per rank, plus headers).
+Worker processes cannot see a notebook's functions, so the experiment lives here: :func:`compare_comm_hooks` trains
+one small model under DDP with each hook (all-reduce, ``fp16_compress_hook``, PowerSGD) and returns, per step, DDP's
+gradients, the rank's own local ones and two byte counts: **bytes in** (:func:`counting_hook`: the buckets DDP hands
+the hook) and **bytes sent** (:func:`counting_all_reduce`: every tensor handed to all-reduce, PowerSGD's callbacks'
+too). That is the payload per rank, not the wire: gloo's ring moves about 2 (N - 1) / N times it, plus headers.
 
 Usage::
 

@@ -1,26 +1,17 @@
 """Run one function in fresh worker processes that form a gloo process group on 127.0.0.1 -- and always end them.
 
-:func:`run_workers` starts ``world_size`` Python processes (see *Start-up* below), lets every
-one join a gloo process group, calls ``fn(rank, world_size, *args)`` in each and returns their results by rank.
-Whatever happens -- a worker raises, hangs, or the notebook cell is interrupted -- every worker is ended (terminate,
-then kill) and the rendezvous port is closed before the call returns or raises.
+:func:`run_workers` calls ``fn(rank, world_size, *args)`` in ``world_size`` processes joined in a gloo group and
+returns their results by rank. Whatever happens (a worker raises or hangs, the cell is interrupted) every worker is
+ended (terminate, then kill) and the rendezvous port closed before it returns or raises.
 
-- **The port.** The parent process itself opens the rendezvous store (a ``TCPStore``) on ``127.0.0.1`` port 0:
-  the operating system picks a free port and the store keeps it bound while the workers connect. Nothing is
-  chosen first and bound later, so two notebooks (or CI runs) at once cannot pick the same port. (The common
-  recipe -- bind a socket to port 0, read the number, close it, pass it on -- has a race: another program can take
-  the port between the close and the store's bind.)
-- **The network.** Workers bind gloo to the loopback interface (``GLOO_SOCKET_IFNAME``, set in the worker only),
-  so nothing listens beyond 127.0.0.1. The notebook's own environment variables are never touched.
-- **Output.** A worker's stdout and stderr go to a log file, not into the notebook; when a worker fails, the error
-  names its rank and carries its traceback and the end of its log.
-- **Start-up.** Workers fork from a *forkserver* (``multiprocessing``'s, where the platform has one: Linux and
-  macOS) that imported torch once, so a worker starts in a fraction of a second instead of importing torch again
-  (about 3 CPU-seconds each). The forkserver is a plain Python process that runs no job; it ends with this process.
-  Where there is no forkserver (Windows), each worker is a fresh ``spawn``-ed interpreter.
-- **The function** must be importable by name (defined in a module such as ``course_utils.comm_hooks``; workers get
-  the caller's ``sys.path``): a fresh process cannot see functions defined in a notebook cell. ``local=`` runs one
-  more function, which may come from a notebook, as rank 0 in the calling process.
+- **The port.** This process opens the rendezvous ``TCPStore`` on ``127.0.0.1`` port 0 and keeps it bound while the
+  workers connect: no port is picked, closed and bound again later, so two runs at once cannot race for it.
+- **The network.** Workers bind gloo to the loopback interface (``GLOO_SOCKET_IFNAME``, set in the worker only).
+- **Output.** A worker's stdout and stderr go to a log file; a failure names its rank, with traceback and log tail.
+- **Start-up.** Workers fork from a *forkserver* that imported torch once (about 3 CPU-seconds saved per worker);
+  where there is none (Windows), each worker is ``spawn``-ed.
+- **The function** must be importable by name (e.g. from ``course_utils.comm_hooks``): a fresh process cannot see a
+  notebook cell's functions. ``local=`` runs one more function, which may come from a notebook, as rank 0 here.
 
 Usage::
 
@@ -193,15 +184,11 @@ def run_workers(
     timeout: float = 60.0,
     local: Callable[[int, int], Any] | None = None,
 ) -> list[Any]:
-    """Call ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes joined in a gloo process group on
-    127.0.0.1; return the results ordered by rank.
+    """Call ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes joined in a gloo group on 127.0.0.1;
+    return the results by rank. With ``local``, this process is rank 0 and runs ``local(0, world_size)``.
 
-    With ``local``, this process is rank 0 and runs ``local(0, world_size)`` (a function defined in a notebook
-    can run there), while ranks 1, 2, ... run ``fn`` in worker processes; the group is destroyed afterwards.
-
-    The workers are always ended and the port closed before this returns or raises. Raises :class:`WorkerError`
-    (with the rank and its traceback) when a worker raises or dies, :class:`WorkerTimeout` after ``timeout``
-    seconds; an error in ``local`` is raised as it is. ``fn``, ``args`` and results travel with :mod:`pickle`.
+    Raises :class:`WorkerError` (with the rank and its traceback) when a worker raises or dies, :class:`WorkerTimeout`
+    after ``timeout`` seconds; an error in ``local`` as it is. ``fn``, ``args`` and results travel with :mod:`pickle`.
 
     Usage: ``run_workers(compare_comm_hooks, world_size=2, args=(("fp16",), 3))``
     """

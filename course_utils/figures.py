@@ -1,41 +1,17 @@
 """Figures with alt text: every figure the course draws is shown by :func:`show_figure`, with a description of what it
 shows and what to read from it, written where the figure is made.
 
-**Where the alt text is written.** In the cell (or function) that draws the figure, as the literal keyword argument
-``alt="..."`` of :func:`show_figure` or of a widget (:mod:`course_utils.widgets`). It may hold ``str.format`` fields
-for numbers the cell computes (``alt="... {peak_mb:.2f} MB ..."``, the values passed as keyword arguments); it must
-not be an f-string, so that the text can be translated: :func:`alt_literals` finds these literals in a cell's source,
-``tools/i18n/editions.py`` puts them into ``translations/<lang>/NN_x.po`` next to the cell's markdown (the key is the
-cell id and ``/alt1``, ``/alt2``, ...), and writes the translation into the Chinese notebook's code, so its outputs
-carry Chinese alt text. A number in the alt text is compared by nbval like any printed number: print bounds and
-rounded values that hold on any CPU.
+The alt text is the literal keyword argument ``alt="..."`` of :func:`show_figure` or of a widget
+(:mod:`course_utils.widgets`), with ``str.format`` fields for computed numbers; never an f-string, so that
+:func:`alt_literals` finds it and ``tools/i18n/editions.py`` translates it (keyed by cell id and ``/alt1``, ...).
+Numbers in it are compared by nbval like any printed number: print bounds.
 
-**What a figure's output holds.** One ``display_data`` output, the same in a live kernel and in the stored notebook,
-with the image stored once:
-
-- ``text/html`` -- ``<img src="data:image/png;base64,..." alt="...">``: the figure and its alt text, in the one
-  representation every consumer below reads alt text from (a photograph or a heat map is a JPEG, ``image/jpeg``,
-  where that is less than half the PNG: :func:`image_bytes`);
-- ``text/plain`` -- the alt text itself: what a text-only reader gets, and what nbval compares on every run.
-
-There is no ``image/png`` beside it: that would store each figure twice (the course's notebooks went from 4.2 to
-8.9 MB when they did), and the one front end that would use it, JupyterLab's image renderer (``renderImage`` in
-``@jupyterlab/rendermime`` 4.6), writes no ``alt`` at all -- not from the output's metadata either.
-
-**How each consumer reads it** (checked in the installed versions: JupyterLab 4.6, nbconvert 7.17, myst-nb 1.4):
-
-- *JupyterLab* (and Notebook 7, which is built on it) renders the ``text/html`` and keeps the ``<img>``'s ``alt``,
-  also in an untrusted notebook (its sanitizer allows ``alt`` and ``data:`` images); so do Colab and VS Code.
-- *nbconvert's HTML exporters* render it too (the slides, both templates).
-- *The course's website* (myst-nb, ``tools/site``) turns each such ``<img>`` into an image file with its alt text,
-  which the browser caches and loads lazily.
-- *nbval* compares ``text/plain`` and ``text/html`` (the ``data:`` image itself is masked by
-  ``tests/nbval_sanitize.cfg``, since pixels may differ between CPUs); ``tests/test_figure_alt.py`` fails on any
-  figure, in any notebook of either language, without its alt text in both places.
-
-**Widgets** (:mod:`course_utils.widgets`) show the same bundle for their first state, with the live controls' view
-added (``application/vnd.jupyter.widget-view+json``): a front end with ipywidgets shows the controls, anything else
-(and ``make refresh``, which drops the view) shows the figure. Each redraw is again :func:`figure_output`.
+A figure's output is one ``display_data`` with the image stored once: ``text/html`` (an ``<img>`` with a ``data:``
+PNG, or a JPEG where that is less than half the size, and its ``alt``), read by JupyterLab, Colab, VS Code,
+nbconvert and the site (myst-nb); and ``text/plain``, the alt text, which nbval compares (the image itself is masked
+by ``tests/nbval_sanitize.cfg``). No ``image/png`` beside it: that stored each figure twice (the notebooks went from
+4.2 to 8.9 MB), and JupyterLab's image renderer (``@jupyterlab/rendermime`` 4.6) writes no ``alt`` at all. Widgets
+add the live controls' view (``application/vnd.jupyter.widget-view+json``) to the same bundle.
 
 Usage::
 
@@ -82,10 +58,8 @@ def check_alt(text: str) -> str:
 
 
 def image_bytes(figure: Any) -> tuple[str, bytes]:
-    """``(MIME type, bytes)`` of the figure as the notebook's inline backend draws it (tight bounding box,
-    ``savefig.dpi``): a PNG, or a JPEG (quality 90) where that is less than half the PNG's size -- a photograph or a
-    saliency map, whose noise PNG compresses badly (notebook 05's maps: 598 kB as PNG, 106 kB as JPEG); a chart of
-    flat colours stays a PNG, which is smaller and sharp there.
+    """``(MIME type, bytes)`` of the figure as the inline backend draws it: a PNG, or a JPEG (quality 90) where that
+    is less than half the PNG -- a photograph or a saliency map (notebook 05's: 598 kB as PNG, 106 kB as JPEG).
 
     Usage: ``mime, data = image_bytes(fig)``
     """
@@ -120,19 +94,14 @@ def show_figure(figure: Any, *, alt: str, **values: Any) -> None:
     ``alt`` says what the figure shows and what to read from it; ``values`` fill its ``{fields}``.
     Usage: ``show_figure(fig, alt="Peak memory per number of segments: lowest at {best} segments.", best=4)``
     """
+    import matplotlib.pyplot as plt
     from IPython.display import display
 
     try:
         data, metadata = figure_output(figure, alt, **values)
     finally:
-        _close(figure)
+        plt.close(figure)
     display(data, metadata=metadata, raw=True)
-
-
-def _close(figure: Any) -> None:
-    import matplotlib.pyplot as plt
-
-    plt.close(figure)
 
 
 _IMG = re.compile(r'^<img src="data:image/[\w+.-]+;base64,[A-Za-z0-9+/=]+" alt="([^"]*)"/>$')

@@ -1,25 +1,13 @@
-"""Notebook 12's transformer as a Hugging Face ``transformers`` model: the same weights in ``GPT2LMHeadModel``
-(notebook 13).
+"""Notebook 12's transformer as a Hugging Face ``GPT2LMHeadModel``, the same weights (notebook 13).
 
-GPT-2's architecture is the course model's: learned position embeddings, pre-LayerNorm blocks, causal multi-head
-attention scaled by ``1/sqrt(d_head)``, a GELU MLP and a final LayerNorm. What a faithful copy must set, because
-``GPT2Config``'s defaults differ from the course model:
-
-- ``activation_function="gelu"``: the exact GELU of ``nn.GELU()``; GPT-2's default ``"gelu_new"`` is the tanh
-  approximation (``"gelu_pytorch_tanh"`` is the one to pick for ``nn.GELU(approximate="tanh")``);
-- ``tie_word_embeddings=False``: the course model's unembedding is its own matrix, GPT-2's default ties it to ``wte``;
-- dropout 0 everywhere, ``layer_norm_epsilon`` the course's ``1e-5``, ``scale_attn_weights=True`` (``1/sqrt(d_head)``)
-  and no per-layer scaling, ``n_inner`` the MLP's width, no special tokens (the vocabulary is 64 integers; GPT-2's
-  default ``bos``/``eos`` id 50256 lies outside it and ``generate()`` would look for it).
-
-The causal mask needs nothing: transformers 5 builds it from the positions at every call
-(``masking_utils.create_causal_mask``), as the course model does; GPT-2's old ``attn.bias`` buffer is gone.
-
-Weights: GPT-2's ``Conv1D`` stores its weight as ``(in_features, out_features)`` and computes ``x @ W + b``: every
-``nn.Linear`` weight goes in transposed. ``c_attn`` holds query, key and value side by side in that order, as
-``in_proj`` does; the heads are split the same way (head ``h`` owns features ``h*d_head:(h+1)*d_head``).
-Nothing is downloaded: the weights are the package's (``course_utils.transformer.induction_transformer``), the
-tokens are integers (no tokenizer).
+GPT-2's architecture is the course model's; what a faithful copy must set, because ``GPT2Config``'s defaults differ:
+``activation_function="gelu"`` (the exact GELU of ``nn.GELU()``; GPT-2's ``"gelu_new"`` is the tanh approximation),
+``tie_word_embeddings=False`` (the unembedding is its own matrix), dropout 0, ``layer_norm_epsilon`` 1e-5, no
+per-layer attention scaling, ``n_inner`` the MLP's width, and no special tokens (GPT-2's ``bos``/``eos`` id 50256
+lies outside the 64-token vocabulary and ``generate()`` would look for it). The causal mask needs nothing:
+transformers 5 builds it from the positions at every call. GPT-2's ``Conv1D`` computes ``x @ W + b``, so every
+``nn.Linear`` weight goes in transposed; ``c_attn`` holds query, key and value side by side, as ``in_proj`` does.
+Nothing is downloaded: the weights are the package's, the tokens integers (no tokenizer).
 
 Usage: ``model = induction_gpt2()`` (``attn_implementation="sdpa"`` for the fused kernel);
 ``to_gpt2(InductionTransformer(n_layers=3))`` for another size

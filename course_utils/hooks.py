@@ -1,10 +1,10 @@
 """Own every hook you register, and get rid of all of them reliably.
 
-A :class:`HookRegistry` registers module hooks (by dotted layer name, module object or module type),
-tensor hooks, post-accumulate-grad hooks and autograd-node hooks, and remembers each handle. It can also
-make temporary changes to modules (``relu.inplace = False``). ``remove()`` -- called for you when a
-``with`` block ends, also when the block raises -- removes every hook and undoes every change. It never
-swallows an exception and is safe to call twice.
+A :class:`HookRegistry` registers module hooks (by dotted layer name, module object or module type), tensor,
+post-accumulate-grad and autograd-node hooks, and temporary changes to modules (``relu.inplace = False``);
+``remove()`` -- called when a ``with`` block ends, also when it raises -- removes every hook and undoes every change.
+:func:`count_hooks`, :func:`hook_report` and :func:`assert_no_hooks` read every hook dictionary torch keeps on a
+module, its children and their parameters, and the process-wide global module hooks.
 
 Usage::
 
@@ -12,10 +12,6 @@ Usage::
         hooks.forward("features.3", lambda module, inputs, output: print(output.shape))
         model(x)
     assert_no_hooks(model)
-
-:func:`count_hooks`, :func:`hook_report` and :func:`assert_no_hooks` look at every hook dictionary torch
-keeps on a module, its children and their parameters (including the with-kwargs and always-call variants),
-and at the process-wide global module hooks.
 """
 
 from __future__ import annotations
@@ -53,10 +49,6 @@ class UnknownLayerError(LookupError):
         return str(self.args[0]) if self.args else ""
 
 
-def _describe(model: nn.Module) -> str:
-    return type(model).__name__
-
-
 def resolve_layers(model: nn.Module | None, layers: LayerSpec | Iterable[LayerSpec]) -> list[tuple[str, nn.Module]]:
     """Turn a layer spec (or a list of them) into ``[(dotted_name, module), ...]``.
 
@@ -91,7 +83,7 @@ def _resolve_one(model: nn.Module | None, spec: Any) -> list[tuple[str, nn.Modul
             if module is spec:
                 return [(name, module)]
         raise UnknownLayerError(
-            f"The {type(spec).__name__} you passed is not part of this {_describe(model)}. "
+            f"The {type(spec).__name__} you passed is not part of this {type(model).__name__}. "
             f"Pass one of the model's own modules (e.g. model.get_submodule('...')) or its dotted name."
         )
     if model is None:
@@ -110,7 +102,7 @@ def _resolve_one(model: nn.Module | None, spec: Any) -> list[tuple[str, nn.Modul
             else "Valid names start with: " + ", ".join(repr(n) for n in names[1:6]) + "."
         )
         raise UnknownLayerError(
-            f"No layer named {spec!r} in {_describe(model)}. {hint} "
+            f"No layer named {spec!r} in {type(model).__name__}. {hint} "
             f"List them all with [name for name, _ in model.named_modules()]."
         )
     if isinstance(spec, type):
@@ -120,7 +112,7 @@ def _resolve_one(model: nn.Module | None, spec: Any) -> list[tuple[str, nn.Modul
         if not found:
             present = sorted({type(module).__name__ for module in model.modules()})
             raise UnknownLayerError(
-                f"{_describe(model)} has no {spec.__name__} layer. Layer types it has: {', '.join(present)}."
+                f"{type(model).__name__} has no {spec.__name__} layer. Layer types it has: {', '.join(present)}."
             )
         return found
     raise TypeError(
@@ -145,6 +137,10 @@ class HookRegistry:
         self._undo: list[Callable[[], None]] = []
 
     # -- module hooks -------------------------------------------------------------------------------
+    def _on_layers(self, layers: LayerSpec | Iterable[LayerSpec], register: str, hook: Any, **options: Any) -> list:
+        _require_callable(hook)
+        return [self.adopt(getattr(m, register)(hook, **options)) for _, m in resolve_layers(self.model, layers)]
+
     def forward(
         self,
         layers: LayerSpec | Iterable[LayerSpec],
@@ -155,11 +151,8 @@ class HookRegistry:
         always_call: bool = False,
     ) -> list[Any]:
         """Register ``hook(module, args, output)`` on each layer; returns the handles."""
-        _require_callable(hook)
-        return [
-            self.adopt(m.register_forward_hook(hook, prepend=prepend, with_kwargs=with_kwargs, always_call=always_call))
-            for _, m in resolve_layers(self.model, layers)
-        ]
+        return self._on_layers(layers, "register_forward_hook", hook, prepend=prepend, with_kwargs=with_kwargs,
+                               always_call=always_call)
 
     def forward_pre(
         self,
@@ -170,31 +163,19 @@ class HookRegistry:
         with_kwargs: bool = False,
     ) -> list[Any]:
         """Register ``hook(module, args)`` to run before each layer's forward; returns the handles."""
-        _require_callable(hook)
-        return [
-            self.adopt(m.register_forward_pre_hook(hook, prepend=prepend, with_kwargs=with_kwargs))
-            for _, m in resolve_layers(self.model, layers)
-        ]
+        return self._on_layers(layers, "register_forward_pre_hook", hook, prepend=prepend, with_kwargs=with_kwargs)
 
     def full_backward(
         self, layers: LayerSpec | Iterable[LayerSpec], hook: Callable[..., Any], *, prepend: bool = False
     ) -> list[Any]:
         """Register ``hook(module, grad_input, grad_output)`` (a full backward hook); returns the handles."""
-        _require_callable(hook)
-        return [
-            self.adopt(m.register_full_backward_hook(hook, prepend=prepend))
-            for _, m in resolve_layers(self.model, layers)
-        ]
+        return self._on_layers(layers, "register_full_backward_hook", hook, prepend=prepend)
 
     def backward_pre(
         self, layers: LayerSpec | Iterable[LayerSpec], hook: Callable[..., Any], *, prepend: bool = False
     ) -> list[Any]:
         """Register ``hook(module, grad_output)`` to run before each layer's backward; returns the handles."""
-        _require_callable(hook)
-        return [
-            self.adopt(m.register_full_backward_pre_hook(hook, prepend=prepend))
-            for _, m in resolve_layers(self.model, layers)
-        ]
+        return self._on_layers(layers, "register_full_backward_pre_hook", hook, prepend=prepend)
 
     # -- tensor and autograd-node hooks ----------------------------------------------------------------
     def tensor(self, tensor: torch.Tensor, hook: Callable[[torch.Tensor], torch.Tensor | None]) -> Any:
@@ -246,23 +227,17 @@ class HookRegistry:
     def remove(self) -> None:
         """Remove every hook and undo every temporary change (newest first). Safe to call twice.
 
-        A step that fails does not stop the others. If exactly one step failed its exception is re-raised
-        as it was; if several failed, an ``ExceptionGroup`` holding all of them (in the order they happened)
-        is raised, so no error is lost. Usage: ``hooks.remove()`` (or leave the ``with`` block); catch a kind
-        of failure wherever it happened with ``except* RuntimeError:``.
+        A step that fails does not stop the others: one failure is re-raised as it was, several as an
+        ``ExceptionGroup`` (catch them with ``except* RuntimeError:``). Usage: ``hooks.remove()``
         """
         errors: list[Exception] = []
-        while self._handles:
-            handle = self._handles.pop()
+        steps = [handle.remove for handle in reversed(self._handles)] + list(reversed(self._undo))
+        self._handles.clear()
+        self._undo.clear()
+        for step in steps:
             try:
-                handle.remove()
+                step()
             except Exception as error:  # keep removing the rest, then re-raise
-                errors.append(error)
-        while self._undo:
-            undo = self._undo.pop()
-            try:
-                undo()
-            except Exception as error:
                 errors.append(error)
         if len(errors) == 1:
             raise errors[0]
@@ -295,8 +270,8 @@ def _hook_dicts(obj: Any) -> dict[str, Mapping[Any, Any]]:
     return found
 
 
-def _tensor_report(tensor: torch.Tensor, prefix: str, report: dict[str, int]) -> None:
-    for dict_name, hooks in _hook_dicts(tensor).items():
+def _add_report(obj: nn.Module | torch.Tensor, prefix: str, report: dict[str, int]) -> None:
+    for dict_name, hooks in _hook_dicts(obj).items():
         if hooks:
             report[f"{prefix}{dict_name}"] = len(hooks)
 
@@ -310,15 +285,13 @@ def hook_report(target: nn.Module | torch.Tensor, *, include_global: bool = Fals
     """
     report: dict[str, int] = {}
     if isinstance(target, torch.Tensor):
-        _tensor_report(target, "", report)
+        _add_report(target, "", report)
     elif isinstance(target, nn.Module):
         for name, sub in target.named_modules(remove_duplicate=False):
             prefix = f"{name}." if name else ""
-            for dict_name, hooks in _hook_dicts(sub).items():
-                if hooks:
-                    report[f"{prefix}{dict_name}"] = len(hooks)
+            _add_report(sub, prefix, report)
             for param_name, param in sub.named_parameters(recurse=False):
-                _tensor_report(param, f"{prefix}{param_name}.", report)
+                _add_report(param, f"{prefix}{param_name}.", report)
     else:
         raise TypeError(f"Expected an nn.Module or a torch.Tensor, got {type(target).__name__}.")
     if include_global:
@@ -343,11 +316,8 @@ def assert_no_hooks(*targets: nn.Module | torch.Tensor, include_global: bool = T
 
     Usage: ``assert_no_hooks(model, mlp)`` or ``assert_no_hooks(x, z)`` -- the last cell of every notebook.
 
-    Blind spot: hooks registered on autograd nodes (``z.grad_fn.register_hook`` / ``register_prehook``,
-    also through :meth:`HookRegistry.node`) are not seen. torch keeps them inside the C++ node, with no
-    Python dictionary to look at, and the node belongs to one graph rather than to the model or tensor
-    passed here. Remove node hooks through their handles (a :class:`HookRegistry` does it on exit); to
-    check, run backward again on the same graph (``retain_graph=True``) and see that the hook stays silent.
+    Blind spot: hooks on autograd nodes (``z.grad_fn.register_hook``, :meth:`HookRegistry.node`) are not seen:
+    torch keeps them inside the C++ node, with no Python dictionary to read. Remove them through their handles.
     """
     if not targets:
         raise ValueError("Pass the models (or tensors) to check, e.g. assert_no_hooks(model).")

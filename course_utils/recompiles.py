@@ -1,10 +1,8 @@
 """How many graphs ``torch.compile`` builds, call after call, for a hook used in a given way (notebook 11, case 7).
 
-Each pattern registers forward hooks on a small model's first layer in its own way and calls the compiled model
-(backend ``"eager"``: dynamo traces and guards as with the default backend, without generating code);
-:func:`graphs_per_call` counts, after each call, the graphs dynamo has built so far (its ``unique_graphs`` tally,
-``torch._dynamo.utils.counters``; private, as ``TORCH_LOGS=recompiles`` is the public way to see recompiles).
-Every hook is removed afterwards, also when a call raises.
+Each pattern registers forward hooks on a small model's first layer its own way before each call of the compiled
+model (backend ``"eager"``: dynamo traces and guards as usual, without generating code); :func:`graphs_per_call`
+reads dynamo's ``unique_graphs`` tally after each call (private; ``TORCH_LOGS=recompiles`` is the public view).
 
 Usage::
 

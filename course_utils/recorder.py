@@ -1,24 +1,17 @@
 """Record what layers compute -- outputs, optionally inputs, and gradients -- by layer name, safely.
 
-An :class:`ActivationRecorder` registers a forward hook on each chosen layer and keeps what it sees:
+An :class:`ActivationRecorder` keeps, detached, each chosen layer's **outputs** (forward hooks), with ``inputs=True``
+its positional tensor **inputs** (forward *pre*-hooks, before an in-place layer changes them), and with
+``gradients=True`` the **gradients** of its outputs (a tensor hook on each output; never full backward hooks, which
+raise at forward time on models with ``ReLU(inplace=True)``, pytorch#61519).
 
-- **outputs** (and, with ``inputs=True``, the positional tensor inputs, taken by a forward *pre*-hook so an
-  in-place layer cannot have changed them yet), detached from the graph;
-- **gradients** of the outputs (``gradients=True``): the forward hook registers a *tensor* hook on the output.
-  Full backward hooks are never used: on models with ``ReLU(inplace=True)`` they raise at forward time
-  (pytorch#61519).
+Stored tensors are aliases, and a later in-place operation (an in-place ReLU, a residual ``out += identity``) would
+silently change them: on resnet18, 17 of 60 recorded outputs. While active, the recorder watches every operation that
+writes (a ``TorchDispatchMode``) and clones a recorded tensor just before it is written (``on_overwrite="clone"``), or
+makes reading it raise (``"raise"``); reading also checks the version counter, for writes after the recorder closed.
 
-Stored tensors are aliases (``detach()`` copies nothing). A later in-place operation -- an in-place ReLU, an
-``out += identity`` in a residual block -- would silently change them; on torchvision's resnet18 that happens to
-17 of 60 recorded outputs. While the recorder is active it watches every operation that writes to a tensor
-(a ``TorchDispatchMode``) and clones a recorded tensor just before something writes into its memory
-(``on_overwrite="clone"``, the default), or marks it so that reading it raises (``on_overwrite="raise"``).
-Reading also compares the tensor's version counter with the one seen at recording time, which catches writes
-made after the recorder was closed.
-
-A layer that runs several times in one forward (resnet18's ``BasicBlock.relu`` runs twice) gets one entry per
-call: ``"layer1.0.relu#0"`` and ``"layer1.0.relu#1"``; a layer that ran once keeps its plain name. By default
-each forward of the model starts afresh (``keep="last"``); ``keep="all"`` numbers the calls across forwards.
+A layer that runs several times in one forward gets one key per call (``"layer1.0.relu#0"``, ``"#1"``); by default
+each forward of the model starts afresh (``keep="last"``), ``keep="all"`` numbers the calls across forwards.
 
 Usage::
 
@@ -83,10 +76,8 @@ class _NotRecordedKeyError(KeyError):
 class RecordedValues(Mapping[str, _V], Generic[_V]):
     """A read-only, live view of what an :class:`ActivationRecorder` recorded, keyed as in its ``keys()``.
 
-    Nothing is read until a key is asked for: ``rec.outputs["fc1"]`` reads that one entry (it costs the same
-    however many layers are recorded), and a layer whose value cannot be read (overwritten in place, no
-    gradient, an output the recorder does not store) raises its own error for its own key only. Iterating
-    (``.items()``, ``.values()``, ``dict(...)``) reads every entry, so it raises at the first bad one.
+    ``rec.outputs["fc1"]`` reads that one entry only, and an entry that cannot be read (overwritten, no gradient)
+    raises for its own key only; iterating (``.items()``, ``dict(...)``) reads every entry, so it raises at a bad one.
 
     Usage: ``rec.outputs["fc1"]``, ``"fc1" in rec.gradients``, ``list(rec.outputs)``
     """
@@ -369,8 +360,7 @@ class ActivationRecorder:
                 if int(index) < len(calls):
                     return [calls[int(index)]]
                 raise LayerNeverRanError(f"{base!r} ran {len(calls)} time(s); there is no call #{index}.")
-            recorded = ", ".join(repr(n) for n in self._calls)
-            raise UnknownLayerError(f"{name!r} is not a recorded layer. This recorder records: {recorded}.")
+            raise self._unknown(name)
         calls = [call for call in self._calls[name] if call.done]
         if not calls:
             hint = (
@@ -391,9 +381,18 @@ class ActivationRecorder:
     def calls(self, name: str) -> int:
         """How many times layer ``name`` ran while recording (0 if it never ran)."""
         if name not in self._calls:
-            recorded = ", ".join(repr(n) for n in self._calls)
-            raise UnknownLayerError(f"{name!r} is not a recorded layer. This recorder records: {recorded}.")
+            raise self._unknown(name)
         return sum(call.done for call in self._calls[name])
+
+    def _unknown(self, name: str) -> UnknownLayerError:
+        recorded = ", ".join(repr(n) for n in self._calls)
+        return UnknownLayerError(f"{name!r} is not a recorded layer. This recorder records: {recorded}.")
+
+    def _require(self, what: Literal["inputs", "gradients"]) -> None:
+        if what == "inputs" and not self.record_inputs:
+            raise ValueError("Inputs were not recorded: create the recorder with inputs=True.")
+        if what == "gradients" and not self.record_gradients:
+            raise NoGradientError("Gradients were not recorded: create the recorder with gradients=True.")
 
     def keys(self) -> list[str]:
         """One key per recorded call: the layer name, or ``name#k`` for a layer that ran several times."""
@@ -417,8 +416,7 @@ class ActivationRecorder:
 
     def input(self, name: str, index: int = 0) -> torch.Tensor:
         """The recorded positional input ``index`` of one call (needs ``inputs=True``)."""
-        if not self.record_inputs:
-            raise ValueError("Inputs were not recorded: create the recorder with inputs=True.")
+        self._require("inputs")
         call = self._one(name)
         entry = call.inputs[index] if index < len(call.inputs) else None
         if entry is None:
@@ -428,8 +426,7 @@ class ActivationRecorder:
 
     def gradient(self, name: str) -> torch.Tensor:
         """The gradient of the loss with respect to one call's output (needs ``gradients=True`` and a backward)."""
-        if not self.record_gradients:
-            raise NoGradientError("Gradients were not recorded: create the recorder with gradients=True.")
+        self._require("gradients")
         call = self._one(name)
         if call.gradient is None:
             raise NoGradientError(f"No gradient for {name!r}: {call.no_gradient_reason}.")
@@ -437,25 +434,19 @@ class ActivationRecorder:
 
     @property
     def outputs(self) -> RecordedValues[Any]:
-        """Every recorded output, keyed as in :meth:`keys` (layers that never ran are left out).
-
-        A live, read-only mapping: each access reads one entry, and an entry that cannot be read raises
-        for its key only (see :class:`RecordedValues`)."""
+        """Every recorded output, keyed as in :meth:`keys` (a live :class:`RecordedValues`)."""
         return RecordedValues(self, self.output, "outputs")
 
     @property
     def inputs(self) -> RecordedValues[torch.Tensor]:
         """Every recorded first positional input, keyed as in :meth:`keys` (needs ``inputs=True``)."""
-        if not self.record_inputs:
-            raise ValueError("Inputs were not recorded: create the recorder with inputs=True.")
+        self._require("inputs")
         return RecordedValues(self, self.input, "inputs")
 
     @property
     def gradients(self) -> RecordedValues[torch.Tensor]:
-        """Every recorded gradient, keyed as in :meth:`keys`; a call without a gradient raises
-        :class:`NoGradientError` for its own key only."""
-        if not self.record_gradients:
-            raise NoGradientError("Gradients were not recorded: create the recorder with gradients=True.")
+        """Every recorded gradient, keyed as in :meth:`keys`; a call without one raises :class:`NoGradientError`."""
+        self._require("gradients")
         return RecordedValues(self, self.gradient, "gradients")
 
     def __repr__(self) -> str:

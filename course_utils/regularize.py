@@ -1,20 +1,13 @@
 """Hooks that change training: plug-and-play DropBlock / Dropout2d, and gradient clipping by value.
 
-- :func:`drop_block` and :func:`dropout2d` attach a regulariser to the *outputs* of named layers through forward
-  hooks, without touching the model's code. The hook acts only while ``module.training`` is true and is an exact
-  identity in eval mode. DropBlock follows ``torchvision.ops.drop_block2d`` (seeds only where a whole block fits,
-  one mask per (sample, channel), rescaled over the whole batch), so under the same seed it is bit-identical to
-  wrapping the layer with ``torchvision.ops.DropBlock2d``.
-- :func:`clip_grad_value_hooks` clamps every parameter gradient to ``[-clip, clip]`` from hooks:
-  ``mode="post_accumulate"`` clamps ``.grad`` after each accumulation (equal to calling ``clip_grad_value_``
-  after every backward, also when gradients accumulate over several); ``mode="tensor"`` clamps each backward's
-  contribution before it is added (equal for one backward; under accumulation the sum of clamped contributions
-  can exceed the limit). Clipping by *norm* needs the norm of all gradients together, which no per-tensor hook
-  sees: use ``torch.nn.utils.clip_grad_norm_`` after ``backward()``.
+- :func:`drop_block` and :func:`dropout2d` regularise the *outputs* of named layers through forward hooks, in
+  training mode only (an exact identity in eval mode). DropBlock is ``torchvision.ops.drop_block2d``: under one seed,
+  bit-identical to wrapping the layer in ``torchvision.ops.DropBlock2d``.
+- :func:`clip_grad_value_hooks` clamps every parameter gradient to ``[-clip, clip]`` from hooks (see its modes).
+  Clipping by *norm* needs all gradients together, which no per-tensor hook sees: use ``clip_grad_norm_``.
 - :func:`expected_drop_fraction` -- the fraction DropBlock drops on average, in closed form.
 
-Each function returns the :class:`~course_utils.hooks.HookRegistry` holding its hooks: use it as a context
-manager, or call ``remove()``.
+Each returns the :class:`~course_utils.hooks.HookRegistry` holding its hooks: a context manager, or ``remove()``.
 
 Usage::
 
@@ -59,25 +52,33 @@ def _all_or_none(hooks: HookRegistry, register: Callable[[HookRegistry], None]) 
     return hooks
 
 
-def _feature_map_hook(name: str, what: str, apply: Any) -> Any:
-    """A forward hook that applies ``apply(output)`` to a 4-D tensor output in training mode."""
+def _on_feature_maps(model: nn.Module, layers: LayerSpec | Iterable[LayerSpec], what: str,
+                     apply: Callable[[torch.Tensor], torch.Tensor]) -> HookRegistry:
+    """Forward hooks that apply ``apply(output)`` to each layer's 4-D tensor output in training mode."""
 
-    def hook(module: nn.Module, args: tuple, output: Any) -> Any:
-        if not module.training:
-            return None  # eval mode: the layer's output passes unchanged
-        if not isinstance(output, torch.Tensor):
-            raise TypeError(
-                f"{what} on layer {name!r}: the layer returns a {type(output).__name__}, not a tensor. "
-                f"Attach it to a layer that returns a feature map (N, C, H, W), e.g. a conv or a block."
-            )
-        if output.dim() != 4:
-            raise ValueError(
-                f"{what} on layer {name!r} needs a 4-D (N, C, H, W) output, got shape {tuple(output.shape)}. "
-                f"Choose a convolutional layer, not a linear one."
-            )
-        return apply(output)
+    def hook_for(name: str) -> Callable[..., Any]:
+        def hook(module: nn.Module, args: tuple, output: Any) -> Any:
+            if not module.training:
+                return None  # eval mode: the layer's output passes unchanged
+            if not isinstance(output, torch.Tensor):
+                raise TypeError(
+                    f"{what} on layer {name!r}: the layer returns a {type(output).__name__}, not a tensor. "
+                    f"Attach it to a layer that returns a feature map (N, C, H, W), e.g. a conv or a block."
+                )
+            if output.dim() != 4:
+                raise ValueError(
+                    f"{what} on layer {name!r} needs a 4-D (N, C, H, W) output, got shape {tuple(output.shape)}. "
+                    f"Choose a convolutional layer, not a linear one."
+                )
+            return apply(output)
 
-    return hook
+        return hook
+
+    def register(hooks: HookRegistry) -> None:
+        for name, module in resolve_layers(model, layers):
+            hooks.forward(module, hook_for(name))
+
+    return _all_or_none(HookRegistry(model), register)
 
 
 def drop_block(
@@ -88,13 +89,8 @@ def drop_block(
     Usage: ``with drop_block(model, "layer3", p=0.1, block_size=3): train(model)``
     """
     p, block_size = _check_p(p), _check_block_size(block_size)
-
-    def register(hooks: HookRegistry) -> None:
-        for name, module in resolve_layers(model, layers):
-            apply = lambda out: drop_block2d(out, p, block_size, inplace=False, training=True)  # noqa: E731
-            hooks.forward(module, _feature_map_hook(name, "DropBlock", apply))
-
-    return _all_or_none(HookRegistry(model), register)
+    return _on_feature_maps(model, layers, "DropBlock",
+                            lambda out: drop_block2d(out, p, block_size, inplace=False, training=True))
 
 
 def dropout2d(model: nn.Module, layers: LayerSpec | Iterable[LayerSpec], p: float) -> HookRegistry:
@@ -103,12 +99,7 @@ def dropout2d(model: nn.Module, layers: LayerSpec | Iterable[LayerSpec], p: floa
     Usage: ``with dropout2d(model, ["conv2"], p=0.2): train(model)``
     """
     p = _check_p(p)
-
-    def register(hooks: HookRegistry) -> None:
-        for name, module in resolve_layers(model, layers):
-            hooks.forward(module, _feature_map_hook(name, "Dropout2d", lambda out: F.dropout2d(out, p, training=True)))
-
-    return _all_or_none(HookRegistry(model), register)
+    return _on_feature_maps(model, layers, "Dropout2d", lambda out: F.dropout2d(out, p, training=True))
 
 
 def clip_grad_value_hooks(

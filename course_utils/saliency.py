@@ -1,24 +1,16 @@
 """Saliency maps built on hooks: vanilla gradient, Guided Backpropagation, Grad-CAM, Guided Grad-CAM.
 
-Every function has the same shape of call -- ``(model, [layer,] x, target=None, ...)`` -- and the same promises:
+Every function is called as ``(model, [layer,] x, target=None, ...)``: ``target`` ``None`` explains each sample's
+top class, an ``int`` one class for all, a sequence or 1-D tensor one class per sample (a bad one raises
+``ValueError``). Nothing of the caller's changes: the input and its ``.grad`` (a detached copy is used), parameter
+``.grad`` (``torch.autograd.grad`` fills none), ``model.training`` (call ``model.eval()`` yourself); every hook is
+removed in ``finally``. Results are on the input's device.
 
-- ``target``: ``None`` explains each sample's top class; an ``int`` one class for all samples; a sequence or
-  1-D tensor gives one class per sample. A bad target raises ``ValueError`` saying what is allowed.
-- Nothing of the caller's is changed: the input and its ``.grad`` are untouched (the functions work on a
-  detached copy), parameter ``.grad`` stays as it was (gradients come from ``torch.autograd.grad``, which fills no
-  ``.grad``), ``model.training`` is never switched (call ``model.eval()`` yourself: dropout and batch norm in
-  training mode change the result), and every hook is removed in ``finally`` -- also when the model raises.
-- Results are tensors on the input's device; no ``retain_graph``.
-
-Guided Backprop guides every ReLU-family activation *module* (``nn.ReLU``, ``nn.ReLU6`` by default) through a
-tensor hook on each call's output, so reused and in-place activations work. Activations written as functions
-(``F.relu`` in ``forward``) are invisible to module hooks: pass ``functional=True`` to catch ``torch.relu``,
-``F.relu``, ``F.relu6`` and their in-place and method forms too. When nothing was guided, a warning says so
-(captum's ``GuidedBackprop`` silently returns the plain gradient in that case -- and on ReLU6 models).
-
-Grad-CAM keeps the layer's activation in a forward hook, hands the model a clone (later in-place operations
-cannot corrupt the kept activation) and calls ``torch.autograd.grad`` for that activation only: the backward stops
-at the layer and computes no parameter gradient.
+Guided Backprop guides every ReLU-family *module* (``nn.ReLU``, ``nn.ReLU6``) through a tensor hook on each call's
+output, so reused and in-place activations work; ``functional=True`` also catches ``F.relu``, ``torch.relu`` and
+their in-place and method forms. When nothing was guided a warning says so (captum's ``GuidedBackprop`` silently
+returns the plain gradient then, and on ReLU6 models). Grad-CAM keeps the layer's activation in a forward hook,
+hands the model a clone (later in-place operations cannot corrupt it) and differentiates for that activation only.
 
 Usage::
 
@@ -278,16 +270,8 @@ def _finish(cam: torch.Tensor, x: torch.Tensor, relu: bool, upsample: bool, norm
     return cam.to(x.device)
 
 
-def grad_cam(
-    model: nn.Module,
-    layer: LayerSpec,
-    x: torch.Tensor,
-    target: Target = None,
-    *,
-    relu: bool = True,
-    upsample: bool = True,
-    normalize: bool = True,
-) -> torch.Tensor:
+def grad_cam(model: nn.Module, layer: LayerSpec, x: torch.Tensor, target: Target = None, *, relu: bool = True,
+             upsample: bool = True, normalize: bool = True) -> torch.Tensor:
     """Grad-CAM (Selvaraju et al., 2017): channel weights = spatial mean of the gradient, map = ReLU(Σ weight ×
     activation). Returns ``(N, H, W)``: bilinearly upsampled to the input's size (``upsample``), then each map
     min-max scaled to [0, 1] (``normalize``).
@@ -296,20 +280,11 @@ def grad_cam(
     """
     activation, gradient = layer_activation_and_gradient(model, layer, x, target)
     weights = gradient.mean(dim=(2, 3), keepdim=True)
-    cam = (weights * activation).sum(dim=1)
-    return _finish(cam, x, relu, upsample, normalize)
+    return _finish((weights * activation).sum(dim=1), x, relu, upsample, normalize)
 
 
-def element_wise_cam(
-    model: nn.Module,
-    layer: LayerSpec,
-    x: torch.Tensor,
-    target: Target = None,
-    *,
-    relu: bool = True,
-    upsample: bool = True,
-    normalize: bool = True,
-) -> torch.Tensor:
+def element_wise_cam(model: nn.Module, layer: LayerSpec, x: torch.Tensor, target: Target = None, *,
+                     relu: bool = True, upsample: bool = True, normalize: bool = True) -> torch.Tensor:
     """The variant article 003 describes: ReLU(Σ_channels activation × gradient), element by element. It equals
     Grad-CAM only where the gradient is spatially constant (the last layer before global average pooling).
 
@@ -340,12 +315,9 @@ def guided_grad_cam(
 
 # -- comparing maps ------------------------------------------------------------------------------------------
 def rank_correlation(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Spearman's rank correlation (rho) of two maps of the same size, tied values given their average rank.
-
-    Both maps are flattened; each value is replaced by its rank, and equal values share the mean of the ranks they
-    span (as in ``scipy.stats.spearmanr``), so a map with many exact zeros -- a Grad-CAM map after its ReLU --
-    gives the same answer whatever the order of its pixels. The result is the Pearson correlation of the ranks,
-    in [-1, 1]. A constant map has no ranking and raises ``ValueError``; so do NaNs.
+    """Spearman's rank correlation (rho) of two maps of the same size, in [-1, 1]; tied values share their average
+    rank (as in ``scipy.stats.spearmanr``), so a map with many exact zeros -- a Grad-CAM map after its ReLU -- gives
+    the same answer whatever the order of its pixels. A constant map or NaNs raise ``ValueError``.
 
     Usage: ``rank_correlation(map_trained.abs(), map_random.abs())``
     """

@@ -1,12 +1,10 @@
 """Record which hooks fire, in which order, during a forward and backward pass -- and draw it.
 
-A :class:`HookTimeline` registers *observer* hooks (they record and return ``None``, so they change nothing) on
-tensors, autograd nodes, leaves, modules and the global module hooks. Hooks you write yourself can log into the
-same timeline with :meth:`HookTimeline.wrap`. ``retain_grad`` has no hook of its own to observe, and torch offers no
-way to undo ``tensor.retain_grad()`` (pytorch/pytorch#135229), so the timeline does not call it: a "retain_grad"
-event marks the moment ``retain_grad`` stores a gradient -- after every tensor hook of the tensor, before the
-pre-hooks of its ``grad_fn`` -- observed by a pre-hook on ``grad_fn`` that reads the tensor's final gradient.
-The tensor's ``retains_grad`` stays as it was. All observer hooks are removed when the ``with`` block ends.
+A :class:`HookTimeline` registers *observer* hooks (they record and return ``None``) on tensors, autograd nodes,
+leaves, modules and the global module hooks; your own hooks can log into it through :meth:`HookTimeline.wrap`.
+torch cannot undo ``tensor.retain_grad()`` (pytorch/pytorch#135229), so the timeline never calls it: a "retain_grad"
+event marks where ``retain_grad`` stores a gradient (after the tensor's hooks, before its ``grad_fn``'s pre-hooks),
+seen by a pre-hook on ``grad_fn``. Every observer hook is removed when the ``with`` block ends.
 
 Usage::
 
@@ -110,12 +108,9 @@ class HookTimeline:
         self._hooks.tensor(tensor, lambda grad: self.log("tensor hook", name, "backward"))
 
     def watch_retain_grad(self, tensor: torch.Tensor, name: str) -> None:
-        """Log a "retain_grad" event where ``tensor.retain_grad()`` stores the gradient: after all of the tensor's
-        hooks, before its ``grad_fn``'s pre-hooks (whatever order you call the ``watch_*`` methods in).
-
-        The tensor is left as it was: the timeline does not call ``retain_grad()`` (torch cannot undo it), so
-        ``tensor.retains_grad`` and ``tensor.grad`` are what your code made them. Watch after the tensor's last
-        in-place change (an in-place op gives it a new ``grad_fn``). Usage: ``timeline.watch_retain_grad(z, "z")``
+        """Log a "retain_grad" event where ``tensor.retain_grad()`` stores the gradient: after the tensor's hooks,
+        before its ``grad_fn``'s pre-hooks. The tensor is left as it was (``retain_grad()`` is never called). Watch
+        after its last in-place change (which gives it a new ``grad_fn``). Usage: ``timeline.watch_retain_grad(z, "z")``
         """
         if tensor.is_leaf:
             raise ValueError(f"{name} is a leaf: its .grad is kept anyway; watch_leaf shows when it is accumulated.")

@@ -1,16 +1,9 @@
 """A small decoder-only transformer that has learned to continue repeated random sequences (notebook 12).
 
-The task has a known mechanism: a sequence is random tokens, then a block of ``L`` random tokens, then the same block
-again (``L`` from 4 to 10, all tokens distinct). From the repeat's first token on, the next token can be
-predicted only by finding the current token's earlier occurrence and copying the token after it: *induction heads* in
-layer 1, whose keys read what *previous-token heads* in layer 0 wrote (Olsson et al., 2022). The weights ship inside the
-package (``course_utils/weights/``, written by ``python -m tools.train_induction``); nothing is downloaded.
-
-- :class:`InductionTransformer` -- embeddings, 2 blocks (LayerNorm, 4-head causal attention, LayerNorm, MLP), final
-  LayerNorm, unembedding. Every part is a ``torch.nn`` module, so every activation can be hooked;
-- :func:`induction_transformer` -- the trained model; :func:`repeated_sequences` -- a batch of the task, seeded;
-- :func:`induction_accuracy` / :func:`induction_loss` -- scored on the predictable positions only;
-- :class:`KVCache` and :func:`generate` -- greedy decoding, with or without a key/value cache.
+A sequence is distinct random tokens whose last ``L`` (4 to 10) are then repeated: from the repeat's first token on,
+the next token is predictable only by finding the current token's earlier occurrence and copying its successor --
+*induction heads* in layer 1 reading what *previous-token heads* in layer 0 wrote (Olsson et al., 2022). The weights
+ship in the package (``course_utils/weights/``, written by ``python -m tools.train_induction``).
 
 Usage: ``model = induction_transformer(); tokens, lengths = repeated_sequences(64, seed=1)``
 """

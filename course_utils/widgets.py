@@ -1,16 +1,11 @@
 """Widgets where changing a value teaches: a figure redrawn from controls, built with ipywidgets (7 and 8).
 
-:class:`FigureExplorer` is the general one: controls above a figure that ``draw(**choice)`` makes, each drawing shown
-with its alt text (:mod:`course_utils.figures`). :class:`SaliencyExplorer` is the photo x class x layer x method
-explorer of notebook 06. Both keep their logic in plain methods (``select``, ``figure_output``, ...) that tests call
-without a browser; ``widget()`` only wires the controls to them.
-
-Displayed (the last expression of a cell, or ``display(explorer)``), an explorer is one output that holds the live
-controls' view *and* the figure of its current choice, with its alt text: a front end with ipywidgets (JupyterLab,
-Notebook, Colab, VS Code) shows the controls and the figure they redraw; anything else -- a static page, the stored
-notebook that ``make refresh`` writes (it drops the view), nbval -- shows the figure. The redrawn figure is put into
-the ``Output`` widget's ``outputs`` directly, not printed while the cell runs, so nbval and ``make refresh`` see the
-same outputs.
+:class:`FigureExplorer` shows controls above the figure ``draw(**choice)`` makes, with its alt text;
+:class:`SaliencyExplorer` is notebook 06's photo x class x layer x method explorer. Their logic lives in plain methods
+(``select``, ``figure_output``) that tests call without a browser; ``widget()`` only wires the controls to them.
+Displayed, an explorer is one output holding the controls' view *and* its current figure: a front end with ipywidgets
+shows the controls, anything else (a static page, the stored notebook, nbval) the figure. Redraws go straight into the
+``Output`` widget's ``outputs``, so nbval and ``make refresh`` see the same outputs.
 
 Usage::
 
@@ -41,20 +36,16 @@ FigureOutput = tuple[dict[str, Any], dict[str, Any]]
 """A figure's ``(data, metadata)``, as :func:`course_utils.figures.figure_output` makes it."""
 
 
-def _view(box: Any) -> dict[str, Any]:
-    """The widget-view data of ``box`` -- the same in ipywidgets 7 and 8 (protocol version 2)."""
-    return {"version_major": 2, "version_minor": 0, "model_id": box.model_id}
-
-
 def _as_output(data: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
     """A figure's output, as an ``Output`` widget keeps it in its ``outputs``."""
     return {"output_type": "display_data", "data": data, "metadata": metadata}
 
 
 def _bundle(box: Any, figure: FigureOutput) -> FigureOutput:
-    """The live controls' view and the figure of their current choice, in one display output."""
+    """The live controls' view (the same in ipywidgets 7 and 8: protocol version 2) and the figure of their current
+    choice, in one display output."""
     data, metadata = figure
-    return {WIDGET_VIEW: _view(box), **data}, metadata
+    return {WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": box.model_id}, **data}, metadata
 
 
 def control_for(name: str, options: Sequence[Any], value: Any, label: str | None = None) -> Any:
@@ -255,11 +246,14 @@ class SaliencyExplorer:
         """Whether the current method depends on the layer choice."""
         return self.state["method"] in ("Grad-CAM", "Guided Grad-CAM")
 
+    def _key(self) -> tuple[str, int, str, str]:
+        s = self.state
+        return s["photo"], s["target"], s["layer"] if self.uses_layer() else "", s["method"]
+
     def saliency(self) -> torch.Tensor:
         """The map for the current selection: ``(H, W)`` for Grad-CAM, ``(3, H, W)`` for gradient methods."""
-        s = self.state
-        layer = s["layer"] if self.uses_layer() else ""
-        key = (s["photo"], s["target"], layer, s["method"])
+        s, key = self.state, self._key()
+        layer = key[2]
         if key not in self._cache:
             x = self.inputs[s["photo"]]
             if s["method"] == "Grad-CAM":
@@ -289,13 +283,12 @@ class SaliencyExplorer:
         """``(data, metadata)`` of the current map's figure, with its alt text."""
         from matplotlib.figure import Figure
 
-        s = self.state
-        key = (s["photo"], s["target"], s["layer"] if self.uses_layer() else "", s["method"])
+        s, key = self.state, self._key()
         if key not in self._figures:
             figure = Figure(figsize=(4, 4))
             self.draw(figure.subplots())
             self._figures[key] = figure_output(figure, self.alt, method=s["method"], label=self.categories[s["target"]],
-                                               layer=s["layer"] if self.uses_layer() else "-", photo=s["photo"])
+                                               layer=key[2] or "-", photo=s["photo"])
         return self._figures[key]
 
     # -- the widget -----------------------------------------------------------------------------------------------

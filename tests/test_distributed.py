@@ -77,34 +77,30 @@ def parent_of_worker(rank: int, world_size: int) -> dict:
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------------
+def _recording(monkeypatch: pytest.MonkeyPatch, name: str, attribute: str) -> list[int]:
+    """``attribute`` of everything ``distributed.<name>`` makes during the test (whether or not the run got far)."""
+    seen: list[int] = []
+    original = getattr(distributed, name)
+
+    def recording(*args: object) -> object:
+        made = original(*args)
+        seen.append(getattr(made, attribute))
+        return made
+
+    monkeypatch.setattr(distributed, name, recording)
+    return seen
+
+
 @pytest.fixture()
 def ports(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The ports of every rendezvous store run_workers opens during the test."""
-    opened: list[int] = []
-    original = distributed._open_store
-
-    def recording(world_size: int, timeout: float):
-        store = original(world_size, timeout)
-        opened.append(store.port)
-        return store
-
-    monkeypatch.setattr(distributed, "_open_store", recording)
-    return opened
+    return _recording(monkeypatch, "_open_store", "port")
 
 
 @pytest.fixture()
 def launched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The process ids of every worker run_workers starts during the test (whether or not it got far)."""
-    pids: list[int] = []
-    original = distributed._start_worker
-
-    def recording(work: Path, rank: int):
-        process = original(work, rank)
-        pids.append(process.pid)
-        return process
-
-    monkeypatch.setattr(distributed, "_start_worker", recording)
-    return pids
+    """The process ids of every worker run_workers starts during the test."""
+    return _recording(monkeypatch, "_start_worker", "pid")
 
 
 def _alive(pid: int) -> bool:
@@ -146,28 +142,21 @@ def test_results_come_back_by_rank_from_a_real_gloo_group(tmp_path: Path, ports:
     _assert_cleaned_up(launched, 2, ports, environment)
 
 
-def test_a_worker_that_raises_is_reported_with_its_rank_and_every_worker_is_ended(
-        tmp_path: Path, ports: list[int], launched: list[int]) -> None:
-    environment = dict(os.environ)
-    with pytest.raises(WorkerError, match="rank 1 raised") as caught:
-        run_workers(fail_on_rank_one, world_size=2, args=(str(tmp_path),), timeout=60)
-    assert caught.value.rank == 1 and "rank one fails on purpose" in str(caught.value)
-    _assert_cleaned_up(launched, 2, ports, environment)
-
-
-def test_a_worker_that_dies_without_a_result_is_reported(tmp_path: Path, ports: list[int], launched: list[int]) -> None:
-    environment = dict(os.environ)
-    with pytest.raises(WorkerError, match=r"died \(exit code 7\)"):
-        run_workers(exit_hard, world_size=2, args=(str(tmp_path),), timeout=60)
-    _assert_cleaned_up(launched, 2, ports, environment)
-
-
-def test_hanging_workers_are_ended_after_the_timeout(tmp_path: Path, ports: list[int], launched: list[int]) -> None:
+@pytest.mark.parametrize(("fn", "timeout", "error", "match"), [
+    (fail_on_rank_one, 60, WorkerError, "rank 1 raised"),
+    (exit_hard, 60, WorkerError, r"died \(exit code 7\)"),
+    (hang, 5, WorkerTimeout, "did not finish within 5 s"),  # the wait is bounded: timeout plus ending the workers
+])
+def test_a_worker_that_raises_dies_or_hangs_is_reported_and_every_worker_is_ended(
+        fn: object, timeout: int, error: type[Exception], match: str, tmp_path: Path, ports: list[int],
+        launched: list[int]) -> None:
     environment = dict(os.environ)
     start = time.monotonic()
-    with pytest.raises(WorkerTimeout, match="did not finish within 5 s"):
-        run_workers(hang, world_size=2, args=(str(tmp_path),), timeout=5)
-    assert time.monotonic() - start < 5 + 10, "the wait is bounded: timeout plus the time to end the workers"
+    with pytest.raises(error, match=match) as caught:
+        run_workers(fn, world_size=2, args=(str(tmp_path),), timeout=timeout)  # type: ignore[arg-type]
+    assert time.monotonic() - start < timeout + 10
+    if fn is fail_on_rank_one:
+        assert caught.value.rank == 1 and "rank one fails on purpose" in str(caught.value)  # type: ignore[attr-defined]
     _assert_cleaned_up(launched, 2, ports, environment)
 
 
@@ -253,20 +242,12 @@ def test_single_process_group_is_destroyed_also_on_error_and_leaves_the_environm
     environment = dict(os.environ)
     with single_process_group() as group:
         assert dist.is_initialized() and group.size() == 1 and dist.get_backend() == "gloo"
+        with pytest.raises(RuntimeError, match="already in a process group"):  # a second group is refused clearly
+            with single_process_group():
+                pass
     assert not dist.is_initialized() and dict(os.environ) == environment
     with pytest.raises(KeyError):
         with single_process_group():
             raise KeyError("inside")
     assert not dist.is_initialized() and dict(os.environ) == environment
-
-
-def test_the_loopback_interface_is_found() -> None:
     assert loopback_interface() in {name for _, name in socket.if_nameindex()}
-
-
-def test_a_second_group_in_the_same_process_is_refused_clearly() -> None:
-    with single_process_group():
-        with pytest.raises(RuntimeError, match="already in a process group"):
-            with single_process_group():
-                pass
-    assert not dist.is_initialized()

@@ -44,7 +44,7 @@ def test_the_gpt2_class_gives_the_course_model_s_logits_on_unseen_sequences(cour
     assert gpt2.config._attn_implementation == attn_implementation and not gpt2.training
 
 
-def test_every_detail_of_the_config_is_the_course_model_s(course: nn.Module) -> None:
+def test_every_detail_of_the_config_is_the_course_model_s_where_gpt2_s_defaults_differ(course: nn.Module) -> None:
     config = gpt2_config(course)
     assert (config.n_layer, config.n_head, config.n_embd, config.n_inner, config.n_positions, config.vocab_size) == \
         (2, 4, 64, 256, 24, 64)
@@ -58,15 +58,11 @@ def test_every_detail_of_the_config_is_the_course_model_s(course: nn.Module) -> 
     assert weights["transformer.h.0.attn.c_attn.weight"].shape == (64, 192)   # Conv1D: (in, out)
     assert torch.equal(weights["transformer.h.1.mlp.c_fc.weight"], course.blocks[1].mlp[0].weight.T)
     assert set(weights) == set(gpt2.state_dict())
-
-
-def test_gpt2_s_defaults_would_not_be_exact(course: nn.Module) -> None:
-    # the two defaults a hand conversion keeps by mistake: the tanh GELU and tied embeddings
+    # GPT-2's defaults would not be exact: the tanh GELU, the default a hand conversion keeps by mistake
     tokens, _ = repeated_sequences(64, seed=4243)
-    config = gpt2_config(course)
     config.activation_function = "gelu_new"
     tanh_gelu = transformers.GPT2LMHeadModel(config).eval()
-    tanh_gelu.load_state_dict(gpt2_state_dict(course))
+    tanh_gelu.load_state_dict(weights)
     with torch.no_grad():
         assert (tanh_gelu(tokens).logits - course(tokens)).abs().max().item() > 1e-3
 

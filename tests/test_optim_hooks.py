@@ -33,16 +33,13 @@ def test_every_kind_of_optimizer_hook_is_reported_until_removed() -> None:
     assert_no_optimizer_hooks(optimizer)
 
 
-def test_global_optimizer_hooks_are_reported() -> None:
+def test_global_optimizer_hooks_are_reported_and_bad_input_is_refused_clearly() -> None:
     handle = register_optimizer_step_pre_hook(lambda o, a, k: None)
     try:
         assert optimizer_hook_report(_optimizer()) == {"torch.optim.optimizer._global_optimizer_pre_hooks": 1}
         assert optimizer_hook_report(_optimizer(), include_global=False) == {}
     finally:
         handle.remove()
-
-
-def test_bad_input_is_refused_with_a_clear_message() -> None:
     with pytest.raises(ValueError, match="Pass the optimizers"):
         assert_no_optimizer_hooks()
     with pytest.raises(TypeError, match="torch.optim.Optimizer"):

@@ -12,16 +12,17 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 from torchvision.models.feature_extraction import create_feature_extractor, get_graph_node_names
 
 from course_utils.hooks import UnknownLayerError, assert_no_hooks
+from course_utils.memory import SavedTensorLog, saved_tensor_hooks_active
 from course_utils.recorder import ActivationRecorder, LayerNeverRanError, NoGradientError, OverwrittenActivationError
 
 
 @pytest.fixture(scope="module")
-def resnet() -> tuple[nn.Module, torch.Tensor, list[str]]:
+def resnet() -> tuple[nn.Module, torch.Tensor, list[str], dict[str, torch.Tensor]]:
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None)
     x = torch.randn(1, 3, 64, 64)
     leaves = [name for name, module in model.named_modules() if not list(module.children())]
-    return model, x, leaves
+    return model, x, leaves, true_outputs(model, x, leaves)
 
 
 def true_outputs(model: nn.Module, x: torch.Tensor, leaves: list[str]) -> dict[str, torch.Tensor]:
@@ -45,8 +46,7 @@ def true_outputs(model: nn.Module, x: torch.Tensor, leaves: list[str]) -> dict[s
 
 
 def test_recorder_is_right_where_naive_hooks_are_wrong(resnet) -> None:
-    model, x, leaves = resnet
-    truth = true_outputs(model, x, leaves)
+    model, x, leaves, truth = resnet
     naive: dict[str, list[torch.Tensor]] = {}
     handles = [
         model.get_submodule(n).register_forward_hook(
@@ -71,8 +71,7 @@ def test_recorder_is_right_where_naive_hooks_are_wrong(resnet) -> None:
 
 
 def test_recorder_agrees_with_fx_where_fx_is_right_and_not_where_it_is_wrong(resnet) -> None:
-    model, x, leaves = resnet
-    truth = true_outputs(model, x, leaves)
+    model, x, leaves, truth = resnet
     _, nodes = get_graph_node_names(model)
     fx_name = {key: key.replace("#0", "").replace("#1", "_1") for key in truth}
     assert all(name in nodes for name in fx_name.values())
@@ -88,8 +87,7 @@ def test_recorder_agrees_with_fx_where_fx_is_right_and_not_where_it_is_wrong(res
 
 
 def test_raise_mode_flags_exactly_the_overwritten_entries(resnet) -> None:
-    model, x, leaves = resnet
-    truth = true_outputs(model, x, leaves)
+    model, x, leaves, truth = resnet
     with ActivationRecorder(model, leaves, on_overwrite="raise") as rec:
         model(x)
     flagged = []
@@ -105,7 +103,7 @@ def test_raise_mode_flags_exactly_the_overwritten_entries(resnet) -> None:
 
 
 def test_a_layer_called_twice_gets_one_entry_per_call(resnet) -> None:
-    model, x, _ = resnet
+    model, x, _, _ = resnet
     with ActivationRecorder(model, ["layer1.0.relu", "layer1.0.bn1", "layer1.0.bn2"], inputs=True) as rec:
         model(x)
     assert rec.calls("layer1.0.relu") == 2
@@ -135,7 +133,7 @@ def test_gradients_equal_autograd_with_in_place_relu() -> None:
 
 
 def test_clear_errors_for_missing_gradients() -> None:
-    model = nn.Sequential(nn.Linear(2, 2), nn.Tanh())
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
     x = torch.ones(1, 2)
     with ActivationRecorder(model, ["0"], gradients=True) as rec:
         with torch.no_grad():
@@ -150,13 +148,14 @@ def test_clear_errors_for_missing_gradients() -> None:
         model(x).sum().backward()
     with pytest.raises(NoGradientError, match="gradients=True"):
         rec.gradient("0")
-    model.requires_grad_(False)
-    with ActivationRecorder(model, ["0"], gradients=True) as rec:
-        model(x)
+    model[0].requires_grad_(False)
+    with ActivationRecorder(model, ["0", "1"], gradients=True) as rec:
+        model(x).sum().backward()
+    assert torch.equal(rec.gradients["1"], torch.ones(1, 2))  # the mapping raises for the layer without one only
+    with pytest.raises(NoGradientError, match="does not require grad"):
+        rec.gradients["0"]
     with pytest.raises(NoGradientError, match="does not require grad"):
         rec.gradient("0")
-    model.requires_grad_(True)
-    model.zero_grad(set_to_none=True)
 
 
 def test_unknown_and_unused_layers() -> None:
@@ -188,41 +187,38 @@ def test_unknown_and_unused_layers() -> None:
         ActivationRecorder("model", ["body"])  # type: ignore[arg-type]
 
 
-def test_nothing_left_behind_after_an_exception() -> None:
+@pytest.mark.parametrize("make", [
+    lambda model: ActivationRecorder(model, ["0", "1"], inputs=True, gradients=True), SavedTensorLog])
+def test_nothing_left_behind_after_an_exception(make) -> None:
+    """The recorder and SavedTensorLog: the error gets out, and no hook, mode or saved-tensor hook stays."""
     class Boom(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             raise RuntimeError("boom")
 
     model = nn.Sequential(nn.Linear(2, 2), Boom())
     with pytest.raises(RuntimeError, match="boom"):
-        with ActivationRecorder(model, ["0", "1"], inputs=True, gradients=True):
+        with make(model):
             model(torch.ones(1, 2, requires_grad=True))
     assert_no_hooks(model)
-    assert _get_current_dispatch_mode_stack() == []
+    assert _get_current_dispatch_mode_stack() == [] and not saved_tensor_hooks_active()
 
 
-def test_keep_last_and_keep_all() -> None:
+def test_keep_last_and_keep_all_and_writes_after_closing() -> None:
     model = nn.Sequential(nn.Linear(2, 2))
     a, b = torch.ones(1, 2), 2 * torch.ones(1, 2)
     with ActivationRecorder(model, ["0"]) as last:
         model(a)
-        model(b)
+        out = model(b)
     assert torch.equal(last.output("0"), model(b).detach())
     with ActivationRecorder(model, ["0"], keep="all") as every:
         model(a)
         model(b)
     assert every.keys() == ["0#0", "0#1"]
     assert torch.equal(every.output("0#0"), model(a).detach())
-
-
-def test_writes_after_closing_are_detected_by_the_version_counter() -> None:
-    model = nn.Sequential(nn.Linear(2, 2))
-    with ActivationRecorder(model, ["0"]) as rec:
-        out = model(torch.ones(1, 2))
     with torch.no_grad():
         out.mul_(2)  # after the recorder closed: only the version counter can tell
     with pytest.raises(OverwrittenActivationError, match="version counter"):
-        rec.output("0")
+        last.output("0")
 
 
 def test_inputs_model_mode_and_caller_tensors_untouched() -> None:
@@ -303,17 +299,6 @@ def test_mappings_read_one_entry_per_access_and_a_bad_entry_spoils_only_its_key(
     assert len(outputs) == 42 and list(outputs)[:3] == ["0", "1", "2"] and "41" in outputs
     with pytest.raises(OverwrittenActivationError):
         dict(outputs)  # reading everything still reaches the bad entry: never swallowed
-
-
-def test_gradient_mapping_raises_for_the_layer_without_one_only() -> None:
-    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
-    model[0].requires_grad_(False)
-    with ActivationRecorder(model, ["0", "1"], gradients=True) as rec:
-        model(torch.ones(1, 2)).sum().backward()
-    assert torch.equal(rec.gradients["1"], torch.ones(1, 2))
-    with pytest.raises(NoGradientError, match="does not require grad"):
-        rec.gradients["0"]
-    model.zero_grad(set_to_none=True)
 
 
 def test_mappings_behave_like_mappings_for_keys_they_do_not_have() -> None:

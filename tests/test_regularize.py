@@ -107,17 +107,12 @@ def gradients_after(model: nn.Module, batches: list[torch.Tensor], clip: str | N
     return [p.grad.clone() for p in model.parameters()]
 
 
-def test_clipping_hooks_equal_clip_grad_value_for_one_backward() -> None:
+def test_clipping_hooks_equal_clip_grad_value_for_one_backward_under_accumulation_only_post_accumulate() -> None:
     model = cnn()
     batch = [torch.randn(4, 1, 14, 14)]
     reference = gradients_after(model, batch, None)
     for mode in ("post_accumulate", "tensor"):
         assert all(torch.equal(a, b) for a, b in zip(gradients_after(model, batch, mode), reference))
-    assert_no_hooks(model)
-
-
-def test_under_accumulation_only_the_post_accumulate_hook_matches() -> None:
-    model = cnn()
     batches = [torch.randn(4, 1, 14, 14, generator=torch.Generator().manual_seed(i)) for i in range(3)]
     limit = 0.05
     post = gradients_after(model, batches, "post_accumulate", limit)

@@ -171,7 +171,7 @@ def test_element_wise_cam_equals_grad_cam_only_before_global_pooling() -> None:
     assert rank_correlation(element_wise_cam(model, "layer2", x, 5), grad_cam(model, "layer2", x, 5)) < 0.99
 
 
-def test_grad_cam_stops_at_the_layer_and_needs_no_input_grad() -> None:
+def test_grad_cam_stops_at_the_layer_needs_no_input_grad_and_guided_grad_cam_is_the_product() -> None:
     model = tv_model("resnet18")
     model.requires_grad_(False)  # frozen model, input without requires_grad: still works
     x = torch.randn(1, 3, 64, 64)
@@ -182,12 +182,7 @@ def test_grad_cam_stops_at_the_layer_and_needs_no_input_grad() -> None:
         grad_cam(model, "layer3", x)
     assert seen == []  # nothing below layer3 was differentiated
     assert all(p.grad is None for p in model.parameters())
-
-
-def test_guided_grad_cam_is_the_product() -> None:
-    model = tv_model("resnet18")
-    x = torch.randn(1, 3, 64, 64)
-    cam = grad_cam(model, "layer4", x, 3, normalize=False)
+    cam = grad_cam(model, "layer4", x, 3, normalize=False)  # Guided Grad-CAM is the product
     assert torch.allclose(guided_grad_cam(model, "layer4", x, 3), guided_backprop(model, x, 3) * cam[:, None])
 
 
@@ -277,16 +272,13 @@ def test_bad_inputs_get_clear_errors() -> None:
     assert_no_hooks(model)
 
 
-def test_rank_correlation_matches_its_definition() -> None:
+def test_rank_correlation_is_spearman_with_average_ranks_on_ties() -> None:
     a = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
     assert rank_correlation(a, a**3) == pytest.approx(1.0)
     assert rank_correlation(a, -a) == pytest.approx(-1.0)
     assert rank_correlation(a, torch.tensor([2.0, 1.0, 4.0, 3.0, 5.0])) == pytest.approx(0.8)  # 1 - 6*4/(5*24)
     with pytest.raises(ValueError, match="same number"):
         rank_correlation(a, a[:3])
-
-
-def test_rank_correlation_is_spearman_with_average_ranks_on_ties() -> None:
     # Independent reference: scipy's spearmanr gives tied values their average rank.
     scipy_stats = pytest.importorskip("scipy.stats")
     # By hand: ranks (1.5, 1.5, 3, 4) and (1, 2.5, 2.5, 4), centred (-1, -1, .5, 1.5) and (-1.5, 0, 0, 1.5):

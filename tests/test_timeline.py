@@ -72,10 +72,7 @@ def test_watch_retain_grad_leaves_the_tensor_as_it_was() -> None:
     # the observer is gone: a second backward through the same graph logs nothing
     loss.backward()
     assert timeline.order() == ["retain_grad: z"]
-
-
-def test_a_tensor_that_retained_its_grad_still_does_after_the_timeline() -> None:
-    x, w, z, loss = small_graph()
+    x, w, z, loss = small_graph()  # a tensor that retained its grad still does after the timeline
     z.retain_grad()
     with HookTimeline() as timeline:
         timeline.watch_retain_grad(z, "z")
@@ -120,7 +117,7 @@ def test_module_and_global_order() -> None:
     assert count_hooks(model, include_global=True) == 0
 
 
-def test_hooks_removed_when_the_body_raises() -> None:
+def test_hooks_removed_when_the_body_raises_and_bad_targets_are_explained() -> None:
     model = nn.Linear(2, 1)
     with pytest.raises(RuntimeError, match="boom"):
         with HookTimeline() as timeline:
@@ -128,9 +125,6 @@ def test_hooks_removed_when_the_body_raises() -> None:
             timeline.watch_module(model)
             raise RuntimeError("boom")
     assert_no_hooks(model)
-
-
-def test_bad_targets_are_explained() -> None:
     x, w, z, loss = small_graph()
     timeline = HookTimeline()
     with pytest.raises(ValueError, match="is a leaf"):
@@ -154,11 +148,8 @@ def test_plot_and_table() -> None:
     assert figure.axes[0].get_xlabel() == "firing order (red: backward pass)"  # no forward event: no blue in the key
     assert timeline.table().splitlines()[1].split() == ["1", "backward", "tensor", "hook", "z"]
     assert HookTimeline().table() == "(no hook fired)"
-
-
-def test_plot_key_names_both_passes_when_both_fired() -> None:
     model = nn.Linear(2, 1)
-    with HookTimeline() as timeline:
+    with HookTimeline() as timeline:  # both passes fired: the key names both
         timeline.watch_module(model)
         model(torch.ones(1, 2, requires_grad=True)).sum().backward()
     figure = timeline.plot()

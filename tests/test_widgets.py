@@ -32,6 +32,7 @@ from course_utils.recompiles import PATTERNS, graphs_per_call
 from course_utils.saliency import grad_cam
 from course_utils.timeline import HookTimeline
 from course_utils.widgets import METHODS, WIDGET_VIEW, FigureExplorer, SaliencyExplorer
+from tests.test_timeline import small_graph
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,18 +84,13 @@ def test_figure_explorer_follows_its_controls_and_draws_each_choice_once() -> No
     assert explorer.widget() is box
 
 
-def test_the_displayed_explorer_holds_the_controls_and_the_figure() -> None:
+def test_the_displayed_explorer_holds_the_controls_and_the_figure_and_refuses_unknown_choices() -> None:
     explorer = FigureExplorer(lambda n: bars(n, "red"), alt="{n} red bars rising from one to {top}, left to right.",
                               controls={"n": [2, 4]})
     data, metadata = explorer._repr_mimebundle_()
     assert data[WIDGET_VIEW] == {"version_major": 2, "version_minor": 0, "model_id": explorer.widget().model_id}
     assert data["text/plain"] == explorer.alt_text() and metadata == {}
     assert data["text/html"] == shown(explorer.widget().children[1])["data"]["text/html"]
-
-
-def test_figure_explorer_refuses_unknown_choices() -> None:
-    explorer = FigureExplorer(lambda n: bars(n, "red"), alt="{n} bars rising from one to {top}, left to right.",
-                              controls={"n": [2, 4]})
     with pytest.raises(ValueError, match="choose one of"):
         explorer.select(n=3)
     with pytest.raises(ValueError, match="Unknown control"):
@@ -107,10 +103,7 @@ def test_figure_explorer_refuses_unknown_choices() -> None:
 
 # -- the notebooks' explorers ---------------------------------------------------------------------------------
 def test_notebook_02_replay_steps_through_the_hooks_in_firing_order() -> None:
-    x = torch.tensor([1.0, 2.0], requires_grad=True)
-    w = torch.tensor([3.0, 4.0], requires_grad=True)
-    z = x * w
-    loss = (z * z).sum()
+    x, w, z, loss = small_graph()
     with HookTimeline() as timeline:
         timeline.watch_leaf(x, "x")
         timeline.watch_tensor(loss, "loss")
@@ -257,20 +250,24 @@ def saliency_explorer() -> SaliencyExplorer:
                             alt="{method} map of '{label}' on '{photo}' at layer {layer}, warm where it credits it.")
 
 
-def test_initial_state_and_class_options() -> None:
+def test_initial_state_class_options_and_selections() -> None:
     ex = saliency_explorer()
     options = ex.class_options("a")
     assert len(options) == 3 and ex.state["target"] == options[0][1]
     probabilities = [float(label.rsplit("(", 1)[1].rstrip(")")) for label, _ in options]
     assert probabilities == sorted(probabilities, reverse=True)
     assert ex.state == {"photo": "a", "target": options[0][1], "layer": "2", "method": "Grad-CAM"}
-
-
-def test_a_new_photo_resets_the_class_unless_given() -> None:
-    ex = saliency_explorer()
-    ex.select(target=5)
+    ex.select(target=5)  # a new photo resets the class, unless one is given
     assert ex.select(photo="b")["target"] == ex.class_options("b")[0][1]
     assert ex.select(photo="a", target=4)["target"] == 4
+    with pytest.raises(ValueError, match="choose one of"):  # bad selections say what is allowed
+        ex.select(method="LIME")
+    with pytest.raises(ValueError, match="Unknown setting"):
+        ex.select(colour="red")
+    with pytest.raises(ValueError, match="class index"):
+        ex.select(target=6)
+    with pytest.raises(UnknownLayerError, match="Closest names"):
+        SaliencyExplorer(ex.model, ex.photos, ["22"], ex.categories, alt=ex.alt)
 
 
 def test_saliency_follows_the_selection_and_is_cached(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -291,18 +288,6 @@ def test_saliency_follows_the_selection_and_is_cached(monkeypatch: pytest.Monkey
         assert result.shape == ((3, 224, 224) if method != "Grad-CAM" else (224, 224))  # photos are cropped to 224
     assert not ex.select(method="vanilla gradient") or not ex.uses_layer()
     assert_no_hooks(ex.model)
-
-
-def test_bad_selections_say_what_is_allowed() -> None:
-    ex = saliency_explorer()
-    with pytest.raises(ValueError, match="choose one of"):
-        ex.select(method="LIME")
-    with pytest.raises(ValueError, match="Unknown setting"):
-        ex.select(colour="red")
-    with pytest.raises(ValueError, match="class index"):
-        ex.select(target=6)
-    with pytest.raises(UnknownLayerError, match="Closest names"):
-        SaliencyExplorer(ex.model, ex.photos, ["22"], ex.categories, alt=ex.alt)
 
 
 # -- ipywidgets 7 (Colab's 7.7.1) -----------------------------------------------------------------------------
