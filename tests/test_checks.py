@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from course_utils.machinery import checks
-from course_utils.machinery.checks import all_exercises, check, exercise, hint, preserved_session
+from course_utils.machinery.checks import all_exercises, check, exercise, hint
 from course_utils.machinery.exercise_kit import Exercise, Status, Verdict, expect_choice, expect_tensor
 from course_utils.machinery.layout import EXERCISE_ID
 from tests.session_state import same_session, session_state
@@ -106,9 +106,6 @@ def test_tensor_validator_handles_none_shapes_and_lists() -> None:
     assert "got str" in validate("12").message
 
 
-_session, _same = session_state, same_session
-
-
 def test_a_validator_that_changes_every_global_leaves_the_session_as_it_was(scratch_exercise, capsys) -> None:
     def vandal(answer):
         torch.manual_seed(123), np.random.seed(1), random.seed(2)
@@ -124,9 +121,9 @@ def test_a_validator_that_changes_every_global_leaves_the_session_as_it_was(scra
 
     scratch_exercise(vandal)
     torch.rand(1)  # move the generators away from their seeded start
-    before = _session()
+    before = session_state()
     assert check("99.1", None)
-    assert _same(before, _session())
+    assert same_session(before, session_state())
     torch.manual_seed(7)
     expected = torch.rand(3)
     torch.manual_seed(7)
@@ -237,27 +234,3 @@ def test_hint_without_an_id_gives_the_next_hint_of_the_exercise_last_worked_on(s
     check("99.1", 1)
     hint()
     assert "No more hints for exercise 99.1." in capsys.readouterr().out
-
-
-def test_preserved_session_restores_even_when_the_block_raises() -> None:
-    before = _session()
-    with pytest.raises(ZeroDivisionError):
-        with preserved_session():
-            torch.manual_seed(3)
-            torch.set_grad_enabled(False)
-            raise ZeroDivisionError
-    assert _same(before, _session())
-
-
-def test_no_import_cycle_between_checks_and_the_exercises() -> None:
-    """checks imports the catalogue; the exercise modules import only exercise_kit (never checks)."""
-    import ast
-    from pathlib import Path
-
-    package = Path(checks.__file__).parent
-    for path in [package / "exercise_kit.py", *sorted((package / "exercises").glob("*.py"))]:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        assert "course_utils.machinery.checks" not in imported, (
-            f"{path.name} imports course_utils.machinery.checks: an import cycle")

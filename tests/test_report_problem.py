@@ -16,9 +16,9 @@ from course_utils.machinery.cloud import REPOSITORY
 from course_utils.machinery.exercises import catalogue
 from course_utils.machinery.report_problem import (
     ASK_FOR_VERSIONS,
+    ProblemLink,
     notebook_of,
     notebook_problem_url,
-    problem_link,
     problem_url,
     report_problem,
 )
@@ -102,7 +102,7 @@ def test_a_failed_check_offers_the_link_without_the_learners_code(capsys: pytest
     assert out[0].startswith("✗ Exercise 01.1") and out[1].startswith("Think the check itself is wrong? https://")
     assert fields(out[1].split("wrong? ")[1]) == {"title": "Problem in exercise 01.1"}  # plain text: short
     assert len(out[1]) < 150 and secret not in out[1]
-    html = problem_link("01.1")._repr_html_()   # in a notebook: a few words that link to the prefilled issue
+    html = ProblemLink("01.1")._repr_html_()   # in a notebook: a few words that link to the prefilled issue
     href = re.search(r'<a href="([^"]+)"', html).group(1).replace("&amp;", "&")
     body = fields(href)["body"]
     assert secret not in html and "exercise: 01.1" in body and "notebook: 01_tensor_hooks.ipynb" in body

@@ -69,17 +69,12 @@ class NotebookInfo:
     minutes: int
 
 
-def _opening(path: Path) -> str:
+def read_opening(path: Path) -> NotebookInfo:
+    """Title, one-line summary and minutes from a notebook's opening cell; a clear error when one is missing."""
     cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
     if not cells or cells[0].get("cell_type") != "markdown":
         raise ValueError(f"{path.name}: the first cell must be the markdown opening (title, objectives, time).")
-    source = cells[0]["source"]
-    return "".join(source) if isinstance(source, list) else source
-
-
-def read_opening(path: Path) -> NotebookInfo:
-    """Title, one-line summary and minutes from a notebook's opening cell; a clear error when one is missing."""
-    text = _opening(path)
+    text = "".join(cells[0]["source"])  # a list of lines, or one string
     patterns = (("title", _TITLE), ("learn", _LEARN), ("minutes", _MINUTES))
     found = {name: pattern.search(text) for name, pattern in patterns}
     missing = [name for name, match in found.items() if match is None]

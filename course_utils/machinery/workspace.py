@@ -150,9 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lang", default=language(), choices=LANGUAGES,
                         help="the edition: en (default, or COURSE_LANG) or zh (the Chinese notebooks)")
     args = parser.parse_args(argv)
-    messages = prepare_workspace(args.dest, quiet=True, lang=args.lang)
-    for message in messages:
-        print(message)
+    prepare_workspace(args.dest, lang=args.lang)
     print(_("Workspace ready: {folder}/ (your exercises; the complete notebooks are in {complete}/)").format(
         folder=args.dest, complete=f"{args.dest}/{COMPLETE}"))
     return 0
