@@ -122,80 +122,79 @@ def _different(original: Any, replacement: Any) -> Text | None:
     return None
 
 
-def _gradient_hook(watch: HookWatch, kind: str, hook: Callable[..., Any]) -> Callable[..., Any]:
-    """A tensor hook (``hook(grad)``), full backward hook (``hook(module, grad_input, grad_output)``) or backward
-    pre-hook (``hook(module, grad_output)``), watched for what it returns."""
-
-    @functools.wraps(hook)
-    def watched(*args: Any) -> Any:
-        result = hook(*args)
-        if not watch.active or result is None:
-            return result
-        if kind == "tensor":
-            if not isinstance(result, torch.Tensor):
-                raise watch.fail(Text(N_("your tensor hook {hook} returned {what}: a tensor hook returns None (the "
-                                          "gradient passes on unchanged) or a new tensor shaped like `grad`, which "
-                                          "replaces it."), hook=_hook_name(hook), what=_what(result)))
-            return result
-        module, replaced = type(args[0]).__name__, args[1]
-        name = "grad_input" if kind == "backward" else "grad_output"
-        expected = len(replaced) if isinstance(replaced, tuple) else 1
-        said = {"kind": Text(_KINDS[kind]), "hook": _hook_name(hook), "module": module, "name": name}
+def _gradient_mistake(kind: str, hook: Callable[..., Any], args: tuple[Any, ...], result: Any) -> Text | None:
+    """What is wrong with the value a tensor hook (``hook(grad)``), full backward hook (``hook(module, grad_input,
+    grad_output)``) or backward pre-hook (``hook(module, grad_output)``) returned, or None."""
+    if kind == "tensor":
         if isinstance(result, torch.Tensor):
-            raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned a bare tensor: it replaces `{name}`, "
-                                      "which is a tuple, so return a tuple with one entry per entry of `{name}` "
-                                      "({count} here; None where an entry is None)."), count=expected, **said))
-        if not isinstance(result, (tuple, list)):
-            raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned {what}: it must return None or a "
-                                      "tuple that replaces `{name}`, one entry per entry ({count} here)."),
-                                   what=_what(result), count=expected, **said))
-        if len(result) != expected:
-            raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned {got} entries, and `{name}` has "
-                                      "{count}: return one entry per entry of `{name}` (None where an entry is "
-                                      "None)."), got=len(result), count=expected, **said))
-        for index, (new, old) in enumerate(zip(result, replaced)):
-            if isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor) and new.shape != old.shape:
-                raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned a tensor of shape {shape} for "
-                                          "`{name}[{index}]`, which has shape {expected}: what it returns replaces "
-                                          "`{name}` entry by entry, each of its own shape. Which of the hook's "
-                                          "arguments did you start from?"), shape=tuple(new.shape), index=index,
-                                       expected=tuple(old.shape), **said))
-        return result
+            return None
+        return Text(N_("your tensor hook {hook} returned {what}: a tensor hook returns None (the gradient passes on "
+                       "unchanged) or a new tensor shaped like `grad`, which replaces it."),
+                    hook=_hook_name(hook), what=_what(result))
+    module, replaced = type(args[0]).__name__, args[1]
+    name = "grad_input" if kind == "backward" else "grad_output"
+    expected = len(replaced) if isinstance(replaced, tuple) else 1
+    said = {"kind": Text(_KINDS[kind]), "hook": _hook_name(hook), "module": module, "name": name}
+    if isinstance(result, torch.Tensor):
+        return Text(N_("your {kind} {hook} on a {module} returned a bare tensor: it replaces `{name}`, which is a "
+                       "tuple, so return a tuple with one entry per entry of `{name}` ({count} here; None where an "
+                       "entry is None)."), count=expected, **said)
+    if not isinstance(result, (tuple, list)):
+        return Text(N_("your {kind} {hook} on a {module} returned {what}: it must return None or a tuple that "
+                       "replaces `{name}`, one entry per entry ({count} here)."),
+                    what=_what(result), count=expected, **said)
+    if len(result) != expected:
+        return Text(N_("your {kind} {hook} on a {module} returned {got} entries, and `{name}` has {count}: return "
+                       "one entry per entry of `{name}` (None where an entry is None)."),
+                    got=len(result), count=expected, **said)
+    for index, (new, old) in enumerate(zip(result, replaced)):
+        if isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor) and new.shape != old.shape:
+            return Text(N_("your {kind} {hook} on a {module} returned a tensor of shape {shape} for `{name}[{index}]`, "
+                           "which has shape {expected}: what it returns replaces `{name}` entry by entry, each of its "
+                           "own shape. Which of the hook's arguments did you start from?"),
+                        shape=tuple(new.shape), index=index, expected=tuple(old.shape), **said)
+    return None
 
-    return watched
+
+def _forward_mistake(kind: str, hook: Callable[..., Any], args: tuple[Any, ...], result: Any, observe_only: bool,
+                     with_kwargs: bool) -> Text | None:
+    """What is wrong with the value a forward hook or forward pre-hook returned in place of the output (the input)."""
+
+    def replaced(what: Text, why: Text) -> Text:
+        return Text(REPLACED_OUTPUT, kind=Text(_KINDS[kind]), hook=_hook_name(hook), what=what,
+                    module=type(args[0]).__name__, why=why,
+                    replaced=Text(N_("output") if kind == "forward" else N_("input")))
+
+    if kind == "forward":
+        output = args[-1]
+        if result is output or output is None:
+            return None
+        if isinstance(output, torch.Tensor) and not isinstance(result, torch.Tensor) or \
+                isinstance(output, tuple) and not isinstance(result, (tuple, list)):
+            return replaced(_what(result), Text(_WHY_VALUE))
+        different = _different(output, result) if observe_only else None
+    elif with_kwargs or result is args[1]:  # (args, kwargs) or None: PyTorch says clearly what it wants
+        return None
+    elif not isinstance(result, (tuple, torch.Tensor)) or isinstance(result, torch.Size):
+        return replaced(_what(result), Text(N_("A pre-hook returns None, or the new positional inputs: a tuple (or "
+                                               "one tensor).")))
+    else:
+        different = _different(args[1], result if isinstance(result, tuple) else (result,)) if observe_only else None
+    return None if different is None else replaced(different, Text(_WHY_OBSERVE))
 
 
-def _forward_hook(watch: HookWatch, kind: str, hook: Callable[..., Any], with_kwargs: bool) -> Callable[..., Any]:
-    """A forward hook or forward pre-hook, watched for what it returns in place of the output (the input)."""
-
-    def replaced(what: Text, why: Text, module: nn.Module) -> HookMistake:
-        return watch.fail(Text(REPLACED_OUTPUT, kind=Text(_KINDS[kind]), hook=_hook_name(hook), what=what,
-                               module=type(module).__name__, why=why,
-                               replaced=Text(N_("output") if kind == "forward" else N_("input"))))
+def _watched(watch: HookWatch, kind: str, hook: Callable[..., Any], with_kwargs: bool) -> Callable[..., Any]:
+    """``hook`` wrapped: what it returns is looked at, and a value that cannot stand for what it replaces stops the
+    check (:meth:`HookWatch.fail`)."""
 
     @functools.wraps(hook)
     def watched(*args: Any) -> Any:
         result = hook(*args)
-        if not watch.active or result is None:
-            return result
-        if kind == "forward":
-            output = args[-1]
-            if result is output or output is None:
-                return result
-            if isinstance(output, torch.Tensor) and not isinstance(result, torch.Tensor) or \
-                    isinstance(output, tuple) and not isinstance(result, (tuple, list)):
-                raise replaced(_what(result), Text(_WHY_VALUE), args[0])
-            different = _different(output, result) if watch.observe_only else None
-        elif with_kwargs or result is args[1]:  # (args, kwargs) or None: PyTorch says clearly what it wants
-            return result
-        elif not isinstance(result, (tuple, torch.Tensor)) or isinstance(result, torch.Size):
-            raise replaced(_what(result), Text(N_("A pre-hook returns None, or the new positional inputs: a tuple (or "
-                                                  "one tensor).")), args[0])
-        else:
-            different = _different(args[1], result if isinstance(result, tuple) else (result,)) \
-                if watch.observe_only else None
-        if different is not None:
-            raise replaced(different, Text(_WHY_OBSERVE), args[0])
+        if watch.active and result is not None:
+            mistake = (_forward_mistake(kind, hook, args, result, watch.observe_only, with_kwargs)
+                       if kind in ("forward", "forward_pre") else _gradient_mistake(kind, hook, args, result))
+            if mistake is not None:
+                raise watch.fail(mistake)
         return result
 
     return watched
@@ -226,8 +225,7 @@ def watching_hooks(enabled: bool = True, observe_only: bool = False) -> Iterator
         @functools.wraps(original)
         def register(self: Any, hook: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             if written_by_learner(hook):
-                hook = (_forward_hook(watch, kind, hook, bool(kwargs.get("with_kwargs")))
-                        if kind in ("forward", "forward_pre") else _gradient_hook(watch, kind, hook))
+                hook = _watched(watch, kind, hook, bool(kwargs.get("with_kwargs")))
             return original(self, hook, *args, **kwargs)
 
         return register
