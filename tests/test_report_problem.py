@@ -48,6 +48,8 @@ def test_each_exercise_names_its_own_notebook() -> None:
         assert notebook is not None and notebook.startswith(f"{item.notebook}_"), (exercise_id, notebook)
         assert (NOTEBOOKS / notebook).is_file()
         assert f"notebook: {notebook}" in fields(problem_url(exercise=exercise_id))["body"]
+    assert notebook_of("99.1") is None  # an exercise of no notebook falls back
+    assert "notebook: number 99" in fields(problem_url(exercise="99.1"))["body"]
 
 
 def test_without_the_notebooks_the_link_says_what_it_knows(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,11 +61,6 @@ def test_without_the_notebooks_the_link_says_what_it_knows(monkeypatch: pytest.M
     query = fields(problem_url(exercise="06.1"))
     assert query["title"] == "Problem in exercise 06.1 (notebook 06)"
     assert "notebook: number 06 (its file name was not found here)" in query["body"]
-
-
-def test_an_exercise_of_no_notebook_falls_back() -> None:
-    assert notebook_of("99.1") is None
-    assert "notebook: number 99" in fields(problem_url(exercise="99.1"))["body"]
 
 
 @pytest.mark.parametrize("bad", ["/home/ada/secret.ipynb", "06.1; rm -rf", "def f(): pass", "../06_grad_cam.ipynb"])

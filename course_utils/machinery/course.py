@@ -1,14 +1,11 @@
-"""The course map, read from the notebooks' own opening cells (so it can never drift from them).
-
-Each notebook opens with a markdown cell like::
+"""The course map, read from the notebooks' own opening cells (so it can never drift from them)::
 
     # 01 · Tensor hooks
     **You will learn** how to read and change gradients with tensor hooks.
     **Estimated time:** 35 min
 
-The notebooks are read from the course checkout's ``notebooks/`` or, where course_utils was installed without its
-checkout (``pip install`` of the repository, Colab, Kaggle), from the copy the wheel ships as package data
-(``course_utils/notebooks``, read with importlib.resources): :func:`notebooks_folder`.
+The notebooks are the checkout's ``notebooks/``, or where course_utils was installed without its checkout (Colab,
+Kaggle), the copy the wheel ships as package data: :func:`notebooks_folder`.
 
 Usage: ``print(course_map_markdown())`` or ``[row.title for row in course_map()]``
 """

@@ -1,9 +1,6 @@
-"""A link that opens a prefilled issue on the course's repository: what a learner clicks when the course is wrong.
-
-The issue is prefilled with the notebook, the exercise id and the versions of course_utils, torch and Python --
-never the learner's code, outputs or file paths. The repository is ``course_utils.machinery.cloud.REPOSITORY``.
-The link in each notebook's opening cell (:func:`notebook_problem_url`, written there by ``tools/cloud_badges.py``)
-is static text: it cannot know the reader's versions, so its issue asks for them instead.
+"""A link that opens a prefilled issue on the course's repository (``cloud.REPOSITORY``): what a learner clicks when
+the course is wrong. It names the notebook, the exercise and the versions of course_utils, torch and Python -- never
+the learner's code, outputs or file paths. The static link in each notebook's opening cell asks for the versions.
 
 Usage::
 
