@@ -45,16 +45,6 @@ def test_an_unsupported_python_is_reported_with_the_route_s_fix(version: str, mo
     assert python.fix == detect_route().fix_python
 
 
-def test_doctor_reports_a_wrong_torch_with_the_fix(monkeypatch: pytest.MonkeyPatch,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    _fake(monkeypatch, "torch", "2.0.0")
-    report = doctor()
-    out = capsys.readouterr().out
-    assert not report.ok
-    assert "✗ torch: 2.0.0, the course supports >=2.11,<2.15" in out
-    assert detect_route().install in out and "restart the kernel" in out
-
-
 @pytest.mark.parametrize("version", ["2.11.0", "2.12.1", "2.11.0+cu128"])
 def test_a_torch_inside_the_supported_range_passes_with_the_note(
     version: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -94,14 +84,6 @@ def test_without_the_checkout_doctor_checks_ranges_and_does_not_need_jupyterlab(
     assert numpy.detail.startswith("2.1.3, supported;")
 
 
-def test_doctor_reports_a_missing_widget_front_end(monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake(monkeypatch, "jupyterlab_widgets", None)
-    report = doctor(show=False)
-    failing = [f for f in report.findings if not f.ok]
-    assert [f.name for f in failing] == ["ipywidgets front end"]
-    assert "reload the browser" in failing[0].fix
-
-
 # --- the route: detection from sys.prefix / sys.base_prefix and what is on disk there ---------------------------------
 
 
@@ -113,27 +95,20 @@ def make_venv(parent: Path, name: str = ".venv", stamp: bool = True) -> Path:
     return prefix
 
 
-def test_the_course_venv_made_by_make_is_the_make_route(tmp_path: Path) -> None:
-    route = detect_route(make_venv(tmp_path), base_prefix=tmp_path / "python", checkout=tmp_path)
-    assert route.name == "make"
-    assert route.fix_packages == ("In a terminal, in the course folder: `make venv`; "
-                                  "then restart the kernel (Kernel > Restart Kernel).")
-    assert "`make clean`, then `make lab PYTHON=python3.11`" in route.fix_python
-
-
-def test_a_second_make_venv_names_its_folder_in_every_command(tmp_path: Path) -> None:
-    route = detect_route(make_venv(tmp_path, ".venv312"), base_prefix=tmp_path / "python", checkout=tmp_path)
-    assert route.name == "make"
-    assert "`make venv VENV=.venv312`" in route.fix_packages
-    assert "`make clean VENV=.venv312`, then `make lab PYTHON=python3.11 VENV=.venv312`" in route.fix_python
-
-
-def test_a_make_venv_outside_the_course_folder_is_named_by_its_path(tmp_path: Path) -> None:
-    checkout = tmp_path / "course"
-    checkout.mkdir()
-    prefix = make_venv(tmp_path / "envs", "course-3.13")
-    route = detect_route(prefix, base_prefix=tmp_path / "python", checkout=checkout)
-    assert route.name == "make" and f"`make venv VENV={prefix}`" in route.fix_packages
+@pytest.mark.parametrize(("where", "name", "packages", "python"), [
+    ("", ".venv", "`make venv`; then restart the kernel (Kernel > Restart Kernel).",
+     "`make clean`, then `make lab PYTHON=python3.11`"),
+    ("", ".venv312", "`make venv VENV=.venv312`", "`make clean VENV=.venv312`, then `make lab PYTHON=python3.11 "
+                                                  "VENV=.venv312`"),
+    ("envs", "course-3.13", "`make venv VENV={prefix}`", "`make clean VENV={prefix}`"),  # outside: named by its path
+])
+def test_a_venv_made_by_make_is_the_make_route_named_in_every_command(
+        where: str, name: str, packages: str, python: str, tmp_path: Path) -> None:
+    prefix = make_venv(tmp_path / where, name)
+    route = detect_route(prefix, base_prefix=tmp_path / "python", checkout=tmp_path)
+    assert route.name == "make" and packages.format(prefix=prefix) in route.fix_packages
+    assert python.format(prefix=prefix) in route.fix_python
+    assert route.fix_packages.startswith("In a terminal, in the course folder: `make venv")
 
 
 def test_a_venv_not_made_by_make_is_a_plain_venv(tmp_path: Path) -> None:
@@ -193,9 +168,10 @@ def test_doctor_gives_the_conda_command_in_a_conda_kernel(
     assert "make venv" not in out
 
 
-def test_doctor_here_follows_the_route_this_kernel_took(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_widget_front_end_gets_the_fix_of_the_route_this_kernel_took(monkeypatch: pytest.MonkeyPatch) -> None:
     _fake(monkeypatch, "jupyterlab_widgets", None)
     failing = [f for f in doctor(show=False).findings if not f.ok]
+    assert [f.name for f in failing] == ["ipywidgets front end"] and "reload the browser" in failing[0].fix
     assert [f.fix for f in failing] == [detect_route().fix_widgets]
     if Path(sys.prefix).name.startswith(".venv") and sys.prefix != sys.base_prefix:  # make test's own venv
         assert detect_route().name == "make"

@@ -52,24 +52,17 @@ def clean_notebook() -> Any:
     return nb
 
 
+def setting(cell: int, key: str, value: Any) -> Callable[[Any], None]:
+    """A breaker that sets ``key`` of cell ``cell`` (``source``, ``execution_count``, ...) to ``value``."""
+
+    def breaker(nb: Any) -> None:
+        nb.cells[cell][key] = copy.deepcopy(value)
+
+    return breaker
+
+
 def break_kernelspec(nb: Any) -> None:
     nb.metadata.kernelspec.name = "my-env"
-
-
-def break_execution_order(nb: Any) -> None:
-    nb.cells[2].execution_count = 7
-
-
-def break_unexecuted(nb: Any) -> None:
-    nb.cells[2].execution_count = None
-
-
-def break_untagged_error(nb: Any) -> None:
-    nb.cells[2].metadata = {}
-
-
-def break_tag_without_error(nb: Any) -> None:
-    nb.cells[2].outputs = []
 
 
 def break_stderr(nb: Any) -> None:
@@ -87,35 +80,11 @@ def break_opening_not_markdown(nb: Any) -> None:
     nb.cells[0] = new_code_cell("# A lesson", execution_count=None)
 
 
-def break_opening_no_minutes(nb: Any) -> None:
-    nb.cells[0].source = "# A lesson\n\nObjectives: learn a thing."
-
-
-def break_opening_no_objectives(nb: Any) -> None:
-    nb.cells[0].source = "# A lesson\n\nAbout 10 minutes."
-
-
-def break_opening_no_binder(nb: Any) -> None:
-    nb.cells[0].source = nb.cells[0].source.replace("binder/", "the cloud/")
-
-
-def break_setup(nb: Any) -> None:
-    nb.cells[1].source = "import torch"
-
-
 def import_without(name: str) -> Callable[[Any], None]:
     def breaker(nb: Any) -> None:
         nb.cells[1].source = nb.cells[1].source.replace(f" {name},", "")
 
     return breaker
-
-
-def break_import_in_parentheses(nb: Any) -> None:
-    nb.cells[1].source = "from course_utils import (\n    check,\n    setup_notebook,\n)\nprint(setup_notebook())"
-
-
-def break_last_cell(nb: Any) -> None:
-    nb.cells[3].source = "print('done')"
 
 
 def source_with(cell: int, text: str) -> Callable[[Any], None]:
@@ -137,14 +106,6 @@ def break_schema_unknown_output(nb: Any) -> None:
     nb.cells[1].outputs[0].output_type = "printout"
 
 
-def break_schema_bad_cell_id(nb: Any) -> None:
-    nb.cells[0].id = "not a valid id!"
-
-
-def break_schema_markdown_with_count(nb: Any) -> None:
-    nb.cells[0].execution_count = 1
-
-
 def allow_digits(reason: Any) -> Callable[[Any], None]:
     def breaker(nb: Any) -> None:
         output_text("[[0.0, 1.4736897945404053]]")(nb)
@@ -153,12 +114,14 @@ def allow_digits(reason: Any) -> Callable[[Any], None]:
     return breaker
 
 
+break_last_cell = setting(3, "source", "print('done')")
+
 BREAKERS = {
-    "schema": [break_schema_missing_outputs, break_schema_unknown_output, break_schema_bad_cell_id,
-               break_schema_markdown_with_count],
+    "schema": [break_schema_missing_outputs, break_schema_unknown_output, setting(0, "id", "not a valid id!"),
+               setting(0, "execution_count", 1)],  # a markdown cell with an execution count
     "kernelspec": [break_kernelspec],
-    "executed": [break_execution_order, break_unexecuted],
-    "errors": [break_untagged_error, break_tag_without_error],
+    "executed": [setting(2, "execution_count", 7), setting(2, "execution_count", None)],
+    "errors": [setting(2, "metadata", {}), setting(2, "outputs", [])],  # an untagged error; a tag without one
     "stderr": [break_stderr],
     "unstable": [
         output_text("<function f at 0x7f3a2b1c4d60>"),
@@ -168,11 +131,14 @@ BREAKERS = {
         output_text("C:\\Users\\alice\\course"),
         output_text("File ipykernel_1234/567.py, line 3"),
     ],
-    "opening": [break_opening_not_markdown, break_opening_no_minutes, break_opening_no_objectives,
-                break_opening_no_binder],
-    "setup": [break_setup],
+    "opening": [break_opening_not_markdown, setting(0, "source", "# A lesson\n\nObjectives: learn a thing."),
+                setting(0, "source", "# A lesson\n\nAbout 10 minutes."),
+                setting(0, "source", "# A lesson\n\nObjectives: learn a thing.\n\nEstimated time: 10 min.")],
+    "setup": [setting(1, "source", "import torch")],
     "no-hooks-left": [break_last_cell],
-    "hint": [import_without("hint"), import_without("check"), break_import_in_parentheses],
+    "hint": [import_without("hint"), import_without("check"),
+             setting(1, "source", "from course_utils import (\n    check,\n    setup_notebook,\n)\n"
+                                  "print(setup_notebook())")],
     "control-chars": [
         source_with(0, BROKEN_TEX),
         source_with(0, "\n\tan indented markdown line"),

@@ -42,16 +42,12 @@ def declared() -> dict[str, list[Requirement]]:
     return {group: [Requirement(line) for line in lines] for group, lines in groups.items()}
 
 
-def test_environment_yml_installs_the_lock_from_requirements_txt() -> None:
+def test_environment_yml_installs_the_lock_from_requirements_txt_on_python_311() -> None:
     # no second copy of the pins: conda's pip section reads requirements.txt itself
     text = (ROOT / "environment.yml").read_text(encoding="utf-8")
     pip_lines = re.findall(r"^\s{6}-\s+(.+?)\s*$", text, re.MULTILINE)
     assert pip_lines == ["-r requirements.txt", "--editable ."], pip_lines
     assert not re.search(r"==\d", text), "exact pins live in requirements.txt only"
-
-
-def test_environment_yml_uses_python_311() -> None:
-    text = (ROOT / "environment.yml").read_text(encoding="utf-8")
     assert re.search(r"^\s*-\s*python=3\.11\s*$", text, re.MULTILINE)
 
 
@@ -84,16 +80,13 @@ def test_colab_s_versions_are_inside_the_supported_ranges() -> None:
     assert Version(colab["torch"]) in ranges["torch"] and Version(read_pins()["torch"]) in ranges["torch"]
 
 
-def test_required_pins_present() -> None:
+def test_required_pins_present_and_installed() -> None:
     pins = read_pins()
     assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"
     for name in ("jupyterlab", "ipywidgets", "matplotlib", "numpy", "scikit-image", "scikit-learn", "tqdm",
                  "pytest", "nbval", "pytest-xdist"):
         assert name in pins, name
-
-
-def test_installed_versions_match_the_pins() -> None:
-    for name, version in read_pins().items():
+    for name, version in pins.items():  # installed as pinned
         assert metadata.version(name).split("+")[0] == version, name
 
 
@@ -104,35 +97,26 @@ def test_a_requirement_that_is_not_one_exact_version_is_refused(line: str) -> No
         parse_pins(["numpy==2.4.6", line])
 
 
-def test_names_are_normalised_and_comments_and_other_platforms_skipped() -> None:
+def test_names_are_normalised_and_comments_extras_and_other_platforms_skipped() -> None:
     lines = ["# comment", "", "Scikit_Image==0.26.0  # inline", "torch==2.14.1+cpu",
              'pywin32==311; sys_platform == "no-such-platform"']
     assert parse_pins(lines) == {"scikit-image": "0.26.0", "torch": "2.14.1+cpu"}
-
-
-def test_missing_requirements_file_says_what_to_do(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="make venv"):
-        read_pins(tmp_path / "requirements.txt")
-
-
-def test_installed_metadata_records_the_ranges_of_pyproject_toml() -> None:
-    # a difference means the install is stale
-    assert installed_ranges() == supported_ranges(), \
-        "the installed course_utils is older than pyproject.toml: run `make venv`"
-
-
-def test_ranges_skip_extras_and_other_platforms() -> None:
     ranges = parse_ranges(["torch>=2.11,<2.15", 'pytest>=9; extra == "test"', 'pywin32>=1; sys_platform == "nope"'])
     assert list(ranges) == ["torch"] and ranges["torch"].contains("2.14.1") and not ranges["torch"].contains("2.15.0")
 
 
-def test_no_checkout_and_no_installed_distribution_says_what_to_do() -> None:
+def test_missing_requirements_file_or_distribution_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="make venv"):
+        read_pins(tmp_path / "requirements.txt")
     with pytest.raises(FileNotFoundError, match="pip install"):
         installed_ranges("course-utils-not-installed-anywhere")
 
 
-def test_project_name_is_the_distribution_read_when_installed() -> None:
+def test_installed_metadata_of_the_distribution_records_the_ranges_of_pyproject_toml() -> None:
     assert re.search(rf'^name = "{DISTRIBUTION}"$', (ROOT / "pyproject.toml").read_text(encoding="utf-8"), re.MULTILINE)
+    # a difference means the install is stale
+    assert installed_ranges() == supported_ranges(), \
+        "the installed course_utils is older than pyproject.toml: run `make venv`"
 
 
 def test_a_non_editable_install_without_the_checkout_reads_its_own_metadata(tmp_path: Path) -> None:

@@ -16,9 +16,9 @@ from course_utils.machinery.cloud import REPOSITORY
 from course_utils.machinery.exercises import catalogue
 from course_utils.machinery.report_problem import (
     ASK_FOR_VERSIONS,
+    ProblemLink,
     notebook_of,
     notebook_problem_url,
-    problem_link,
     problem_url,
     report_problem,
 )
@@ -48,6 +48,8 @@ def test_each_exercise_names_its_own_notebook() -> None:
         assert notebook is not None and notebook.startswith(f"{item.notebook}_"), (exercise_id, notebook)
         assert (NOTEBOOKS / notebook).is_file()
         assert f"notebook: {notebook}" in fields(problem_url(exercise=exercise_id))["body"]
+    assert notebook_of("99.1") is None  # an exercise of no notebook falls back
+    assert "notebook: number 99" in fields(problem_url(exercise="99.1"))["body"]
 
 
 def test_without_the_notebooks_the_link_says_what_it_knows(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,11 +61,6 @@ def test_without_the_notebooks_the_link_says_what_it_knows(monkeypatch: pytest.M
     query = fields(problem_url(exercise="06.1"))
     assert query["title"] == "Problem in exercise 06.1 (notebook 06)"
     assert "notebook: number 06 (its file name was not found here)" in query["body"]
-
-
-def test_an_exercise_of_no_notebook_falls_back() -> None:
-    assert notebook_of("99.1") is None
-    assert "notebook: number 99" in fields(problem_url(exercise="99.1"))["body"]
 
 
 @pytest.mark.parametrize("bad", ["/home/ada/secret.ipynb", "06.1; rm -rf", "def f(): pass", "../06_grad_cam.ipynb"])
@@ -102,7 +99,7 @@ def test_a_failed_check_offers_the_link_without_the_learners_code(capsys: pytest
     assert out[0].startswith("✗ Exercise 01.1") and out[1].startswith("Think the check itself is wrong? https://")
     assert fields(out[1].split("wrong? ")[1]) == {"title": "Problem in exercise 01.1"}  # plain text: short
     assert len(out[1]) < 150 and secret not in out[1]
-    html = problem_link("01.1")._repr_html_()   # in a notebook: a few words that link to the prefilled issue
+    html = ProblemLink("01.1")._repr_html_()   # in a notebook: a few words that link to the prefilled issue
     href = re.search(r'<a href="([^"]+)"', html).group(1).replace("&amp;", "&")
     body = fields(href)["body"]
     assert secret not in html and "exercise: 01.1" in body and "notebook: 01_tensor_hooks.ipynb" in body

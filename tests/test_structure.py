@@ -19,13 +19,15 @@ ROOT = Path(__file__).resolve().parent.parent
 _HUB_CONFIG = ROOT / "tools" / "hub" / "jupyterhub_config.py"  # JupyterHub loads it by path: it may set the path
 
 
-def _modules() -> dict[str, Path]:
-    """course_utils' and tools' modules by dotted name (the hub's JupyterHub config file aside)."""
+def modules(skip: tuple[str, ...] = ()) -> dict[str, Path]:
+    """course_utils' and tools' modules by dotted name (the hub's JupyterHub config file aside, and those in a folder
+    named in ``skip``)."""
     found = {}
     for path in [*(ROOT / "course_utils").rglob("*.py"), *(ROOT / "tools").rglob("*.py")]:
-        if path == _HUB_CONFIG:
+        relative = path.relative_to(ROOT)
+        if path == _HUB_CONFIG or set(skip) & set(relative.parts):
             continue
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        parts = list(relative.with_suffix("").parts)
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
@@ -56,8 +58,8 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
 
 
 def test_no_import_cycle() -> None:
-    modules = _modules()
-    graph = {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+    found = modules()
+    graph = {name: _imports(name, path, set(found)) for name, path in found.items()}
     cycles = []
 
     def visit(name: str, trail: list[str]) -> None:
@@ -89,7 +91,7 @@ def _string_constants(path: Path) -> list[tuple[int, str]]:
 
 def test_the_file_names_are_written_once() -> None:
     names = (layout.NOTEBOOK_GLOB, layout.MANIFEST, layout.RECORD_NAME)
-    copies = [f"{path.relative_to(ROOT)}:{line}: {text!r}" for path in _modules().values() if path.name != "layout.py"
+    copies = [f"{path.relative_to(ROOT)}:{line}: {text!r}" for path in modules().values() if path.name != "layout.py"
               for line, text in _string_constants(path) if any(name in text for name in names)]
     assert not copies, "use course_utils.machinery.layout instead of a copy:\n" + "\n".join(copies)
 
@@ -115,7 +117,7 @@ def test_the_settings_are_checked_and_say_what_is_wrong() -> None:
 
 
 def test_the_tools_are_a_package_that_edits_no_sys_path() -> None:
-    tools = [path for name, path in _modules().items() if name.startswith("tools")]
+    tools = [path for name, path in modules().items() if name.startswith("tools")]
     assert (ROOT / "tools" / "__init__.py") in tools and (ROOT / "tools" / "i18n" / "__init__.py") in tools
     edits = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in tools
              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_structure import modules
+
 # make check runs these tests when one of these files changes: a docstring, or a module removed with its notebook
 # (another's docstring may still name it)
 pytestmark = pytest.mark.reads("Makefile", "course_utils/*.py", "tools/*.py")
@@ -41,18 +43,6 @@ EXAMPLES = {
     "draw_peaks",
 }
 NOT_RUN = {"run_workers", "prepare_workspace", "doctor", "time_notebook", "build_learner", "build_slides"}
-
-
-def _modules() -> dict[str, Path]:
-    """course_utils' and tools' modules by dotted name (the exercise modules and tools/hub aside)."""
-    found = {}
-    for path in [*(ROOT / "course_utils").rglob("*.py"), *(ROOT / "tools").rglob("*.py")]:
-        relative = path.relative_to(ROOT)
-        if "exercises" in relative.parts or "hub" in relative.parts:
-            continue
-        parts = list(relative.with_suffix("").parts)
-        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return found
 
 
 def _usage(doc: str) -> list[str]:
@@ -78,8 +68,6 @@ def _snippets() -> list[tuple[str, str]]:
     return found
 
 
-
-
 def _defined(path: Path) -> set[str]:
     """The names a module defines at its top level (functions, classes, assignments, imports)."""
     return _bound_at_top(ast.parse(path.read_text(encoding="utf-8")))
@@ -103,7 +91,7 @@ def _bound_at_top(tree: ast.Module) -> set[str]:
     return names
 
 
-MODULES = _modules()
+MODULES = modules(skip=("exercises", "hub"))
 DEFINED = {name: _defined(path) for name, path in MODULES.items()}
 PUBLIC = {name for names in DEFINED.values() for name in names if not name.startswith("_")}  # the course's names
 SNIPPETS = _snippets()

@@ -86,7 +86,8 @@ def test_an_edited_notebook_survives_a_second_preparation_and_a_course_update(co
     assert _files(workspace) == after
 
 
-def test_a_changed_complete_copy_is_kept_too(course: Path, tmp_path: Path) -> None:
+def test_a_changed_complete_copy_is_kept_a_deleted_notebook_comes_back_and_no_manifest_loses_nothing(
+        course: Path, tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     prepare_workspace(workspace, notebooks_dir=course, quiet=True)
     name = sorted(p.name for p in course.glob("*.ipynb"))[0]
@@ -96,17 +97,10 @@ def test_a_changed_complete_copy_is_kept_too(course: Path, tmp_path: Path) -> No
     teaching = nbformat.read(course / name, as_version=4)
     teaching.cells[0].source += " (updated)"
     nbformat.write(teaching, course / name)
-    prepare_workspace(workspace, notebooks_dir=course, quiet=True)
-    assert complete.read_text().endswith(" ")
-    assert list((workspace / "complete").glob("*.course-update-*.ipynb"))
-
-
-def test_a_deleted_notebook_comes_back_and_a_missing_manifest_loses_nothing(course: Path, tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    prepare_workspace(workspace, notebooks_dir=course, quiet=True)
-    name = sorted(p.name for p in course.glob("*.ipynb"))[0]
     (workspace / name).unlink()
     assert f"added {name}" in prepare_workspace(workspace, notebooks_dir=course, quiet=True)
+    assert complete.read_text().endswith(" ")
+    assert list((workspace / "complete").glob("*.course-update-*.ipynb"))
     (workspace / MANIFEST).unlink()
     before = _files(workspace)
     prepare_workspace(workspace, notebooks_dir=course, quiet=True)

@@ -1,21 +1,11 @@
 """Exercise checking: ``check("06.1", answer)`` prints ✓ or a hint (never the solution); ``hint("06.1")``.
 
 ``check`` runs the exercise's validator on cases the learner has not seen, inside the guard of
-:mod:`course_utils.machinery.guard`:
-
-- an answer still running after the exercise's time limit (an endless loop) is stopped with a ✗ that says so;
-- every exception the answer raises, ``SystemExit`` and ``KeyboardInterrupt`` included, becomes a ✗ naming the
-  learner's line; a function whose parameters do not fit the call is the learner's ✗ too; an error inside the
-  course's validator is reported as a course bug, with what to send;
-- random states, grad modes, threads, default dtype and device and print options are put back; global module and
-  optimizer hooks left registered are removed and make the answer ✗, naming them;
-- what the answer prints is shown up to a budget;
-- the hooks the answer registers are watched (:mod:`course_utils.machinery.hook_watch`): a return value that cannot
-  stand for the output (or gradient) it replaces is the ✗, named;
-- under a ✗, a link reports a problem with the check: in a notebook a few linked words, in plain text a short address.
-
-The verdict's :class:`~course_utils.machinery.exercise_kit.Status` is decided where it happens (the guard, the
-validator, the error's traceback), never read back from a message.
+:mod:`course_utils.machinery.guard` (time limit, output budget, the session put back) while
+:mod:`course_utils.machinery.hook_watch` watches what the answer's hooks return. Every exception the answer raises
+(``SystemExit`` and ``KeyboardInterrupt`` too) is a ✗ naming the learner's line; an error inside the course's
+validator is reported as a course bug. The verdict's :class:`~course_utils.machinery.exercise_kit.Status` is
+decided where it happens, never read back from a message. Under a ✗, a link reports a problem with the check.
 
 Usage::
 
@@ -27,13 +17,11 @@ Usage::
 from __future__ import annotations
 
 import ast
-import contextlib
 import difflib
-import functools
 import linecache
 import sys
 import traceback
-from collections.abc import Iterator
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +36,15 @@ from course_utils.machinery.guard import (
     Timer,
     is_learner_file,
     limited_output,
-    quiet_warnings,
     time_limit,
+    written_by_learner,
 )
 from course_utils.machinery.hook_watch import HookMistake, watching_hooks
 from course_utils.machinery.messages import N_, Text, _
 from course_utils.machinery.progress_record import record as record_attempt
-from course_utils.machinery.report_problem import problem_link
+from course_utils.machinery.report_problem import ProblemLink
 
-__all__ = ["check", "exercise", "hint", "all_exercises", "preserved_session", "COURSE_BUG_REPORT", "STILL_THE_STUB"]
+__all__ = ["check", "exercise", "hint", "all_exercises", "COURSE_BUG_REPORT", "STILL_THE_STUB"]
 
 _PACKAGE_DIR = Path(COURSE_DIR)
 COURSE_BUG_REPORT = N_(
@@ -91,33 +79,7 @@ def exercise(exercise_id: str) -> Exercise:
     return known[exercise_id]
 
 
-@contextlib.contextmanager
-def preserved_session() -> Iterator[None]:
-    """Run a block without changing the caller's random states, modes, defaults, print options or global hooks.
-
-    Usage: ``with preserved_session(): validator(answer)``
-    """
-    guard = SessionGuard()
-    try:
-        with quiet_warnings():
-            yield
-    finally:
-        guard.restore()
-
-
 # -- whose error is it? -------------------------------------------------------------------------------------------
-def _written_by_learner(value: Any) -> bool:
-    """True for a function, method, partial or class defined in the learner's code."""
-    while isinstance(value, functools.partial):
-        value = value.func
-    value = getattr(value, "__func__", value)  # a bound method
-    if isinstance(value, type):
-        module = sys.modules.get(value.__module__)
-        return value.__module__ == "__main__" or is_learner_file(getattr(module, "__file__", None) or "")
-    code = getattr(value, "__code__", None)
-    return code is not None and is_learner_file(code.co_filename)
-
-
 def _called_learner_code(error: BaseException) -> bool:
     """True when ``error`` was raised by the call itself of a function or class the learner wrote (its parameters do
     not fit the arguments): read from where the innermost frame stopped, the call expression it was evaluating."""
@@ -141,7 +103,7 @@ def _called_learner_code(error: BaseException) -> bool:
         callee = eval(compile(ast.Expression(call.func), "<call>", "eval"), frame.f_globals, dict(frame.f_locals))
     except Exception:
         return False
-    return _written_by_learner(callee)
+    return written_by_learner(callee)
 
 
 def _explain_error(error: BaseException) -> Verdict:
@@ -211,7 +173,7 @@ def check(exercise_id: str, answer: Any) -> Verdict:
     if verdict.status is Status.STUB:  # not written yet (Run All past an exercise): no attempt, nothing to report
         return verdict
     if not verdict.ok:
-        _show(problem_link(item.id))
+        _show(ProblemLink(item.id))
     note = record_attempt(item.id, verdict.ok)  # the learner's progress record; never breaks the check
     if note:
         print(note)
@@ -224,7 +186,9 @@ def _run(item: Exercise, answer: Any) -> tuple[Verdict, list[Change], OutputBudg
     budget, timer = None, Timer(item.time_limit_s)
     verdict: Any = None
     try:  # only the answer and its validator run under the time limit, not the clean-up around them
-        with quiet_warnings(), limited_output() as budget, time_limit(item.time_limit_s) as timer:
+        # a validator's (or the answer's) warnings are not the learner's output; the filters come back afterwards
+        with warnings.catch_warnings(action="ignore"), limited_output() as budget, \
+                time_limit(item.time_limit_s) as timer:
             if not timer.available and not _no_time_limit_said:
                 _no_time_limit_said.append(True)
                 print(_("(Here check() cannot stop an endless loop: if a check runs on and on, interrupt the kernel; "

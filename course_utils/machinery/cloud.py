@@ -1,16 +1,10 @@
 """Where the course is published, and what a notebook opened on Colab or Kaggle needs to run.
 
-:data:`REPOSITORY` is the repository's GitHub owner/name, from ``course_utils/course.toml``. ``tools/cloud_badges.py``
-generates from it each notebook's "Open in Colab / Open in Kaggle" links and the guarded install lines at the top
-of its first code cell (which do nothing in the course's own environment, and on Colab or Kaggle ``pip install`` the
-course without touching torch); ``tests/test_cloud_badges.py`` checks every notebook carries exactly those. The
-website's launch buttons (Colab, Kaggle, Binder: ``python -m tools.site``) are made from the same functions.
-
-Every route opens the learner edition (the exercises as stubs, ``course_utils.machinery.learner_edition``) unless
-``complete=True`` asks for the teaching notebook with every solution: Colab and Kaggle open a notebook from a GitHub
-path, so the website's workflow (``.github/workflows/site.yml``) publishes the learner editions that ``make site``
-writes (``notebooks/``, ``notebooks/zh/``) as the branch :data:`LEARNER_BRANCH`, made anew on every push to main;
-Binder opens the learner's workspace that ``binder/postBuild`` prepares, with ``complete/`` beside it.
+:data:`REPOSITORY` (from ``course_utils/course.toml``) gives each notebook's "Open in Colab / Kaggle" links and the
+guarded install lines of its first code cell (``tools/cloud_badges.py`` writes them) and the website's launch
+buttons. Every route opens the learner edition (published as the branch :data:`LEARNER_BRANCH` by
+``.github/workflows/site.yml``) unless ``complete=True`` asks for the notebook with every solution; Binder opens the
+workspace that ``binder/postBuild`` prepares, with ``complete/`` beside it.
 
 Usage: ``colab_url("01_tensor_hooks.ipynb")``; ``install_lines()`` -> the guarded install, as notebook source
 """
@@ -27,8 +21,7 @@ REPOSITORY = SETTINGS.repository
 BRANCH = SETTINGS.branch
 """The branch the complete notebooks' cloud links open, the install cell installs and Binder builds."""
 LEARNER_BRANCH = "learner"
-"""The branch ``.github/workflows/site.yml`` publishes the learner editions on (``notebooks/NN_x.ipynb``,
-``notebooks/zh/``), made anew from ``make site``'s ``build/site/notebooks/`` on every push to main."""
+"""The branch the learner editions are published on (made anew from ``make site``'s output on every push to main)."""
 
 
 def _notebook_path(notebook: str, complete: bool) -> str:
@@ -36,8 +29,7 @@ def _notebook_path(notebook: str, complete: bool) -> str:
 
 
 def colab_url(notebook: str, *, complete: bool = False) -> str:
-    """The link that opens ``notebook`` (a path in notebooks/: ``"01_x.ipynb"``, ``"zh/01_x.ipynb"``) on Google Colab:
-    its learner edition, or with ``complete=True`` the notebook with every solution.
+    """The link that opens ``notebook`` (``"01_x.ipynb"``, ``"zh/01_x.ipynb"``) on Google Colab.
 
     Usage: ``colab_url("00_start_here.ipynb")``
     """
@@ -53,10 +45,8 @@ def kaggle_url(notebook: str, *, complete: bool = False) -> str:
 
 
 def binder_url(notebook: str, *, complete: bool = False) -> str:
-    """The link that starts the course on mybinder.org (built from ``binder/``) and opens ``notebook`` from the
-    learner's workspace that ``binder/postBuild`` prepares: ``workspace/`` for an English notebook, ``workspace-zh/``
-    for a Chinese one (``"zh/01_tensor_hooks.ipynb"``), as ``make lab`` names them; ``complete=True``: the notebook
-    with every solution, from the workspace's ``complete/``.
+    """The link that starts the course on mybinder.org and opens ``notebook`` in the workspace ``binder/postBuild``
+    prepares (``workspace/``, or ``workspace-zh/`` for ``"zh/01_x.ipynb"``; ``complete=True``: its ``complete/``).
 
     Usage: ``binder_url("00_start_here.ipynb")``
     """
@@ -87,10 +77,9 @@ def install_requirement() -> str:
 def install_lines() -> list[str]:
     """The guarded install that opens each notebook's first code cell, one source line each (no newline).
 
-    It runs pip only on Colab (its kernel imports ``google.colab``) or Kaggle (``KAGGLE_KERNEL_RUN_TYPE`` is set),
-    and only when course_utils is not importable yet; anywhere else it does nothing. The platform's torch and
-    torchvision are named at their installed versions, so pip keeps them: inside the supported range the install
-    goes through untouched; outside it pip stops with a conflict instead of downloading another torch.
+    It runs pip only on Colab or Kaggle, when course_utils is not importable yet. The platform's torch and
+    torchvision are named at their installed versions, so pip keeps them (outside the supported range pip stops
+    with a conflict instead of downloading another torch).
     Usage: ``"\\n".join(install_lines())``
     """
     return [

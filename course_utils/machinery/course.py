@@ -1,14 +1,11 @@
-"""The course map, read from the notebooks' own opening cells (so it can never drift from them).
-
-Each notebook opens with a markdown cell like::
+"""The course map, read from the notebooks' own opening cells (so it can never drift from them)::
 
     # 01 · Tensor hooks
     **You will learn** how to read and change gradients with tensor hooks.
     **Estimated time:** 35 min
 
-The notebooks are read from the course checkout's ``notebooks/`` or, where course_utils was installed without its
-checkout (``pip install`` of the repository, Colab, Kaggle), from the copy the wheel ships as package data
-(``course_utils/notebooks``, read with importlib.resources): :func:`notebooks_folder`.
+The notebooks are the checkout's ``notebooks/``, or where course_utils was installed without its checkout (Colab,
+Kaggle), the copy the wheel ships as package data: :func:`notebooks_folder`.
 
 Usage: ``print(course_map_markdown())`` or ``[row.title for row in course_map()]``
 """
@@ -69,17 +66,12 @@ class NotebookInfo:
     minutes: int
 
 
-def _opening(path: Path) -> str:
+def read_opening(path: Path) -> NotebookInfo:
+    """Title, one-line summary and minutes from a notebook's opening cell; a clear error when one is missing."""
     cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
     if not cells or cells[0].get("cell_type") != "markdown":
         raise ValueError(f"{path.name}: the first cell must be the markdown opening (title, objectives, time).")
-    source = cells[0]["source"]
-    return "".join(source) if isinstance(source, list) else source
-
-
-def read_opening(path: Path) -> NotebookInfo:
-    """Title, one-line summary and minutes from a notebook's opening cell; a clear error when one is missing."""
-    text = _opening(path)
+    text = "".join(cells[0]["source"])  # a list of lines, or one string
     patterns = (("title", _TITLE), ("learn", _LEARN), ("minutes", _MINUTES))
     found = {name: pattern.search(text) for name, pattern in patterns}
     missing = [name for name, match in found.items() if match is None]

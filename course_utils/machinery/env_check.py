@@ -1,16 +1,9 @@
 """Check that the running kernel has what the course needs, and say exactly what to do when it does not.
 
-The advice follows the route the learner took: the course's own virtual environment (``make lab``), the conda
-environment of ``environment.yml`` (Windows, or anyone using conda), another virtual environment, or a Python
-outside any environment.
-
-Versions: the course's own environment has the exact lock (requirements.txt) the stored outputs were made with.
-Any version inside the supported ranges (pyproject.toml, :func:`course_utils.machinery.pins.supported_ranges`) also
-passes, with a note that the last digits of some numbers may differ from the stored outputs; outside them doctor() says
-what to install.
-
-The report is in the course's language (``COURSE_LANG=zh`` or ``setup_notebook(lang="zh")``: Chinese); commands and
-package names stay as they are typed.
+The advice follows the route the learner took (:func:`detect_route`). Versions: the lock (requirements.txt) passes
+as before; any version inside the supported ranges (pyproject.toml) passes with a note that the last digits of some
+numbers may differ from the stored outputs; outside them doctor() says what to install. The report is in the
+course's language; commands and package names stay as they are typed.
 
 Usage (in a notebook): ``report = doctor()`` prints one line per check; ``report.ok`` is True when all pass.
 """
@@ -45,11 +38,9 @@ _CONDA_ROUTE = "`conda env create -f environment.yml`, `conda activate pytorch-h
 
 @dataclass(frozen=True)
 class Route:
-    """How this kernel's environment was made, and the commands that repair it on that route.
+    """How this kernel's environment was made: ``install`` (re)installs the packages, ``new_python`` makes the
+    environment anew with a supported Python; ``note`` (what is wrong with the route) and ``after`` are ``N_()`` text.
 
-    ``install`` (re)installs the pinned packages and ``new_python`` makes the environment anew with a supported
-    Python (and starts JupyterLab): commands for a terminal in the course folder. ``note`` says what is wrong with
-    the route itself, ``after`` what to do once ``install`` ran (both marked with ``N_()``, shown translated).
     Usage: ``detect_route().install`` -> ``"`make venv`"``
     """
 
@@ -229,48 +220,37 @@ def _check_versions(pins: dict[str, str] | None, ranges: dict[str, SpecifierSet]
     passes inside the supported range (with :data:`SUPPORTED_NOTE`); outside it, or missing, fails with the fix.
     Without a checkout (``pins`` None) only the ranges are checked, and packages the learner's platform brings
     itself (JupyterLab) are not required."""
-    findings = []
-    wrong: list[tuple[str, str]] = []
-    supported_others: list[str] = []
     names = list(pins) if pins is not None else list(ranges)
+    others = [name for name in names if name not in _KEY_PACKAGES]
+    findings, wrong, supported_others = [], [], []
     not_installed, missing = _("not installed"), _("missing")
-    for name in [*(n for n in _KEY_PACKAGES if n in names), *(n for n in names if n not in _KEY_PACKAGES)]:
-        have = _installed(name)
-        pinned = pins.get(name) if pins is not None else None
-        key = name in _KEY_PACKAGES
+    for name in [*(n for n in _KEY_PACKAGES if n in names), *others]:
+        have, pinned = _installed(name), (pins or {}).get(name)
+        fix = route.fix_packages if name not in ranges else _range_fix(name, ranges[name], route)
         if have is not None and pinned is not None and have.split("+")[0] == pinned:
             detail, ok = pinned, True
         elif name in ranges and _in_range(have, ranges[name]):
             detail, ok = f"{have}, {_(SUPPORTED_NOTE)}", True
-            if not key:
-                supported_others.append(f"{name} {have}")
+            supported_others += [f"{name} {have}"] if name in others else []
         else:
             want = (_("pinned {version}").format(version=pinned) if pinned is not None and name not in ranges
                     else _("the course supports {versions}").format(versions=describe_range(ranges[name])))
             detail, ok = f"{have or not_installed}, {want}", False
-            fix = route.fix_packages if name not in ranges else _range_fix(name, ranges[name], route)
-            if not key:
-                wrong.append((f"{name} {have or missing} ({want})", fix))
-        if key:
-            fix = route.fix_packages if name not in ranges else _range_fix(name, ranges[name], route)
+            wrong += [(f"{name} {have or missing} ({want})", fix)] if name in others else []
+        if name not in others:
             findings.append(Finding(name, ok, detail, "" if ok else fix))
-    others = [n for n in names if n not in _KEY_PACKAGES]
     if wrong:
-        detail = "; ".join(text for text, _fix in wrong)
         fix = wrong[0][1] if len({f for _text, f in wrong}) == 1 else route.fix_packages
         findings.append(Finding(_("other course packages") if pins is None else _("other pinned packages"), False,
-                                detail, fix))
-    elif pins is not None and not supported_others:
-        findings.append(Finding(_("other pinned packages"), True,
-                                _("all {count} match requirements.txt").format(count=len(others))))
-    elif pins is not None:
-        findings.append(Finding(_("other pinned packages"), True,
-                                _("{packages}: {note}; the other {count} match requirements.txt").format(
-                                    packages=", ".join(supported_others), note=_(SUPPORTED_NOTE),
-                                    count=len(others) - len(supported_others))))
-    else:
+                                "; ".join(text for text, _fix in wrong), fix))
+    elif pins is None:
         findings.append(Finding(_("other course packages"), True,
                                 _("all {count} in the supported ranges").format(count=len(others))))
+    else:
+        findings.append(Finding(_("other pinned packages"), True, _("{packages}: {note}; the other {count} match "
+                                                                     "requirements.txt").format(
+            packages=", ".join(supported_others), note=_(SUPPORTED_NOTE), count=len(others) - len(supported_others))
+            if supported_others else _("all {count} match requirements.txt").format(count=len(others))))
     return findings
 
 
@@ -288,29 +268,15 @@ def _check_widgets_frontend(route: Route) -> Finding:
 def _check_kernel() -> Finding:
     try:
         import torch  # noqa: F401
+        from IPython import get_ipython
 
         import course_utils  # noqa: F401  (importable from this kernel: the kernel is the course's Python)
     except ImportError as error:  # pragma: no cover - doctor is itself in course_utils
         return Finding(_("kernel"), False, str(error), _("Choose the kernel of the course environment."))
-    shell = _ipython_kind()
-    return Finding(
-        _("kernel"),
-        True,
-        _("course_utils and torch import here ({shell})").format(shell=shell),
-        "",
-    )
-
-
-def _ipython_kind() -> str:
-    try:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-    except ImportError:
-        shell = None
-    if shell is None:
-        return _("plain Python")
-    return _("Jupyter kernel") if "ipykernel" in sys.modules else type(shell).__name__
+    shell = get_ipython()
+    kind = (_("plain Python") if shell is None else _("Jupyter kernel") if "ipykernel" in sys.modules
+            else type(shell).__name__)
+    return Finding(_("kernel"), True, _("course_utils and torch import here ({shell})").format(shell=kind))
 
 
 def doctor(*, show: bool = True) -> DoctorReport:

@@ -1,17 +1,7 @@
 """What ``check()`` runs a learner's answer in: a time limit, a bounded output, and a session put back as it was.
 
 A self-check, not a sandbox: it protects the learner from their own mistakes (an endless loop, a flood of prints,
-a hook left registered, a changed default), not the check from a learner who sets out to fool it.
-
-- :func:`time_limit` -- an answer still running after the limit is stopped with :class:`TimeLimitExceeded` (a
-  ``BaseException``: ``except Exception`` in the answer does not swallow it), raised by a ``SIGALRM`` timer. Where
-  there is none (Windows, a thread other than the main one) ``Timer.available`` is false and the caller says so.
-  The caller's own ``SIGALRM`` handler and timer (pytest-timeout, say) are put back.
-- :func:`limited_output` -- what the answer prints passes through up to a budget; the rest is counted, not shown.
-- :class:`SessionGuard` -- torch function and dispatch modes left active are taken off and named (first: a learner's
-  mode would see, or break, the torch calls that put the rest back); random states, grad/anomaly/determinism modes,
-  threads, default dtype and device and print options are put back; global module and optimizer hooks left
-  registered are removed and named.
+a hook or torch mode left behind, a changed default), not the check from a learner who sets out to fool it.
 
 Usage::
 
@@ -35,7 +25,6 @@ import sysconfig
 import threading
 import time
 import types
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +43,7 @@ from course_utils._torch_internals import (
 from course_utils.machinery.messages import N_, Text
 
 __all__ = ["Change", "OutputBudget", "SessionGuard", "TimeLimitExceeded", "Timer", "is_learner_file", "limited_output",
-           "quiet_warnings", "time_limit"]
+           "time_limit", "written_by_learner"]
 
 COURSE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # course_utils/
 # The standard library, this environment's packages, and wherever torch and numpy themselves live (a user site or a
@@ -77,6 +66,18 @@ def is_learner_file(filename: str) -> bool:
     path = os.path.realpath(filename)
     return not (path.startswith(COURSE_DIR + os.sep) or path.startswith(_LIBRARY_DIRS)
                 or any(folder in path for folder in _PACKAGE_FOLDERS))
+
+
+def written_by_learner(value: Any) -> bool:
+    """True for a function, method, partial, class or callable object defined in the learner's code."""
+    while isinstance(value, functools.partial):
+        value = value.func
+    value = getattr(value, "__func__", value)  # a bound method
+    if isinstance(value, type):
+        module = sys.modules.get(value.__module__)
+        return value.__module__ == "__main__" or is_learner_file(getattr(module, "__file__", None) or "")
+    code = getattr(value, "__code__", None) or getattr(getattr(type(value), "__call__", None), "__code__", None)  # noqa: B004
+    return code is not None and is_learner_file(code.co_filename)
 
 
 # -- the time limit ----------------------------------------------------------------------------------------------
@@ -208,14 +209,6 @@ def limited_output(max_lines: int = 200, max_chars: int = 20_000) -> Iterator[Ou
         yield budget
     finally:
         sys.stdout, sys.stderr = out, err
-
-
-@contextlib.contextmanager
-def quiet_warnings() -> Iterator[None]:
-    """A validator's (or the answer's) warnings are not the learner's output; the filters come back afterwards."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
 
 
 # -- the session ----------------------------------------------------------------------------------------------

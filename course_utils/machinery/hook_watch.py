@@ -1,27 +1,17 @@
 """What a learner's hook returned while a check ran it: a value that cannot stand for the layer's output (or the
 gradient) it replaces.
 
-Inside :func:`watching_hooks`, every hook the learner's code registers -- a tensor hook, a module forward hook or
-pre-hook, a full backward hook or backward pre-hook -- is registered wrapped: the wrapper calls the learner's hook
-with the very arguments PyTorch gave it and looks at what it returned. A return value that cannot stand for what it
-replaces -- a forward hook that returns a string, a shape or a handle instead of the layer's output tensor; a full
-backward hook that returns a bare tensor, or a tensor of another shape than the grad_input entry it replaces --
-stops the check at once with :class:`HookMistake`, before PyTorch fails further on with a message about something
-else (``relu_(): argument 'input' must be Tensor, not str``). With ``observe_only`` (exercises whose hooks only
-record), any value a forward hook or pre-hook returns that differs from what it replaces is one.
+Inside :func:`watching_hooks`, every hook the learner's code registers is registered wrapped; a return value that
+cannot stand for what it replaces (a forward hook's string, shape or handle; a backward hook's bare tensor or
+wrongly shaped entry) stops the check at once with :class:`HookMistake`, before PyTorch fails further on with a
+message about something else. With ``observe_only``, any forward (pre-)hook value that differs from what it
+replaces is one. A gradient changed in place is not watched: the checks' graphs show it in the numbers. Hooks of
+the course's own code, and every hook once the block has ended, run unwrapped.
 
-A gradient changed in place is not watched here: the checks run the learner's hooks on graphs where PyTorch hands
-one gradient tensor to two paths (a residual ``out + x``, a ``Flatten``, ``(x + y) ** 2``), or call them on a probe,
-so the change shows in the numbers. ``check()`` turns the mistake into the ✗ line. Hooks of the course's own code,
-and every hook once the block has ended, run unwrapped (a wrapper left on a learner's object passes through).
-
-**The one patch of PyTorch in the course's checks** (:data:`PATCHED`): inside the block, the five registration
-methods are replaced, so that the learner's hook is registered wrapped. PyTorch uses what a hook returns without
-looking at it -- a forward hook that returns a string makes the *next* layer fail (``relu_(): argument 'input'
-(position 1) must be Tensor, not str``) -- and offers no way to see that value first: nothing is called when a hook
-is registered, and its global module hooks run before a module's own hooks, so they never see what those returned.
-``tests/test_hook_watch.py`` pins both behaviours: when PyTorch checks hook values itself, or lets a global hook see
-them, this patch can go.
+**The one patch of PyTorch in the course's checks** (:data:`PATCHED`): PyTorch uses what a hook returns without
+looking at it (a forward hook that returns a string makes the *next* layer fail) and offers no way to see that value
+first: nothing is called when a hook is registered, and global module hooks run before a module's own, so they never
+see what those returned. ``tests/test_hook_watch.py`` pins both: when PyTorch changes either, this patch can go.
 
 Usage::
 
@@ -41,7 +31,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from course_utils.machinery.guard import is_learner_file
+from course_utils.machinery.guard import written_by_learner
 from course_utils.machinery.messages import N_, Text
 
 __all__ = ["PATCHED", "HookMistake", "HookWatch", "watching_hooks", "REPLACED_OUTPUT"]
@@ -91,17 +81,6 @@ def _hook_name(hook: Callable[..., Any]) -> str | Text:
     return Text(N_("(a lambda)")) if name == "<lambda>" else f"`{name}`"
 
 
-def _learners(hook: Any) -> bool:
-    """True for a hook the learner wrote (a function, method, partial or callable object defined in their code)."""
-    while isinstance(hook, functools.partial):
-        hook = hook.func
-    target = getattr(hook, "__func__", hook)
-    code = getattr(target, "__code__", None)
-    if code is None and not isinstance(target, type):
-        code = getattr(getattr(type(target), "__call__", None), "__code__", None)  # noqa: B004 -- reads its code
-    return code is not None and is_learner_file(code.co_filename)
-
-
 def _type_name(value: Any) -> str:
     """``str``, ``torch.Size``, ``torch.utils.hooks.RemovableHandle``: a builtin by its name, the rest in full."""
     kind = type(value)
@@ -143,86 +122,79 @@ def _different(original: Any, replacement: Any) -> Text | None:
     return None
 
 
-def _gradient_hook(watch: HookWatch, kind: str, hook: Callable[..., Any]) -> Callable[..., Any]:
-    """A tensor hook (``hook(grad)``), full backward hook (``hook(module, grad_input, grad_output)``) or backward
-    pre-hook (``hook(module, grad_output)``), watched for what it returns."""
-
-    @functools.wraps(hook)
-    def watched(*args: Any) -> Any:
-        result = hook(*args)
-        if not watch.active or result is None:
-            return result
-        if kind == "tensor":
-            if not isinstance(result, torch.Tensor):
-                raise watch.fail(Text(N_("your tensor hook {hook} returned {what}: a tensor hook returns None (the "
-                                          "gradient passes on unchanged) or a new tensor shaped like `grad`, which "
-                                          "replaces it."), hook=_hook_name(hook), what=_what(result)))
-            return result
-        module, replaced = type(args[0]).__name__, args[1]
-        name = "grad_input" if kind == "backward" else "grad_output"
-        expected = len(replaced) if isinstance(replaced, tuple) else 1
-        said = {"kind": Text(_KINDS[kind]), "hook": _hook_name(hook), "module": module, "name": name}
+def _gradient_mistake(kind: str, hook: Callable[..., Any], args: tuple[Any, ...], result: Any) -> Text | None:
+    """What is wrong with the value a tensor hook (``hook(grad)``), full backward hook (``hook(module, grad_input,
+    grad_output)``) or backward pre-hook (``hook(module, grad_output)``) returned, or None."""
+    if kind == "tensor":
         if isinstance(result, torch.Tensor):
-            raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned a bare tensor: it replaces `{name}`, "
-                                      "which is a tuple, so return a tuple with one entry per entry of `{name}` "
-                                      "({count} here; None where an entry is None)."), count=expected, **said))
-        if not isinstance(result, (tuple, list)):
-            raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned {what}: it must return None or a "
-                                      "tuple that replaces `{name}`, one entry per entry ({count} here)."),
-                                   what=_what(result), count=expected, **said))
-        if len(result) != expected:
-            raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned {got} entries, and `{name}` has "
-                                      "{count}: return one entry per entry of `{name}` (None where an entry is "
-                                      "None)."), got=len(result), count=expected, **said))
-        for index, (new, old) in enumerate(zip(result, replaced)):
-            if isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor) and new.shape != old.shape:
-                raise watch.fail(Text(N_("your {kind} {hook} on a {module} returned a tensor of shape {shape} for "
-                                          "`{name}[{index}]`, which has shape {expected}: what it returns replaces "
-                                          "`{name}` entry by entry, each of its own shape. Which of the hook's "
-                                          "arguments did you start from?"), shape=tuple(new.shape), index=index,
-                                       expected=tuple(old.shape), **said))
-        return result
+            return None
+        return Text(N_("your tensor hook {hook} returned {what}: a tensor hook returns None (the gradient passes on "
+                       "unchanged) or a new tensor shaped like `grad`, which replaces it."),
+                    hook=_hook_name(hook), what=_what(result))
+    module, replaced = type(args[0]).__name__, args[1]
+    name = "grad_input" if kind == "backward" else "grad_output"
+    expected = len(replaced) if isinstance(replaced, tuple) else 1
+    said = {"kind": Text(_KINDS[kind]), "hook": _hook_name(hook), "module": module, "name": name}
+    if isinstance(result, torch.Tensor):
+        return Text(N_("your {kind} {hook} on a {module} returned a bare tensor: it replaces `{name}`, which is a "
+                       "tuple, so return a tuple with one entry per entry of `{name}` ({count} here; None where an "
+                       "entry is None)."), count=expected, **said)
+    if not isinstance(result, (tuple, list)):
+        return Text(N_("your {kind} {hook} on a {module} returned {what}: it must return None or a tuple that "
+                       "replaces `{name}`, one entry per entry ({count} here)."),
+                    what=_what(result), count=expected, **said)
+    if len(result) != expected:
+        return Text(N_("your {kind} {hook} on a {module} returned {got} entries, and `{name}` has {count}: return "
+                       "one entry per entry of `{name}` (None where an entry is None)."),
+                    got=len(result), count=expected, **said)
+    for index, (new, old) in enumerate(zip(result, replaced)):
+        if isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor) and new.shape != old.shape:
+            return Text(N_("your {kind} {hook} on a {module} returned a tensor of shape {shape} for `{name}[{index}]`, "
+                           "which has shape {expected}: what it returns replaces `{name}` entry by entry, each of its "
+                           "own shape. Which of the hook's arguments did you start from?"),
+                        shape=tuple(new.shape), index=index, expected=tuple(old.shape), **said)
+    return None
 
-    return watched
+
+def _forward_mistake(kind: str, hook: Callable[..., Any], args: tuple[Any, ...], result: Any, observe_only: bool,
+                     with_kwargs: bool) -> Text | None:
+    """What is wrong with the value a forward hook or forward pre-hook returned in place of the output (the input)."""
+
+    def replaced(what: Text, why: Text) -> Text:
+        return Text(REPLACED_OUTPUT, kind=Text(_KINDS[kind]), hook=_hook_name(hook), what=what,
+                    module=type(args[0]).__name__, why=why,
+                    replaced=Text(N_("output") if kind == "forward" else N_("input")))
+
+    if kind == "forward":
+        output = args[-1]
+        if result is output or output is None:
+            return None
+        if isinstance(output, torch.Tensor) and not isinstance(result, torch.Tensor) or \
+                isinstance(output, tuple) and not isinstance(result, (tuple, list)):
+            return replaced(_what(result), Text(_WHY_VALUE))
+        different = _different(output, result) if observe_only else None
+    elif with_kwargs or result is args[1]:  # (args, kwargs) or None: PyTorch says clearly what it wants
+        return None
+    elif not isinstance(result, (tuple, torch.Tensor)) or isinstance(result, torch.Size):
+        return replaced(_what(result), Text(N_("A pre-hook returns None, or the new positional inputs: a tuple (or "
+                                               "one tensor).")))
+    else:
+        different = _different(args[1], result if isinstance(result, tuple) else (result,)) if observe_only else None
+    return None if different is None else replaced(different, Text(_WHY_OBSERVE))
 
 
-def _forward_hook(watch: HookWatch, kind: str, hook: Callable[..., Any], with_kwargs: bool) -> Callable[..., Any]:
-    """A forward hook or forward pre-hook, watched for what it returns in place of the output (the input)."""
+def _watched(watch: HookWatch, kind: str, hook: Callable[..., Any], with_kwargs: bool) -> Callable[..., Any]:
+    """``hook`` wrapped: what it returns is looked at, and a value that cannot stand for what it replaces stops the
+    check (:meth:`HookWatch.fail`)."""
 
     @functools.wraps(hook)
     def watched(*args: Any) -> Any:
         result = hook(*args)
-        if not watch.active or result is None:
-            return result
-        module = type(args[0]).__name__
-        if kind == "forward":
-            output = args[-1]
-            if result is output or output is None:
-                return result
-            if isinstance(output, torch.Tensor) and not isinstance(result, torch.Tensor) or \
-                    isinstance(output, tuple) and not isinstance(result, (tuple, list)):
-                raise watch.fail(Text(REPLACED_OUTPUT, kind=Text(_KINDS[kind]), hook=_hook_name(hook), module=module,
-                                       what=_what(result), replaced=Text(N_("output")), why=Text(_WHY_VALUE)))
-            different = _different(output, result) if watch.observe_only else None
-            if different is not None:
-                raise watch.fail(Text(REPLACED_OUTPUT, kind=Text(_KINDS[kind]), hook=_hook_name(hook), module=module,
-                                      what=different, replaced=Text(N_("output")), why=Text(_WHY_OBSERVE)))
-            return result
-        if with_kwargs:  # (args, kwargs) or None: PyTorch says clearly what it wants
-            return result
-        inputs = args[1]
-        if result is inputs:
-            return result
-        if not isinstance(result, (tuple, torch.Tensor)) or isinstance(result, torch.Size):
-            raise watch.fail(Text(REPLACED_OUTPUT, kind=Text(_KINDS[kind]), hook=_hook_name(hook), module=module,
-                                   what=_what(result), replaced=Text(N_("input")),
-                                   why=Text(N_("A pre-hook returns None, or the new positional inputs: a tuple (or one "
-                                               "tensor)."))))
-        different = _different(inputs, result if isinstance(result, tuple) else (result,)) \
-            if watch.observe_only else None
-        if different is not None:
-            raise watch.fail(Text(REPLACED_OUTPUT, kind=Text(_KINDS[kind]), hook=_hook_name(hook), module=module,
-                                  what=different, replaced=Text(N_("input")), why=Text(_WHY_OBSERVE)))
+        if watch.active and result is not None:
+            mistake = (_forward_mistake(kind, hook, args, result, watch.observe_only, with_kwargs)
+                       if kind in ("forward", "forward_pre") else _gradient_mistake(kind, hook, args, result))
+            if mistake is not None:
+                raise watch.fail(mistake)
         return result
 
     return watched
@@ -252,9 +224,8 @@ def watching_hooks(enabled: bool = True, observe_only: bool = False) -> Iterator
     def registering(original: Callable[..., Any], kind: str) -> Callable[..., Any]:
         @functools.wraps(original)
         def register(self: Any, hook: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-            if _learners(hook):
-                hook = (_forward_hook(watch, kind, hook, bool(kwargs.get("with_kwargs")))
-                        if kind in ("forward", "forward_pre") else _gradient_hook(watch, kind, hook))
+            if written_by_learner(hook):
+                hook = _watched(watch, kind, hook, bool(kwargs.get("with_kwargs")))
             return original(self, hook, *args, **kwargs)
 
         return register

@@ -1,11 +1,6 @@
-"""The course's versions: the exact lock (``requirements.txt``) and the supported ranges (``pyproject.toml``).
-
-``requirements.txt`` is the one place exact pins live: what ``make lab`` and ``make test`` install, and what the
-stored outputs were made with. ``pyproject.toml`` declares the *ranges* the course runs with (its
-``dependencies``, with lower bounds measured by ``make test-compat`` on Colab's package set); an installed wheel
-carries them as ``Requires-Dist``. In a course checkout both files are read; where course_utils was installed
-without its checkout (a wheel, ``pip install`` from git, Colab) there is no lock, and the installed metadata gives
-the ranges. Both are parsed with ``packaging``.
+"""The course's versions: the exact lock (``requirements.txt``: what ``make lab`` installs and the stored outputs were
+made with) and the supported ranges (``pyproject.toml``'s ``dependencies``; an installed wheel carries them as
+``Requires-Dist``, read where course_utils runs without its checkout, e.g. on Colab). Parsed with ``packaging``.
 
 Usage: ``read_pins()["torch"]`` -> ``"2.14.1"``; ``supported_ranges()["torch"]`` -> ``SpecifierSet(">=2.11,<2.15")``
 """
@@ -62,12 +57,7 @@ def parse_pins(lines: list[str]) -> dict[str, str]:
                 f"Line {number} is not an exact pin (name==version): {raw.strip()!r} ({str(error).splitlines()[0]})"
             ) from None
         specifiers = list(requirement.specifier)
-        if (
-            requirement.url
-            or len(specifiers) != 1
-            or specifiers[0].operator != "=="
-            or specifiers[0].version.endswith(".*")
-        ):
+        if requirement.url or len(specifiers) != 1 or specifiers[0].operator != "==" or "*" in specifiers[0].version:
             raise ValueError(f"Line {number} is not an exact pin (name==version): {raw.strip()!r}")
         if requirement.marker is not None and not requirement.marker.evaluate():
             continue
@@ -124,9 +114,8 @@ def supported_ranges() -> dict[str, SpecifierSet]:
 
 
 def read_pins(path: Path | str | None = None) -> dict[str, str]:
-    """The exact lock with normalised package names: from ``path`` if given, else from ``requirements.txt`` of the
-    checkout course_utils is imported from. Without a checkout there is no lock (an installed course_utils records
-    ranges, :func:`supported_ranges`): ``FileNotFoundError``.
+    """The exact lock with normalised package names, from ``path`` or the checkout's ``requirements.txt`` (none
+    without a checkout: ``FileNotFoundError``).
 
     Usage: ``read_pins()["torch"]`` -> ``"2.14.1"``
     """

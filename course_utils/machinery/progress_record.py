@@ -1,19 +1,13 @@
-"""The learner's progress record, stored: one line per ``check()``, kept in their own workspace (``progress()``, in
-:mod:`course_utils.machinery.progress`, sums it up).
-
-Each ``check()`` appends one JSON line -- never the learner's code -- to ``.course-progress.jsonl``::
+"""The learner's progress record: one JSON line per ``check()`` -- never the learner's code -- in
+``.course-progress.jsonl`` (``progress()``, in :mod:`course_utils.machinery.progress`, sums it up)::
 
     {"exercise": "06.1", "verdict": "pass", "attempt": 3, "time": "2026-11-25T04:01:02Z"}
 
-The file lives in the learner's workspace: the nearest folder at or above the working directory that holds the
-workspace's ``.course-manifest.json`` (what ``make lab``, Binder and ``make hub`` make), else the working directory
-itself where the course is installed as a package (Colab, Kaggle, the learner edition a TLJH hub pulls into each
-home, a learner's own folder), never in the course's checkout, read-only or not: there nothing is recorded.
-``COURSE_PROGRESS=/some/file.jsonl`` records there instead, anywhere; ``COURSE_PROGRESS=off`` records nothing.
-
-Recording never breaks ``check()``: a read-only folder, a full disk or a corrupt file give a one-line note and the
-verdict is shown as always. Kernels that check at the same moment take turns (an exclusive lock where the system
-has ``fcntl``; each line is one append). Course updates never touch the file (the workspace keeps every file).
+It lives in the learner's workspace: the nearest folder at or above the working directory with the workspace's
+``.course-manifest.json`` (``make lab``, Binder, ``make hub``), else the working directory where the course is
+installed as a package (Colab, Kaggle, a TLJH home), never in the course's checkout. ``COURSE_PROGRESS=FILE``
+records there instead; ``COURSE_PROGRESS=off`` records nothing. Recording never breaks ``check()`` (a read-only
+folder, a full disk, a corrupt file give a one-line note); kernels that check at once take turns (``fcntl`` lock).
 
 Usage::
 
@@ -23,13 +17,12 @@ Usage::
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,18 +131,6 @@ def read_record(path: Path | None = None) -> tuple[list[Attempt], int]:
         return parse_lines(handle)
 
 
-@contextlib.contextmanager
-def _locked(fd: int) -> Iterator[None]:
-    if fcntl is None:  # pragma: no cover - Windows
-        yield
-        return
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
-
 def record(exercise_id: str, passed: bool, *, path: Path | None = None) -> str | None:
     """Append one attempt; return None, or a one-line note saying why nothing was recorded.
 
@@ -163,16 +144,17 @@ def record(exercise_id: str, passed: bool, *, path: Path | None = None) -> str |
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise OSError(_("{path} is not a regular file").format(path=target))
-            with _locked(fd):
-                with open(os.dup(fd), encoding="utf-8", errors="replace") as reader:
-                    earlier, _unreadable = parse_lines(reader)
-                attempt = 1 + sum(1 for item in earlier if item.exercise == exercise_id)
-                when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                line = json.dumps({"exercise": exercise_id, "verdict": "pass" if passed else "fail",
-                                   "attempt": attempt, "time": when}) + "\n"
-                data = line.encode("utf-8")
-                if os.write(fd, data) != len(data):
-                    raise OSError(_("the line was written only in part (is the disk full?)"))
+            if fcntl is not None:  # released when fd is closed
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            with open(os.dup(fd), encoding="utf-8", errors="replace") as reader:
+                earlier, _unreadable = parse_lines(reader)
+            attempt = 1 + sum(1 for item in earlier if item.exercise == exercise_id)
+            when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            line = json.dumps({"exercise": exercise_id, "verdict": "pass" if passed else "fail",
+                               "attempt": attempt, "time": when}) + "\n"
+            data = line.encode("utf-8")
+            if os.write(fd, data) != len(data):
+                raise OSError(_("the line was written only in part (is the disk full?)"))
         finally:
             os.close(fd)
     except (OSError, ValueError) as error:

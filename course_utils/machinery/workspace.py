@@ -1,16 +1,9 @@
 """The learner's workspace: their own copy of the learner edition, created once and never overwritten.
 
-``prepare_workspace(dest)`` fills ``dest`` with
-
-- ``NN_topic.ipynb``: the learner edition (exercises stubbed) -- copied only when the learner has no such file;
-- ``complete/``: the teaching notebooks with every solution, read-only, one click away;
-- ``hooks_cheatsheet.md`` when the course has one.
-
-When the course changes a notebook the learner already has, the learner's file stays as it is and the new version
-lands beside it as ``NN_topic.course-update-<id>.ipynb``, with a message saying so. Nothing in the workspace is
-ever deleted. ``.course-manifest.json`` remembers what was delivered.
-
-The Chinese edition: ``--lang zh`` (``make lab COURSE_LANG=zh``) fills the workspace from ``notebooks/zh/``.
+``prepare_workspace(dest)`` fills ``dest`` with the learner edition's ``NN_topic.ipynb`` (only where the learner has
+no such file), ``complete/`` (the notebooks with every solution, read-only) and ``hooks_cheatsheet.md``. A course
+update of a notebook the learner has lands beside it as ``NN_topic.course-update-<id>.ipynb``, with a message; nothing
+is ever deleted; ``.course-manifest.json`` remembers what was delivered. ``--lang zh``: from ``notebooks/zh/``.
 
 Usage: ``python -m course_utils.machinery.workspace workspace`` (what ``make lab`` runs), or
 ``prepare_workspace(Path("workspace"))`` -> the list of messages it printed.
@@ -150,9 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lang", default=language(), choices=LANGUAGES,
                         help="the edition: en (default, or COURSE_LANG) or zh (the Chinese notebooks)")
     args = parser.parse_args(argv)
-    messages = prepare_workspace(args.dest, quiet=True, lang=args.lang)
-    for message in messages:
-        print(message)
+    prepare_workspace(args.dest, lang=args.lang)
     print(_("Workspace ready: {folder}/ (your exercises; the complete notebooks are in {complete}/)").format(
         folder=args.dest, complete=f"{args.dest}/{COMPLETE}"))
     return 0
