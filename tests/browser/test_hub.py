@@ -1230,7 +1230,9 @@ def test_wrong_passwords_never_lock_out_a_known_browser_and_a_flood_is_refused(a
         answers = flood_as("root", f"http://127.0.0.1:{hub.port}", f"localhost:{hub.port}", "login", instructor.name,
                            30, source="127.0.0.1")
     flood_s, checked = time.monotonic() - started, sum(1 for _, was_checked, _ in answers if was_checked)
-    assert all(status in (200, 429) for status, _, _ in answers) and answers[-1][0] == 429, answers
+    # refused past the budget; the budget refills (PER_ADDRESS a minute), so on a slow machine a late attempt may be
+    # checked again: the bound counts the refill, not the order
+    assert all(status in (200, 429) for status, _, _ in answers) and any(s == 429 for s, _, _ in answers), answers
     assert checked <= PER_ADDRESS - spent + flood_s * PER_ADDRESS / 60 + 2, f"{checked} checked in {flood_s:.0f} s"
     assert log_in_again(instructor, hub) == 302, "the instructor's right password, from his browser, was refused"
     assert log_in_again(ann, hub) == 302, "ann's right password, from her browser, was refused"
