@@ -33,6 +33,10 @@ COURSE_LANG ?=
 EDITION := $(or $(COURSE_LANG),en)
 NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
+# make test and make test-browser: one worker more. Their hub start-ups, page loads, installs and servers leave a core
+# idle while they wait, and a third worker fills it (2 cores, same run: 3 workers 544 s, 2 workers 630 s, all passed);
+# make nbval and make unit are CPU-bound and stay on WORKERS. WORKERS=N on the command line sets both.
+TEST_WORKERS ?= $(if $(filter command line environment,$(origin WORKERS)),$(WORKERS),3)
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: sync check translations help venv lab lab-complete lint test test-profile test-browser test-hub test-compat unit nbval nbval-portable refresh bench learner slides site html timings clean hub hub-remove-learner
@@ -106,7 +110,7 @@ CHROMIUM ?= $(or $(firstword $(wildcard /usr/bin/chromium-headless-shell /usr/bi
 export COURSE_CHROMIUM := $(CHROMIUM)
 
 # One pytest session for everything: unit tests, strict nbval of every notebook and, when Chromium is here, the
-# browser suite, on $(WORKERS) workers that share the work by units (tests/conftest.py). With the browser suite,
+# browser suite, on $(TEST_WORKERS) workers that share the work by units (tests/conftest.py). With the browser suite,
 # each learner notebook runs in JupyterLab and not a second time in tests/test_editions.py.
 # --timeout: a last resort per test (signal method, so servers and browsers are still stopped); the tests fail
 # much sooner with a message naming the notebook and cell.
@@ -130,7 +134,7 @@ lint: venv
 
 test: venv lint $(if $(HAVE_CHROMIUM),$(AXE))
 	@test -n "$(HAVE_CHROMIUM)" || echo "SKIPPED the browser tests: no Chromium at $(CHROMIUM) (apt-get install chromium-headless-shell, or make test CHROMIUM=/path; CI installs it)"
-	$(if $(HAVE_CHROMIUM),COURSE_REQUIRE_BROWSER=1) $(PY) -m pytest -n $(WORKERS) tests $(NOTEBOOKS) \
+	$(if $(HAVE_CHROMIUM),COURSE_REQUIRE_BROWSER=1) $(PY) -m pytest -n $(TEST_WORKERS) tests $(NOTEBOOKS) \
 	    $(if $(HAVE_CHROMIUM),,--ignore=tests/browser) --nbval --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) \
 	    $(TIMEOUTS) --durations=20
 
@@ -140,7 +144,7 @@ test-profile: export PYTEST_ADDOPTS := -p tools.test_profile $(PYTEST_ADDOPTS)
 test-profile: test
 
 test-browser: venv $(AXE)
-	COURSE_REQUIRE_BROWSER=1 $(PY) -m pytest -n $(WORKERS) tests/browser $(TIMEOUTS) --durations=15
+	COURSE_REQUIRE_BROWSER=1 $(PY) -m pytest -n $(TEST_WORKERS) tests/browser $(TIMEOUTS) --durations=15
 
 # The supported range, measured: pip install of the course into an environment made from Colab's package snapshot
 # (tools/compat/colab-packages.txt, Python 3.13), then every notebook and learner edition run from a temporary folder
