@@ -34,7 +34,7 @@ EDITION := $(or $(COURSE_LANG),en)
 NB ?= $(NOTEBOOKS)
 WORKERS ?= 2
 # make test and make test-browser: one worker more. Their hub start-ups, page loads, installs and servers leave a core
-# idle while they wait, and a third worker fills it (2 cores, same run: 3 workers 544 s, 2 workers 630 s, all passed);
+# idle while they wait, and a third worker fills it (2 cores: 7.5x one strict nbval pass on 2 workers, 6.8x on 3);
 # make nbval and make unit are CPU-bound and stay on WORKERS. WORKERS=N on the command line sets both.
 TEST_WORKERS ?= $(if $(filter command line environment,$(origin WORKERS)),$(WORKERS),3)
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
