@@ -167,7 +167,7 @@ def kept(name: str) -> Iterator[Path]:
 
 # What the editions are made from: built again when one of these changed since the last run.
 EDITION_SOURCES = ("notebooks", "tools/build_editions.py", "tools/nbconvert_templates", "vendor",
-                   "course_utils/machinery", "requirements.txt")
+                   "course_utils/machinery", "course_utils/course.toml", "requirements.txt")
 
 
 @pytest.fixture(scope="session")

@@ -37,10 +37,12 @@ NOTEBOOKS = ROOT / "notebooks"
 
 SPHINX_LANGUAGE = {"en": "en", "zh": "zh_CN"}
 GUIDES = ("hooks_cheatsheet.md", "instructor_guide.md")
-# What the pages are made from that Sphinx does not watch: the site's own code, the course modules and glossary (the
-# Chinese search's dictionary) its extension reads, the pinned packages.
-UNWATCHED = ("tools/site", "translations/zh/GLOSSARY.md", "requirements.txt", "course_utils/machinery/cloud.py",
-             "course_utils/machinery/course.py", "course_utils/machinery/learner_edition.py")
+# What the pages are made from that Sphinx does not watch: the site's own code, the course's settings (a fork's
+# repository is in every launch link) and the modules and glossary (the Chinese search's dictionary) the site reads,
+# the pinned packages.
+UNWATCHED = ("tools/site", "translations/zh/GLOSSARY.md", "requirements.txt", "course_utils/course.toml",
+             *(f"course_utils/machinery/{name}.py" for name in ("layout", "messages", "cloud", "course",
+                                                                "learner_edition")))
 
 
 @dataclass(frozen=True)
