@@ -4,8 +4,13 @@ The run itself is `make test-compat`, which .ci/run runs after `make test` and `
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
 
 import nbformat
 import pytest
@@ -75,6 +80,23 @@ def test_only_notebooks_that_passed_both_runs_are_recorded(tmp_path: Path, monke
     run.record_verified("colab-2026-08-19", report, "2.11.0")
     data = json.loads((tmp_path / "verified.json").read_text())
     assert list(data) == ["01_a"] and data["01_a"]["colab-2026-08-19"]["torch"] == "2.11.0"
+
+
+def test_the_runner_loads_once_when_the_workers_ask_for_it_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``make test-compat`` runs its jobs in threads, and each asks for the runner: the first asks race (CI failed
+    with "'NoneType' object has no attribute '__dict__'" in the runner's @dataclass when two executed it at once)."""
+    path = ROOT / "tools" / "notebook_runner.py"
+    monkeypatch.delitem(sys.modules, f"course_checkout_{path.stem}", raising=False)
+    start = threading.Barrier(6)
+
+    def load() -> ModuleType:
+        start.wait()
+        return execute.load(path)
+
+    with ThreadPoolExecutor(6) as pool:
+        modules = list(pool.map(lambda _: load(), range(6)))
+    assert all(module is modules[0] for module in modules)
+    assert dataclasses.is_dataclass(modules[0].NotebookRun)
 
 
 def test_a_job_runs_through_the_course_runner_and_judge_loaded_by_path(tmp_path: Path) -> None:

@@ -12,15 +12,15 @@ Usage: ``cd /tmp/x && python /path/to/tools/compat/execute.py --workers 2 --note
 from __future__ import annotations
 
 import argparse
-import functools
+import importlib.util
 import json
 import re
-import runpy
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType
 
 import nbformat
 
@@ -41,13 +41,26 @@ WARNING_LINE = re.compile(r"^(?P<path>\S+?):(?P<line>\d+): "
 # own code -- a notebook cell (ipykernel_...) or course_utils -- that calls a deprecated torch API.
 COURSE_DEBT = re.compile(r"/(torch|torchvision|course_utils)/|ipykernel_\d+")
 TOOLS = Path(__file__).resolve().parent.parent
+_LOADING = threading.Lock()
 
 
-@functools.cache
-def load(path: Path) -> SimpleNamespace:
+def load(path: Path) -> ModuleType:
     """A module of the checkout, by its path (tools/notebook_runner.py, tests/learner_run.py), beside any module of
-    that name here."""
-    return SimpleNamespace(**runpy.run_path(str(path), run_name=f"course_checkout_{path.stem}"))
+    that name here; executed once, whichever thread asks first, and kept in ``sys.modules`` (its dataclasses look
+    their module up there while it executes)."""
+    name = f"course_checkout_{path.stem}"
+    with _LOADING:
+        if name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {path}")
+            sys.modules[name] = importlib.util.module_from_spec(spec)
+            try:
+                spec.loader.exec_module(sys.modules[name])
+            except BaseException:
+                del sys.modules[name]
+                raise
+        return sys.modules[name]
 
 
 def _stream(cell: nbformat.NotebookNode, name: str) -> str:
@@ -95,7 +108,7 @@ Job = tuple[str, str, str, str]  # label, notebook, its teaching notebook, kind 
 Result = tuple[str, list[str], list[str], list[str], float]  # label, problems, runner's notes, warnings, seconds
 
 
-def run_job(job: Job, judge: SimpleNamespace, *, cell_timeout: float, notebook_timeout: float,
+def run_job(job: Job, judge: ModuleType, *, cell_timeout: float, notebook_timeout: float,
             strict_warnings: bool = False) -> Result:
     """Run one notebook with the course's runner and judge it (``judge``: tests/learner_run.py); the warnings returned
     are those not counted as the course's.
