@@ -53,6 +53,20 @@ def browser(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]
 
 
 @pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """Chromium launched by Playwright, for pages that need no JupyterLab (the hub, the website, the slides)."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
 def lab_page(lab: Lab, browser: Any) -> Iterator[LabPage]:
     """One JupyterLab page shared by the notebook tests (a fresh one after a failure)."""
     shared = LabPage(browser, lab)

@@ -35,7 +35,7 @@ import psutil
 import pytest
 from hub_client import flood_as
 from hubserver import ThrowAwayHub, private_clone
-from labserver import CHROMIUM, CHROMIUM_FLAGS, ROOT, SCREENSHOTS
+from labserver import CHROMIUM, ROOT, SCREENSHOTS
 from learner_run import learner_run_problems
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.hub]
@@ -129,18 +129,6 @@ def hub() -> Iterator[ThrowAwayHub]:
     finally:
         shutil.rmtree(top, ignore_errors=True)
         signal.signal(signal.SIGTERM, previous)
-
-
-@pytest.fixture(scope="module")
-def chromium(hub: ThrowAwayHub) -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 def new_page(browser, outside: list[str]):  # type: ignore[no-untyped-def]

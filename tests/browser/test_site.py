@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlparse
 
 import pytest
-from labserver import CHROMIUM, CHROMIUM_FLAGS, LOOPBACK, SCREENSHOTS, require_browser
+from labserver import LOOPBACK, SCREENSHOTS, require_browser
 
 from benchmarks.bench_site_weight import LARGEST_TARGET, MEDIAN_TARGET, PHONE, measure, serving, site_pages
 from course_utils.machinery import cloud
@@ -95,20 +95,8 @@ def served(course_site: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def browser(served: str) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-@pytest.fixture(scope="module")
-def tab(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport=DESKTOP, color_scheme="light")
+def tab(chromium: Any) -> Iterator[Any]:
+    context = chromium.new_context(viewport=DESKTOP, color_scheme="light")
     context.grant_permissions(["clipboard-read", "clipboard-write"])
     try:
         yield context.new_page()
@@ -216,10 +204,10 @@ def visit_page(browser: Any, url: str, name: str, site: Path, axe: str) -> Visit
 
 
 @pytest.fixture(scope="module")
-def visits(course_site: Path, served: str, browser: Any) -> dict[str, Visit]:
+def visits(course_site: Path, served: str, chromium: Any) -> dict[str, Visit]:
     """Every page of both languages, each opened once: what it did and what was found on it."""
     axe = AXE.read_text(encoding="utf-8")
-    return {name: visit_page(browser, served, name, course_site, axe) for name in site_pages(course_site)}
+    return {name: visit_page(chromium, served, name, course_site, axe) for name in site_pages(course_site)}
 
 
 def write_axe_report(visits: dict[str, Visit]) -> dict[str, dict[str, Any]]:

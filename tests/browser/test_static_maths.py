@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 import pytest
-from labserver import CHROMIUM, CHROMIUM_FLAGS, require_browser
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from tools import build_editions
@@ -64,19 +62,6 @@ def site(course_editions: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     body, _ = build_editions.slides_exporter().from_notebook_node(build_editions.with_slide_boundaries(nb))
     (out / "slides" / "fixture.slides.html").write_text(body, encoding="utf-8")
     return out
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[object]:
-    require_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @dataclass
