@@ -21,7 +21,8 @@ def small_graph() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tenso
     return x, w, z, (z * z).sum()
 
 
-def test_tensor_level_order_matches_pytorch_2() -> None:
+def watched_backward() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, HookTimeline]:
+    """small_graph's backward pass recorded: x's accumulation, z's tensor hook, retain_grad and node."""
     x, w, z, loss = small_graph()
     with HookTimeline() as timeline:
         timeline.watch_leaf(x, "x")
@@ -29,6 +30,11 @@ def test_tensor_level_order_matches_pytorch_2() -> None:
         timeline.watch_retain_grad(z, "z")
         timeline.watch_node(z, "z")
         loss.backward()
+    return x, w, z, timeline
+
+
+def test_tensor_level_order_matches_pytorch_2() -> None:
+    x, w, z, timeline = watched_backward()
     assert timeline.order() == [
         "tensor hook: z",
         "retain_grad: z",  # stored after the tensor hooks (PyTorch >= 2.0), before the node runs

@@ -30,9 +30,8 @@ from course_utils.hooks import UnknownLayerError, assert_no_hooks
 from course_utils.memory import checkpoint_memory
 from course_utils.recompiles import PATTERNS, graphs_per_call
 from course_utils.saliency import grad_cam
-from course_utils.timeline import HookTimeline
 from course_utils.widgets import METHODS, WIDGET_VIEW, FigureExplorer, SaliencyExplorer
-from tests.test_timeline import small_graph
+from tests.test_timeline import watched_backward
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,13 +102,7 @@ def test_the_displayed_explorer_holds_the_controls_and_the_figure_and_refuses_un
 
 # -- the notebooks' explorers ---------------------------------------------------------------------------------
 def test_notebook_02_replay_steps_through_the_hooks_in_firing_order() -> None:
-    x, w, z, loss = small_graph()
-    with HookTimeline() as timeline:
-        timeline.watch_leaf(x, "x")
-        timeline.watch_tensor(loss, "loss")
-        timeline.watch_tensor(z, "z")
-        timeline.watch_retain_grad(z, "z")
-        loss.backward()
+    timeline = watched_backward()[-1]
 
     def replay(step):
         event = timeline.events[step - 1]
@@ -120,11 +113,11 @@ def test_notebook_02_replay_steps_through_the_hooks_in_firing_order() -> None:
                              alt="Step {step} of {steps} of one backward pass; the hook firing now: {event}.")
     box = stepper.widget()
     slider, output = box.children[0].children[0], box.children[1]
-    assert alt_shown(output) == "Step 4 of 4 of one backward pass; the hook firing now: post-accumulate hook on x."
+    assert alt_shown(output) == "Step 5 of 5 of one backward pass; the hook firing now: post-accumulate hook on x."
     slider.value = 2
-    assert alt_shown(output) == "Step 2 of 4 of one backward pass; the hook firing now: tensor hook on z."
+    assert alt_shown(output) == "Step 2 of 5 of one backward pass; the hook firing now: retain_grad on z."
     with pytest.raises(ValueError, match="upto"):
-        timeline.plot(upto=5)
+        timeline.plot(upto=6)
     plt.close("all")
 
 
