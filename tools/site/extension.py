@@ -40,33 +40,30 @@ GLOSSARY = ROOT / "translations" / "zh" / "GLOSSARY.md"
 NOTEBOOK = re.compile(r"\d\d_\w+")
 FIGURE = re.compile(r'<img src="(data:image/(?:png|jpeg);base64,[A-Za-z0-9+/=]+)" alt="([^"]*)"/>')
 
-# The few words the theme does not translate itself, by edition (the prose comes from tools/site/landing.md and
-# its translation, translations/zh/landing.po).
-WORDS = {
-    "en": {
-        "twin": "中文", "twin_lang": "zh-CN", "twin_title": "本页的中文版 (this page in Chinese)",
-        "home": "Course home",
-        "author": "the course's authors", "copyright": "the course's authors, MIT licence",
-        "launch": "Run this notebook's exercises: Colab, Kaggle or Binder", "open_on": "Open the exercises on {}",
-        "notebook": "notebook", "learn": "what you learn", "minutes": "minutes", "total": "total",
-        "show_solution": "Show the solution", "hide_solution": "Hide the solution",
-        "exercises": "Exercises .ipynb", "exercises_tip": "The notebook with the exercises for you to write",
-        "complete": "Complete .ipynb", "complete_tip": "The complete notebook, with every solution",
-        "glossary": "Glossary", "glossary_intro": "The course's terms and their Chinese, one translation each, as the "
-        "Chinese edition uses them (from `translations/zh/GLOSSARY.md`).",
-    },
-    "zh": {
-        "twin": "English", "twin_lang": "en", "twin_title": "This page in English（本页的英文版）", "home": "课程首页",
-        "author": "本课程的作者们", "copyright": "本课程的作者们，MIT 许可证",
-        "launch": "运行这个笔记本的练习：Colab、Kaggle 或 Binder", "open_on": "在 {} 上打开练习",
-        "notebook": "笔记本", "learn": "你将学到", "minutes": "分钟", "total": "合计",
-        "show_solution": "显示参考答案", "hide_solution": "隐藏参考答案",
-        "exercises": "学员版 .ipynb", "exercises_tip": "练习留给你来写的学员版笔记本",
-        "complete": "完整版 .ipynb", "complete_tip": "含全部参考答案的完整版笔记本",
-        "glossary": "术语表", "glossary_intro": "课程中文版的术语和它们的英文原文，每个术语只用一种译法"
-        "（来自 `translations/zh/GLOSSARY.md`）。",
-    },
+# The few words the theme does not translate itself, as (English, Chinese) (the prose comes from
+# tools/site/landing.md and its translation, translations/zh/landing.po).
+_EN_ZH = {
+    "twin": ("中文", "English"), "twin_lang": ("zh-CN", "en"),
+    "twin_title": ("本页的中文版 (this page in Chinese)", "This page in English（本页的英文版）"),
+    "home": ("Course home", "课程首页"), "author": ("the course's authors", "本课程的作者们"),
+    "copyright": ("the course's authors, MIT licence", "本课程的作者们，MIT 许可证"),
+    "launch": ("Run this notebook's exercises: Colab, Kaggle or Binder",
+               "运行这个笔记本的练习：Colab、Kaggle 或 Binder"),
+    "open_on": ("Open the exercises on {}", "在 {} 上打开练习"),
+    "notebook": ("notebook", "笔记本"), "learn": ("what you learn", "你将学到"), "minutes": ("minutes", "分钟"),
+    "total": ("total", "合计"),
+    "show_solution": ("Show the solution", "显示参考答案"), "hide_solution": ("Hide the solution", "隐藏参考答案"),
+    "exercises": ("Exercises .ipynb", "学员版 .ipynb"),
+    "exercises_tip": ("The notebook with the exercises for you to write", "练习留给你来写的学员版笔记本"),
+    "complete": ("Complete .ipynb", "完整版 .ipynb"),
+    "complete_tip": ("The complete notebook, with every solution", "含全部参考答案的完整版笔记本"),
+    "glossary": ("Glossary", "术语表"),
+    "glossary_intro": ("The course's terms and their Chinese, one translation each, as the Chinese edition uses them "
+                       "(from `translations/zh/GLOSSARY.md`).",
+                       "课程中文版的术语和它们的英文原文，每个术语只用一种译法"
+                       "（来自 `translations/zh/GLOSSARY.md`）。"),
 }
+WORDS = {lang: {key: pair[i] for key, pair in _EN_ZH.items()} for i, lang in enumerate(("en", "zh"))}
 
 
 def edition(config: Config) -> str:
