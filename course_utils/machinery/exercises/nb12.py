@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils.hooks import RemovableHandle
 
 from course_utils.machinery.exercise_kit import *
 from course_utils.transformer import InductionTransformer, generate, repeated_sequences
@@ -177,11 +176,6 @@ def _zeroed(model: InductionTransformer, layer: int, tokens: torch.Tensor, colum
         return _run(model, tokens)
 
 
-def _handle(handle: Any, message: str) -> None:
-    """:func:`require_handle`, but a list (which has a .remove) is not a handle either."""
-    require(isinstance(handle, RemovableHandle), message, type=type_name(handle))
-
-
 def _called_with(model: InductionTransformer, module: torch.nn.Module, tokens: torch.Tensor) -> tuple[tuple, dict]:
     """The arguments ``module`` is called with when ``model`` runs on ``tokens``."""
     seen: list[tuple[tuple, dict]] = []
@@ -251,7 +245,7 @@ def _ablate_test(ablate_head: Callable[..., Any]) -> Verdict:
         handle = ablate_head(model, layer, head)
         where = hooks_left(model)
         with removing(handle):
-            _handle(handle, N_("Return the handle that register_forward_pre_hook gives you, so that the caller "
+            require_handle(handle, N_("Return the handle that register_forward_pre_hook gives you, so that the caller "
                                       "can remove the hook (got {type})."))
             require(where, N_("No hook is registered on the model after your call: register one on the attention of "
                               "block {layer}."), layer=layer)
@@ -439,7 +433,7 @@ def _steer_test(add_steering: Callable[..., Any]) -> Verdict:
         fields = {"target": target, "length": length, "count": len(untouched) if returns_tuple else 1}
         handle = add_steering(module, vector, scale)
         with removing(handle), torch.no_grad():
-            _handle(handle, N_("Return the handle that register_forward_hook gives you, so that the caller can "
+            require_handle(handle, N_("Return the handle that register_forward_hook gives you, so that the caller can "
                                       "remove the hook (got {type})."))
             changed = not torch.equal(vector, before)
             try:
