@@ -37,6 +37,8 @@ CASES = {
              "returned list"),  # a list has a remove() too, but is no handle
             ("register_forward_hook(hook)", "register_forward_pre_hook(lambda m, args: shapes.append(tuple(args[0].shape)))",
              "No forward hook"),
+            ("    return layer.register_forward_hook(hook)",  # the with block of the cell before removes it
+             "    with layer.register_forward_hook(hook) as handle:\n        return handle", "already gone"),
             ("output.shape", "args[0].shape", "input"),
             ("tuple(output.shape)", "output", "not the output itself"),
             (RECORD, "        if not shapes:\n    " + RECORD, "one shape per forward"),

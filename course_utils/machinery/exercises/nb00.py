@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+from torch.utils.hooks import RemovableHandle
 
 from course_utils.machinery.exercise_kit import *
 
@@ -40,6 +41,12 @@ def _shape_recorder_test(attach: Callable[[nn.Module, list], Any]) -> Verdict:
         counts = _hook_counts(model)
         require_handle(handle, N_("attach_shape_recorder returned {type}: return the handle that register_forward_hook "
                                   "gave you, so the caller can remove the hook."))
+        removed_already = (isinstance(handle, RemovableHandle) and handle.hooks_dict_ref() is layer._forward_hooks
+                           and handle.id not in layer._forward_hooks)
+        require(not removed_already,
+                N_("The hook of the handle you returned is already gone: it was removed before "
+                   "attach_shape_recorder returned (a `with` block removes it where the block ends). Leave it on and "
+                   "return the handle: the caller removes it."))
         require(layer._forward_hooks, N_("No forward hook on the layer you were given{where}: register it with "
                                          "layer.register_forward_hook(...)."),
                 where=Text(N_(" (found {counts})"), counts=counts) if counts else "")
