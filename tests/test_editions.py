@@ -17,6 +17,7 @@ import nbformat
 import pytest
 from learner_run import learner_run_problems
 
+from course_utils.machinery.layout import SETTINGS
 from course_utils.machinery.learner_edition import learner_notebook, solution_blocks, stub_source
 from tools import build_editions
 from tools.notebook_runner import run_notebook
@@ -57,6 +58,43 @@ def test_stub_keeps_the_def_line_docstring_and_check() -> None:
     # a prediction stub raises at the cell's top level (check() is never reached): its message says what to do
     with pytest.raises(NotImplementedError, match=r"Exercise 05\.3: write your prediction here -- define `answer`"):
         exec(chosen, {"check": lambda *args: None})
+
+
+def _stubs_without_docstring(learner: nbformat.NotebookNode) -> list[str]:
+    """The stubs of a learner edition whose def or class has no docstring, as ``"cell ID: NAME"``: the outermost def
+    or class around each stub's ``raise NotImplementedError`` (a prediction's stub, at the cell's top level, has none
+    and says what to define)."""
+    missing = []
+    for cell in learner.cells:
+        if "learner-stub" not in cell.metadata.get("tags", []):
+            continue
+        for node in ast.parse(cell.source).body:
+            stubbed = any(isinstance(inner, ast.Raise) and isinstance(inner.exc, ast.Call)
+                          and getattr(inner.exc.func, "id", None) == "NotImplementedError" for inner in ast.walk(node))
+            if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stubbed
+                    and not (ast.get_docstring(node) or "").strip()):
+                missing.append(f"cell {cell.get('id')}: {node.name}")
+    return missing
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_stub_keeps_a_docstring_in_every_language(path: Path) -> None:
+    """Notebook 00 promises that an exercise cell gives the def line and the docstring: in the learner edition of
+    each language, every stub's def or class has one (written in the teaching cell above ### BEGIN SOLUTION)."""
+    for edition in (path, *(path.parent / lang / path.name for lang in SETTINGS.languages[1:])):
+        missing = _stubs_without_docstring(learner_notebook(nbformat.read(edition, as_version=4)))
+        assert not missing, (f"{edition.relative_to(ROOT)}: these stubs have no docstring; give each a docstring "
+                             "above ### BEGIN SOLUTION that says what it takes and returns: " + ", ".join(missing))
+
+
+def test_the_docstring_rule_finds_a_stub_without_one() -> None:
+    teaching = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        'def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n\ncheck("01.1", f)\n', id="c1")])
+    assert _stubs_without_docstring(learner_notebook(teaching)) == ["cell c1: f"]
+    teaching.cells[0].source = teaching.cells[0].source.replace("(x):\n", '(x):\n    """x, unchanged."""\n')
+    prediction = '### BEGIN SOLUTION\nanswer = 2\n### END SOLUTION\ncheck("00.2", answer)\n'
+    teaching.cells.append(nbformat.v4.new_code_cell(prediction, id="c2"))
+    assert _stubs_without_docstring(learner_notebook(teaching)) == []
 
 
 @pytest.mark.parametrize(

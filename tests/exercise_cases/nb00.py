@@ -36,7 +36,7 @@ CASES = {
             ("    return layer.register_forward_hook(hook)", "    return [layer.register_forward_hook(hook)]",
              "returned list"),  # a list has a remove() too, but is no handle
             ("register_forward_hook(hook)", "register_forward_pre_hook(lambda m, args: shapes.append(tuple(args[0].shape)))",
-             "No forward hook"),
+             "No forward hook on the layer you were given (found one forward pre-hook on it)"),
             ("    return layer.register_forward_hook(hook)",  # the with block of the cell before removes it
              "    with layer.register_forward_hook(hook) as handle:\n        return handle", "already gone"),
             ("output.shape", "args[0].shape", "input"),
@@ -44,11 +44,21 @@ CASES = {
             (RECORD, "        if not shapes:\n    " + RECORD, "one shape per forward"),
             (RECORD, RECORD + "\n        return output.abs()", "must return None"),
             ("    return layer", "    layer.register_forward_hook(lambda m, a, out: None)\n    return layer",
-             "exactly one forward hook"),
+             "Expected exactly one forward hook, on the layer you were given; found 2 forward hooks on it."),
+            ("    return layer", "    layer.register_forward_pre_hook(lambda m, args: None)\n    return layer",
+             "found one forward hook and one forward pre-hook on it."),
             (RECORD, "        return shapes.append(tuple(output.shape)) or 'recorded'", "in place of the layer's output"),
             (RECORD, RECORD + "\n        return output.shape", "torch.Size, not a tensor"),
             ("tuple(output.shape)", "list(output.shape)", "asks for tuples"),
-        ),
+        ) + [(answer("""
+                  import gc
+
+                  def attach_shape_recorder(layer, shapes):  # also hooks the model's last layer, found through gc
+                      model = next(m for m in gc.get_objects()
+                                   if isinstance(m, nn.Sequential) and any(c is layer for c in m.children()))
+                      model[-1].register_forward_hook(lambda m, a, out: None)
+                      return layer.register_forward_hook(lambda m, a, out: shapes.append(tuple(out.shape)))
+                  """), "found one forward hook on it, and one forward hook on submodule '3'.")],
     ),
     "00.2": Cases(
         right=[2, 2.0],

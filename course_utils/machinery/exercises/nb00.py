@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,34 @@ def _hook_counts(model: nn.Module) -> dict[str, int]:
     """Forward and forward-pre hooks per submodule name (only the non-empty ones)."""
     return {name or "(the model)": n for name, module in model.named_modules()
             if (n := len(module._forward_hooks) + len(module._forward_pre_hooks))}
+
+
+def _hooks_in_words(module: nn.Module) -> Text | None:
+    """The forward hooks and forward pre-hooks ``module`` carries, in words ("one forward hook and 2 forward
+    pre-hooks"); None when it has neither."""
+    forward, pre = len(module._forward_hooks), len(module._forward_pre_hooks)
+    words = []
+    if forward:
+        words.append(Text(N_("one forward hook") if forward == 1 else N_("{count} forward hooks"), count=forward))
+    if pre:
+        words.append(Text(N_("one forward pre-hook") if pre == 1 else N_("{count} forward pre-hooks"), count=pre))
+    if len(words) == 2:
+        return Text(N_("{forward} and {pre}"), forward=words[0], pre=words[1])
+    return words[0] if words else None
+
+
+def _hooks_found(model: nn.Module, layer: nn.Module) -> Text | None:
+    """The forward hooks and pre-hooks on ``model``'s modules, in words and where: those on ``layer`` first ("... on
+    it"), then each other module's; None when there are none."""
+    places = []
+    for name, module in sorted(model.named_modules(), key=lambda item: item[1] is not layer):
+        hooks = _hooks_in_words(module)
+        if hooks is not None:
+            places.append(Text(N_("{hooks} on it"), hooks=hooks) if module is layer
+                          else Text(N_("{hooks} on submodule '{name}'"), hooks=hooks, name=name) if name
+                          else Text(N_("{hooks} on the model itself"), hooks=hooks))
+    return functools.reduce(lambda first, second: Text(N_("{first}, and {second}"), first=first, second=second),
+                            places) if places else None
 
 
 @exercise("00.1", N_("Write attach_shape_recorder(layer, shapes): a forward hook that appends each output's shape to "
@@ -38,7 +67,7 @@ def _shape_recorder_test(attach: Callable[[nn.Module, list], Any]) -> Verdict:
     shapes: list = []
     handle = attach(layer, shapes)
     with removing(handle):
-        counts = _hook_counts(model)
+        counts, found = _hook_counts(model), _hooks_found(model, layer)
         require_handle(handle, N_("attach_shape_recorder returned {type}: return the handle that register_forward_hook "
                                   "gave you, so the caller can remove the hook."))
         removed_already = (isinstance(handle, RemovableHandle) and handle.hooks_dict_ref() is layer._forward_hooks
@@ -49,9 +78,9 @@ def _shape_recorder_test(attach: Callable[[nn.Module, list], Any]) -> Verdict:
                    "return the handle: the caller removes it."))
         require(layer._forward_hooks, N_("No forward hook on the layer you were given{where}: register it with "
                                          "layer.register_forward_hook(...)."),
-                where=Text(N_(" (found {counts})"), counts=counts) if counts else "")
+                where=Text(N_(" (found {found})"), found=found) if found else "")
         require(counts == {"0": 1}, N_("Expected exactly one forward hook, on the layer you were given; found "
-                                       "{counts}."), counts=counts)
+                                       "{found}."), found=found)
         require(not shapes, N_("The list filled before the layer ran: record inside the hook, not when attaching."))
         with torch.no_grad():
             after = [model(x) for x in batches]
