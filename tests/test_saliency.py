@@ -3,8 +3,11 @@ and nothing of the caller's changed -- also after a bad target or a raising mode
 
 from __future__ import annotations
 
+import copy
+import functools
 import gc
 import warnings
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -27,9 +30,24 @@ from course_utils.saliency import (
 )
 
 
-def tv_model(name: str) -> nn.Module:
+@functools.cache
+def _built(name: str) -> tuple[nn.Module, torch.Tensor]:
     torch.manual_seed(0)
-    return getattr(torchvision.models, name)(weights=None).eval()
+    return getattr(torchvision.models, name)(weights=None).eval(), torch.get_rng_state()
+
+
+def tv_model(name: str) -> nn.Module:
+    """torchvision's ``name`` with seed 0's weights and the random state after them: a copy of one built once (vgg11's
+    initialisation alone takes 2 CPU-s)."""
+    model, state = _built(name)
+    torch.set_rng_state(state)
+    return copy.deepcopy(model)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _free_the_models() -> Iterator[None]:
+    yield
+    _built.cache_clear()  # 0.8 GB that the worker's next tests need not carry
 
 
 # -- Guided Backprop ---------------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ import html
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -22,6 +21,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from course_utils.machinery import cloud
 from course_utils.machinery.report_problem import notebook_problem_url
 from tools.site import extension
+from tools.site.__main__ import main as site_main
 from tools.site.build import Edition, sphinx_command
 
 # make check runs these tests when one of these files changes
@@ -424,7 +424,7 @@ def test_the_workflow_publishes_the_site_on_pushes_to_main_and_the_readme_links_
     assert cloud.site_url() + "zh/" in "\n".join((ROOT / "README.zh.md").read_text(encoding="utf-8").splitlines()[:15])
 
 
-def test_python_m_tools_site_says_what_is_missing(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "tools.site", "--help"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0 and "--no-slides" in result.stdout
+def test_python_m_tools_site_says_what_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        site_main(["--help"])  # what python -m tools.site runs (its usage line: tests/test_usage_lines.py)
+    assert done.value.code == 0 and "--no-slides" in capsys.readouterr().out
