@@ -3,17 +3,19 @@
 A module ``exercises/nbNN.py`` starts ``from course_utils.machinery.exercise_kit import *`` (the kit's ``__all__``:
 the words checks are written in) and exports ``EXERCISES``. A check runs the learner's answer on scenarios the
 notebook never showed, stops at the first thing wrong with :func:`fail` / :func:`require`, and returns
-``Verdict(True)``; :func:`exercise` declares it, and the exercise's texts and settings are its table in
-``exercises/nbNN.toml`` beside the module (``task``, ``what``, ``hints``, ``praise``, ...). Usage::
+``Verdict(True)``; :func:`exercise` declares it with its table in the ``exercises/nbNN.toml`` beside the module: the
+exercise's texts and settings (``task``, ``what``, ``hints``, ``praise``, ...), such as::
 
-    # exercises/nb01.toml
-    ["01.9"]
-    task = "Write a clamping tensor hook."
-    what = "a hook(grad)"
-    hints = ["A hook that returns a tensor replaces the gradient."]
+    ["01.1"]
+    task = "Write a tensor hook clamp_hook(grad) that limits the gradient to [-1, 1]."
+    what = "a hook function clamp_hook(grad)"
+    hints = [
+      "A tensor hook that returns a tensor replaces the gradient; one that returns None changes nothing.",
+    ]
 
-    # exercises/nb01.py
-    @exercise("01.9")
+Usage (in ``exercises/nb01.py``)::
+
+    @exercise("01.1")
     def clamping(hook) -> Verdict:
         grad = randn(1, 3, 5) * 3
         require(torch.equal(hook(grad), grad.clamp(-1, 1)), N_("Values outside [-1, 1] must become -1 or 1."))
@@ -178,7 +180,7 @@ def _require_id(exercise_id: Any) -> None:
 
 def exercise(id: str) -> Callable[[Callable[[Any], Verdict]], Exercise]:
     """Declare the check below it as :class:`Exercise` ``id``, with the fields of its table in
-    ``exercises/nbNN.toml`` (:func:`declared`); a decorator. Usage: ``clamping = exercise("01.9")(validator)``"""
+    ``exercises/nbNN.toml`` (:func:`declared`); a decorator. Usage: ``clamping = exercise("01.1")(validator)``"""
     return lambda validate: Exercise(id=id, validate=validate, **declared(id))
 
 
