@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_each_file_of_a_notebook_runs_it_in_every_language_and_the_tests_that_name_it() -> None:
     number, stem = "02", next((ROOT / "notebooks").glob("02_*.ipynb")).stem
     for name in (f"notebooks/{stem}.ipynb", f"notebooks/zh/{stem}.ipynb", f"translations/zh/{stem}.po",
-                 "course_utils/machinery/exercises/nb02.py", "tests/exercise_cases/nb02.py",
+                 "course_utils/machinery/exercises/nb02.py", "course_utils/machinery/exercises/nb02.toml",
+                 "tests/exercise_cases/nb02.py",
                  "course_utils/machinery/locale/zh/nb02.po"):
         chosen = check.plan({name: "M"})
         assert chosen.touched == {number} and chosen.nbval == {number}, name
@@ -29,6 +30,7 @@ def test_each_file_of_a_notebook_runs_it_in_every_language_and_the_tests_that_na
               if re.search(rf"{stem}\.ipynb|[\"']02\.\d+[\"']", p.read_text(encoding="utf-8"))}
     assert naming and check.plan({f"notebooks/{stem}.ipynb": "D"}).whole == naming, "what a removal breaks"
     assert check.plan({"tests/exercise_cases/nb02.py": "M"}).whole == naming, "what names a changed exercise"
+    assert check.plan({"course_utils/machinery/exercises/nb02.toml": "M"}).whole == naming, "its texts changed"
     assert check.plan({f"notebooks/{stem}.ipynb": "M"}).whole == set()
     assert check.plan({"translations/zh/README.po": "M"}).touched == {"README.md"}
     assert check.plan({"README.zh.md": "M"}).touched == {"README.md"} and not check.plan({"notes.md": "?"}).touched

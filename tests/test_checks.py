@@ -3,7 +3,10 @@ the learner's code names the learner's line, an error in a check is reported as 
 
 from __future__ import annotations
 
+import importlib
 import random
+import sys
+import uuid
 
 import numpy as np
 import pytest
@@ -76,6 +79,82 @@ def test_exercise_definitions_are_validated_so_the_catalogue_is_well_formed() ->
         Exercise("01.2", "task", lambda a: Verdict(True), hints="one")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="one-line task"):  # so every exercise of the catalogue has one
         Exercise("01.2", " ", lambda a: Verdict(True))
+
+
+@pytest.fixture
+def exercise_package(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """A package of exercise modules whose ``nbNN.py`` and ``nbNN.toml`` the test writes: ``make(files)`` returns
+    its name, with the kit reading its TOML files."""
+    from course_utils.machinery import exercise_kit
+
+    made: list[str] = []
+
+    def make(files: dict[str, str]) -> str:
+        name = f"scratch_exercises_{uuid.uuid4().hex}"  # a new name: the kit keeps what it read by package
+        (tmp_path / name).mkdir()
+        for file, text in {"__init__.py": "", **files}.items():
+            (tmp_path / name / file).write_text(text, encoding="utf-8")
+        monkeypatch.setattr(exercise_kit, "EXERCISE_PACKAGE", name)
+        importlib.invalidate_caches()
+        made.append(name)
+        return name
+
+    monkeypatch.syspath_prepend(tmp_path)
+    yield make
+    for name in [module for module in sys.modules if module.startswith(tuple(made))]:
+        del sys.modules[name]
+
+
+MODULE = """
+from course_utils.machinery.exercise_kit import *
+
+@exercise("04.1")
+def _check(answer) -> Verdict:
+    return Verdict(answer == 1)
+
+EXERCISES = (_check,)
+"""
+
+
+def test_an_exercise_is_its_check_and_its_table_in_the_toml(exercise_package) -> None:
+    from course_utils.machinery.exercises import collect
+
+    package = exercise_package({"nb04.py": MODULE, "nb04.toml": '["04.1"]\ntask = "Answer 1."\nstretch = true\n'
+                                                                'hints = ["one", "two"]\ntime_limit_s = 5\n'})
+    item = collect(package)["04.1"]
+    assert (item.task, item.stretch, item.hints, item.time_limit_s, item.kind) == ("Answer 1.", True, ("one", "two"),
+                                                                                   5, "write")
+    assert item.judge(1) and not item.judge(2)
+
+
+@pytest.mark.parametrize(("toml", "error", "words"), [
+    ('["04.2"]\ntask = "Another."\n', LookupError, ['nb04.toml has no table ["04.1"]', "add one"]),  # id not there
+    ("", LookupError, ['nb04.toml has no table ["04.1"]']),  # no table at all
+    ('["04.1"]\ntask = "Answer 1."\nhint = ["one"]\n', ValueError, ["no field hint (a typo?)", "hints"]),
+    ('["04.1"]\ntask = "Answer 1."\nhints = "one"\n', ValueError, ["hints = 'one' is not a list of strings"]),
+    ('["04.1"]\ntask = "Answer 1."\nstretch = "yes"\n', ValueError, ["stretch = 'yes' is not true or false"]),
+    ('["04.1"]\nwhat = "a function f(x)"\n', ValueError, ["write a one-line task"]),
+    ('["04.1"]\ntask = "Answer 1.\n', ValueError, ["nb04.toml is not valid TOML"]),
+    ('["04.1"]\ntask = "Answer 1."\n\n["04.2"]\ntask = "Another."\n', ValueError,
+     ["a table for 04.2, which no exercise of the EXERCISES of nb04.py declares", '@exercise("04.2")']),
+])
+def test_a_module_and_its_toml_that_disagree_say_what_to_fix(exercise_package, toml: str, error: type[Exception],
+                                                            words: list[str]) -> None:
+    from course_utils.machinery.exercises import collect
+
+    package = exercise_package({"nb04.py": MODULE, "nb04.toml": toml} if toml else {"nb04.py": MODULE})
+    with pytest.raises(error) as raised:
+        collect(package)
+    assert all(word in str(raised.value) for word in words), raised.value
+
+
+def test_a_toml_without_its_module_is_an_error(exercise_package) -> None:
+    from course_utils.machinery.exercises import collect
+
+    package = exercise_package({"nb04.py": MODULE, "nb04.toml": '["04.1"]\ntask = "Answer 1."\n',
+                                "nb05.toml": '["05.1"]\ntask = "Answer 2."\n'})
+    with pytest.raises(ValueError, match=r"exercises/nb05.toml has no module nb05.py beside it"):
+        collect(package)
 
 
 def test_a_verdict_carries_its_status_and_is_translated_when_read() -> None:

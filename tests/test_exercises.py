@@ -109,8 +109,9 @@ def hands_on_problems(exercises: dict[str, list], reasons: dict[str, str | None]
                             f"course_utils/machinery/exercises/nb{number}.py)")
         stretches = [item.id for item in items if item.stretch]
         if len(stretches) != 1:
-            problems.append(f"notebook {number}: stretch exercises {stretches} (exactly one, marked stretch=True in "
-                            "its Exercise(...) and \"(stretch)\" in its statement)")
+            problems.append(f"notebook {number}: stretch exercises {stretches} (exactly one, marked stretch = true in "
+                            f"its table of course_utils/machinery/exercises/nb{number}.toml and \"(stretch)\" in its "
+                            "statement)")
     return problems
 
 

@@ -68,22 +68,29 @@ def test_a_lagging_fork_adds_a_message_once_and_it_shows_in_english(locale: Path
     code = tmp_path / "course_utils" / "machinery" / "exercises" / "nb99.py"
     code.parent.mkdir(parents=True)
     code.write_text('from course_utils.machinery.messages import N_\nX = N_("A new message of a fork.")\n')
+    texts = code.with_suffix(".toml")  # and its exercise's texts
+    texts.write_text('# a comment\n["99.1"]\ntask = "A new task."\nkind = "predict"\nhints = [\n  "A hint.",\n]\n')
     monkeypatch.setattr(messages, "ROOT", tmp_path)
     monkeypatch.setattr(messages, "PACKAGE", tmp_path / "course_utils")
     monkeypatch.setattr(messages, "TOOLS", tmp_path / "tools")
     new = "A new message of a fork."
+    assert messages.source_messages()["A new task."] == ["course_utils/machinery/exercises/nb99.toml:3"]
+    assert messages.source_messages()["A hint."] == ["course_utils/machinery/exercises/nb99.toml:6"]
+    assert "predict" not in messages.source_messages()  # a setting, not a text
     assert new in messages.unlisted("zh") and new in messages.missing("zh")
     assert any(new in problem for problem in messages.problems("zh", may_lag=False))
     assert not any(new in problem for problem in messages.problems("zh", may_lag=True))
+    assert "-m tools.i18n.messages add nb99.po course_utils/machinery/exercises/nb99.toml" in "\n".join(
+        sync.messages_to_do())
 
-    assert messages.add("zh", "nb99.po", [code]) == 1
+    assert messages.add("zh", "nb99.po", [code, texts]) == 3
     assert new not in messages.unlisted("zh"), "make sync would ask for the add again"
     assert new in messages.missing("zh"), "python -m tools.i18n.messages missing no longer lists it"
-    assert messages.to_write("zh") == {"nb99.po": [new]}
+    assert messages.to_write("zh") == {"nb99.po": [new, "A new task.", "A hint."]}
     assert not any(new in problem for problem in messages.problems("zh", may_lag=True))
     assert gettext.GNUTranslations(io.BytesIO(messages.compiled("zh"))).gettext(new) == new  # English stands in
     for lag in (True, False):
         monkeypatch.setattr(sync, "SETTINGS", dataclasses.replace(sync.SETTINGS, translations_may_lag=lag))
         text = "\n".join(sync.messages_to_do())
-        assert "nb99.po: 1 empty msgstr" in text and "tools.i18n.messages add" not in text
+        assert "nb99.po: 3 empty msgstr" in text and "tools.i18n.messages add" not in text
         assert ("show in English" in text) is lag

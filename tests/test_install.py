@@ -20,8 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from course_utils.machinery.exercises import catalogue
+
 # make check runs these tests when one of these files changes
-pytestmark = pytest.mark.reads("pyproject.toml", "course_utils/course.toml")
+pytestmark = pytest.mark.reads("pyproject.toml", "course_utils/course.toml",
+                               "course_utils/machinery/exercises/*.toml")
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -93,6 +96,7 @@ prepare_workspace(workspace, quiet=True)
 chinese = Path(tempfile.mkdtemp()) / "workspace-zh"
 prepare_workspace(chinese, quiet=True, lang="zh")
 from course_utils.machinery.messages import catalogue
+from course_utils.machinery.exercises import catalogue as exercises
 
 print(json.dumps({
     "module": course_utils.__file__, "in_checkout": pins.in_checkout(), "notebooks": str(notebooks_folder()),
@@ -106,6 +110,7 @@ print(json.dumps({
     "zh_workspace": sorted(p.name for p in chinese.glob("*.ipynb")),
     "zh_edition": json.loads((chinese / "01_tensor_hooks.ipynb").read_text())["metadata"]["language_edition"]["lang"],
     "zh_messages": len(catalogue("zh")._catalog),
+    "exercises": {key: [item.task, item.kind, len(item.hints)] for key, item in exercises().items()},
 }))
 """
 
@@ -139,6 +144,8 @@ def test_the_wheel_works_from_a_temporary_folder_without_the_checkout(wheel: Pat
     assert Path(got["zh_notebooks"]).is_relative_to(fresh_env.parent.parent)
     assert got["zh_workspace"] == NOTEBOOKS and got["zh_edition"] == "zh"
     assert got["zh_messages"] > 500, "course.mo is missing from the wheel: check() would speak English only"
+    # every exercise, with the texts of its exercises/nbNN.toml (package data of the wheel)
+    assert got["exercises"] == {key: [item.task, item.kind, len(item.hints)] for key, item in catalogue().items()}
 
 
 def test_without_its_notebooks_the_course_map_says_what_to_do(wheel: Path, fresh_env: Path, tmp_path: Path) -> None:

@@ -148,9 +148,10 @@ def test_it_says_where_an_exercise_a_notebook_checks_must_be_defined() -> None:
     found = sync.undefined_exercises(checked, ["02.1", "03.1"], ["nb02", "nb03"])
     assert len(found) == 2, found  # 03 is complete
     assert found[0].startswith("02_hook_lifecycle.ipynb: check() of 02.4,")
-    assert "add them to the EXERCISES of course_utils/machinery/exercises/nb02.py" in found[0]
+    assert "add them to the EXERCISES of course_utils/machinery/exercises/nb02.py, their texts to nb02.toml" in found[0]
     assert found[1].startswith("15_new.ipynb: check() of 15.1, 15.2,")
     assert "write course_utils/machinery/exercises/nb15.py" in found[1] and "tests/exercise_cases/nb15.py" in found[1]
+    assert "nb15.toml with their texts" in found[1]
     assert sync.exercises_to_define() == [], "every exercise the course's notebooks check is defined"
     text = sync.report({}, {"exercises to define": found[1:]}, 1.0)
     assert "define the exercises the notebooks check" in text
@@ -167,6 +168,7 @@ def test_the_readme_course_map_is_written_between_its_markers() -> None:
 
 def test_messages_go_to_the_part_of_their_module() -> None:
     assert sync.message_part("course_utils/machinery/exercises/nb07.py") == "nb07.po"
+    assert sync.message_part("course_utils/machinery/exercises/nb07.toml") == "nb07.po"  # the exercises' texts
     assert sync.message_part("tools/instructor_guide.py") == "tools.po"
     assert sync.message_part("course_utils/machinery/checks.py") == "machinery.po"
 
@@ -234,6 +236,7 @@ def test_a_removed_notebook_leaves_a_list_behind(tmp_path: Path, monkeypatch) ->
         "course_utils/used.py": "X = 1", "course_utils/helper.py": "Y = 2",
         "course_utils/only_gone.py": "from course_utils.gone_too import W", "course_utils/gone_too.py": "W = 4",
         "course_utils/machinery/exercises/nb02.py": "from course_utils.only_gone import Z",
+        "course_utils/machinery/exercises/nb02.toml": '["02.1"]\ntask = "Gone."\n',
         "course_utils/uses_helper.py": "from course_utils.helper import Y",
         "tests/test_only_gone.py": "from course_utils.only_gone import Z",
         "course_utils/kept_by_a_test.py": "V = 5",  # no notebook imports it, one test of something else does
@@ -258,6 +261,7 @@ def test_a_removed_notebook_leaves_a_list_behind(tmp_path: Path, monkeypatch) ->
         "CONTRIBUTING.md lines 1–2 (read the paragraph whole): mentions Notebook 02",
         "CONTRIBUTING.md lines 4–5 (read the paragraph whole): mentions notebooks 00, 01 and 02",
         "course_utils/machinery/exercises/nb02.py: belongs to a notebook the course no longer has",
+        "course_utils/machinery/exercises/nb02.toml: belongs to a notebook the course no longer has",
         "notebooks/zh/02_gone.ipynb: belongs to a notebook the course no longer has",
         "tests/exercise_cases/nb02.py: belongs to a notebook the course no longer has",
         "translations/zh/02_gone.po: belongs to a notebook the course no longer has",

@@ -1,8 +1,8 @@
 """``make check``: the tests of what a change touched, picked by pytest from the tests themselves.
 
-The change is every file that differs from the last commit, new files included (``--base main``: from where the
-branch left main), from :func:`tools.repo.changes`. It runs strict nbval, every language, of each notebook the change
-touches (the notebook, its translation, exercise module, cases or messages: :data:`NOTEBOOK_FILES`), of those whose
+The change is every file that differs from the last commit, new files included (``--base main``: from where the branch
+left main), from :func:`tools.repo.changes`. It runs strict nbval, every language, of each notebook the change touches
+(the notebook, its translation, exercise module or texts, cases or messages: :data:`NOTEBOOK_FILES`), of those whose
 code imports a changed module, and of ``00_start_here`` when the course map changed; and the tests (``-m "not browser
 and not hub"``) this plugin keeps: every test of a test file that is changed, imports a changed module (directly or
 through others: :func:`importers`) or names a removed notebook or changed exercise; a test whose
@@ -36,7 +36,7 @@ COURSE_MAP_NOTEBOOK = "00"  # its stored output shows the course map
 HEAVY_FIXTURES = frozenset({"course_editions", "course_site"})  # tests/conftest.py's: they build the whole course
 # The files of notebook NN that hold its exercises, and (with them) every file of notebook NN: its notebook in each
 # language and its translation.
-_EXERCISES = (r"course_utils/machinery/exercises/nb(\d\d)\.py|tests/exercise_cases/nb(\d\d)\.py|"
+_EXERCISES = (r"course_utils/machinery/exercises/nb(\d\d)\.(?:py|toml)|tests/exercise_cases/nb(\d\d)\.py|"
               r"course_utils/machinery/locale/\w+/nb(\d\d)\.po")
 EXERCISE_FILES = re.compile(_EXERCISES)
 NOTEBOOK_FILES = re.compile(rf"notebooks/(?:\w+/)?(\d\d)_\w+\.ipynb|translations/\w+/(\d\d)_\w+\.po|{_EXERCISES}")

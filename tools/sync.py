@@ -39,7 +39,7 @@ _SOLUTION = re.compile(r"^\s*### BEGIN SOLUTION\s*$", re.MULTILINE)
 _CHECK_ID = re.compile(CHECK_CALL)
 
 # What the steps read and write, as globs from the repository's root.
-CODE = ("course_utils/**/*.py", "tools/**/*.py", "course_utils/course.toml")
+CODE = ("course_utils/**/*.py", "tools/**/*.py", "course_utils/**/*.toml")  # course.toml, the exercises' texts
 ENGLISH = (f"notebooks/{NOTEBOOK_GLOB}",)
 EDITIONS = tuple(f"notebooks/{lang}/{NOTEBOOK_GLOB}" for lang in TRANSLATED)
 GUIDES = (*SETTINGS.guides, *(pattern.format(lang=lang) for pattern in SETTINGS.guides.values() for lang in TRANSLATED))
@@ -237,8 +237,9 @@ def stale_course_maps() -> dict[str, list[str]]:
 
 
 def message_part(code_file: str) -> str:
-    """The PO part a code file's messages belong in: ``nbNN.po`` for an exercise module, else machinery or tools."""
-    match = re.search(r"exercises/(nb\d\d)\.py$", code_file)
+    """The PO part a code file's messages belong in: ``nbNN.po`` for an exercise module or its texts (``nbNN.toml``),
+    else machinery or tools."""
+    match = re.search(r"exercises/(nb\d\d)\.(?:py|toml)$", code_file)
     if match:
         return f"{match[1]}.po"
     return "tools.po" if code_file.startswith("tools/") else "machinery.po"
@@ -257,8 +258,9 @@ def undefined_exercises(checked: dict[str, list[str]], defined: Collection[str],
             continue
         module = f"nb{name[:2]}"
         where = f"course_utils/machinery/exercises/{module}.py"
-        what = (f"add them to the EXERCISES of {where}" if module in module_files else
-                f"write {where} with its EXERCISES, and tests/exercise_cases/{module}.py with their cases")
+        what = (f"add them to the EXERCISES of {where}, their texts to {module}.toml" if module in module_files else
+                f"write {where} with its EXERCISES, {module}.toml with their texts, and "
+                f"tests/exercise_cases/{module}.py with their cases")
         found.append(f"{name}: check() of {', '.join(missing)}, which no exercise module defines: {what} "
                      "(CONTRIBUTING.md, \"Add or change an exercise\")")
     return found
@@ -352,7 +354,7 @@ def leftovers() -> list[str]:
             if named := _mentions(text, numbers):
                 where = f"line {first}" if first == last else f"lines {first}–{last} (read the paragraph whole)"
                 found.append(f"{guide} {where}: mentions {', '.join(named)}")
-    patterns = ("course_utils/machinery/exercises/nb{n}.py", "tests/exercise_cases/nb{n}.py",
+    patterns = ("course_utils/machinery/exercises/nb{n}.*", "tests/exercise_cases/nb{n}.py",
                 "course_utils/machinery/locale/*/nb{n}.po", "translations/*/{n}_*.po", "notebooks/*/{n}_*.ipynb")
     orphans = sorted({name for pattern in patterns for path in ROOT.glob(pattern.format(n="[0-9]" * 2))
                       if re.findall(r"(?:nb|/)(\d\d)[_.]", name := str(path.relative_to(ROOT)))[0] not in numbers})

@@ -3,10 +3,19 @@
 A module ``exercises/nbNN.py`` starts ``from course_utils.machinery.exercise_kit import *`` (the kit's ``__all__``:
 the words checks are written in) and exports ``EXERCISES``. A check runs the learner's answer on scenarios the
 notebook never showed, stops at the first thing wrong with :func:`fail` / :func:`require`, and returns
-``Verdict(True)``; :func:`exercise` declares it. Usage::
+``Verdict(True)``; :func:`exercise` declares it with its table in the ``exercises/nbNN.toml`` beside the module: the
+exercise's texts and settings (``task``, ``what``, ``hints``, ``praise``, ...), such as::
 
-    @exercise("01.9", N_("Write a clamping tensor hook."), what=N_("a hook(grad)"),
-              hints=(N_("A hook that returns a tensor replaces the gradient."),))
+    ["01.1"]
+    task = "Write a tensor hook clamp_hook(grad) that limits the gradient to [-1, 1]."
+    what = "a hook function clamp_hook(grad)"
+    hints = [
+      "A tensor hook that returns a tensor replaces the gradient; one that returns None changes nothing.",
+    ]
+
+Usage (in ``exercises/nb01.py``)::
+
+    @exercise("01.1")
     def clamping(hook) -> Verdict:
         grad = randn(1, 3, 5) * 3
         require(torch.equal(hook(grad), grad.clamp(-1, 1)), N_("Values outside [-1, 1] must become -1 or 1."))
@@ -18,12 +27,16 @@ notebook never showed, stops at the first thing wrong with :func:`fail` / :func:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
+import functools
 import inspect
 import os
 import re
+import tomllib
 from collections.abc import Callable, Iterable, Iterator, MutableSequence, MutableSet, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any, Literal, NoReturn, TypeVar, get_args
 
 import numpy as np
@@ -45,6 +58,8 @@ __all__ = [
 ExerciseKind = Literal["write", "predict", "choice"]
 _KINDS = get_args(ExerciseKind)
 ATOL = 1e-5  # the closeness of a learner's numbers to the check's own, unless an exercise names another
+EXERCISE_PACKAGE = "course_utils.machinery.exercises"  # its nbNN.toml hold the texts and settings of its exercises
+TEXT_FIELDS = ("task", "what", "hints", "praise")  # what an exercise shows the learner: messages to translate
 
 
 class Status(enum.Enum):
@@ -118,7 +133,8 @@ class Exercise:
     {type}."), ``hints`` (shown one by one by ``hint(id)``), ``kind``, ``stretch`` (the notebook's harder, optional
     one), ``praise`` (what the ✓ line adds), ``time_limit_s``, ``watch_hooks`` (``check()`` watches what the answer's
     hooks return; off where ``torch.compile`` traces them) and ``observe_only`` (the module hooks only record: a
-    value a forward hook or pre-hook returns is a ✗). Texts are marked with ``N_()`` and shown translated."""
+    value a forward hook or pre-hook returns is a ✗). :func:`exercise` reads all but ``id`` and ``validate`` from the
+    exercise's table in ``exercises/nbNN.toml``; the texts (:data:`TEXT_FIELDS`) are messages, shown translated."""
 
     id: str
     task: str
@@ -133,12 +149,12 @@ class Exercise:
     observe_only: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not re.fullmatch(EXERCISE_ID, self.id):
-            raise ValueError(f"Exercise ids look like '01.2' (notebook, then number); got {self.id!r}.")
+        _require_id(self.id)
         if self.kind not in _KINDS:
             raise ValueError(f"Exercise {self.id}: kind must be one of {_KINDS}, got {self.kind!r}.")
         if not self.task.strip():
-            raise ValueError(f"Exercise {self.id}: write a one-line task.")
+            raise ValueError(f'Exercise {self.id}: write a one-line task (task = "..." in its table of '
+                             f"exercises/nb{self.notebook}.toml).")
         if isinstance(self.hints, str):
             raise TypeError(f"Exercise {self.id}: hints is a tuple of strings, e.g. hints=('first', 'second').")
 
@@ -157,11 +173,66 @@ class Exercise:
             return Verdict(False, refusal.text)
 
 
-def exercise(id: str, task: str, **details: Any) -> Callable[[Callable[[Any], Verdict]], Exercise]:
-    """Declare the check below it as :class:`Exercise` ``id`` (``details``: its other fields); a decorator.
+def _require_id(exercise_id: Any) -> None:
+    if not isinstance(exercise_id, str) or not re.fullmatch(EXERCISE_ID, exercise_id):
+        raise ValueError(f"Exercise ids look like '01.2' (notebook, then number); got {exercise_id!r}.")
 
-    Usage: ``clamping = exercise("01.9", N_("Write a clamping hook."), what=N_("a hook(grad)"))(validator)``"""
-    return lambda validate: Exercise(id, task, validate, **details)
+
+def exercise(id: str) -> Callable[[Callable[[Any], Verdict]], Exercise]:
+    """Declare the check below it as :class:`Exercise` ``id``, with the fields of its table in
+    ``exercises/nbNN.toml`` (:func:`declared`); a decorator. Usage: ``clamping = exercise("01.1")(validator)``"""
+    return lambda validate: Exercise(id=id, validate=validate, **declared(id))
+
+
+def declared(exercise_id: str) -> dict[str, Any]:
+    """The fields of exercise ``exercise_id`` but its id and check: its table in ``exercises/nbNN.toml``."""
+    _require_id(exercise_id)
+    notebook = exercise_id.split(".")[0]
+    table = exercise_tables(EXERCISE_PACKAGE, notebook).get(exercise_id)
+    if table is None:
+        raise LookupError(f'exercises/nb{notebook}.toml has no table ["{exercise_id}"] for the @exercise("'
+                          f'{exercise_id}") of nb{notebook}.py: add one with its task, what, hints and praise '
+                          '(CONTRIBUTING.md, "Add or change an exercise")')
+    return {"task": "", **{name: tuple(value) if name == "hints" else value for name, value in table.items()}}
+
+
+@functools.cache
+def exercise_tables(package: str, notebook: str) -> dict[str, dict[str, Any]]:
+    """The tables of ``nb{notebook}.toml`` in ``package`` by exercise id (none when there is no such file); a table
+    that is not an exercise's is a ``ValueError`` that says what to fix."""
+    where = f"exercises/nb{notebook}.toml"
+    try:
+        tables = tomllib.loads((resources.files(package) / f"nb{notebook}.toml").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"{where} is not valid TOML: {error}") from None
+    defaults = {item.name: item.default for item in dataclasses.fields(Exercise) if item.name not in ("id", "validate")}
+    for exercise_id, table in tables.items():
+        if not isinstance(table, dict):
+            raise ValueError(f'{where}: {exercise_id} is not an exercise\'s table: write ["{exercise_id}"] on a line '
+                             "of its own above the exercise's fields")
+        if unknown := sorted(set(table) - set(defaults)):
+            raise ValueError(f'{where}, ["{exercise_id}"]: an exercise has no field {", ".join(unknown)} (a typo?); '
+                             f"its fields are {', '.join(defaults)}")
+        for name, value in table.items():
+            expected = str if defaults[name] in (None, dataclasses.MISSING) else type(defaults[name])
+            if not _fits(value, expected):
+                raise ValueError(f'{where}, ["{exercise_id}"]: {name} = {value!r} is not {_IN_TOML[expected]}')
+    return tables
+
+
+_IN_TOML = {str: 'a string ("...")', bool: "true or false", float: "a number",
+            tuple: 'a list of strings (["first", "second"])'}
+
+
+def _fits(value: Any, expected: type) -> bool:
+    """Whether a TOML value can be a field whose default has the type ``expected`` (a tuple: a list of strings)."""
+    if expected is tuple:
+        return isinstance(value, list) and all(isinstance(text, str) for text in value)
+    if expected is float:
+        return type(value) in (int, float)
+    return isinstance(value, expected)
 
 
 # -- answers as plain Python and torch values -----------------------------------------------------------------

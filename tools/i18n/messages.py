@@ -4,7 +4,8 @@ compile, verify.
 Translations are standard PO files, ``course_utils/machinery/locale/<lang>/*.po`` (one part per area: ``machinery.po``,
 ``nb03.po``, ``tools.po``); ``compile`` merges them into the one catalogue the course reads, ``LC_MESSAGES/course.mo``
 (committed: an installed course needs no Babel). Messages are every ``_("...")`` and ``N_("...")`` of
-``course_utils/`` and ``tools/`` (the hub aside), found by Babel's extractor. Where ``translations_may_lag`` is true
+``course_utils/`` and ``tools/`` (the hub aside), found by Babel's extractor, and the texts of the exercises' tables in
+``course_utils/machinery/exercises/nbNN.toml`` (:func:`extract_toml`). Where ``translations_may_lag`` is true
 (``course_utils/course.toml``), a message with no translation yet shows in English and the tests warn.
 
 Usage::
@@ -18,11 +19,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import io
+import re
 import sys
-from collections.abc import Iterable
+import tomllib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_file
@@ -40,13 +45,35 @@ KEYWORDS = {"_": None, "N_": None}
 _FIXED_DATE = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
+def extract_toml(fileobj: Any, keywords: Any, comment_tags: Any, options: Any) -> Iterator[Any]:
+    """Babel's extraction method for an exercises' ``nbNN.toml``: the texts of each table (``task``, ``what``, each
+    of ``hints``, ``praise``: the kit's ``TEXT_FIELDS``), each at the line where it stands, as ``(line, None,
+    message, [])`` (what Babel's own extractors yield, whatever its type hints say)."""
+    from course_utils.machinery.exercise_kit import TEXT_FIELDS
+
+    text = fileobj.read().decode("utf-8")
+    lines: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        for token in [] if line.lstrip().startswith("#") else _TOML_STRING.findall(line):
+            with contextlib.suppress(tomllib.TOMLDecodeError):
+                lines.setdefault(tomllib.loads(f"v = {token}")["v"], number)
+    for table in tomllib.loads(text).values():
+        for name in TEXT_FIELDS:
+            for message in [table[name]] if isinstance(table.get(name), str) else table.get(name, []):
+                yield lines.get(message, 1), None, message, []
+
+
+_TOML_STRING = re.compile(r""""(?:[^"\\]|\\.)*"|'[^']*'""")  # a basic or literal string on one line
+
+
 def source_messages(files: Iterable[Path] | None = None) -> dict[str, list[str]]:
-    """Every message marked in the code: msgid -> ["path:line", ...]."""
+    """Every message marked in the code, and the exercises' texts: msgid -> ["path:line", ...]."""
     found: dict[str, list[str]] = {}
-    code = [*PACKAGE.rglob("*.py"),
+    code = [*PACKAGE.rglob("*.py"), *(PACKAGE / "machinery" / "exercises").glob("nb[0-9][0-9].toml"),
             *(path for path in TOOLS.rglob("*.py") if "hub" not in path.relative_to(TOOLS).parts)]
     for path in sorted(files if files is not None else code):
-        for lineno, message, _comments, _context in extract_from_file("python", str(path), keywords=KEYWORDS):
+        method = extract_toml if path.suffix == ".toml" else "python"
+        for lineno, message, _comments, _context in extract_from_file(method, str(path), keywords=KEYWORDS):
             if isinstance(message, tuple):  # plural forms are not used
                 message = message[0]
             if message:

@@ -47,15 +47,7 @@ def _hooks_found(model: nn.Module, layer: nn.Module) -> Text | None:
                             places) if places else None
 
 
-@exercise("00.1", N_("Write attach_shape_recorder(layer, shapes): a forward hook that appends each output's shape to "
-                     "shapes; return the handle."),
-          what=N_("a function attach_shape_recorder(layer, shapes)"), observe_only=True,
-          hints=(N_("A forward hook is a function hook(module, inputs, output); the layer's own register_forward_hook "
-                    "attaches it and returns the handle."),
-                 N_("Define the hook inside attach_shape_recorder so that it can reach `shapes`; it appends a tuple "
-                    "made from output.shape and returns nothing. Return what register_forward_hook returned.")),
-          praise=N_("Your first hook: it ran on layers and batches you had not seen, changed nothing, and its handle "
-                    "removed it."))
+@exercise("00.1")
 def _shape_recorder_test(attach: Callable[[nn.Module, list], Any]) -> Verdict:
     torch.manual_seed(0)
     # a layer the learner has not seen, followed by an in-place layer; batches of several sizes
@@ -129,14 +121,7 @@ def _live_double_registration() -> int:
     return len(calls)
 
 
-@exercise("00.2", N_("Predict how many lines a forward hook prints when it was registered twice on a layer and only "
-                     "the last handle was removed (checked against a live run)."), kind="predict",
-          hints=(N_("Each register_forward_hook call adds one hook to the layer and returns a handle for that hook "
-                    "alone -- also when the function is one the layer already has."),
-                 N_("remove() takes off only the hook its handle belongs to. After the second assignment, which hook "
-                    "does `handle` belong to, and what became of the other one?")),
-          praise=N_("A handle you overwrite is lost, and with it the supported way to take its hook off: that hook "
-                    "keeps firing. Keep every handle."))
+@exercise("00.2")
 def _predict_double_registration(answer: Any) -> Verdict:
     guess = as_whole_number(answer)
     require(guess is not None, N_("Answer with a whole number, how many lines announce prints; got {answer}."),

@@ -10,12 +10,7 @@ import torch
 from course_utils.machinery.exercise_kit import *
 
 
-@exercise("01.1", N_("Write a tensor hook clamp_hook(grad) that limits the gradient to [-1, 1]."),
-          what=N_("a hook function clamp_hook(grad)"),
-          hints=(N_("A tensor hook that returns a tensor replaces the gradient; one that returns None changes "
-                    "nothing."),
-                 N_("torch has an elementwise function that limits values to a range and returns a new tensor.")),
-          praise=N_("Returning a new tensor is the supported way to change a gradient, on every graph."))
+@exercise("01.1")
 def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
     draw = generator(1)
     # 1. called on its own: the argument must be left as it was (a hook should not modify its argument)
@@ -42,15 +37,7 @@ def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
     fail(N_("Values outside [-1, 1] must become -1 (below) or 1 (above), keeping their sign."))
 
 
-@exercise("01.2", N_("Write watch_grad(tensor, store, name): a hook that keeps the gradient reaching tensor in "
-                     "store[name], unchanged; return the handle."),
-          what=N_("a function watch_grad(tensor, store, name)"),
-          hints=(N_("This is what retain_grad() does, written as a tensor hook: the hook receives the gradient as its "
-                    "argument."),
-                 N_("Define the hook inside watch_grad (so it sees store and name), let it assign into the dict and "
-                    "return None, and return what tensor.register_hook gave you.")),
-          praise=N_("A retain_grad you control: it keeps what you choose, under the name you choose, until you remove "
-                    "it."))
+@exercise("01.2")
 def _watch_test(watch: Callable[[torch.Tensor, dict, str], Any]) -> Verdict:
     draw = generator(2)
     x, a, b = (torch.randn(4, 3, generator=draw, requires_grad=i == 0) for i in range(3))
@@ -99,14 +86,7 @@ def _watch_test(watch: Callable[[torch.Tensor, dict, str], Any]) -> Verdict:
     return Verdict(True)
 
 
-@exercise("01.3", N_("Write reverse_grad(x, lam): a tensor equal to x whose gradient, on the way back, is multiplied "
-                     "by -lam (other uses of x unaffected)."), what=N_("a function reverse_grad(x, lam)"), stretch=True,
-          hints=(N_("A hook on x itself would change every gradient that reaches x, not only the one that passes "
-                    "through your result."),
-                 N_("Make a new tensor from x with an operation that keeps the values (and the graph), hook that one, "
-                    "and return it.")),
-          praise=N_("That is the gradient reversal layer of domain-adversarial training (Ganin & Lempitsky, 2015): "
-                    "identity forward, -lam backward."))
+@exercise("01.3")
 def _reversal_test(reverse: Callable[[torch.Tensor, float], Any]) -> Verdict:
     draw = generator(3)
     # x used directly and through the reversal; in the last case through `y + x`, whose backward hands the very same

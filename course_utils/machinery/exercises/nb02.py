@@ -10,12 +10,7 @@ import torch
 from course_utils.machinery.exercise_kit import *
 
 
-@exercise("02.1", N_("Rewrite measure(w, x) so that no hook is left on w, also when the forward raises; errors still "
-                     "propagate."), what=N_("a function measure(w, x)"),
-          hints=(N_("register_hook returns a handle; the hook is gone only once something calls remove() on it."),
-                 N_("Code after a line that raises never runs, unless it sits in a `finally` block -- or the handle is "
-                    "used in a `with` statement, which removes it on the way out either way.")),
-          praise=N_("Handles used as context managers (or removed in finally) never leak, whatever the forward does."))
+@exercise("02.1")
 def _leak_test(measure: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
     draw = generator(4)
     # shapes the learner has not seen: a batch of x broadcast against w
@@ -58,14 +53,7 @@ def _live_leaf_run() -> list[float]:
     return seen
 
 
-@exercise("02.2", N_("Predict d.grad after each of two backward passes, with a tensor hook (x2) and a post-accumulate "
-                     "hook (+1) on the leaf d (checked against a live run)."), kind="predict",
-          hints=(N_("Section 3: a leaf's tensor hook and its post-accumulate hook run at different moments of each "
-                    "backward."),
-                 N_("Each backward: the new contribution goes through the tensor hook, is added to .grad, and then the "
-                    "post-accumulate hook changes .grad.")),
-          praise=N_("The tensor hook sees each contribution; the post-accumulate hook sees (and may change) the "
-                    "running .grad."))
+@exercise("02.2")
 def _predict_leaf(answer: Any) -> Verdict:
     value, truth = as_float_tensor(answer), torch.tensor(_live_leaf_run())
     require(value.numel() == 2, N_("Answer with two numbers, [after the first backward, after the second]; got "
@@ -79,14 +67,7 @@ def _predict_leaf(answer: Any) -> Verdict:
             "contribution?"))
 
 
-@exercise("02.3", N_("Write on_next_backward(tensor, fn): a hook that calls fn(grad) on the next backward only and "
-                     "then removes itself; return its handle."), what=N_("a function on_next_backward(tensor, fn)"),
-          stretch=True,
-          hints=(N_("The hook needs its own handle, which exists only after register_hook returned: let the hook look "
-                    "it up when it runs (a variable of the enclosing function, a list, an attribute ...)."),
-                 N_("PyTorch allows a hook to call remove() on its own handle while it runs (fixed in PyTorch 1.10, "
-                    "pytorch/pytorch#58354); then call fn and return None.")),
-          praise=N_("A one-shot hook: it cleans up after itself, and the caller can still cancel it before it fires."))
+@exercise("02.3")
 def _once_test(on_next_backward: Callable[[torch.Tensor, Callable[[torch.Tensor], Any]], Any]) -> Verdict:
     draw = generator(5)
     x = torch.randn(4, 2, generator=draw, requires_grad=True)

@@ -22,13 +22,7 @@ def _standardised(x: torch.Tensor) -> torch.Tensor:
     return centred / centred.pow(2).mean(dim=1, keepdim=True).sqrt()
 
 
-@exercise("03.1", N_("Write a forward pre-hook that standardises each sample of the first input (mean 0, std 1 per "
-                     "row)."), what=N_("a pre-hook standardise(module, args)"),
-          hints=(N_("A forward pre-hook changes what forward receives only through what it returns."),
-                 N_("Return a tuple: the new first input (built from args[0] with out-of-place tensor operations, per "
-                    "row: keepdim=True keeps the shapes broadcastable), followed by the remaining entries of args.")),
-          praise=N_("A pre-hook's return value replaces the positional inputs; the caller's tensor and its gradient "
-                    "are intact."))
+@exercise("03.1")
 def _standardise_test(hook: Callable[..., Any]) -> Verdict:
     draw = generator(31)
     layer = nn.Linear(5, 3)
@@ -76,16 +70,7 @@ def _standardise_test(hook: Callable[..., Any]) -> Verdict:
 
 
 # -- 03.2: a feature extractor that stays right with in-place layers ----------------------------------------
-@exercise("03.2", N_("Write extract(model, x, names): the named layers' outputs, right even with in-place layers after "
-                     "them, and no hook left behind (also when forward raises)."),
-          what=N_("a function extract(model, x, names)"), observe_only=True,
-          hints=(N_("A tensor stored by reference changes when a later in-place layer writes into its memory. When is "
-                    "the value still right, and what makes your entry independent of that memory?"),
-                 N_("The hook runs at the one moment the output is certainly right: keep something there that no later "
-                    "write can reach and that holds no graph. For the clean-up: which part of a try statement runs "
-                    "even when model(x) raises?")),
-          praise=N_("A copy taken the moment the layer returns cannot be overwritten; `finally` cleans up whatever "
-                    "happens."))
+@exercise("03.2")
 def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) -> Verdict:
     draw = generator(32)
     torch.manual_seed(32)
@@ -172,17 +157,7 @@ def _as_calls(calls: Any) -> list[tuple[Any, Any]] | None:
     return [(name, shape) for (name, _shape), shape in zip(calls, shapes)]
 
 
-@exercise("03.3", N_("Write a context manager CallTracer(model) that lists (name, output shape or None) for every "
-                     "leaf-module call, also a call whose forward raised, and removes its hooks on exit."),
-          what=N_("a class CallTracer(model) used as `with CallTracer(model) as tracer:`"), stretch=True,
-          observe_only=True,
-          hints=(N_("Leaf modules have no children. A reused module fires its hooks once per call, so append, never "
-                    "overwrite. One forward-hook option makes the hook run even when forward raises; what is `output` "
-                    "then?"),
-                 N_("A context manager has one method that runs on entry and one that runs on every exit, with or "
-                    "without an error: the handles must be kept where both can reach them. What the exit method "
-                    "returns decides whether an error goes on.")),
-          praise=N_("always_call=True reports the failing layer; __exit__ cleans up and lets the error through."))
+@exercise("03.3")
 def _tracer_test(tracer_class: Callable[[nn.Module], Any]) -> Verdict:
     model = Net(lambda m, x: m.head(m.act(m.act(m.mid(m.act(x))))),  # act's 2nd and 3rd calls: the same shape
                 act=nn.Tanh(), mid=nn.Linear(3, 4), head=nn.Sequential(nn.Linear(4, 2), nn.ReLU(inplace=True)))

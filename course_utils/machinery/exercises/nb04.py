@@ -22,14 +22,7 @@ def _deprecated_shapes() -> tuple[tuple[int, ...], ...]:
     return shapes[0]
 
 
-@exercise("04.1", N_("Predict the shapes in grad_input of a deprecated backward hook on nn.Linear(5, 2, bias=False), "
-                     "batch of 3."), kind="predict",
-          hints=(N_("The deprecated hook forwards the raw gradients of the last autograd node of the module. Which "
-                    "operation computes a Linear layer that has no bias?"),
-                 N_("Example M2's fc1 shows the pattern with a bias: one gradient per operand of that node, in the "
-                    "order the operation takes them, each shaped like its operand rather than like the module's "
-                    "parameter. Without a bias, which operands are left?")),
-          praise=N_("(input (3, 5), weightᵀ (5, 2)): the operands of the mm node -- the module's own view is lost."))
+@exercise("04.1")
 def _shapes_test(answer: Any) -> Verdict:
     answer = plain(answer)
     require(isinstance(answer, (list, tuple)) and all(isinstance(s, (list, tuple, torch.Size)) for s in answer),
@@ -54,14 +47,7 @@ def _backward_with(module: nn.Module, hook: Callable[..., Any], kind: str, run: 
         run().backward()
 
 
-@exercise("04.2", N_("Write a full backward hook that clamps the gradient w.r.t. the module's input to [-1, 1]."),
-          what=N_("a hook clip(module, grad_input, grad_output)"),
-          hints=(N_("A full backward hook replaces grad_input by returning a new tuple of the same length; it must not "
-                    "change its arguments in place. Some entries can be None."),
-                 N_("Build a tuple with one entry per grad_input entry: the clamped tensor, or None where the entry is "
-                    "None.")),
-          praise=N_("Returning a tuple replaces grad_input: everything further back sees the clamped gradient, this "
-                    "layer's parameters do not."))
+@exercise("04.2")
 def _clip_test(hook: Callable[..., Any]) -> Verdict:
     draw = generator(42)
     torch.manual_seed(42)
@@ -121,16 +107,7 @@ def _capped(grad: torch.Tensor) -> torch.Tensor:
     return grad / norms.reshape(-1, *([1] * (grad.dim() - 1)))
 
 
-@exercise("04.3", N_("Write a backward pre-hook that rescales each sample's gradient w.r.t. the output to L2 norm at "
-                     "most 1."), what=N_("a hook cap(module, grad_output)"),
-          hints=(N_("grad_output is a tuple; its first entry has the batch in dimension 0. A pre-hook replaces it by "
-                    "returning a new tuple. Samples already small must not change, and a zero gradient must not become "
-                    "NaN."),
-                 N_("Work out one divisor per sample -- its norm where that exceeds 1, else 1 -- with tensor "
-                    "operations (no Python loop or if), so that a zero norm never reaches a denominator; the divisors "
-                    "then need a shape that broadcasts over each sample's other dimensions.")),
-          praise=N_("A pre-hook changes grad_output before the layer uses it: its parameters and everything further "
-                    "back see it."))
+@exercise("04.3")
 def _cap_test(hook: Callable[..., Any]) -> Verdict:
     draw = generator(43)
     torch.manual_seed(43)
@@ -190,17 +167,7 @@ def _true_output_grads(model: nn.Sequential, x: torch.Tensor, weights: torch.Ten
     return list(torch.autograd.grad((model[5](F.relu(second).flatten(1)) * weights).sum(), [first, second]))
 
 
-@exercise("04.4", N_("Write record_output_grads(model, names, store): hooks that put d(loss)/d(output) of each named "
-                     "layer in store at every backward, also with ReLU(inplace=True) after the layer; return the "
-                     "handles."), what=N_("a function record_output_grads(model, names, store)"), stretch=True,
-          observe_only=True,
-          hints=(N_("A full backward hook wraps the layer's output, and the in-place ReLU after it then fails at "
-                    "forward time. A hook on the output tensor itself does not wrap anything -- but the tensor exists "
-                    "only during forward."),
-                 N_("A forward hook runs at every forward and sees the output while it exists: from there you can "
-                    "reach the output's gradient without wrapping anything. Under no_grad there is no gradient to wait "
-                    "for. For a bad name: which hooks are already attached when the error happens?")),
-          praise=N_("A tensor hook registered from a forward hook: no wrapping, so in-place layers are fine."))
+@exercise("04.4")
 def _recorder_test(attach: Callable[[nn.Module, list[str], dict], Any]) -> Verdict:
     draw = generator(44)
     model = _convnet()

@@ -54,14 +54,7 @@ def _relu6_net() -> nn.Module:
                       block=nn.Sequential(nn.Conv2d(5, 4, 3, padding=1), nn.ReLU6()), fc=nn.Linear(4, 6)), 51)
 
 
-@exercise("05.1", N_("Write guide_relu6(model): a full backward hook on every nn.ReLU6 that applies the guided rule; "
-                     "return the handles."), what=N_("a function guide_relu6(model) returning a list of handles"),
-          hints=(N_("A full backward hook receives (module, grad_input, grad_output) and may return a new grad_input "
-                    "tuple."),
-                 N_("grad_input has already been through the ReLU6's own backward (its mask 0 < x < 6): keep its "
-                    "positive part.")),
-          praise=N_("grad_input already carries the ReLU6's mask, so clamping it is the whole guided rule -- and the "
-                    "handles give the model back its plain gradient."))
+@exercise("05.1")
 def _relu6_test(guide_relu6: Callable[[nn.Module], Any]) -> Verdict:
     model = _relu6_net()
     x, targets = torch.randn(3, 3, 6, 6, generator=generator(52)), torch.tensor([4, 0, 2])
@@ -127,12 +120,7 @@ _SANITY_FEEDBACK = {
 }
 
 
-@exercise("05.2", N_("What do section 4's rank correlations (trained vs random weights, cat vs espresso) support? "
-                     "Answer a letter."), kind="choice",
-          hints=(N_("Compare the three numbers: how much did each map move when the weights, or the class, changed?"),
-                 N_("A method that explains the model's decision must change when the decision changes.")),
-          praise=N_("Adebayo et al. (2018): a map that reacts little to the weights and not at all to the class shows "
-                    "the image through the architecture, not the model's reasons."))
+@exercise("05.2")
 def _sanity_choice(answer: Any) -> Verdict:
     letter = answer.strip().lower().strip("()") if isinstance(answer, str) else None
     require(letter in ("a", "b", "c", "d"), N_("Answer with one letter, e.g. answer = \"a\"; got {answer!r}."),
@@ -168,14 +156,7 @@ def _reuses_the_course_mode(mode_class: type) -> bool:
         for klass in mode_class.__mro__)
 
 
-@exercise("05.3", N_("Write a TorchFunctionMode that guides the output of every F.relu / torch.relu call made while it "
-                     "is active."), what=N_("a class (a TorchFunctionMode subclass)"), stretch=True,
-          hints=(N_("__torch_function__ sees every torch function call: run func, look at which function it was, "
-                    "return the result."),
-                 N_("On a result of F.relu or torch.relu that requires grad, register a tensor hook with the guided "
-                    "rule.")),
-          praise=N_("A function mode sees the calls module hooks cannot: this is how guided_backprop(..., "
-                    "functional=True) works."))
+@exercise("05.3")
 def _functional_test(mode_class: Any) -> Verdict:
     require(isinstance(mode_class, type) and issubclass(mode_class, TorchFunctionMode),
             N_("Define a class that subclasses torch.overrides.TorchFunctionMode."))

@@ -73,15 +73,7 @@ def _tidy(model: nn.Module, x: torch.Tensor, x_before: torch.Tensor) -> None:
     require_untouched(x, x_before, _X_CHANGED)
 
 
-@exercise("06.1", N_("Write channel_weights(model, layer_name, x, targets): Grad-CAM's weights (N, C) caught by a full "
-                     "backward hook."), what=N_("a function channel_weights(model, layer_name, x, targets)"),
-          observe_only=True,
-          hints=(N_("register_full_backward_hook gives hook(module, grad_input, grad_output); which of the two belongs "
-                    "to the layer's output?"),
-                 N_("grad_output[0] has the output's shape (N, C, h, w); Grad-CAM's weight is a mean over two of those "
-                    "dimensions, and one backward can serve every sample of the batch.")),
-          praise=N_("grad_output[0] is the gradient at the layer's output -- the same tensor a tensor hook on the "
-                    "output sees."))
+@exercise("06.1")
 def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
     for layer, index in (("2", 2), ("4", 4)):
         model, x = _cam_net(inplace=False), _batch()
@@ -117,14 +109,7 @@ def _cam(activation: torch.Tensor, gradient: torch.Tensor) -> torch.Tensor:
     return (gradient.mean(dim=(2, 3), keepdim=True) * activation).sum(dim=1).clamp(min=0)
 
 
-@exercise("06.2", N_("Write grad_cam_two_hooks(model, layer_name, x, targets) from one forward hook and one tensor "
-                     "hook."), what=N_("a function grad_cam_two_hooks(model, layer_name, x, targets)"),
-          observe_only=True,
-          hints=(N_("Inside the forward hook you hold the layer's output: keep it, and register a tensor hook on it "
-                    "that keeps its gradient."),
-                 N_("An in-place ReLU right after the layer rewrites the very tensor your hook saw, after the hook "
-                    "ran: keep a detached copy. Remove the forward hook in a finally block.")),
-          praise=N_("Two hooks, one copy, one handle removed: the whole of Grad-CAM's plumbing."))
+@exercise("06.2")
 def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
     # an in-place ReLU right after layer "2"; with stride 2 the layer's maps (4x3) are smaller than the input (7x5),
     # so a map upsampled to the input's size does not pass for the raw one
@@ -227,14 +212,7 @@ def _per_call_truth(model: nn.Module, x: torch.Tensor, targets: list[int]) -> li
     return [(first.detach(), gradients[0]), (second.detach(), gradients[1])]
 
 
-@exercise("06.3", N_("Write cam_per_call(model, module, x, targets): one raw Grad-CAM map per call of a module used "
-                     "twice in forward."), what=N_("a function cam_per_call(model, module, x, targets)"), stretch=True,
-          observe_only=True,
-          hints=(N_("A forward hook fires once per call, and each call's output is a different tensor with its own "
-                    "tensor hook."),
-                 N_("The tensor hooks fire during the backward, last call first: give each one the position of its "
-                    "call (a closure or a default argument), so that it stores its gradient in the right place.")),
-          praise=N_("A forward hook per call and a tensor hook per output: shared modules need no special case."))
+@exercise("06.3")
 def _per_call_test(cam_per_call: Callable[..., Any]) -> Verdict:
     model, x, targets = _shared_block_net(), torch.randn(2, 3, 6, 5, generator=generator(64)), [4, 1]
     x_before, truth = x.clone(), _per_call_truth(model, x, targets)

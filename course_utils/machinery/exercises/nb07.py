@@ -28,16 +28,7 @@ def _by_hand(model: nn.Sequential, x: torch.Tensor, p: float | None, where: str 
     return F.relu(F.dropout2d(out, p=p, training=True) if p is not None and where == "output" else out)
 
 
-@exercise("07.1", N_("Write attach_dropout2d(model, layer_name, p): a forward pre-hook that applies F.dropout2d to one "
-                     "layer's input in training mode only, returning the handle."),
-          what=N_("a function attach_dropout2d(model, layer_name, p)"),
-          hints=(N_("model.get_submodule(layer_name) finds the layer. A forward pre-hook runs before the layer's "
-                    "forward and gets (module, args), args being the tuple of the layer's positional inputs; what it "
-                    "returns (other than None) becomes the new inputs."),
-                 N_("Inside the hook, module.training tells you the mode. Don't change args[0] in place -- the layer "
-                    "before may need it for its backward.")),
-          praise=N_("A plug-in regulariser in front of a layer: the model's code never changed, and the handle takes "
-                    "it away again."))
+@exercise("07.1")
 def _dropout_test(attach: Callable[[nn.Module, str, float], Any]) -> Verdict:
     model, x = _conv_model(), torch.randn(8, 2, 6, 6, generator=generator(3))
     with torch.no_grad():
@@ -93,14 +84,7 @@ def _accumulate(model: nn.Module, batches: list[torch.Tensor], after_each: Calla
     return [p.grad.clone() for p in model.parameters()]
 
 
-@exercise("07.2", N_("Write clip_norm_per_parameter(model, max_norm): post-accumulate-grad hooks that rescale each "
-                     "parameter's accumulated gradient to norm <= max_norm; return the handles."),
-          what=N_("a function clip_norm_per_parameter(model, max_norm)"),
-          hints=(N_("register_post_accumulate_grad_hook(hook) calls hook(param) after .grad was accumulated; change "
-                    "param.grad in place and return None."),
-                 N_("Compute norm = param.grad.norm(); only when it exceeds max_norm, multiply .grad by max_norm / "
-                    "norm.")),
-          praise=N_("Per-parameter clipping that a hook can do -- a global norm needs every gradient first."))
+@exercise("07.2")
 def _per_parameter_norm_test(attach: Callable[[nn.Module, float], Any]) -> Verdict:
     torch.manual_seed(21)
     reference_model, model, plain_model = _small_net(), _small_net(), _small_net()
@@ -202,17 +186,7 @@ def _wrong_fractions(layers: list[nn.Module], batches: list[torch.Tensor], got: 
             "sample of every batch so far {shown}."), count=len(batches), shown=shown)
 
 
-@exercise("07.3", N_("Write DeadUnitCounter(model), a context manager that hooks every nn.ReLU, records per ReLU the "
-                     "fraction of units dead over every batch seen in the with-block, and removes its hooks on exit, "
-                     "also when forward raises."), what=N_("a class DeadUnitCounter(model)"), stretch=True,
-          observe_only=True,
-          hints=(N_("In __enter__ loop over model.named_modules() and keep each handle; __exit__ runs even when the "
-                    "with-block raises: remove the hooks there and return a false value, so the error goes on."),
-                 N_("A unit is alive for good once any sample of any batch made it non-zero. Keep, per ReLU, one "
-                    "boolean per unit (the shape of one sample's output) saying whether it was ever active, update it "
-                    "in every forward, and compute the fraction from it.")),
-          praise=N_("A monitor that remembers across batches and cleans up after itself, whatever happens inside the "
-                    "with-block."))
+@exercise("07.3")
 def _counter_test(counter_class: Callable[[nn.Module], Any]) -> Verdict:
     torch.manual_seed(7)
     layers = [nn.Linear(4, 12), nn.ReLU(inplace=True), nn.Linear(12, 9), nn.ReLU(), nn.Linear(9, 3)]

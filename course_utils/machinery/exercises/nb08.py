@@ -45,13 +45,7 @@ def _pack_unpack_calls() -> tuple[float, float]:
     return float(calls["pack"]), float(calls["unpack"])
 
 
-@exercise("08.1", N_("Predict how many times pack and unpack are called for (a * 3).exp().sum() and two backward "
-                     "passes."), kind="predict",
-          hints=(N_("A multiplication by a Python number keeps only that number for backward, and pack never sees it "
-                    "(S1b)."),
-                 N_("exp's derivative is exp itself: it saves its result. Every backward pass unpacks what it uses.")),
-          praise=N_("pack sees only the tensors an operation's backward needs (not a Python number), and every "
-                    "backward reads them again."))
+@exercise("08.1")
 def _predict_calls(answer: Any) -> Verdict:
     require(not isinstance(answer, str), N_("Your answer is a string ({answer!r:.30}): a prediction here is a list of "
                                             "two numbers, [pack calls, unpack calls]."), answer=answer)
@@ -183,18 +177,7 @@ def _records(seen: list[_Saved]) -> None:
                     dtype=record.dtype, kept=kept_dtypes or Text(N_("no tensor")))
 
 
-@exercise("08.2", N_("Write SaveInHalf(model), a saved_tensors_hooks subclass that keeps each floating-point storage "
-                     "autograd saves once, in float16, however many views of it are saved; parameters and other "
-                     "tensors as they are."),
-          what=N_("a class SaveInHalf (a saved_tensors_hooks subclass) that takes the model"),
-          hints=(N_("A dict from a storage's address (tensor.untyped_storage().data_ptr()) to its float16 copy shares "
-                    "the copy between views; what pack returns must then let unpack rebuild this particular view, in "
-                    "its dtype."),
-                 N_("Tensor.as_strided(size, stride, storage_offset) makes any view of a flat tensor -- also a 1-D "
-                    "view over a whole storage. A cached copy is valid only while the storage it came from is alive: "
-                    "addresses are reused (StorageWeakRef in torch.multiprocessing.reductions has .expired()).")),
-          praise=N_("The floor of S4: every storage once, in half the bytes, the integer indices and parameters "
-                    "untouched."))
+@exercise("08.2")
 def _half_test(hooks_class: Callable[..., Any]) -> Verdict:
     model = _pooling_model()
     try:
@@ -295,14 +278,7 @@ def _graph_truth(model: nn.Module, x: torch.Tensor, *, dedupe: bool = True, skip
     return totals
 
 
-@exercise("08.3", N_("Write saved_bytes_by_layer(model, x): the bytes each leaf module saves for backward, each "
-                     "storage once, parameters excluded, hooks removed also on error."),
-          what=N_("a function saved_bytes_by_layer(model, x)"), stretch=True, observe_only=True,
-          hints=(N_("A forward pre-hook on each leaf module can record which layer is running; the pack hook of "
-                    "saved_tensors_hooks reads it. A forward hook with always_call=True marks the end."),
-                 N_("tensor.untyped_storage().data_ptr() identifies memory: keep the addresses already counted and "
-                    "those of the parameters; remove the module hooks in a finally block.")),
-          praise=N_("Module hooks and saved-tensor hooks together: a memory profiler per layer in a few lines."))
+@exercise("08.3")
 def _bytes_test(function: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     torch.manual_seed(41)
     # the in-place ReLU saves its output, and the Linear the same storage again through Flatten, as another view

@@ -68,16 +68,7 @@ def _mismatch(missing: list[str], unexpected: list[str]) -> None:
             "entries, and leave every other key alone."), missing=missing[:3], unexpected=unexpected[:3])
 
 
-@exercise("09.1", N_("Write split_qkv_on_load(attention): a load_state_dict pre-hook that splits an old fused qkv "
-                     "projection into q, k and v, honouring the hook's prefix; return the handle."),
-          what=N_("a function split_qkv_on_load(attention)"),
-          hints=(N_("The pre-hook gets (module, state_dict, prefix, ...) and may change state_dict in place; the keys "
-                    "it looks for are the module's own keys with prefix in front of them."),
-                 N_("A fused tensor of 3d rows comes apart in three pieces of d rows with torch.chunk (or "
-                    "tensor_split) along dim 0; the parameter names to build can come from the module itself "
-                    "(module.q.named_parameters()).")),
-          praise=N_("Old checkpoints load into new code, tensors reshaped on the way, and the model's source never "
-                    "changed."))
+@exercise("09.1")
 def _split_test(function: Callable[[nn.Module], Any]) -> Verdict:
     # the attention module loaded on its own (prefix ""); the same class inside a model, two blocks deep; a checkpoint
     # already in the new format, which must load unchanged
@@ -222,16 +213,7 @@ def _state_not_restored(optimizer: torch.optim.Optimizer, params: list[torch.Ten
             "the optimizer?"), label=Text(label))
 
 
-@exercise("09.2", N_("Write undo_bad_steps(optimizer, max_change): step hooks that put the weights and the optimizer's "
-                     "state back after a step that moved a weight too far or left it not finite; return both handles."),
-          what=N_("a function undo_bad_steps(optimizer, max_change)"),
-          hints=(N_("What a step did is known only after it: a pre-hook keeps copies of what the step may change, a "
-                    "post-hook compares and restores."),
-                 N_("optimizer.state_dict() and load_state_dict() save and restore momentum, step counts and moments "
-                    "-- but the dict holds the optimizer's live tensors, which step() changes in place: keep a "
-                    "copy.deepcopy of it (import copy). Weights: keep clone()s, which have their own memory, and put "
-                    "them back with copy_ under torch.no_grad().")),
-          praise=N_("A bad step leaves no trace: not in the weights, not in Adam's moments, not in the step count."))
+@exercise("09.2")
 def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdict:
     batches = [torch.randn(5, 4, generator=generator(i)) for i in range(5)]
     trainings = {  # optimizer, and the batches that make a bad step: a huge gradient, or one nan entry
@@ -319,18 +301,7 @@ def _window(every: int, done: int, params: list[torch.Tensor], plain_model: nn.M
                "step and free .grad only on the every-th call."), every=every)
 
 
-@exercise("09.3", N_("Write attach_optimizer_in_backward(model, make_optimizer, every): one optimizer per parameter, "
-                     "stepped by a post-accumulate-grad hook on every every-th gradient, accumulating in between; "
-                     "return the handles."),
-          what=N_("a function attach_optimizer_in_backward(model, make_optimizer, every)"), stretch=True,
-          hints=(N_("Each parameter's hook runs once per backward pass, when that parameter's .grad holds the sum so "
-                    "far: it needs its own count of how often it has run."),
-                 N_("Keep .grad between the steps (backward adds to it); on the every-th call step that parameter's "
-                    "optimizer, created once outside the hook, then set .grad to None. A hook defined inside a loop "
-                    "must hold its own optimizer and counter: bind them when the hook is made -- default arguments "
-                    "(def hook(p, opt=opt, count=count)) or a small function that builds and returns the hook.")),
-          praise=N_("Gradient accumulation inside backward: the update of a big batch, one parameter's step at a "
-                    "time."))
+@exercise("09.3")
 def _accumulation_test(function: Callable[[nn.Module, Callable[[list], torch.optim.Optimizer], int], Any]) -> Verdict:
     makers = {N_("SGD with momentum"): lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9),
               "Adam": lambda ps: torch.optim.Adam(ps, lr=0.01)}

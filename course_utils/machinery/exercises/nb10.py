@@ -58,14 +58,7 @@ def _rebound(hook: Callable[..., Any], running: torch.Tensor) -> bool:
                for value in values)
 
 
-@exercise("10.1", N_("Write a forward hook that sums the fraction of active outputs into a tensor, so one compiled "
-                     "graph serves every call."),
-          what=N_("a function watch_activity(module, running) that returns a handle"), observe_only=True,
-          hints=(N_("Dynamo puts tensor operations in the graph; Python numbers and growing lists become guards or "
-                    "breaks."),
-                 N_("Every step of the hook can stay a tensor operation: a comparison gives a tensor of booleans, "
-                    "which has a mean once it holds numbers, and `running` can be changed in place.")),
-          praise=N_("Tensors in, tensors out: one graph for every call, and you read the numbers after training."))
+@exercise("10.1")
 def _activity_test(attach: Callable[[nn.Module, torch.Tensor], Any]) -> Verdict:
     torch.manual_seed(31)
     model = Net(lambda m, x: m.second(torch.tanh(m.first(x))), first=nn.Linear(6, 10), second=nn.Linear(10, 4))
@@ -140,16 +133,9 @@ def _graphs_compiled() -> torch.Tensor:
     return torch.tensor(float(len(graphs)))
 
 
-_predict_graphs = exercise(
-    "10.2", N_("Predict how many graphs dynamo compiles while hooks are added to and removed from a compiled model."),
-    kind="predict",
-    hints=(N_("Dynamo guards on the length of a hook dictionary that was not empty when it compiled."),
-           N_("First call: one graph. Then ask at every call: is there a compiled graph whose guard (the number of "
-              "hooks on layer 0) still holds?")),
-    praise=N_("A graph compiled while the module had hooks guards their number: 1, 2 and then 0 hooks each needed a "
-              "graph of their own (only a module compiled with no hooks goes unwatched, C3)."),
-)(expect_live_value(_graphs_compiled, N_("Go through the three calls with C2 and C3 in mind: at each call, is there a "
-                                         "graph compiled so far whose guards still hold?"), atol=0.0))
+_predict_graphs = exercise("10.2")(expect_live_value(
+    _graphs_compiled, N_("Go through the three calls with C2 and C3 in mind: at each call, is there a graph compiled "
+                         "so far whose guards still hold?"), atol=0.0))
 
 
 # -- 10.3 and 10.4: DDP communication hooks in a real two-rank group ---------------------------------------------
@@ -356,16 +342,7 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
 
-@exercise("10.3", N_("Write a DDP comm hook that averages each bucket over the samples of all ranks, sending each "
-                     "rank's number of samples along with its gradients."),
-          what=N_("a comm hook weighted_mean_hook(state, bucket) that returns a Future"),
-          hints=(N_("all_reduce adds up what the ranks send: if each rank sends its gradients times its number of "
-                    "samples, and its number of samples, the sums are the numerator and the denominator of the "
-                    "per-sample mean."),
-                 N_("torch.cat joins the scaled bucket and a one-value tensor. The division can only happen once the "
-                    "all-reduce is done -- in the callback given to the Future's then(), which must return a tensor of "
-                    "the bucket's size.")),
-          praise=N_("Every sample weighs the same, on every rank: the mean a single process would have computed."))
+@exercise("10.3")
 def _weighted_test(hook: Callable[..., Any]) -> Verdict:
     noted, mine, theirs = _run_pair(hook, lambda group: SimpleNamespace(group=group, samples=_SAMPLES[0]), "weighted",
                                     _SAMPLES[0])
@@ -399,16 +376,7 @@ def _weighted_test(hook: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-@exercise("10.4", N_("Write a comm hook that sends the gradients as bfloat16 and puts the average back into the "
-                     "bucket."), what=N_("a comm hook bf16_hook(process_group, bucket) that returns a Future"),
-          stretch=True,
-          hints=(N_("Compress, average, decompress: the tensor you send is a bfloat16 copy, the tensor you return is "
-                    "the bucket's own float32 buffer."),
-                 N_("D1's hook shows the frame: a tensor handed to an asynchronous all_reduce, a Future, and a then() "
-                    "callback. What changes is the tensor you send, and what the callback does with the result before "
-                    "returning the float32 bucket.")),
-          praise=N_("Half the bytes of float32; bfloat16 keeps float32's range, so no overflow, at about 3 significant "
-                    "digits."))
+@exercise("10.4")
 def _bf16_test(hook: Callable[..., Any]) -> Verdict:
     noted, mine, theirs = _run_pair(hook, lambda group: group, "bf16")
     far = 1e-2

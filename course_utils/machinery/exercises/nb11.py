@@ -37,15 +37,7 @@ def _grad_at_output(model: nn.Sequential, index: int, x: torch.Tensor) -> torch.
     return torch.autograd.grad(plain[index + 1:](middle).sum(), middle)[0]
 
 
-@exercise("11.1", N_("Catch grad_output at a layer with a full backward hook on a model with in-place ReLUs, leaving "
-                     "it as found."), what=N_("a function grad_output_of(model, layer_name, x)"),
-          hints=(N_("The error is about an in-place operation on the tensor the hook wraps. Which modules of the model "
-                    "do something in place, and is there a switch on them?"),
-                 N_("Remember each module's `inplace` flag, set it to False while the hook is registered, and put "
-                    "every flag back in the same `finally` that removes the hook (course_utils.HookRegistry's set_attr "
-                    "does both for you).")),
-          praise=N_("No in-place op next to a full backward hook while it is registered (pytorch#61519) -- and the "
-                    "model handed back as it came."))
+@exercise("11.1")
 def _grad_output_test(answer: Callable[..., Any]) -> Verdict:
     torch.manual_seed(111)
     model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(4, 3, 3, padding=1),
@@ -102,12 +94,7 @@ def _filled_one(kept: dict, total: int, forwards: int, message: str) -> None:
             filled=filled[0] if filled else "", total=total)
 
 
-@exercise("11.2", N_("Keep every forward's output of the named layers without keeping the graph alive or an alias of "
-                     "the output."), what=N_("a function keep_outputs(model, layer_names)"), observe_only=True,
-          hints=(N_("Two things hold on to more than you want: the output's grad_fn (the whole graph of that forward) "
-                    "and its memory (which the next in-place op writes into)."),
-                 N_("`.detach()` cuts the first and copies nothing; `.clone()` copies. You need both.")),
-          praise=N_("detach() drops the graph, clone() drops the alias: memory stays flat and the record stays true."))
+@exercise("11.2")
 def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
     torch.manual_seed(112)
     model = nn.Sequential(nn.Linear(5, 7), nn.ReLU(inplace=True), nn.Linear(7, 4), nn.ReLU(inplace=True),
@@ -163,12 +150,7 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-@exercise("11.3", N_("Write output_mean(model, layer_name, x): one hook per call, always removed, also when the "
-                     "forward raises."), what=N_("a function output_mean(model, layer_name, x)"), observe_only=True,
-          hints=(N_("register_forward_hook returns a handle; the hook stays until someone calls its remove()."),
-                 N_("Put the forward in `try:` and `handle.remove()` in `finally:` -- or write `with "
-                    "layer.register_forward_hook(...):`, since a handle is also a context manager.")),
-          praise=N_("One hook in, one hook out, whatever happens in between."))
+@exercise("11.3")
 def _mean_test(answer: Callable[..., Any]) -> Verdict:
     torch.manual_seed(113)
     model, draw = nn.Sequential(nn.Linear(3, 6), nn.Tanh(), nn.Linear(6, 4), nn.Sigmoid()), generator(13)
@@ -213,13 +195,7 @@ def _fires(scenario: str) -> bool:
 _SCENARIOS = ("copied_after_hook", "forward_called_directly", "under_no_grad", "aux_head_in_eval")
 
 
-@exercise("11.4", N_("Predict, for four scenarios, whether the forward hook fires (a dict of True/False)."),
-          kind="predict",
-          hints=(N_("Module hooks live in the module object's own dictionaries, and run inside nn.Module.__call__."),
-                 N_("deepcopy copies those dictionaries too; grad mode matters to tensor and backward hooks, not to "
-                    "forward hooks; a layer that is never called -- or whose .forward is called directly -- runs no "
-                    "hook.")),
-          praise=N_("A hook fires only where its module object is called: check the object, the call and the path."))
+@exercise("11.4")
 def _fires_test(answer: Any) -> Verdict:
     require(isinstance(answer, dict) and sorted(answer) == sorted(_SCENARIOS),
             N_("Answer with a dict with exactly the keys {scenarios}, each True or False."), scenarios=list(_SCENARIOS))
@@ -233,12 +209,7 @@ def _fires_test(answer: Any) -> Verdict:
     return Verdict(True)
 
 
-@exercise("11.5", N_("Log every leaf layer's output norm per forward with hooks that change nothing."),
-          what=N_("a function log_output_norms(model)"), observe_only=True,
-          hints=(N_("What a forward hook returns matters: None leaves the output alone, anything else replaces it."),
-                 N_("Append in one statement and let the hook end without a `return`; keep a plain Python float "
-                    "(`.item()`).")),
-          praise=N_("A logger that only looks: the outputs, and the gradients through them, are the model's own."))
+@exercise("11.5")
 def _norms_test(answer: Callable[..., Any]) -> Verdict:
     torch.manual_seed(115)
     model = nn.Sequential(nn.Linear(4, 5), nn.GELU(), nn.Sequential(nn.Linear(5, 5), nn.Tanh()), nn.Linear(5, 3))
@@ -317,13 +288,7 @@ def _map_shapes(model: nn.Module, x: torch.Tensor) -> dict[str, tuple[int, ...]]
     return shapes
 
 
-@exercise("11.6", N_("Find the last layer that still has a spatial map (the Grad-CAM layer) by running the model with "
-                     "hooks."), what=N_("a function cam_layer(model, x)"), observe_only=True,
-          hints=(N_("A forward hook on every named module sees every output's shape; the hooks fire in the order the "
-                    "calls finish (a container after its children)."),
-                 N_("Keep the name each time an output is 4-D with shape[-2] * shape[-1] > 1; the last name kept is "
-                    "the answer. Run under torch.no_grad() and remove the hooks in a `finally`.")),
-          praise=N_("The right layer is the last one that still knows where: after global pooling, every map is flat."))
+@exercise("11.6")
 def _layer_test(answer: Callable[..., Any]) -> Verdict:
     for model, x, right, pooled in _layer_models():
         x_before = x.clone()
@@ -350,13 +315,7 @@ def _layer_test(answer: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-@exercise("11.7", N_("Scale a layer's output under torch.compile with one hook whose scale changes without a "
-                     "recompile."), what=N_("a function attach_scale(module)"), stretch=True,
-          hints=(N_("Dynamo guards on the hooks a module has and on the Python numbers the traced code reads; a "
-                    "tensor's values are data, not guards."),
-                 N_("Register the hook once, reading a 0-dimensional tensor from its closure; set_scale writes into "
-                    "that tensor with fill_() (or copy_()).")),
-          praise=N_("One hook, one graph: what changes between calls is data, not code."))
+@exercise("11.7")
 def _scale_test(answer: Callable[..., Any]) -> Verdict:
     from torch._dynamo.utils import counters
 
@@ -447,13 +406,7 @@ def _train_step_run(answer: Callable[..., Any], *, stale: bool) -> tuple[list[to
     return [param.detach() for param in model.parameters()], scaler.get_scale(), bool(left)
 
 
-@exercise("11.8", N_("Write a training step with gradient accumulation and a GradScaler that clips once, after "
-                     "unscaling."), what=N_("a function train_step(model, optimizer, scaler, batches, limit)"),
-          hints=(N_("A gradient hook fires during every backward, on scaled gradients: it cannot know the last "
-                    "micro-batch, nor the scale."),
-                 N_("Accumulate with scaler.scale(loss).backward() for each micro-batch; then "
-                    "scaler.unscale_(optimizer), clip_grad_value_, scaler.step(optimizer), scaler.update().")),
-          praise=N_("The order AMP's documentation gives: accumulate, unscale, clip, step."))
+@exercise("11.8")
 def _train_step_test(answer: Callable[..., Any]) -> Verdict:
     limit, (got, scale, left) = 0.05, _train_step_run(answer, stale=False)
     require(not left, N_("Hooks are left on the model or its parameters after train_step: clipping once needs no hook "

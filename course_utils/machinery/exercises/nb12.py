@@ -3,7 +3,7 @@ steer with a vector (a block's output or an attention module's tuple), and steer
 
 Each check builds its own ``InductionTransformer`` (random weights, another shape than the notebook's), computes the
 truth without the learner's hooks, and names a wrong answer by recomputing the usual mistakes. 12.4 judges what its
-hook returns itself (``watch_hooks=False``): handing on a tuple is part of that exercise.
+hook returns itself (``watch_hooks = false`` in nb12.toml): handing on a tuple is part of that exercise.
 """
 
 from __future__ import annotations
@@ -124,14 +124,7 @@ def _wrong_stream(model: InductionTransformer, tokens: torch.Tensor, truth: list
             "1 what block i returns."), index=index)
 
 
-@exercise("12.1", N_("Write cache_residuals(model, tokens): the embedding stream and every block's output, cached by "
-                     "raw hooks without the graph."), what=N_("a function cache_residuals(model, tokens)"),
-          observe_only=True,
-          hints=(N_("A forward pre-hook on model.blocks[0] sees the embedding stream as args[0]; a forward hook on "
-                    "each block sees what the block returns."),
-                 N_("Append output.detach() (not output) in the order the hooks fire, and remove every handle in a "
-                    "finally block.")),
-          praise=N_("One pre-hook and one hook per block: the residual stream, without the graph behind it."))
+@exercise("12.1")
 def _cache_test(cache_residuals: Callable[..., Any]) -> Verdict:
     for n_layers, n_heads, seed in ((3, 2, 121), (1, 4, 122)):
         model, tokens = _model(n_layers, n_heads, seed), _tokens(5, seed)
@@ -227,14 +220,7 @@ def _misplaced_ablation(where: list[str], layer: int, head: int) -> None:
          where=", ".join(n for n in where if n.startswith(inside)), head=head, layer=layer)
 
 
-@exercise("12.2", N_("Write ablate_head(model, layer, head): a pre-hook that zeroes one head before out_proj mixes "
-                     "them; return its handle."), what=N_("a function ablate_head(model, layer, head)"),
-          hints=(N_("The heads are side by side in the input of model.blocks[layer].attn.out_proj; the attention "
-                    "module's own output is too late."),
-                 N_("Head h owns features h*d_head to (h+1)*d_head, and d_head is an attribute of the attention "
-                    "module. Clone args[0], zero the slice, return the copy.")),
-          praise=N_("Zero ablation of a head is one slice of out_proj's input set to zero; mean and resample ablation "
-                    "write another value into the same slice."))
+@exercise("12.2")
 def _ablate_test(ablate_head: Callable[..., Any]) -> Verdict:
     for n_heads, layer, head, seed in ((4, 0, 1, 127), (8, 1, 5, 124), (8, 0, 7, 125), (4, 1, 3, 126)):
         model, tokens = _model(2, n_heads, seed), _tokens(6, seed)
@@ -319,14 +305,7 @@ def _patched(model: InductionTransformer, clean: torch.Tensor, corrupted: torch.
         return _run(model, corrupted)
 
 
-@exercise("12.3", N_("Write patch_position(model, clean, corrupted, layer, position): the corrupted run's logits with "
-                     "one position of one block's output patched from the clean run."),
-          what=N_("a function patch_position(model, clean, corrupted, layer, position)"),
-          hints=(N_("Two runs: the clean one with a hook that keeps the block's output, then the corrupted one with a "
-                    "hook that returns a patched copy."),
-                 N_("Clone the corrupted output, copy output[:, position] from the clean one, and return the copy: a "
-                    "forward hook's return value replaces the output.")),
-          praise=N_("Cache, then replace: activation patching is two forward hooks."))
+@exercise("12.3")
 def _patch_test(patch_position: Callable[..., Any]) -> Verdict:
     for layer, position, seed in ((1, 13, 128), (2, 0, 129), (0, 23, 130)):
         model, clean = _model(3, 2, seed), _tokens(4, seed)
@@ -411,15 +390,7 @@ def _shifted(stream: torch.Tensor, shift: torch.Tensor, positions: Any = slice(N
     return steered
 
 
-@exercise("12.4", N_("Write add_steering(module, vector, scale): a forward hook that adds scale * vector at every "
-                     "position of the output, a tensor or a tuple's first element; return its handle."),
-          what=N_("a function add_steering(module, vector, scale)"), watch_hooks=False,
-          hints=(N_("What a forward hook returns replaces the module's output: a tensor for a block, a tuple of the "
-                    "same length for the attention module."),
-                 N_("Add scale * vector (a new tensor of shape (d_model,), which broadcasts over the batch and any "
-                    "number of positions) to the output, or to its first element, and return the handle.")),
-          praise=N_("One forward hook steers a block or a layer that returns a tuple, at any length and under a KV "
-                    "cache."))
+@exercise("12.4")
 def _steer_test(add_steering: Callable[..., Any]) -> Verdict:
     model = _model(3, 4, 131)
     for target, scale, length, seed in (("blocks.1", 0.7, 24, 131), ("blocks.0", -2.0, 9, 132),
@@ -563,14 +534,7 @@ def _hook_raised(error: Exception) -> None:
                "is registered to."), error=text)
 
 
-@exercise("12.5", N_("Write generate_steered(model, prompt, new_tokens, layer, vector, start): KV-cached generation "
-                     "steered from an absolute position on."),
-          what=N_("a function generate_steered(model, prompt, new_tokens, layer, vector, start)"), stretch=True,
-          hints=(N_("With the KV cache the block sees the prompt once, then one position per step: slicing the output "
-                    "by position fails silently. Which argument of the block's call says where you are?"),
-                 N_("register_forward_hook(hook, with_kwargs=True) passes kwargs: kwargs['positions'] holds the "
-                    "absolute positions of this call. Remove the hook when generation ends.")),
-          praise=N_("Absolute positions, not slices of the output: your hook is right with and without a cache."))
+@exercise("12.5")
 def _kv_test(generate_steered: Callable[..., Any]) -> Verdict:
     for case, (layer, prompt_length, start, seed) in enumerate(((0, 10, 5, 135), (1, 12, 15, 134))):
         model = _model(2, 4, seed)

@@ -57,11 +57,7 @@ def _generated(model, prompt: torch.Tensor, layer: int, vector: torch.Tensor, st
         return model.generate(prompt, max_new_tokens=6, do_sample=False, use_cache=cache)
 
 
-@exercise("13.1", N_("Steer generate() from an absolute position on, with the KV cache."),
-          what=N_("a function steer_generation(model, prompt, new_tokens, layer, vector, start)"),
-          hints=(N_("After the prompt, each call of the block holds one position: which positions are they?"),
-                 N_("Section 3: the positions come with the call, or count them yourself.")),
-          praise=N_("Right at every step: the cache changes what a call holds, not where it is."))
+@exercise("13.1")
 def _steer_test(steer_generation: Callable[..., Any]) -> Verdict:
     for n_layers, n_heads, layer, start, seed in ((3, 2, 1, 4, 1), (2, 4, 0, 9, 2), (4, 2, 3, 0, 3), (3, 2, 2, 11, 1)):
         model, prompt, vector = _gpt2(n_layers, n_heads, seed), _tokens(3, 7, seed), randn(seed, 32) * 3
@@ -153,14 +149,7 @@ def _name_the_wrong_gradient(value: Any, layer: int, truth: dict[str, list[list[
             "tensor does your hook catch, and when?"), layer=layer, mode=mode)
 
 
-@exercise("13.2", N_("Catch each block's attention-output gradient, right under either kind of checkpointing."),
-          what=N_("a function attention_gradients(model)"),
-          hints=(N_("With checkpointing, when else does your hook run?"),
-                 N_("Section 4, use_reentrant=True: the first forward runs without a graph, so its outputs require no "
-                    "gradient, and only the re-run's reach backward. A tensor hook fires only on a tensor that "
-                    "backward reaches.")),
-          praise=N_("Right in all three modes: your hooks catch the gradient wherever backward really passes, in the "
-                    "first forward or in the re-run."))
+@exercise("13.2")
 def _gradients_test(attention_gradients: Callable[..., Any]) -> Verdict:
     for n_layers, reentrant, seed in ((3, False, 4), (2, None, 5), (4, True, 6)):
         model = _gpt2(n_layers, 2, seed).train()
@@ -197,11 +186,7 @@ def _gradients_test(attention_gradients: Callable[..., Any]) -> Verdict:
 
 
 # -- 13.3: watch an offloaded module's weight, leave accelerate's hook ----------------------------------------------
-@exercise("13.3", N_("Watch the weight an offloaded module really uses, and leave accelerate's hook in place."),
-          what=N_("a function watch_weight_norms(module, norms)"),
-          hints=(N_("Where is the weight when a torch pre-hook runs on an offloaded module?"),
-                 N_("Section 5: chain after accelerate's hook, and when you remove yours, put theirs back.")),
-          praise=N_("You worked beside accelerate without breaking it."))
+@exercise("13.3")
 def _watch_test(watch_weight_norms: Callable[..., Any]) -> Verdict:
     from accelerate import cpu_offload
 
@@ -291,11 +276,7 @@ def _grads_untouched(model, given: dict[str, tuple[torch.Tensor | None, torch.Te
                for n, p in model.named_parameters())
 
 
-@exercise("13.4", N_("Attribution patching for every head, from one backward pass."),
-          what=N_("a function head_attribution(model, clean, corrupted, metric)"), stretch=True,
-          hints=(N_("Which tensor holds the heads side by side, and which run is the gradient taken on?"),
-                 N_("Section 7: cache both runs' inputs of attn.c_proj, catch the gradient there in backward.")),
-          praise=N_("Every head's patch estimated at once, the way AtP does it."))
+@exercise("13.4")
 def _attribution_test(head_attribution: Callable[..., Any]) -> Verdict:
     for n_layers, n_heads, length, seed, marked in ((2, 4, 12, 9, False), (3, 2, 16, 10, True)):
         model, clean = _gpt2(n_layers, n_heads, seed).train(not marked), _tokens(5, length, seed)
