@@ -161,8 +161,8 @@ def test_a_verdict_carries_its_status_and_is_translated_when_read() -> None:
     from course_utils.machinery.messages import N_, Text, in_language
 
     assert Verdict(True).status is Status.PASSED and Verdict(False, "no").status is Status.FAILED
-    stub = Verdict(False, Text(N_("your answer is still the stub")), status=Status.STUB)
-    assert stub.message == "your answer is still the stub" and not stub
+    stub = Verdict(False, Text(N_("Your answer is still the stub")), status=Status.STUB)
+    assert stub.message == "Your answer is still the stub" and not stub
     with in_language("zh"):
         assert stub.message == "你的答案还是占位代码"
     with pytest.raises(ValueError, match="cannot have the status"):
@@ -219,7 +219,7 @@ def test_an_error_in_the_learners_code_names_the_learners_line(scratch_exercise,
 
     assert not check("99.1", my_hook)
     out = capsys.readouterr().out
-    assert "your code raised AttributeError" in out and "in my_hook" in out and "scaled.no_such_method()" in out
+    assert "Your code raised AttributeError" in out and "in my_hook" in out and "scaled.no_such_method()" in out
     assert "bug in the course" not in out
 
 
@@ -235,7 +235,7 @@ def test_an_error_inside_a_check_is_reported_as_a_course_bug(scratch_exercise, c
     out = capsys.readouterr().out
     assert not verdict and verdict.status is Status.COURSE_BUG
     assert "bug in the course's check" in out and "RuntimeError" in out and "course_utils/machinery/checks.py" in out
-    assert "your code raised" not in out
+    assert "Your code raised" not in out
 
 
 def test_an_error_pytorch_raises_on_the_learners_hook_is_the_learners(scratch_exercise, capsys) -> None:

@@ -229,7 +229,7 @@ def test_a_chinese_stub_is_recognised_as_not_done_in_either_language() -> None:
     """, "zh")
     assert "# YOUR CODE HERE，然后删掉下面那行 raise" in out
     assert 'raise NotImplementedError("练习 01.1：在这里写你的代码")' in out
-    assert "VERDICT your answer is still the stub" in out
+    assert "VERDICT Your answer is still the stub" in out
     assert "Think the check itself is wrong?" not in out  # a stub is no attempt: nothing to report
     assert len(in_every_language("your code goes here")) == 2
 

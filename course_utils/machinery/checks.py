@@ -53,7 +53,7 @@ COURSE_BUG_REPORT = N_(
     "meanwhile compare your code with the complete notebook."
 )
 # check()'s verdict on an exercise the learner has not written (Status.STUB), shown in the learner's language
-STILL_THE_STUB = N_("your answer is still the stub")
+STILL_THE_STUB = N_("Your answer is still the stub")
 _hints_shown: dict[str, int] = {}
 _worked_on: list[str] = []  # the last exercise id given to check() or hint(), for hint() without an id
 _no_time_limit_said: list[bool] = []
@@ -114,12 +114,12 @@ def _explain_error(error: BaseException) -> Verdict:
     learner = [frame for frame in frames if is_learner_file(frame.filename)]
     summary = f"{type(error).__name__}: {error}"
     if isinstance(error, KeyboardInterrupt):
-        return Verdict(False, Text(N_("the check was interrupted (KeyboardInterrupt: your code raised it, or the "
+        return Verdict(False, Text(N_("The check was interrupted (KeyboardInterrupt: your code raised it, or the "
                                       "kernel was interrupted) before it could judge your answer: run it again.")))
     if isinstance(error, SystemExit):
         exit_at = (Text(N_(" (in {function}, line {line})"), function=learner[-1].name, line=learner[-1].lineno)
                  if learner else "")
-        return Verdict(False, Text(N_("your code called sys.exit() or raised SystemExit{where}: a hook or answer must "
+        return Verdict(False, Text(N_("Your code called sys.exit()() or raised SystemExit{where}: a hook or answer must "
                                       "return (or raise an ordinary exception), never end the interpreter."),
                                    where=exit_at))
     if isinstance(error, NotImplementedError) and frames and is_learner_file(frames[-1].filename):
@@ -127,11 +127,11 @@ def _explain_error(error: BaseException) -> Verdict:
                                       "code, then run the cell again."), stub=Text(STILL_THE_STUB)),
                        status=Status.STUB)
     if isinstance(error, TypeError) and not learner and _called_learner_code(error):
-        return Verdict(False, Text(N_("your function was called the way the exercise describes, and its parameters "
+        return Verdict(False, Text(N_("Your function was called the way the exercise describes, and its parameters "
                                       "do not fit: {error}. Compare its `def` line with the task."), error=error))
     if learner:
         frame = learner[-1]
-        return Verdict(False, Text(N_("your code raised {error} (in {function}, line {line}{code})."), error=summary,
+        return Verdict(False, Text(N_("Your code raised {error} (in {function}, line {line}{code})."), error=summary,
                                    function=frame.name, line=frame.lineno,
                                    code=f": `{frame.line.strip()}`" if frame.line else ""))
     innermost = Path(frames[-1].filename).resolve() if frames else None
@@ -142,12 +142,12 @@ def _explain_error(error: BaseException) -> Verdict:
     if course:
         relative = Path(course[-1].filename).resolve().relative_to(_PACKAGE_DIR.parent)
         where = Text(N_(" (at {file}, line {line})"), file=relative.as_posix(), line=course[-1].lineno)
-    return Verdict(False, Text(N_("the check failed with {error}{where}. {report}"), error=summary, where=where,
+    return Verdict(False, Text(N_("The check failed with {error}{where}. {report}"), error=summary, where=where,
                                report=Text(COURSE_BUG_REPORT)), status=Status.COURSE_BUG)
 
 
 def _time_verdict(timer: Timer) -> Verdict:
-    return Verdict(False, Text(N_("your code did not finish in {seconds} s -- an endless loop (a `while` whose "
+    return Verdict(False, Text(N_("Your code did not finish in {seconds} s -- an endless loop (a `while` whose "
                                   "condition never changes, a hook that calls itself)? The check stopped it; your "
                                   "session is usable."), seconds=f"{timer.seconds:g}"), status=Status.TIMED_OUT)
 
@@ -213,7 +213,7 @@ def _run(item: Exercise, answer: Any) -> tuple[Verdict, list[Change], OutputBudg
     if timer.fired:  # also when the answer caught the exception, or it came as the check ended
         verdict = _time_verdict(timer)
     elif not isinstance(verdict, Verdict):
-        verdict = Verdict(False, Text(N_("the check returned {type}, not a Verdict. {report}"),
+        verdict = Verdict(False, Text(N_("The check returned {type}, not a Verdict. {report}"),
                                       type=type(verdict).__name__, report=Text(COURSE_BUG_REPORT)),
                           status=Status.COURSE_BUG)
     return verdict, changes, budget
@@ -231,7 +231,7 @@ def _say(item: Exercise, verdict: Verdict, changes: list[Change], budget: Output
               + "".join(_(" Note: your code {change}.").format(change=change) for change in notes) + tail)
         return verdict
     if verdict.ok:
-        verdict = Verdict(False, Text(N_("the answer gives the right result, but your code {changes}."),
+        verdict = Verdict(False, Text(N_("The answer gives the right result, but your code {changes}."),
                                       changes=_("; and ").join(map(str, fatal))))
         fatal = []
     message = verdict.message

@@ -61,7 +61,7 @@ class HookWatch:
 
 
 # The one ✗ for a hook whose return value replaced a layer's output (or input): every exercise gets it through check()
-REPLACED_OUTPUT = N_("your {kind} {hook} on a {module} returned {what}, and PyTorch used it in place of the layer's "
+REPLACED_OUTPUT = N_("Your {kind} {hook} on a {module} returned {what}, and PyTorch used it in place of the layer's "
                      "{replaced}: what a module hook returns replaces that (None leaves it alone). {why}")
 _WHY_VALUE = N_("What does the hook's last expression evaluate to? A lambda returns it -- a handle from "
                 "register_hook, a shape, what dict.setdefault stored -- so a hook that only records is a `def` with no "
@@ -128,7 +128,7 @@ def _gradient_mistake(kind: str, hook: Callable[..., Any], args: tuple[Any, ...]
     if kind == "tensor":
         if isinstance(result, torch.Tensor):
             return None
-        return Text(N_("your tensor hook {hook} returned {what}: a tensor hook returns None (the gradient passes on "
+        return Text(N_("Your tensor hook {hook} returned {what}: a tensor hook returns None (the gradient passes on "
                        "unchanged) or a new tensor shaped like `grad`, which replaces it."),
                     hook=_hook_name(hook), what=_what(result))
     module, replaced = type(args[0]).__name__, args[1]
@@ -136,20 +136,20 @@ def _gradient_mistake(kind: str, hook: Callable[..., Any], args: tuple[Any, ...]
     expected = len(replaced) if isinstance(replaced, tuple) else 1
     said = {"kind": Text(_KINDS[kind]), "hook": _hook_name(hook), "module": module, "name": name}
     if isinstance(result, torch.Tensor):
-        return Text(N_("your {kind} {hook} on a {module} returned a bare tensor: it replaces `{name}`, which is a "
+        return Text(N_("Your {kind} {hook} on a {module} returned a bare tensor: it replaces `{name}`, which is a "
                        "tuple, so return a tuple with one entry per entry of `{name}` ({count} here; None where an "
                        "entry is None)."), count=expected, **said)
     if not isinstance(result, (tuple, list)):
-        return Text(N_("your {kind} {hook} on a {module} returned {what}: it must return None or a tuple that "
+        return Text(N_("Your {kind} {hook} on a {module} returned {what}: it must return None or a tuple that "
                        "replaces `{name}`, one entry per entry ({count} here)."),
                     what=_what(result), count=expected, **said)
     if len(result) != expected:
-        return Text(N_("your {kind} {hook} on a {module} returned {got} entries, and `{name}` has {count}: return "
+        return Text(N_("Your {kind} {hook} on a {module} returned {got} entries, and `{name}` has {count}: return "
                        "one entry per entry of `{name}` (None where an entry is None)."),
                     got=len(result), count=expected, **said)
     for index, (new, old) in enumerate(zip(result, replaced)):
         if isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor) and new.shape != old.shape:
-            return Text(N_("your {kind} {hook} on a {module} returned a tensor of shape {shape} for `{name}[{index}]`, "
+            return Text(N_("Your {kind} {hook} on a {module} returned a tensor of shape {shape} for `{name}[{index}]`, "
                            "which has shape {expected}: what it returns replaces `{name}` entry by entry, each of its "
                            "own shape. Which of the hook's arguments did you start from?"),
                         shape=tuple(new.shape), index=index, expected=tuple(old.shape), **said)
