@@ -119,7 +119,7 @@ def _explain_error(error: BaseException) -> Verdict:
     if isinstance(error, SystemExit):
         exit_at = (Text(N_(" (in {function}, line {line})"), function=learner[-1].name, line=learner[-1].lineno)
                  if learner else "")
-        return Verdict(False, Text(N_("Your code called sys.exit()() or raised SystemExit{where}: a hook or answer must "
+        return Verdict(False, Text(N_("Your code called sys.exit() or raised SystemExit{where}: a hook or answer must "
                                       "return (or raise an ordinary exception), never end the interpreter."),
                                    where=exit_at))
     if isinstance(error, NotImplementedError) and frames and is_learner_file(frames[-1].filename):
