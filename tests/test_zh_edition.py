@@ -12,12 +12,11 @@ Strict nbval runs on notebooks/zh/ like on the English notebooks (``make test``)
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import json
 import re
 import shutil
+import tokenize
 import warnings
 from pathlib import Path
 from urllib.parse import unquote
@@ -49,6 +48,13 @@ def zh_path(english: Path) -> Path:
 
 def cells(path: Path) -> list[dict]:
     return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def markdown_of(path: Path) -> str:
+    """A guide's text, or a notebook's markdown cells joined."""
+    if path.suffix != ".ipynb":
+        return path.read_text(encoding="utf-8")
+    return "\n".join("".join(c["source"]) for c in cells(path) if c["cell_type"] == "markdown")
 
 
 def require_translated(source: str, problems: list[str], may_lag: bool) -> None:
@@ -219,8 +225,6 @@ def built_code(english: Path, cell: dict) -> str:
 def code_tokens(source: str) -> list[tuple[int, str]]:
     """(type, text) of each token that runs, a run of adjacent string literals as one (its literals' bodies joined);
     comments and line breaks left out."""
-    import tokenize
-
     out: list[tuple[int, str]] = []
     for kind, text, _start, _end in units._tokens(source):
         if kind in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT):
@@ -240,8 +244,6 @@ def code_differences(english: str, chinese: str) -> list[str]:
     """What differs between an English code cell and its Chinese twin beyond translated comments and shown strings
     (each of the same kind, with the same ``{fields}``) and ``setup_notebook(lang="zh")``: tokenized, not compared
     as text."""
-    import tokenize
-
     shown = {piece.text for piece in units.code_pieces(english) if piece.kind == "string"}
     ours, theirs = code_tokens(editions.localized_code(english, LANG)), code_tokens(chinese)
     if len(ours) != len(theirs):
@@ -321,11 +323,7 @@ def test_the_course_map_reads_the_chinese_openings() -> None:
 
 
 def _anchors(path: Path) -> set[str]:
-    if path.suffix == ".ipynb":
-        text = "\n".join("".join(c["source"]) for c in cells(path) if c["cell_type"] == "markdown")
-    else:
-        text = path.read_text(encoding="utf-8")
-    return {editions.anchor(heading) for _level, heading in editions.headings(text)}
+    return {editions.anchor(heading) for _level, heading in editions.headings(markdown_of(path))}
 
 
 _LINK = re.compile(r"\]\((?!https?:|mailto:)((?:[^()\s]|\([^()\s]*\))+)\)")
@@ -333,14 +331,10 @@ _LINK = re.compile(r"\]\((?!https?:|mailto:)((?:[^()\s]|\([^()\s]*\))+)\)")
 
 @pytest.mark.parametrize("document", [*(p.name for p in ENGLISH), *editions.GUIDES], ids=str)
 def test_links_of_the_chinese_edition_reach_files_and_headings(document: str) -> None:
-    if document in editions.GUIDES:
-        path = ROOT / editions.GUIDES[document].format(lang=LANG)
-        text = path.read_text(encoding="utf-8")
-    else:
-        path = ROOT / "notebooks" / LANG / document
-        text = "\n".join("".join(c["source"]) for c in cells(path) if c["cell_type"] == "markdown")
+    guide = editions.GUIDES.get(document)
+    path = ROOT / guide.format(lang=LANG) if guide else ROOT / "notebooks" / LANG / document
     broken = []
-    for target in _LINK.findall(text):
+    for target in _LINK.findall(markdown_of(path)):
         file, _, fragment = target.partition("#")
         resolved = (path.parent / unquote(file)).resolve() if file else path
         if not resolved.exists():
@@ -422,15 +416,14 @@ def notebook_copy(course_copy: Path) -> Path:
     return english
 
 
-def _edit_cell(english: Path, cell_id: str, change) -> str:
+def _edit_cell(english: Path, cell_id: str, change) -> None:
     notebook = json.loads(english.read_text())
     cell = next(c for c in notebook["cells"] if c["id"] == cell_id)
     cell["source"] = change("".join(cell["source"]))
     english.write_text(json.dumps(notebook))
-    return cell["source"]
 
 
-def test_a_changed_sentence_puts_only_its_paragraph_in_english(notebook_copy: Path) -> None:
+def test_a_changed_sentence_puts_only_its_paragraph_in_english(notebook_copy: Path, capsys) -> None:
     """Issue 46: one changed sentence of a cell with a heading and paragraphs makes only its paragraph untranslated;
     the heading and the other paragraphs stay Chinese, and the old translation is kept, fuzzy, until updated."""
     english, source = notebook_copy, "notebooks/01_tensor_hooks.ipynb"
@@ -460,10 +453,9 @@ def test_a_changed_sentence_puts_only_its_paragraph_in_english(notebook_copy: Pa
 
     # The translator's export: the English now and before on @| lines, then the old translation to edit; the
     # documented order of the arguments works (export --missing SOURCE), and giving it back unchanged changes nothing.
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert editions.main(["export", "--missing", str(english)]) == 0
-    exported = out.getvalue()
+    capsys.readouterr()
+    assert editions.main(["export", "--missing", str(english)]) == 0
+    exported = capsys.readouterr().out
     key = f"{cell['id']}.2"
     assert exported.startswith(f"@@ {key}\n") and exported.count("@@ ") == 1, exported
     assert "@|   " + new_english.split("\n")[-1] in exported and "@| The English before:" in exported
