@@ -91,6 +91,14 @@ def make_venv(parent: Path, name: str = ".venv", stamp: bool = True) -> Path:
     return prefix
 
 
+def make_conda(prefix: Path, base: bool = False) -> Path:
+    """A conda environment: conda's base environment (it has condabin/) or a named one."""
+    (prefix / "conda-meta").mkdir(parents=True)
+    if base:
+        (prefix / "condabin").mkdir()
+    return prefix
+
+
 @pytest.mark.parametrize(("where", "name", "packages", "python"), [
     ("", ".venv", "`make venv`; then restart the kernel (Kernel > Restart Kernel).",
      "`make clean`, then `make lab PYTHON=python3.11`"),
@@ -121,8 +129,7 @@ def test_a_venv_not_made_by_make_is_a_plain_venv(tmp_path: Path) -> None:
 
 
 def test_a_named_conda_environment_is_updated_from_environment_yml(tmp_path: Path) -> None:
-    prefix = tmp_path / "miniforge3" / "envs" / "pytorch-hooks-course"
-    (prefix / "conda-meta").mkdir(parents=True)
+    prefix = make_conda(tmp_path / "miniforge3" / "envs" / "pytorch-hooks-course")
     route = detect_route(prefix, base_prefix=prefix, checkout=tmp_path)
     assert route.name == "conda"
     assert "`conda env update -n pytorch-hooks-course -f environment.yml`" in route.fix_packages
@@ -132,9 +139,7 @@ def test_a_named_conda_environment_is_updated_from_environment_yml(tmp_path: Pat
 
 
 def test_conda_s_base_environment_is_told_to_make_the_course_s_own(tmp_path: Path) -> None:
-    prefix = tmp_path / "miniforge3"
-    (prefix / "conda-meta").mkdir(parents=True)
-    (prefix / "condabin").mkdir()
+    prefix = make_conda(tmp_path / "miniforge3", base=True)
     route = detect_route(prefix, base_prefix=prefix, checkout=tmp_path)
     assert route.name == "conda"
     assert route.fix_packages.startswith("This kernel runs in conda's base environment. ")
@@ -150,8 +155,7 @@ def test_a_python_outside_any_environment_gets_both_routes(tmp_path: Path) -> No
 
 def test_doctor_gives_the_conda_command_in_a_conda_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    prefix = tmp_path / "envs" / "pytorch-hooks-course"
-    (prefix / "conda-meta").mkdir(parents=True)
+    prefix = make_conda(tmp_path / "envs" / "pytorch-hooks-course")
     monkeypatch.setattr(sys, "prefix", str(prefix))
     monkeypatch.setattr(sys, "base_prefix", str(prefix))
     _fake(monkeypatch, "torch", "2.0.0")
