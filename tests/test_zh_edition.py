@@ -101,10 +101,9 @@ def test_a_fork_that_lets_the_translation_lag_gets_warnings_with_the_list() -> N
 GLOSSARY = ROOT / "translations" / LANG / "GLOSSARY.md"
 _ROW = re.compile(r"^\| (.+?) \| (.+?) \|$")
 _COMMA = re.compile(r"[\u4e00-\u9fff] ?,|, ?[\u4e00-\u9fff]")  # an ASCII comma next to a Chinese character
-# a space between two Chinese characters (or full-width punctuation), left where a term was replaced: "一个
-# 梯度累加后钩子"
 _EMPHASIS = re.compile(r"(?<![A-Za-z0-9_*])\*[^*\s][^*]*\*(?![A-Za-z0-9_*])")  # *...*, not (x*w)**2
 _QUOTED = re.compile(r'\*[^*]+\*|“[^”]*”|"[^"]*"|`[^`]*`|\]\([^)]*\)')  # titles, quotes, code, link targets
+# a space between Chinese characters (or full-width punctuation), left where a term was replaced: "一个 梯度累加后钩子"
 _SPACE = re.compile(r"[\u4e00-\u9fff，。：；、（）“”] +[\u4e00-\u9fff，。：；、（）“”]")
 
 
