@@ -1,10 +1,6 @@
-"""What check() promises a learner, each tried with the answer that would break it: an endless loop is stopped, a
-flood of prints is cut, SystemExit and Ctrl-C become a ✗, the session's random states, modes, defaults and print
-options come back, a global hook left behind is removed and named, a learner's wrong type is never blamed on the
-course, and a correct answer is never refused. Every ✗ line ends with how to ask for a hint.
-
-Deliberate tampering (patching torch.allclose, lying tensor subclasses, calling the checker's reference) is not
-defended against: a cheat only fools the learner who cheats (issue 38)."""
+"""What check() promises a learner (the sections below), each tried with the answer that would break it. Deliberate
+tampering (patching torch.allclose, lying tensor subclasses, calling the checker's reference) is not defended against:
+a cheat only fools the learner who cheats (issue 38)."""
 
 from __future__ import annotations
 
