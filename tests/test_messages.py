@@ -1,9 +1,6 @@
 """The course's messages in Chinese: every message id has a zh entry, ``COURSE_LANG=zh`` / ``setup_notebook(lang="zh")``
 switch check(), hint() and doctor() to Chinese, English stays the fallback, and a bad language never breaks a check.
-
-Each language switch runs in a fresh Python (as a learner's kernel would: a fork of one process that imported torch
-alone, tests/fresh_python.py), through the real check(), hint() and doctor() -- nothing is stubbed.
-"""
+Each language switch runs in a fresh Python (run_python), through the real check(), hint() and doctor(): no stubs."""
 
 from __future__ import annotations
 
