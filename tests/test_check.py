@@ -5,8 +5,11 @@ items and a throw-away git repository, no test run."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,8 +24,7 @@ def test_each_file_of_a_notebook_runs_it_in_every_language_and_the_tests_that_na
     number, stem = "02", next((ROOT / "notebooks").glob("02_*.ipynb")).stem
     for name in (f"notebooks/{stem}.ipynb", f"notebooks/zh/{stem}.ipynb", f"translations/zh/{stem}.po",
                  "course_utils/machinery/exercises/nb02.py", "course_utils/machinery/exercises/nb02.toml",
-                 "tests/exercise_cases/nb02.py",
-                 "course_utils/machinery/locale/zh/nb02.po"):
+                 "tests/exercise_cases/nb02.py", "course_utils/machinery/locale/zh/nb02.po"):
         chosen = check.plan({name: "M"})
         assert chosen.touched == {number} and chosen.nbval == {number}, name
         assert chosen.notebook_paths() == [f"notebooks/{stem}.ipynb", f"notebooks/zh/{stem}.ipynb"]
@@ -155,10 +157,6 @@ def test_every_file_a_test_says_it_reads_exists() -> None:
 def test_a_lag_change_or_a_removal_runs_the_tests_it_can_break(changed: dict[str, str]) -> None:
     """What the real markers select: the sync report (it prints the lag setting) when course.toml changes, the usage
     lines (a docstring naming a removed module) when a module goes."""
-    import json
-    import os
-    import sys
-
     the_plan = check.plan(changed)
     wanted = {"whole": sorted(the_plan.whole), "changed": the_plan.changed, "touched": sorted(the_plan.touched)}
     files = ["tests/test_sync.py", "tests/test_usage_lines.py"]

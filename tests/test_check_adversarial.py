@@ -1,15 +1,12 @@
-"""What check() promises a learner, each tried with the answer that would break it: an endless loop is stopped, a
-flood of prints is cut, SystemExit and Ctrl-C become a ✗, the session's random states, modes, defaults and print
-options come back, a global hook left behind is removed and named, a learner's wrong type is never blamed on the
-course, and a correct answer is never refused. Every ✗ line ends with how to ask for a hint.
-
-Deliberate tampering (patching torch.allclose, lying tensor subclasses, calling the checker's reference) is not
-defended against: a cheat only fools the learner who cheats (issue 38)."""
+"""What check() promises a learner (the sections below), each tried with the answer that would break it. Deliberate
+tampering (patching torch.allclose, lying tensor subclasses, calling the checker's reference) is not defended against:
+a cheat only fools the learner who cheats (issue 38)."""
 
 from __future__ import annotations
 
 import dataclasses
 import linecache
+import signal
 import sys
 import threading
 import time
@@ -21,7 +18,7 @@ import torch
 import torch.nn as nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from course_utils.machinery import checks
+from course_utils.machinery import checks, guard
 from course_utils.machinery.exercise_kit import Exercise, Status, Verdict, expect_tensor, generator, require
 from tests.session_state import _global_hook_counts, same_session, session_state
 
@@ -59,11 +56,12 @@ WRONG = {"99.1": lambda grad: grad.clamp(0, 1), "99.2": (10, 20)}
 
 
 @pytest.fixture(autouse=True)
-def _own_exercises(monkeypatch: pytest.MonkeyPatch):
+def exercises(monkeypatch: pytest.MonkeyPatch):
+    """The exercises check() knows: the course's and OWN; a test may add one or change one."""
     table = {**checks.catalogue(), **OWN}
     monkeypatch.setattr(checks, "catalogue", lambda: table)
     checks._reset_hints()
-    yield
+    yield table
     checks._reset_hints()
 
 
@@ -81,17 +79,9 @@ def _judged(capsys: pytest.CaptureFixture[str], exercise_id: str, answer: object
     return verdict, out
 
 
-def _scratch(monkeypatch: pytest.MonkeyPatch, validate, **changes) -> None:
-    """Exercise 99.9: 99.2's, with another validator (and other fields)."""
-    table = {**checks.catalogue(), "99.9": dataclasses.replace(OWN["99.2"], id="99.9", validate=validate, **changes)}
-    monkeypatch.setattr(checks, "catalogue", lambda: table)
-
-
-def _with_limit(monkeypatch: pytest.MonkeyPatch, exercise_id: str, seconds: float) -> None:
-    """Give one exercise a short time limit (the default, 60 s, is for slow laptops)."""
-    table = dict(checks.catalogue())
-    table[exercise_id] = dataclasses.replace(table[exercise_id], time_limit_s=seconds)
-    monkeypatch.setattr(checks, "catalogue", lambda: table)
+def _scratch(exercises: dict, validate) -> None:
+    """Exercise 99.9: 99.2's, with another validator."""
+    exercises["99.9"] = dataclasses.replace(OWN["99.2"], id="99.9", validate=validate)
 
 
 def _spins(*args: object) -> None:
@@ -100,8 +90,8 @@ def _spins(*args: object) -> None:
 
 
 # -- a time limit ------------------------------------------------------------------------------------------------
-def test_an_endless_loop_in_a_hook_is_stopped_and_the_kernel_stays_usable(capsys, monkeypatch) -> None:
-    _with_limit(monkeypatch, "99.1", 1.0)
+def test_an_endless_loop_in_a_hook_is_stopped_and_the_kernel_stays_usable(capsys, exercises) -> None:
+    exercises["99.1"] = dataclasses.replace(OWN["99.1"], time_limit_s=1.0)  # the default, 60 s, is for slow laptops
 
     def swallows_once_then_spins(grad):
         try:
@@ -132,8 +122,6 @@ def test_an_endless_loop_in_a_hook_is_stopped_and_the_kernel_stays_usable(capsys
 
 def test_the_time_limit_stops_the_learners_code_not_the_courses_own() -> None:
     """Past the limit, the course's own code (a check's set-up, its clean-up) runs on; the learner's is stopped."""
-    from course_utils.machinery import guard
-
     namespace: dict = {}
     exec(compile("def course_work(seconds, then=None):\n    import time\n    end = time.monotonic() + seconds\n"
                  "    while time.monotonic() < end: pass\n    return then() if then else None\n",
@@ -148,15 +136,11 @@ def test_the_time_limit_stops_the_learners_code_not_the_courses_own() -> None:
 
 
 def test_the_time_limit_keeps_the_callers_own_alarm() -> None:
-    import signal
-
-    from course_utils.machinery.guard import time_limit
-
     fired = []
     previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(1))
     try:
         signal.setitimer(signal.ITIMER_REAL, 5.0)
-        with time_limit(2.0):
+        with guard.time_limit(2.0):
             pass
         remaining, _ = signal.getitimer(signal.ITIMER_REAL)
         assert 3.0 < remaining <= 5.0
@@ -227,7 +211,7 @@ def test_an_answer_that_changes_every_promised_global_then_raises_leaves_the_ses
 
 
 @pytest.mark.parametrize("mode", ["function", "dispatch"])
-def test_a_torch_mode_left_active_is_taken_off_and_named_and_the_session_put_back(capsys, monkeypatch, mode) -> None:
+def test_a_torch_mode_left_active_is_taken_off_and_named_and_the_session_put_back(capsys, exercises, mode) -> None:
     """Notebook 05 teaches TorchFunctionMode: an answer that enters one (here with the usual `**kwargs` bug, so every
     torch call it sees fails) and never leaves it must not leave it on for the session, nor stop the guard from
     putting back the grad mode, the default device and the random states."""
@@ -245,7 +229,7 @@ def test_a_torch_mode_left_active_is_taken_off_and_named_and_the_session_put_bac
         Buggy().__enter__()
         return x * 2
 
-    _scratch(monkeypatch, lambda answer: Verdict(bool(torch.equal(answer(torch.ones(2)), torch.full((2,), 2.0)))))
+    _scratch(exercises, lambda answer: Verdict(bool(torch.equal(answer(torch.ones(2)), torch.full((2,), 2.0)))))
     before = session_state()
     ok, out = _judged(capsys, "99.9", enters_and_stays)
     assert not ok and "left 1 torch mode(s) active (Buggy; taken off)" in out, out
@@ -314,14 +298,14 @@ def test_numbers_asked_for_are_compared_by_their_values_whatever_holds_them(answ
     assert _judged(capsys, "99.2", answer)[0]
 
 
-def test_a_scratch_validator_sees_plain_values(capsys, monkeypatch) -> None:
+def test_a_scratch_validator_sees_plain_values(capsys, exercises) -> None:
     seen = []
 
     def records(answer):
         seen.append(answer)
         return Verdict(True)
 
-    _scratch(monkeypatch, records)
+    _scratch(exercises, records)
 
     class Loud(str):
         pass
@@ -352,9 +336,9 @@ def test_every_cross_line_ends_with_how_to_ask_for_a_hint(capsys) -> None:
             capsys.readouterr()
 
 
-def test_the_guard_adds_little_time_to_a_check(capsys, monkeypatch) -> None:
+def test_the_guard_adds_little_time_to_a_check(capsys, exercises) -> None:
     """The guard's own cost (snapshot, restore, timer, output budget) per check() call, on a trivial exercise."""
-    _scratch(monkeypatch, lambda answer: Verdict(True))
+    _scratch(exercises, lambda answer: Verdict(True))
     checks.check("99.9", "b")
     timings = []
     for _ in range(5):

@@ -8,8 +8,10 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import nbformat
 import pytest
@@ -53,8 +55,6 @@ def test_each_notebook_opens_with_its_own_links_and_the_guarded_install(path: Pa
 
 def test_the_report_link_is_the_same_in_every_environment_and_sends_no_code_or_paths(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from urllib.parse import parse_qs, urlparse
-
     def no_versions() -> str:
         raise AssertionError("a link stored in markdown must not hold the versions of the machine that wrote it")
 
@@ -95,14 +95,12 @@ def run_install(monkeypatch: pytest.MonkeyPatch, *, colab: bool, kaggle: bool, i
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: (REAL_FIND_SPEC(name, *a) if installed else None) if name == "course_utils"
                         else REAL_FIND_SPEC(name, *a))
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
     if colab:
         monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
-    else:
-        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     if kaggle:
         monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
-    else:
-        monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
     exec("\n".join(cloud.install_lines()), {})
     return calls
 
@@ -118,7 +116,6 @@ def test_it_installs_the_course_and_not_torch_on_colab_or_kaggle_only(platform: 
     assert command[1:5] == ["-m", "pip", "install", "--quiet"] and command[5] == cloud.install_requirement()
     assert kwargs == {"check": True}
     # torch and torchvision are held at the versions installed there: pip keeps them or stops, never replaces them
-    from importlib.metadata import version
     assert command[6:] == [f"torch=={version('torch')}", f"torchvision=={version('torchvision')}"]
     assert not {"-U", "--upgrade", "--force-reinstall", "--upgrade-strategy"} & set(command), command
     # once installed (the next notebook of the same session), nothing runs

@@ -27,9 +27,8 @@ def test_doctor_passes_here(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("version", SUPPORTED_PYTHONS)
-def test_the_passing_python_line_is_the_same_on_every_supported_python(
-    version: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_passing_python_line_is_the_same_on_every_supported_python(version: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(doctor_module, "_python_version", lambda: version)
     python = doctor(show=False).findings[0]
     assert python.ok and python.line() == "✓ Python: a supported version (3.11, 3.12 or 3.13)"
@@ -46,9 +45,8 @@ def test_an_unsupported_python_is_reported_with_the_route_s_fix(version: str, mo
 
 
 @pytest.mark.parametrize("version", ["2.11.0", "2.12.1", "2.11.0+cu128"])
-def test_a_torch_inside_the_supported_range_passes_with_the_note(
-    version: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_torch_inside_the_supported_range_passes_with_the_note(version: str, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     _fake(monkeypatch, "torch", version)
     report = doctor()
     out = capsys.readouterr().out
@@ -57,9 +55,8 @@ def test_a_torch_inside_the_supported_range_passes_with_the_note(
 
 
 @pytest.mark.parametrize("version", ["2.10.0", "2.15.0", "3.0.0"])
-def test_a_torch_outside_the_range_fails_and_says_what_to_install(
-    version: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_torch_outside_the_range_fails_and_says_what_to_install(version: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     _fake(monkeypatch, "torch", version)
     monkeypatch.setattr(doctor_module, "in_checkout", lambda: False)  # as on Colab: installed without the checkout
     report = doctor(show=False)
@@ -70,8 +67,7 @@ def test_a_torch_outside_the_range_fails_and_says_what_to_install(
 
 
 def test_without_the_checkout_doctor_checks_ranges_and_does_not_need_jupyterlab(
-    monkeypatch: pytest.MonkeyPatch
-) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
     real = doctor_module._installed
     monkeypatch.setattr(doctor_module, "in_checkout", lambda: False)
     colab = {"numpy": "2.1.3", "jupyterlab": None}  # Colab's numpy; no JupyterLab (Colab brings its own front end)
@@ -92,6 +88,14 @@ def make_venv(parent: Path, name: str = ".venv", stamp: bool = True) -> Path:
     (prefix / "bin").mkdir(parents=True)
     if stamp:
         (prefix / ".installed-py3.12-0123456789abcdef").touch()
+    return prefix
+
+
+def make_conda(prefix: Path, base: bool = False) -> Path:
+    """A conda environment: conda's base environment (it has condabin/) or a named one."""
+    (prefix / "conda-meta").mkdir(parents=True)
+    if base:
+        (prefix / "condabin").mkdir()
     return prefix
 
 
@@ -125,8 +129,7 @@ def test_a_venv_not_made_by_make_is_a_plain_venv(tmp_path: Path) -> None:
 
 
 def test_a_named_conda_environment_is_updated_from_environment_yml(tmp_path: Path) -> None:
-    prefix = tmp_path / "miniforge3" / "envs" / "pytorch-hooks-course"
-    (prefix / "conda-meta").mkdir(parents=True)
+    prefix = make_conda(tmp_path / "miniforge3" / "envs" / "pytorch-hooks-course")
     route = detect_route(prefix, base_prefix=prefix, checkout=tmp_path)
     assert route.name == "conda"
     assert "`conda env update -n pytorch-hooks-course -f environment.yml`" in route.fix_packages
@@ -136,9 +139,7 @@ def test_a_named_conda_environment_is_updated_from_environment_yml(tmp_path: Pat
 
 
 def test_conda_s_base_environment_is_told_to_make_the_course_s_own(tmp_path: Path) -> None:
-    prefix = tmp_path / "miniforge3"
-    (prefix / "conda-meta").mkdir(parents=True)
-    (prefix / "condabin").mkdir()
+    prefix = make_conda(tmp_path / "miniforge3", base=True)
     route = detect_route(prefix, base_prefix=prefix, checkout=tmp_path)
     assert route.name == "conda"
     assert route.fix_packages.startswith("This kernel runs in conda's base environment. ")
@@ -152,11 +153,9 @@ def test_a_python_outside_any_environment_gets_both_routes(tmp_path: Path) -> No
     assert "on Windows the conda route: `conda env create -f environment.yml`" in route.fix_packages
 
 
-def test_doctor_gives_the_conda_command_in_a_conda_kernel(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    prefix = tmp_path / "envs" / "pytorch-hooks-course"
-    (prefix / "conda-meta").mkdir(parents=True)
+def test_doctor_gives_the_conda_command_in_a_conda_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    prefix = make_conda(tmp_path / "envs" / "pytorch-hooks-course")
     monkeypatch.setattr(sys, "prefix", str(prefix))
     monkeypatch.setattr(sys, "base_prefix", str(prefix))
     _fake(monkeypatch, "torch", "2.0.0")

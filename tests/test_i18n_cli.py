@@ -70,9 +70,8 @@ def test_a_lagging_fork_adds_a_message_once_and_it_shows_in_english(locale: Path
     code.write_text('from course_utils.machinery.messages import N_\nX = N_("A new message of a fork.")\n')
     texts = code.with_suffix(".toml")  # and its exercise's texts
     texts.write_text('# a comment\n["99.1"]\ntask = "A new task."\nkind = "predict"\nhints = [\n  "A hint.",\n]\n')
-    monkeypatch.setattr(messages, "ROOT", tmp_path)
-    monkeypatch.setattr(messages, "PACKAGE", tmp_path / "course_utils")
-    monkeypatch.setattr(messages, "TOOLS", tmp_path / "tools")
+    for name, value in (("ROOT", tmp_path), ("PACKAGE", tmp_path / "course_utils"), ("TOOLS", tmp_path / "tools")):
+        monkeypatch.setattr(messages, name, value)
     new = "A new message of a fork."
     assert messages.source_messages()["A new task."] == ["course_utils/machinery/exercises/nb99.toml:3"]
     assert messages.source_messages()["A hint."] == ["course_utils/machinery/exercises/nb99.toml:6"]

@@ -95,7 +95,7 @@ def assert_no_long_stretch(agenda: str) -> None:
         assert len(stretch) == 1 or sum(stretch) <= instructor_guide.ADVANCED_STRETCH, (block, stretch)
 
 
-def test_a_row_covering_some_sections_names_the_exercises_of_those_sections(tmp_path: Path) -> None:
+def test_a_row_covering_some_sections_names_the_exercises_of_those_sections() -> None:
     """Exercises posed under a notebook's closing "## Exercises" belong to the section EXERCISE_SECTIONS gives: the
     half day's 02 row (sections 1–3) names 02.1 (handles, section 1) and 02.2 (a leaf's accumulation, section 3)."""
     half_day = instructor_guide.agendas_markdown().split("**Full day")[0]

@@ -1,9 +1,6 @@
 """The course's messages in Chinese: every message id has a zh entry, ``COURSE_LANG=zh`` / ``setup_notebook(lang="zh")``
 switch check(), hint() and doctor() to Chinese, English stays the fallback, and a bad language never breaks a check.
-
-Each language switch runs in a fresh Python (as a learner's kernel would: a fork of one process that imported torch
-alone, tests/fresh_python.py), through the real check(), hint() and doctor() -- nothing is stubbed.
-"""
+Each language switch runs in a fresh Python (run_python), through the real check(), hint() and doctor(): no stubs."""
 
 from __future__ import annotations
 
@@ -21,6 +18,7 @@ from course_utils.machinery.env_check import detect_route
 from course_utils.machinery.guard import SessionGuard
 from course_utils.machinery.messages import _, in_every_language, set_language
 from tests.fresh_python import FreshPython
+from tests.test_doctor import make_conda, make_venv
 from tools.i18n import messages as catalogue_tool
 
 # make check runs these tests when one of these files changes
@@ -308,15 +306,10 @@ def test_doctor_reports_in_chinese() -> None:
 
 
 def test_doctor_fixes_in_chinese_keep_the_commands(chinese: None, tmp_path: Path) -> None:
-    prefix = tmp_path / ".venv"
-    (prefix / "bin").mkdir(parents=True)
-    (prefix / ".installed-py3.12-0123456789abcdef").touch()
-    route = detect_route(prefix, base_prefix=tmp_path / "python", checkout=tmp_path)
+    route = detect_route(make_venv(tmp_path), base_prefix=tmp_path / "python", checkout=tmp_path)
     assert route.fix_packages == "在终端里进入课程文件夹，运行：`make venv`；然后重启内核（Kernel > Restart Kernel）。"
     assert "先 `make clean`，再 `make lab PYTHON=python3.11`（或 python3.12, python3.13）" in route.fix_python
-    base = tmp_path / "conda"
-    (base / "conda-meta").mkdir(parents=True)
-    (base / "condabin").mkdir()
+    base = make_conda(tmp_path / "conda", base=True)
     conda = detect_route(base, base_prefix=base, checkout=tmp_path)
     assert conda.fix_packages.startswith("这个内核运行在 conda 的 base 环境里。在终端里进入课程文件夹，运行：")
     assert "`conda env create -f environment.yml`, `conda activate pytorch-hooks-course`" in conda.fix_packages

@@ -137,9 +137,8 @@ def test_kernels_checking_at_once_do_not_corrupt_the_record(in_tmp: Path) -> Non
 
 
 def test_progress_shows_done_tried_and_not_started_and_resets(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    record("01.1", False)
-    record("01.1", True)
-    record("01.2", False)
+    for exercise, passed in (("01.1", False), ("01.1", True), ("01.2", False)):
+        record(exercise, passed)
     summary = progress()
     out = capsys.readouterr().out
     assert "01.1" in summary["01"]["done"] and summary["01"]["tried"] == ["01.2"]

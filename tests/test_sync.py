@@ -279,8 +279,7 @@ def test_a_removed_notebook_leaves_a_list_behind(tmp_path: Path, monkeypatch) ->
     assert "CONTRIBUTING.md, \"Remove a notebook\"" in text and "course_utils/only_gone.py" in text
 
 
-def test_a_chinese_code_cell_whose_code_changed_is_listed_for_refresh(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_chinese_code_cell_whose_code_changed_is_listed_for_refresh(tmp_path: Path, monkeypatch) -> None:
     """A changed Chinese code cell (e.g. a new alt text) carries the English outputs until `make refresh`: the build
     marks it never run, so make sync's report names it instead of saying nothing needs a person."""
     for english in sorted((ROOT / "notebooks").glob(NOTEBOOK_GLOB)):  # a notebook with a cell that prints Chinese

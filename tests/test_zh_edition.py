@@ -1,23 +1,14 @@
-"""The Chinese edition is made from the English one and cannot fall behind it (tools/i18n/editions.py).
-
-- every English markdown cell and guide paragraph has a current Chinese translation (a changed English cell fails here,
-  named, until its translation is updated);
-- notebooks/zh/ and the Chinese guides are exactly what the build makes from the English + translations/zh/;
-- parity: the same cells, ids, metadata and tags, the same heading levels, and the English code (only
-  ``setup_notebook(lang="zh")`` and the figures' ``alt="..."`` texts differ);
-- the links of the Chinese notebooks and guides reach files and headings that exist;
-- the learner edition and the workspace exist in Chinese and reveal no more than the English ones.
-Strict nbval runs on notebooks/zh/ like on the English notebooks (``make test``).
-"""
+"""The Chinese edition is made from the English one and cannot fall behind it (tools/i18n/editions.py): current
+translations, exactly what the build makes, the same cells and code, links that reach, a learner edition and workspace
+that reveal no more than the English ones. Strict nbval runs on notebooks/zh/ too (``make test``)."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import json
 import re
 import shutil
+import tokenize
 import warnings
 from pathlib import Path
 from urllib.parse import unquote
@@ -49,6 +40,13 @@ def zh_path(english: Path) -> Path:
 
 def cells(path: Path) -> list[dict]:
     return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def markdown_of(path: Path) -> str:
+    """A guide's text, or a notebook's markdown cells joined."""
+    if path.suffix != ".ipynb":
+        return path.read_text(encoding="utf-8")
+    return "\n".join("".join(c["source"]) for c in cells(path) if c["cell_type"] == "markdown")
 
 
 def require_translated(source: str, problems: list[str], may_lag: bool) -> None:
@@ -95,10 +93,9 @@ def test_a_fork_that_lets_the_translation_lag_gets_warnings_with_the_list() -> N
 GLOSSARY = ROOT / "translations" / LANG / "GLOSSARY.md"
 _ROW = re.compile(r"^\| (.+?) \| (.+?) \|$")
 _COMMA = re.compile(r"[\u4e00-\u9fff] ?,|, ?[\u4e00-\u9fff]")  # an ASCII comma next to a Chinese character
-# a space between two Chinese characters (or full-width punctuation), left where a term was replaced: "一个
-# 梯度累加后钩子"
 _EMPHASIS = re.compile(r"(?<![A-Za-z0-9_*])\*[^*\s][^*]*\*(?![A-Za-z0-9_*])")  # *...*, not (x*w)**2
 _QUOTED = re.compile(r'\*[^*]+\*|“[^”]*”|"[^"]*"|`[^`]*`|\]\([^)]*\)')  # titles, quotes, code, link targets
+# a space between Chinese characters (or full-width punctuation), left where a term was replaced: "一个 梯度累加后钩子"
 _SPACE = re.compile(r"[\u4e00-\u9fff，。：；、（）“”] +[\u4e00-\u9fff，。：；、（）“”]")
 
 
@@ -219,8 +216,6 @@ def built_code(english: Path, cell: dict) -> str:
 def code_tokens(source: str) -> list[tuple[int, str]]:
     """(type, text) of each token that runs, a run of adjacent string literals as one (its literals' bodies joined);
     comments and line breaks left out."""
-    import tokenize
-
     out: list[tuple[int, str]] = []
     for kind, text, _start, _end in units._tokens(source):
         if kind in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT):
@@ -240,8 +235,6 @@ def code_differences(english: str, chinese: str) -> list[str]:
     """What differs between an English code cell and its Chinese twin beyond translated comments and shown strings
     (each of the same kind, with the same ``{fields}``) and ``setup_notebook(lang="zh")``: tokenized, not compared
     as text."""
-    import tokenize
-
     shown = {piece.text for piece in units.code_pieces(english) if piece.kind == "string"}
     ours, theirs = code_tokens(editions.localized_code(english, LANG)), code_tokens(chinese)
     if len(ours) != len(theirs):
@@ -321,11 +314,7 @@ def test_the_course_map_reads_the_chinese_openings() -> None:
 
 
 def _anchors(path: Path) -> set[str]:
-    if path.suffix == ".ipynb":
-        text = "\n".join("".join(c["source"]) for c in cells(path) if c["cell_type"] == "markdown")
-    else:
-        text = path.read_text(encoding="utf-8")
-    return {editions.anchor(heading) for _level, heading in editions.headings(text)}
+    return {editions.anchor(heading) for _level, heading in editions.headings(markdown_of(path))}
 
 
 _LINK = re.compile(r"\]\((?!https?:|mailto:)((?:[^()\s]|\([^()\s]*\))+)\)")
@@ -333,14 +322,10 @@ _LINK = re.compile(r"\]\((?!https?:|mailto:)((?:[^()\s]|\([^()\s]*\))+)\)")
 
 @pytest.mark.parametrize("document", [*(p.name for p in ENGLISH), *editions.GUIDES], ids=str)
 def test_links_of_the_chinese_edition_reach_files_and_headings(document: str) -> None:
-    if document in editions.GUIDES:
-        path = ROOT / editions.GUIDES[document].format(lang=LANG)
-        text = path.read_text(encoding="utf-8")
-    else:
-        path = ROOT / "notebooks" / LANG / document
-        text = "\n".join("".join(c["source"]) for c in cells(path) if c["cell_type"] == "markdown")
+    guide = editions.GUIDES.get(document)
+    path = ROOT / guide.format(lang=LANG) if guide else ROOT / "notebooks" / LANG / document
     broken = []
-    for target in _LINK.findall(text):
+    for target in _LINK.findall(markdown_of(path)):
         file, _, fragment = target.partition("#")
         resolved = (path.parent / unquote(file)).resolve() if file else path
         if not resolved.exists():
@@ -385,7 +370,7 @@ def test_a_chinese_workspace_is_made_and_never_overwrites(tmp_path: Path) -> Non
     opening = "".join(nbformat.read(first, as_version=4).cells[0].source)
     assert _CJK.search(opening), "the Chinese workspace holds the English notebooks"
     assert (tmp_path / "hooks_cheatsheet.md").exists()
-    first.write_text(first.read_text(encoding="utf-8").replace("01", "01", 1) + " ", encoding="utf-8")
+    first.write_text(first.read_text(encoding="utf-8") + " ", encoding="utf-8")
     mine = first.read_text(encoding="utf-8")
     prepare_workspace(tmp_path, quiet=True, lang=LANG)
     assert first.read_text(encoding="utf-8") == mine
@@ -422,15 +407,14 @@ def notebook_copy(course_copy: Path) -> Path:
     return english
 
 
-def _edit_cell(english: Path, cell_id: str, change) -> str:
+def _edit_cell(english: Path, cell_id: str, change) -> None:
     notebook = json.loads(english.read_text())
     cell = next(c for c in notebook["cells"] if c["id"] == cell_id)
     cell["source"] = change("".join(cell["source"]))
     english.write_text(json.dumps(notebook))
-    return cell["source"]
 
 
-def test_a_changed_sentence_puts_only_its_paragraph_in_english(notebook_copy: Path) -> None:
+def test_a_changed_sentence_puts_only_its_paragraph_in_english(notebook_copy: Path, capsys) -> None:
     """Issue 46: one changed sentence of a cell with a heading and paragraphs makes only its paragraph untranslated;
     the heading and the other paragraphs stay Chinese, and the old translation is kept, fuzzy, until updated."""
     english, source = notebook_copy, "notebooks/01_tensor_hooks.ipynb"
@@ -460,10 +444,9 @@ def test_a_changed_sentence_puts_only_its_paragraph_in_english(notebook_copy: Pa
 
     # The translator's export: the English now and before on @| lines, then the old translation to edit; the
     # documented order of the arguments works (export --missing SOURCE), and giving it back unchanged changes nothing.
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert editions.main(["export", "--missing", str(english)]) == 0
-    exported = out.getvalue()
+    capsys.readouterr()
+    assert editions.main(["export", "--missing", str(english)]) == 0
+    exported = capsys.readouterr().out
     key = f"{cell['id']}.2"
     assert exported.startswith(f"@@ {key}\n") and exported.count("@@ ") == 1, exported
     assert "@|   " + new_english.split("\n")[-1] in exported and "@| The English before:" in exported
