@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import torch.distributed as dist
 
 import course_utils.distributed as distributed
@@ -37,8 +38,6 @@ def listening_addresses() -> set[str] | None:
 # -- worker functions: module level, so the worker processes can import them by name ---------------------------------
 def report(rank: int, world_size: int, folder: str) -> dict:
     """Sum the ranks with a real all-reduce; say who we are."""
-    import torch
-
     Path(folder, f"pid{rank}").write_text(str(os.getpid()))
     total = torch.tensor([float(rank + 1)])
     dist.all_reduce(total)
@@ -49,8 +48,6 @@ def report(rank: int, world_size: int, folder: str) -> dict:
 
 def fail_on_rank_one(rank: int, world_size: int, folder: str) -> None:
     """Rank 1 raises; rank 0 is then stuck in a collective that never completes."""
-    import torch
-
     Path(folder, f"pid{rank}").write_text(str(os.getpid()))
     if rank == 1:
         raise ValueError("rank one fails on purpose")
@@ -191,8 +188,6 @@ def test_local_rank_zero_joins_the_group_with_the_workers(tmp_path: Path, ports:
     environment = dict(os.environ)
 
     def local(rank: int, world_size: int) -> float:
-        import torch
-
         value = torch.tensor([float(rank + 1)])
         dist.all_reduce(value)
         return float(value)
