@@ -60,10 +60,6 @@ def break_kernelspec(nb: Any) -> None:
     nb.metadata.kernelspec.name = "my-env"
 
 
-def break_stderr(nb: Any) -> None:
-    nb.cells[1].outputs.append(new_output("stream", name="stderr", text="UserWarning: noise\n"))
-
-
 def output_text(text: str) -> Callable[[Any], None]:
     return lambda nb: nb.cells[1].outputs.append(new_output("execute_result", data={"text/plain": text},
                                                             execution_count=1))
@@ -89,10 +85,6 @@ def break_schema_missing_outputs(nb: Any) -> None:
     del nb.cells[3]["outputs"]  # a code cell must have an outputs list
 
 
-def break_schema_unknown_output(nb: Any) -> None:
-    nb.cells[1].outputs[0].output_type = "printout"
-
-
 def allow_digits(reason: Any) -> Callable[[Any], None]:
     def breaker(nb: Any) -> None:
         output_text("[[0.0, 1.4736897945404053]]")(nb)
@@ -104,12 +96,12 @@ def allow_digits(reason: Any) -> Callable[[Any], None]:
 break_last_cell = setting(3, "source", "print('done')")
 
 BREAKERS = {
-    "schema": [break_schema_missing_outputs, break_schema_unknown_output, setting(0, "id", "not a valid id!"),
-               setting(0, "execution_count", 1)],  # a markdown cell with an execution count
+    "schema": [break_schema_missing_outputs, lambda nb: setattr(nb.cells[1].outputs[0], "output_type", "printout"),
+               setting(0, "id", "not a valid id!"), setting(0, "execution_count", 1)],  # a markdown cell with a count
     "kernelspec": [break_kernelspec],
     "executed": [setting(2, "execution_count", 7), setting(2, "execution_count", None)],
     "errors": [setting(2, "metadata", {}), setting(2, "outputs", [])],  # an untagged error; a tag without one
-    "stderr": [break_stderr],
+    "stderr": [lambda nb: nb.cells[1].outputs.append(new_output("stream", name="stderr", text="UserWarning: noise\n"))],
     "unstable": [
         output_text("<function f at 0x7f3a2b1c4d60>"),
         output_text("OrderedDict([(43, <function c_hook at 0x0>)])"),
