@@ -51,12 +51,9 @@ def heading_anchor(heading: str) -> str:
 
 
 def notebook_anchors(path: Path) -> set[str]:
-    anchors = set()
-    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-        if cell["cell_type"] == "markdown":
-            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            anchors.update(heading_anchor(m) for m in re.findall(r"^#{1,6}\s+(.+?)\s*#*$", source, re.MULTILINE))
-    return anchors
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    sources = ["".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown"]  # a list or a string
+    return {heading_anchor(m) for source in sources for m in re.findall(r"^#{1,6}\s+(.+?)\s*#*$", source, re.MULTILINE)}
 
 
 def table_rows() -> list[list[str]]:

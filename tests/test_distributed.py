@@ -24,15 +24,9 @@ def listening_addresses() -> set[str] | None:
                   if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:[")}
     except OSError:
         return None
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        if not os.path.exists(table):
-            continue
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
-                found.add(fields[1].split(":")[0])
-    return found
+    rows = [line.split() for table in ("/proc/net/tcp", "/proc/net/tcp6") if os.path.exists(table)
+            for line in Path(table).read_text().splitlines()[1:]]
+    return {fields[1].split(":")[0] for fields in rows if fields[3] == "0A" and fields[9] in inodes}  # 0A: LISTEN
 
 
 # -- worker functions: module level, so the worker processes can import them by name ---------------------------------
