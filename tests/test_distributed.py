@@ -17,13 +17,19 @@ import course_utils.distributed as distributed
 from course_utils.distributed import WorkerError, WorkerTimeout, loopback_interface, run_workers, single_process_group
 
 
+def _link(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:  # the descriptor os.listdir read /proc/self/fd with: closed by the time it is looked at
+        return ""
+
+
 def listening_addresses() -> set[str] | None:
     """The local IPv4/IPv6 addresses this process listens on (Linux /proc), or None where /proc is missing."""
-    try:
-        inodes = {os.readlink(f"/proc/self/fd/{fd}")[8:-1] for fd in os.listdir("/proc/self/fd")
-                  if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:[")}
-    except OSError:
+    if not os.path.isdir("/proc/self/fd"):
         return None
+    links = [_link(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")]
+    inodes = {link[8:-1] for link in links if link.startswith("socket:[")}
     rows = [line.split() for table in ("/proc/net/tcp", "/proc/net/tcp6") if os.path.exists(table)
             for line in Path(table).read_text().splitlines()[1:]]
     return {fields[1].split(":")[0] for fields in rows if fields[3] == "0A" and fields[9] in inodes}  # 0A: LISTEN
