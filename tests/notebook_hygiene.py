@@ -73,8 +73,7 @@ def too_many_digits(text: str) -> str | None:
 
     Usage: ``too_many_digits("diff 2.7e-07")`` -> ``"2.7e-07"``
     """
-    match = NOISE_EXPONENT.search(text)
-    if match:
+    if match := NOISE_EXPONENT.search(text):
         return match.group(0)
     for match in _DECIMAL.finditer(text):
         significant = (match.group(1) + match.group(2)).lstrip("0")
@@ -92,7 +91,6 @@ _OPENING_TITLE = re.compile(r"^#\s+\S", re.MULTILINE)
 _OPENING_OBJECTIVES = re.compile(r"objective|you will learn|目标|你将学[到会]", re.IGNORECASE)
 _OPENING_MINUTES = re.compile(r"\b\d+\s*(?:min\b|minutes\b|分钟)", re.IGNORECASE)
 
-
 _EXERCISE_CALL = re.compile(CHECK_CALL)
 
 
@@ -107,8 +105,7 @@ def _course_utils_imports(source: str) -> set[str]:
 
 
 def _source(cell: Any) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
+    return _join(cell.get("source", ""))
 
 
 # An image embedded in a figure's text/html (course_utils/figures.py): data, not text that could print noise or a path.
@@ -163,20 +160,15 @@ def _code_cell_problems(index: int, cell: dict[str, Any]) -> list[str]:
     if allow_digits is not None and not (isinstance(allow_digits, str) and allow_digits.strip()):
         found.append(f"digits: code cell {index} has {ALLOW_DIGITS!r} in its metadata without a reason (a string)")
     for output in outputs:
-        if not allow_digits:
-            noisy = next(filter(None, map(too_many_digits, _texts(output))), None)
-            if noisy:
-                found.append(
-                    f"digits: code cell {index} output prints {noisy!r}, digits another CPU rounds differently: "
-                    f"print a bound (max difference < 1e-5) or round; or give the reason in the cell's metadata "
-                    f"{ALLOW_DIGITS!r}"
-                )
+        if not allow_digits and (noisy := next(filter(None, map(too_many_digits, _texts(output))), None)):
+            found.append(f"digits: code cell {index} output prints {noisy!r}, digits another CPU rounds differently: "
+                         f"print a bound (max difference < 1e-5) or round; or give the reason in the cell's metadata "
+                         f"{ALLOW_DIGITS!r}")
         if output.get("output_type") == "stream" and output.get("name") == "stderr":
             found.append(f"stderr: code cell {index} stored stderr output (catch and print warnings instead)")
         for text in _texts(output):
             for label, pattern in UNSTABLE_PATTERNS.items():
-                match = pattern.search(text)
-                if match:
+                if match := pattern.search(text):
                     found.append(f"unstable: code cell {index} output contains a {label}: {match.group(0)!r}")
     return found
 
@@ -187,21 +179,14 @@ def _frame_problems(cells: list[dict[str, Any]], code_cells: list[dict[str, Any]
     first = cells[0] if cells else {}
     first_text = _source(first)
     if first.get("cell_type") != "markdown" or not (
-        _OPENING_TITLE.search(first_text)
-        and _OPENING_OBJECTIVES.search(first_text)
-        and _OPENING_MINUTES.search(first_text)
-        and "binder/" in first_text
-    ):
-        found.append(
-            "opening: the first cell must be markdown with a '# Title', objectives, estimated minutes and the "
-            "line that points to the Binder configuration (binder/)"
-        )
-
+            _OPENING_TITLE.search(first_text) and _OPENING_OBJECTIVES.search(first_text)
+            and _OPENING_MINUTES.search(first_text) and "binder/" in first_text):
+        found.append("opening: the first cell must be markdown with a '# Title', objectives, estimated minutes and the "
+                     "line that points to the Binder configuration (binder/)")
     if not code_cells or "setup_notebook(" not in _source(code_cells[0]):
         found.append("setup: the first code cell must call setup_notebook()")
     if code_cells and any(_EXERCISE_CALL.search(_source(c)) for c in code_cells):
-        lacking = sorted({"check", "hint"} - _course_utils_imports(_source(code_cells[0])))
-        if lacking:
+        if lacking := sorted({"check", "hint"} - _course_utils_imports(_source(code_cells[0]))):
             found.append(f"hint: the notebook has exercises but its setup cell does not import {' and '.join(lacking)} "
                          "from course_utils (a learner who types hint(\"NN.k\") would get a NameError)")
     if not code_cells or "assert_no_hooks(" not in _source(code_cells[-1]):
@@ -214,32 +199,23 @@ def problems(nb: dict[str, Any]) -> list[str]:
 
     Usage: ``assert problems(nbformat.read(path, as_version=4)) == []``
     """
-    found: list[str] = []
-    invalid = schema_problem(nb)
-    if invalid:
-        found.append(invalid)
+    found = [invalid] if (invalid := schema_problem(nb)) else []
     cells = nb.get("cells", [])
     code_cells = [c for c in cells if c.get("cell_type") == "code"]
-
     kernel = nb.get("metadata", {}).get("kernelspec", {}).get("name")
     if kernel != "python3":
         found.append(f"kernelspec: kernelspec name is {kernel!r}, expected 'python3'")
-
     counts = [c.get("execution_count") for c in code_cells]
     if counts != list(range(1, len(code_cells) + 1)):
         found.append(f"executed: execution counts are {counts}, expected 1..{len(code_cells)} (run `make refresh`)")
-
     for index, cell in enumerate(code_cells, start=1):
         found += _code_cell_problems(index, cell)
-
     for number, cell in enumerate(cells, start=1):
         source = _source(cell)
         for match in _CONTROL.finditer(source):
             line = source.count("\n", 0, match.start()) + 1
             context = source[max(0, match.start() - 15) : match.end() + 15]
-            found.append(
-                f"control-chars: cell {number} ({cell.get('cell_type')}) line {line} contains {match.group(0)!r} "
-                f"in {context!r} (a TeX command like \\top or \\bar written without r''? use spaces, not tabs)"
-            )
-
+            found.append(f"control-chars: cell {number} ({cell.get('cell_type')}) line {line} contains "
+                         f"{match.group(0)!r} in {context!r} (a TeX command like \\top or \\bar written without r''? "
+                         "use spaces, not tabs)")
     return found + _frame_problems(cells, code_cells)

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+import torch
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("notebooks/hooks_cheatsheet.md", "notebooks/*/hooks_cheatsheet.md",
@@ -51,20 +52,13 @@ def heading_anchor(heading: str) -> str:
 
 def notebook_anchors(path: Path) -> set[str]:
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    anchors = set()
-    for cell in cells:
-        if cell["cell_type"] == "markdown":
-            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            anchors.update(heading_anchor(m) for m in re.findall(r"^#{1,6}\s+(.+?)\s*#*$", source, re.MULTILINE))
-    return anchors
+    sources = ["".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown"]  # a list or a string
+    return {heading_anchor(m) for source in sources for m in re.findall(r"^#{1,6}\s+(.+?)\s*#*$", source, re.MULTILINE)}
 
 
 def table_rows() -> list[list[str]]:
-    rows = []
-    for line in text().splitlines():
-        if line.startswith("| `torch."):
-            rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
-    return rows
+    return [[cell.strip() for cell in line.strip().strip("|").split(" | ")]
+            for line in text().splitlines() if line.startswith("| `torch.")]
 
 
 def test_the_cheatsheet_names_apis_and_links_sections_that_exist() -> None:
@@ -91,13 +85,10 @@ def test_every_named_api_exists_in_the_installed_torch(name: str) -> None:
 def test_listed_keyword_options_are_parameters_of_the_api() -> None:
     checked = 0
     for row in table_rows():
-        first = row[0]
-        apis = API.findall(first)
-        options = re.findall(r"\(((?:`\w+`(?:, )?)+)\)", first)
-        if not options:
+        if not (options := re.findall(r"\(((?:`\w+`(?:, )?)+)\)", row[0])):
             continue
         names = re.findall(r"`(\w+)`", options[0])
-        for api in apis:
+        for api in API.findall(row[0]):
             parameters = inspect.signature(resolve(api)).parameters
             missing = [n for n in names if n not in parameters]
             assert not missing, f"{api} has no parameter {missing}; it takes {list(parameters)}"
@@ -121,8 +112,6 @@ def _row(api: str) -> str:
 
 
 def test_post_accumulate_grad_hook_return_values_raise_as_the_cheatsheet_says() -> None:
-    import torch
-
     row = _row("torch.Tensor.register_post_accumulate_grad_hook")
     assert "must be `None` (returning the tensor itself passes too); another tensor raises `RuntimeError`" in row
     assert "*should return None* if it has the tensor's shape and dtype, *has changed the size (type) of value*" in row
@@ -142,20 +131,17 @@ def test_post_accumulate_grad_hook_return_values_raise_as_the_cheatsheet_says() 
 
 
 def test_save_on_cpu_copies_only_with_pin_memory_as_the_cheatsheet_says() -> None:
-    import torch
     from torch.autograd.graph import save_on_cpu
 
     row = _row("torch.autograd.graph.save_on_cpu")
     assert "default `pin_memory=False` changes nothing, but `pin_memory=True` copies every saved tensor" in row
     probe = torch.randn(5)
-    _, kept = save_on_cpu().pack_hook(probe)
-    _, copied = save_on_cpu(pin_memory=True).pack_hook(probe)
+    (_, kept), (_, copied) = save_on_cpu().pack_hook(probe), save_on_cpu(pin_memory=True).pack_hook(probe)
     assert kept.data_ptr() == probe.data_ptr()
     assert copied.data_ptr() != probe.data_ptr() and torch.equal(copied, probe)
 
 
 def test_a_python_number_is_saved_without_pack_as_the_cheatsheet_says() -> None:
-    import torch
     from torch.autograd.graph import saved_tensors_hooks
 
     assert "a Python number an op keeps (`a * 3`) is saved without calling `pack_hook`" in _row(
@@ -168,8 +154,6 @@ def test_a_python_number_is_saved_without_pack_as_the_cheatsheet_says() -> None:
 
 
 def test_step_pre_hooks_get_the_optimizer_first_in_args_as_the_cheatsheet_says() -> None:
-    import torch
-
     assert "where `args` starts with the optimizer itself" in _row("torch.optim.Optimizer.register_step_pre_hook")
     weight = torch.nn.Parameter(torch.ones(2))
     optimizer = torch.optim.SGD([weight], lr=0.1)
@@ -180,7 +164,6 @@ def test_step_pre_hooks_get_the_optimizer_first_in_args_as_the_cheatsheet_says()
 
 
 def test_a_global_full_backward_hook_breaks_in_place_models_as_the_cheatsheet_says() -> None:
-    import torch
     import torch.nn.modules.module as module_globals
 
     assert "any model with an in-place op" in _row("torch.nn.modules.module.register_module_full_backward_pre_hook")
@@ -198,8 +181,6 @@ def test_a_global_full_backward_hook_breaks_in_place_models_as_the_cheatsheet_sa
 
 
 def test_an_in_place_relu_input_is_kept_unrectified_only_as_a_clone_as_the_cheatsheet_says() -> None:
-    import torch
-
     assert "keep `args[0].clone()`" in _row("torch.nn.Module.register_forward_pre_hook")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(inplace=True))
@@ -221,7 +202,6 @@ def test_an_in_place_relu_input_is_kept_unrectified_only_as_a_clone_as_the_cheat
 def _bucket_as_the_comm_hook_gets_it(rank: int, world_size: int) -> dict[str, list[float]]:
     import copy
 
-    import torch
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel

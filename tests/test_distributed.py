@@ -10,35 +10,34 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import torch.distributed as dist
 
 import course_utils.distributed as distributed
 from course_utils.distributed import WorkerError, WorkerTimeout, loopback_interface, run_workers, single_process_group
 
 
+def _link(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:  # the descriptor os.listdir read /proc/self/fd with: closed by the time it is looked at
+        return ""
+
+
 def listening_addresses() -> set[str] | None:
     """The local IPv4/IPv6 addresses this process listens on (Linux /proc), or None where /proc is missing."""
-    try:
-        inodes = {os.readlink(f"/proc/self/fd/{fd}")[8:-1] for fd in os.listdir("/proc/self/fd")
-                  if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:[")}
-    except OSError:
+    if not os.path.isdir("/proc/self/fd"):
         return None
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        if not os.path.exists(table):
-            continue
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
-                found.add(fields[1].split(":")[0])
-    return found
+    links = [_link(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")]
+    inodes = {link[8:-1] for link in links if link.startswith("socket:[")}
+    rows = [line.split() for table in ("/proc/net/tcp", "/proc/net/tcp6") if os.path.exists(table)
+            for line in Path(table).read_text().splitlines()[1:]]
+    return {fields[1].split(":")[0] for fields in rows if fields[3] == "0A" and fields[9] in inodes}  # 0A: LISTEN
 
 
 # -- worker functions: module level, so the worker processes can import them by name ---------------------------------
 def report(rank: int, world_size: int, folder: str) -> dict:
     """Sum the ranks with a real all-reduce; say who we are."""
-    import torch
-
     Path(folder, f"pid{rank}").write_text(str(os.getpid()))
     total = torch.tensor([float(rank + 1)])
     dist.all_reduce(total)
@@ -49,8 +48,6 @@ def report(rank: int, world_size: int, folder: str) -> dict:
 
 def fail_on_rank_one(rank: int, world_size: int, folder: str) -> None:
     """Rank 1 raises; rank 0 is then stuck in a collective that never completes."""
-    import torch
-
     Path(folder, f"pid{rank}").write_text(str(os.getpid()))
     if rank == 1:
         raise ValueError("rank one fails on purpose")
@@ -191,8 +188,6 @@ def test_local_rank_zero_joins_the_group_with_the_workers(tmp_path: Path, ports:
     environment = dict(os.environ)
 
     def local(rank: int, world_size: int) -> float:
-        import torch
-
         value = torch.tensor([float(rank + 1)])
         dist.all_reduce(value)
         return float(value)

@@ -27,10 +27,12 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from course_utils.figures import alt_literals, alt_of, check_alt, figure_output, show_figure
+from course_utils.figures import alt_literals, alt_of, check_alt, figure_output, image_bytes, show_figure
+from tools.i18n import editions, units
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted(
@@ -101,18 +103,24 @@ def test_the_course_draws_a_figure_in_every_notebook_from_01() -> None:
         assert any(alt_of(o) for o in outputs), f"{path.name} draws no figure"
 
 
+def figure_notebook(source: str, data: dict, metadata: dict) -> Any:
+    """A notebook of one code cell, ``source``, that displayed one output."""
+    nb = new_notebook()
+    nb.cells = [new_code_cell(source, execution_count=1,
+                              outputs=[new_output("display_data", data=data, metadata=metadata)])]
+    return nb
+
+
 def plt_show_notebook() -> Any:
     """A figure as ``plt.show()`` stores it: a PNG and ``<Figure size ...>``, no alt text anywhere."""
-    nb = new_notebook()
     fig, ax = plt.subplots()
     ax.plot([1, 2, 3])
     png = io.BytesIO()
     fig.savefig(png, format="png")
     plt.close(fig)
-    nb.cells = [new_markdown_cell("# A lesson"), new_code_cell(
-        "fig, ax = plt.subplots()\nax.plot([1, 2, 3])\nplt.show()", execution_count=1,
-        outputs=[new_output("display_data", data={"image/png": base64.b64encode(png.getvalue()).decode(),
-                                                  "text/plain": "<Figure size 640x480 with 1 Axes>"})])]
+    nb = figure_notebook("fig, ax = plt.subplots()\nax.plot([1, 2, 3])\nplt.show()", {
+        "image/png": base64.b64encode(png.getvalue()).decode(), "text/plain": "<Figure size 640x480 with 1 Axes>"}, {})
+    nb.cells.insert(0, new_markdown_cell("# A lesson"))
     return nb
 
 
@@ -128,11 +136,7 @@ def test_the_check_catches_each_missing_place_and_a_poor_alt_text() -> None:
     source = 'show_figure(fig, alt="Two bars, a and b, the second twice as tall as the first one.")'
 
     def notebook(data: dict, metadata: dict) -> Any:
-        nb = new_notebook()
-        nb.cells = [new_code_cell(source, execution_count=1,
-                                  outputs=[new_output("display_data", data=data, metadata=metadata)])]
-        return nb
-
+        return figure_notebook(source, data, metadata)
     assert figure_problems(notebook(data, metadata)) == []
     assert figure_problems(notebook(data, metadata), chinese=True)  # English alt text in a Chinese notebook
     unlabelled = data["text/html"].replace(html.escape(text, quote=True), "")
@@ -159,9 +163,7 @@ def test_figure_output_stores_the_image_once_with_its_alt_text_escaped_and_nbcon
     assert data["text/html"].startswith('<img src="data:image/png;base64,iVBORw0KGgo')  # a chart: a PNG
     assert data["text/html"].endswith(f' alt="{html.escape(alt, quote=True)}"/>')
     assert alt_of({"data": data, "metadata": metadata}) == alt
-    nb = new_notebook()
-    nb.cells = [new_code_cell("show_figure(...)", execution_count=1,
-                              outputs=[new_output("display_data", data=data, metadata=metadata)])]
+    nb = figure_notebook("show_figure(...)", data, metadata)
     for template in ("lab", "classic"):
         page, _ = HTMLExporter(template_name=template).from_notebook_node(nb)
         found = re.search(r"<img [^>]*alt=(['\"])(.*?)\1", page)  # nbconvert re-quotes the attribute its own way
@@ -169,10 +171,6 @@ def test_figure_output_stores_the_image_once_with_its_alt_text_escaped_and_nbcon
 
 
 def test_a_photograph_is_a_jpeg_and_a_chart_a_png() -> None:
-    import numpy as np
-
-    from course_utils.figures import image_bytes
-
     noise = np.random.default_rng(0).random((300, 400, 3))  # what a saliency map looks like to a PNG encoder
     fig, ax = plt.subplots()
     ax.imshow(noise)
@@ -230,8 +228,6 @@ def test_alt_literals_finds_each_literal_where_it_is() -> None:
 def test_the_chinese_build_writes_the_translated_alt_text_into_the_code() -> None:
     from babel.messages.catalog import Catalog
 
-    from tools.i18n import editions
-
     source = ('show_figure(fig, alt="Two bars: {a} and {b}, "\n'
               '                     "the second the taller one by far, as the text says.", a=1, b=2)\n')
     catalog = Catalog(locale="zh")
@@ -249,8 +245,6 @@ def test_the_chinese_build_writes_the_translated_alt_text_into_the_code() -> Non
 def test_the_chinese_strings_keep_the_english_fields() -> None:
     """A translated alt text or printed string with other {fields} than the English would fail at run time, or say
     other numbers."""
-    from tools.i18n import editions, units
-
     for english in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         catalog = editions.read_catalog(editions.po_path("zh", str(english.relative_to(ROOT))))
         for unit in editions.notebook_units(english):

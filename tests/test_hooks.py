@@ -21,16 +21,11 @@ from course_utils.hooks import (
 
 def small_cnn() -> nn.Sequential:
     torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Conv2d(1, 4, 3, padding=1),
-        nn.ReLU(inplace=True),
-        nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.ReLU()),
-        nn.Flatten(),
-        nn.Linear(4 * 6 * 6, 3),
-    )
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(inplace=True),
+                         nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.ReLU()), nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
 
 
-def register_every_kind(hooks: HookRegistry, model: nn.Module, x: torch.Tensor) -> None:
+def register_every_kind(hooks: HookRegistry, model: nn.Module) -> None:
     hooks.forward("0", lambda m, i, o: None)
     hooks.forward("2.0", lambda m, a, k, o: None, with_kwargs=True, always_call=True)
     hooks.forward_pre(nn.ReLU, lambda m, a: None)
@@ -45,19 +40,15 @@ def register_every_kind(hooks: HookRegistry, model: nn.Module, x: torch.Tensor) 
 def test_every_kind_is_counted_and_removed_on_exit() -> None:
     model, x = small_cnn(), torch.randn(2, 1, 6, 6)
     with HookRegistry(model) as hooks:
-        register_every_kind(hooks, model, x)
+        register_every_kind(hooks, model)
         assert count_hooks(model) == 9  # 2 forward, 3 pre (2 ReLUs + Linear), full bwd, bwd pre, tensor, post-acc
         report = hook_report(model)
-        assert report["2.0._forward_hooks_with_kwargs"] == 1
-        assert report["2.0._forward_hooks_always_called"] == 1
-        assert report["4._forward_pre_hooks_with_kwargs"] == 1
-        assert report["4.weight._backward_hooks"] == 1
-        assert report["4.bias._post_accumulate_grad_hooks"] == 1
+        for where in ("2.0._forward_hooks_with_kwargs", "2.0._forward_hooks_always_called", "4.weight._backward_hooks",
+                      "4._forward_pre_hooks_with_kwargs", "4.bias._post_accumulate_grad_hooks"):
+            assert report[where] == 1, where
         assert model[1].inplace is False
         model(x).sum().backward()
-    assert count_hooks(model) == 0
-    assert hook_report(model) == {}
-    assert model[1].inplace is True
+    assert count_hooks(model) == 0 and hook_report(model) == {} and model[1].inplace is True
     assert_no_hooks(model)
 
 
@@ -65,7 +56,7 @@ def test_hooks_removed_when_the_body_or_a_hook_raises_and_the_exception_propagat
     model = small_cnn()
     with pytest.raises(ZeroDivisionError):
         with HookRegistry(model) as hooks:
-            register_every_kind(hooks, model, torch.randn(1, 1, 6, 6))
+            register_every_kind(hooks, model)
             raise ZeroDivisionError
     assert_no_hooks(model)
     assert model[1].inplace is True
@@ -148,10 +139,8 @@ def test_unknown_name_lists_closest_valid_names() -> None:
     model.add_module("features", nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Conv2d(2, 2, 3), nn.ReLU()))
     with pytest.raises(UnknownLayerError) as info:
         HookRegistry(model).forward("features.33", lambda m, i, o: None)
-    message = str(info.value)
-    assert "No layer named 'features.33'" in message
-    assert "'features.3'" in message
-    assert "named_modules" in message
+    for words in ("No layer named 'features.33'", "'features.3'", "named_modules"):
+        assert words in str(info.value), words
     assert_no_hooks(model)
 
 
@@ -189,19 +178,14 @@ def test_tensor_and_node_hooks_run_and_are_removed() -> None:
     assert not z._backward_hooks and not x._post_accumulate_grad_hooks
 
 
-def _graph_with_a_saved_tensor() -> tuple[torch.Tensor, torch.Tensor]:
-    """``loss = (x * x).sum()``: MulBackward0 saves x, so a second backward needs retain_graph=True."""
-    x = torch.tensor([1.0, 2.0], requires_grad=True)
-    z = x * x
-    return z, z.sum()
-
-
 @pytest.mark.parametrize("before", [False, True], ids=["node hook", "node pre-hook"])
 def test_node_hook_removed_by_the_registry_stays_silent_on_a_second_backward(before: bool) -> None:
     # assert_no_hooks cannot see node hooks (they live in the C++ node), so the proof is behavioural: backward
     # through the SAME node again after the registry is gone, and the hook must not run. The control, a hook not
     # removed, fires on every backward (so a second backward does reach the node, and the check can fail).
-    z, loss = _graph_with_a_saved_tensor()
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    z = x * x  # MulBackward0 saves x, so a second backward needs retain_graph=True
+    loss = z.sum()
     calls: list[str] = []
     with HookRegistry() as hooks:
         hooks.node(z.grad_fn, lambda *grads: calls.append("removed"), before=before)
@@ -245,7 +229,7 @@ def test_100_register_remove_cycles_leave_no_growth() -> None:
 
     def cycle() -> None:
         with HookRegistry(model) as hooks:
-            register_every_kind(hooks, model, x)
+            register_every_kind(hooks, model)
             model(x).sum().backward()
         model.zero_grad(set_to_none=True)
 

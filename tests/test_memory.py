@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+from torch.utils.hooks import RemovableHandle
 
 from course_utils.hooks import count_hooks
 from course_utils.memory import OUTSIDE, SavedTensorLog, saved_tensor_hooks_active, storage_key, tensor_bytes
@@ -74,8 +75,6 @@ def test_small_helpers() -> None:
 
 def test_every_hook_goes_even_when_one_removal_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     """SavedTensorLog owns its module hooks through a HookRegistry: a removal that fails does not stop the others."""
-    from torch.utils.hooks import RemovableHandle
-
     model, real_remove, calls = _mlp(), RemovableHandle.remove, []
 
     def fails_once(handle: RemovableHandle) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import importlib
 
 import pytest
 import torch
@@ -28,13 +29,12 @@ def resnet() -> tuple[nn.Module, torch.Tensor, list[str], dict[str, torch.Tensor
 def true_outputs(model: nn.Module, x: torch.Tensor, leaves: list[str]) -> dict[str, torch.Tensor]:
     """Ground truth: a copy of every leaf output taken the moment the layer returns it."""
     counts: dict[str, int] = {}
-    truth: dict[str, torch.Tensor] = {}
+    truth: dict[tuple[str, int], torch.Tensor] = {}
     handles = []
     for name in leaves:
         def grab(module: nn.Module, args: tuple, output: torch.Tensor, name: str = name) -> None:
-            k = counts.get(name, 0)
-            counts[name] = k + 1
-            truth[(name, k)] = output.detach().clone()
+            counts[name] = counts.get(name, 0) + 1
+            truth[(name, counts[name] - 1)] = output.detach().clone()
         handles.append(model.get_submodule(name).register_forward_hook(grab))
     try:
         model(x)
@@ -48,12 +48,8 @@ def true_outputs(model: nn.Module, x: torch.Tensor, leaves: list[str]) -> dict[s
 def test_recorder_is_right_where_naive_hooks_are_wrong(resnet) -> None:
     model, x, leaves, truth = resnet
     naive: dict[str, list[torch.Tensor]] = {}
-    handles = [
-        model.get_submodule(n).register_forward_hook(
-            lambda m, a, out, n=n: naive.setdefault(n, []).append(out.detach()) and None
-        )
-        for n in leaves
-    ]
+    handles = [model.get_submodule(n).register_forward_hook(
+        lambda m, a, out, n=n: naive.setdefault(n, []).append(out.detach()) and None) for n in leaves]
     model(x)
     for handle in handles:
         handle.remove()
@@ -61,10 +57,8 @@ def test_recorder_is_right_where_naive_hooks_are_wrong(resnet) -> None:
         model(x)
     assert len(rec.keys()) == len(truth) == 60
     assert all(torch.equal(rec.outputs[key], truth[key]) for key in truth)
-    naive_flat = {
-        (name if len(calls) == 1 else f"{name}#{k}"): out
-        for name, calls in naive.items() for k, out in enumerate(calls)
-    }
+    naive_flat = {(name if len(calls) == 1 else f"{name}#{k}"): out
+                  for name, calls in naive.items() for k, out in enumerate(calls)}
     naive_wrong = [key for key in truth if not torch.equal(naive_flat[key], truth[key])]
     assert len(naive_wrong) == 17  # measured: in-place ReLUs and `out += identity` overwrite 17 aliases
     assert_no_hooks(model)
@@ -75,8 +69,7 @@ def test_recorder_agrees_with_fx_where_fx_is_right_and_not_where_it_is_wrong(res
     _, nodes = get_graph_node_names(model)
     fx_name = {key: key.replace("#0", "").replace("#1", "_1") for key in truth}
     assert all(name in nodes for name in fx_name.values())
-    extractor = create_feature_extractor(model, return_nodes=list(fx_name.values()))
-    fx = extractor(x)
+    fx = create_feature_extractor(model, return_nodes=list(fx_name.values()))(x)
     with ActivationRecorder(model, leaves) as rec:
         model(x)
     fx_right = [key for key in truth if torch.equal(fx[fx_name[key]], truth[key])]
@@ -123,8 +116,7 @@ def test_gradients_equal_autograd_with_in_place_relu() -> None:
     x = torch.randn(3, 4)
     with ActivationRecorder(model, ["0", "1", "2"], gradients=True) as rec:
         out = model(x)
-        loss = (out**2).sum()
-        loss.backward()
+        (out**2).sum().backward()
     hidden = model[0](x)
     grad_hidden_out = torch.autograd.grad((model[2](torch.relu(hidden)) ** 2).sum(), hidden)[0]
     assert torch.allclose(rec.gradient("0"), grad_hidden_out)  # gradient w.r.t. the pre-ReLU values
@@ -319,11 +311,8 @@ def test_mappings_behave_like_mappings_for_keys_they_do_not_have() -> None:
 def test_private_dispatch_api_still_works() -> None:
     """The recorder relies on torch.utils._python_dispatch.TorchDispatchMode and on operator schemas saying
     which argument an op writes to. Both are private: this test says so plainly if a torch upgrade changes them."""
-    import importlib
-
     try:
-        module = importlib.import_module("torch.utils._python_dispatch")
-        mode_class = module.TorchDispatchMode
+        mode_class = importlib.import_module("torch.utils._python_dispatch").TorchDispatchMode
     except (ImportError, AttributeError) as error:
         pytest.fail(
             f"torch {torch.__version__} no longer has torch.utils._python_dispatch.TorchDispatchMode ({error}); "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -16,13 +17,17 @@ from urllib.parse import unquote
 
 import nbformat
 import pytest
+import yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
+from course_utils.figures import alt_of, figure_output
 from course_utils.machinery import cloud
+from course_utils.machinery.course import course_map
+from course_utils.machinery.learner_edition import BEGIN, STUB_TAG
 from course_utils.machinery.report_problem import notebook_problem_url
 from tools.site import extension
 from tools.site.__main__ import main as site_main
-from tools.site.build import Edition, sphinx_command
+from tools.site.build import UNWATCHED, Edition, slides_are_current, slides_command, sphinx_command, tree_digest
 
 # make check runs these tests when one of these files changes
 pytestmark = pytest.mark.reads("tools/site/landing*.md", "translations/*/landing.po")
@@ -32,7 +37,6 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 LANGS = {"en": "", "zh": "zh/"}
 GUIDE_PAGES = ("index", "hooks_cheatsheet", "instructor_guide", "glossary")
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-
 
 
 def page(site: Path, lang: str, name: str) -> str:
@@ -99,8 +103,6 @@ def test_the_sidebar_lists_every_notebook_in_order_then_the_guides(site: Path) -
 
 
 def test_the_landing_page_has_the_course_map_and_how_to_run_it(site: Path) -> None:
-    from course_utils.machinery.course import course_map
-
     for lang, folder in (("en", ROOT / "notebooks"), ("zh", ROOT / "notebooks" / "zh")):
         text = main_part(page(site, lang, "index"))
         words = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", text)))
@@ -131,8 +133,6 @@ def test_each_notebook_page_launches_its_own_notebook_and_carries_its_report_and
 
 def is_learner_edition(notebook: nbformat.NotebookNode, lang: str) -> bool:
     """Stubs where the teaching notebook has solutions, in the edition's language, and no solution anywhere."""
-    from course_utils.machinery.learner_edition import BEGIN, STUB_TAG
-
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     stubs = [cell for cell in code if STUB_TAG in cell.metadata.get("tags", [])]
     return (bool(stubs) and all("raise NotImplementedError" in cell.source for cell in stubs)
@@ -175,8 +175,6 @@ def test_every_launch_and_download_route_gives_the_exercises_first_and_the_compl
 def test_every_site_figure_is_a_lazily_loaded_file_with_the_alt_text_its_output_carries(site: Path) -> None:
     """Each page shows every figure of its stored notebook as a file of _images/, with its size and
     ``loading="lazy"``, and with the alt text its output carries; no page embeds an image (``data:``)."""
-    from course_utils.figures import alt_of
-
     problems = []
     for lang, folder in (("en", ROOT / "notebooks"), ("zh", ROOT / "notebooks" / "zh")):
         for path in NOTEBOOKS:
@@ -202,23 +200,25 @@ def test_every_site_figure_is_a_lazily_loaded_file_with_the_alt_text_its_output_
                           "show_figure(fig, alt=...) (course_utils/figures.py).")
 
 
+def search_index(site: Path, lang: str) -> dict:
+    text = (site / LANGS[lang] / "searchindex.js").read_text(encoding="utf-8")
+    return json.loads(text[text.index("(") + 1:text.rindex(")")])
+
+
+def pages_with(data: dict, term: str) -> set[str]:
+    """The pages whose text or titles hold ``term`` (a page is listed under one of the two, as Sphinx stores it)."""
+    found = set()
+    for kind in ("terms", "titleterms"):
+        hits = data[kind].get(term, [])
+        found |= {data["docnames"][i] for i in ([hits] if isinstance(hits, int) else hits)}
+    return found
+
+
 def test_search_indexes_find_the_course_words_in_both_languages(site: Path) -> None:
-    def index(lang: str) -> dict:
-        text = (site / LANGS[lang] / "searchindex.js").read_text(encoding="utf-8")
-        return json.loads(text[text.index("(") + 1:text.rindex(")")])
-
-    def pages_with(data: dict, term: str) -> set[str]:
-        """The pages whose text or titles hold ``term`` (a page is listed under one of the two, as Sphinx stores it)."""
-        found = set()
-        for kind in ("terms", "titleterms"):
-            hits = data[kind].get(term, [])
-            found |= {data["docnames"][i] for i in ([hits] if isinstance(hits, int) else hits)}
-        return found
-
-    english = index("en")
-    assert {"04_backward_hooks", "11_hook_clinic"} <= pages_with(english, "register_full_backward_hook")
-    chinese = index("zh")
-    assert {"04_backward_hooks", "11_hook_clinic"} <= pages_with(chinese, "register_full_backward_hook")
+    for lang in LANGS:
+        assert {"04_backward_hooks", "11_hook_clinic"} <= pages_with(search_index(site, lang),
+                                                                     "register_full_backward_hook"), lang
+    chinese = search_index(site, "zh")
     assert len(pages_with(chinese, "钩子")) >= len(NOTEBOOKS)  # every notebook is about hooks
     for term in ("前向钩子", "反向钩子", "梯度裁剪"):  # glossary words, whole (the splitter's user dictionary)
         assert pages_with(chinese, term), term
@@ -234,17 +234,11 @@ def test_the_glossary_gives_the_chinese_splitter_whole_words() -> None:
 def test_the_words_readers_type_find_the_pages_of_the_glossary_term(site: Path) -> None:
     synonyms = extension.search_synonyms()
     assert "显存" in synonyms["内存"] and len(synonyms) >= 5
-    text = (site / "zh" / "searchindex.js").read_text(encoding="utf-8")
-    data = json.loads(text[text.index("(") + 1:text.rindex(")")])
-
-    def pages(word: str) -> set[int]:
-        return {i for kind in ("terms", "titleterms") for i in [data[kind].get(word, [])] for i in
-                ([i] if isinstance(i, int) else i)}
-
+    data = search_index(site, "zh")
     for term, typed in synonyms.items():
-        for word in typed:
-            assert pages(term) <= pages(word), (term, word)  # found wherever the term is (and where it is written)
-    assert pages("显存"), "no page has 内存?"
+        for word in typed:  # found wherever the term is (and where it is written)
+            assert pages_with(data, term) <= pages_with(data, word), (term, word)
+    assert pages_with(data, "显存"), "no page has 内存?"
 
 
 def test_the_glossary_page_lists_every_term_in_both_languages(site: Path) -> None:
@@ -313,8 +307,6 @@ def fixture_notebook() -> nbformat.NotebookNode:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from course_utils.figures import figure_output
-
     fig, ax = plt.subplots(figsize=(2, 1))
     ax.plot([0, 1], [0, 1])
     data, metadata = figure_output(fig, alt="A line rising from zero to one: the figure's alt text, as it is stored.")
@@ -353,8 +345,6 @@ def test_the_site_writes_a_figure_as_a_lazy_file_with_its_alt_text_and_fails_on_
 
 
 def test_make_site_puts_the_slides_beside_the_pages_of_each_language(tmp_path: Path) -> None:
-    from tools.site.build import slides_command
-
     for lang in LANGS:
         edition = Edition(lang, tmp_path / "site", tmp_path / "cache")
         command = slides_command(edition)
@@ -365,10 +355,6 @@ def test_make_site_puts_the_slides_beside_the_pages_of_each_language(tmp_path: P
 
 
 def test_slides_are_rebuilt_only_when_a_source_is_newer(tmp_path: Path) -> None:
-    import os
-
-    from tools.site.build import slides_are_current
-
     edition = Edition("zh", tmp_path / "site", tmp_path / "cache")
     assert not slides_are_current(edition)  # none yet
     index = edition.pages / "slides" / "index.html"
@@ -381,8 +367,6 @@ def test_slides_are_rebuilt_only_when_a_source_is_newer(tmp_path: Path) -> None:
 
 
 def test_the_site_cache_is_stale_when_the_pages_or_what_sphinx_does_not_watch_change() -> None:
-    from tools.site.build import UNWATCHED, tree_digest
-
     assert tree_digest(UNWATCHED, salt="01_a") != tree_digest(UNWATCHED, salt="01_b") != tree_digest(UNWATCHED[1:])
     assert {"tools/site", "translations/zh/GLOSSARY.md", "requirements.txt"} <= set(UNWATCHED)
 
@@ -396,8 +380,6 @@ def test_make_html_builds_the_site() -> None:
 
 @pytest.mark.reads(".github/workflows/site.yml")
 def test_the_workflow_publishes_the_site_on_pushes_to_main_and_the_readme_links_it() -> None:
-    import yaml
-
     workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "site.yml").read_text(encoding="utf-8"))
     triggers = workflow[True] if True in workflow else workflow["on"]  # YAML 1.1 reads the key `on` as True
     assert triggers["push"]["branches"] == ["main"]
@@ -415,8 +397,6 @@ def test_the_workflow_publishes_the_site_on_pushes_to_main_and_the_readme_links_
                for step in workflow["jobs"]["build"]["steps"])
     pushed = " ".join(step.get("run", "") for step in learner["steps"])
     assert "push --force" in pushed and pushed.rstrip().endswith(cloud.LEARNER_BRANCH)
-    from tools.site.build import Edition
-
     assert Edition("zh", Path("s"), Path("c")).out / "notebooks" == Path("s/notebooks")  # zh in notebooks/zh/
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     first_screen = "\n".join(readme.splitlines()[:15])

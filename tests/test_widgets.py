@@ -1,8 +1,6 @@
 """The course's widgets, driven from Python as a learner drives them with the mouse: each control changes the
-choice, and the figure shown -- with its alt text -- follows (no browser; tests/browser/test_jupyterlab.py drives one
-in JupyterLab). Covers the generic FigureExplorer and every explorer a notebook builds: 02's replay of the hook
-order, 03's layer chooser, 06's saliency explorer, 08's checkpointing depth, 11's hook-pattern chooser, 12's attention
-explorer; and the same driving on ipywidgets 7 (Colab's), when an ipywidgets 7 is at hand."""
+choice, and the figure shown -- with its alt text -- follows (tests/browser/test_jupyterlab.py drives one in
+JupyterLab). FigureExplorer, every explorer a notebook builds, and the same driving on ipywidgets 7 (Colab's)."""
 
 from __future__ import annotations
 
@@ -12,6 +10,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -41,6 +40,12 @@ def shown(output_widget) -> dict:
     (output,) = output_widget.outputs
     assert output["output_type"] == "display_data"
     return output
+
+
+def controls(explorer: FigureExplorer) -> tuple[tuple, Any]:
+    """An explorer's widget as a learner sees it: the controls of its first row, and the Output showing the figure."""
+    box = explorer.widget()
+    return box.children[0].children, box.children[-1]
 
 
 def alt_shown(output_widget) -> str:
@@ -111,8 +116,7 @@ def test_notebook_02_replay_steps_through_the_hooks_in_firing_order() -> None:
     steps = list(range(1, len(timeline.events) + 1))
     stepper = FigureExplorer(replay, controls={"step": steps}, value={"step": steps[-1]},
                              alt="Step {step} of {steps} of one backward pass; the hook firing now: {event}.")
-    box = stepper.widget()
-    slider, output = box.children[0].children[0], box.children[1]
+    (slider,), output = controls(stepper)
     assert alt_shown(output) == "Step 5 of 5 of one backward pass; the hook firing now: post-accumulate hook on x."
     slider.value = 2
     assert alt_shown(output) == "Step 2 of 5 of one backward pass; the hook firing now: retain_grad on z."
@@ -129,8 +133,7 @@ def test_notebook_03_layer_chooser_names_the_recordings_that_differ() -> None:
     chooser = FigureExplorer(lambda layer: feature_histograms(features, layer), controls={"layer": ["bn", "fc"]},
                              alt="Histograms of the {count} values of {layer}; differ: {wrong}; below zero: "
                                  "{below[0]:.0%} by hand, {below[1]:.0%} as the naive hooks kept them.")
-    box = chooser.widget()
-    buttons, output = box.children[0].children[0], box.children[1]
+    (buttons,), output = controls(chooser)
     by_hand = float((truth["bn"] < 0).float().mean())
     assert alt_shown(output) == (f"Histograms of the 96 values of bn; differ: naive hooks; below zero: "
                                  f"{by_hand:.0%} by hand, 0% as the naive hooks kept them.")
@@ -141,9 +144,7 @@ def test_notebook_03_layer_chooser_names_the_recordings_that_differ() -> None:
 def test_notebook_06_saliency_explorer_redraws_with_alt_text() -> None:
     ex = saliency_explorer()
     box = ex.widget()
-    photo, target = box.children[0].children
-    layer, method = box.children[1].children
-    output = box.children[2]
+    (photo, target), (layer, method), output = box.children[0].children, box.children[1].children, box.children[2]
     assert alt_shown(output).startswith("Grad-CAM map of 'class ")
     method.value = "Guided Backprop"
     assert ex.state["method"] == "Guided Backprop" and layer.disabled
@@ -171,8 +172,7 @@ def test_notebook_08_checkpoint_explorer_measures_other_depths() -> None:
 
     explorer = FigureExplorer(peaks_for, controls={"blocks": [4, 9]}, value={"blocks": 4},
                               alt="A chain of {blocks} blocks: the lowest peak, {best_mb:.4f} MB, at {best} segments.")
-    box = explorer.widget()
-    slider, output = box.children[0].children[0], box.children[1]
+    (slider,), output = controls(explorer)
     assert alt_shown(output).endswith("at 2, 4 segments.")
     slider.value = 9
     assert alt_shown(output).endswith("at 3 segments.")            # 3 + 18/3 = 9 < 1 + 18, 9 + 2
@@ -189,8 +189,7 @@ def test_notebook_11_pattern_chooser_counts_the_graphs_of_each_pattern() -> None
     chooser = FigureExplorer(graphs_for, controls={"pattern": list(PATTERNS)},
                              value={"pattern": "a fresh hook, a new number each call"},
                              alt="Graphs built after each of {calls} calls for the pattern '{pattern}': {per_call}.")
-    box = chooser.widget()
-    dropdown, output = box.children[0].children[0], box.children[1]
+    (dropdown,), output = controls(chooser)
     assert type(dropdown).__name__ == "Dropdown"  # long labels: a list, not buttons
     assert alt_shown(output).endswith(": 1, 2, 2.")
     dropdown.value = "hooks never removed (case 3)"
@@ -209,9 +208,7 @@ def test_notebook_12_attention_explorer_shows_the_chosen_head_and_where_the_repe
                                   alt="Layer {layer}, head {head}, sequence {sequence}: a {size} by {size} grid; the "
                                       "last {repeat} tokens repeat from position {start}.")
     assert isinstance(explorer, FigureExplorer)
-    box = explorer.widget()
-    layer, head, sequence = box.children[0].children
-    output = box.children[1]
+    (layer, head, sequence), output = controls(explorer)
     assert [type(c).__name__ for c in (layer, head, sequence)] == ["SelectionSlider"] * 3
     assert alt_shown(output) == ("Layer 1, head 3, sequence 1: a 24 by 24 grid; the last 6 tokens repeat from "
                                  "position 18.")
@@ -233,10 +230,8 @@ def test_notebook_12_attention_explorer_shows_the_chosen_head_and_where_the_repe
 # -- SaliencyExplorer: its selection logic and caching, tested without a browser -------------------------------
 def saliency_explorer() -> SaliencyExplorer:
     torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 6),
-    ).eval()
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 6)).eval()
     rng = np.random.default_rng(0)
     photos = {name: rng.integers(0, 255, size=(20, 24, 3), dtype=np.uint8) for name in ("a", "b")}
     return SaliencyExplorer(model, photos, ["0", "2"], [f"class {i}" for i in range(6)], top_k=3,

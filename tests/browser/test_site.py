@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlparse
 
+import nbformat
 import pytest
 from labserver import LOOPBACK, SCREENSHOTS, require_browser
 
 from benchmarks.bench_site_weight import LARGEST_TARGET, MEDIAN_TARGET, PHONE, measure, serving, site_pages
 from course_utils.machinery import cloud
 from course_utils.machinery.learner_edition import BEGIN
+from tools.site.extension import search_synonyms
 
 ROOT = Path(__file__).resolve().parents[2]
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
@@ -287,8 +289,6 @@ def test_every_control_shows_where_the_keyboard_focus_is(visits: dict[str, Visit
 
 
 def test_every_solution_is_folded_until_the_reader_opens_it(visits: dict[str, Visit], served: str, tab: Any) -> None:
-    import nbformat
-
     for lang, folder in (("", ROOT / "notebooks"), ("zh/", ROOT / "notebooks" / "zh")):
         for notebook in NOTEBOOKS:
             cells = nbformat.read(folder / f"{notebook}.ipynb", as_version=4).cells
@@ -298,8 +298,7 @@ def test_every_solution_is_folded_until_the_reader_opens_it(visits: dict[str, Vi
             prompt = "显示参考答案" if lang else "Show the solution"
             assert all(s["folded"] and not s["seen"] and s["prompt"] == prompt for s in shown), (lang, notebook, shown)
     tab.goto(f"{served}04_backward_hooks.html")
-    summary = tab.locator("div.cell details summary").first
-    summary.click()  # opened on purpose: the solution shows
+    tab.locator("div.cell details summary").first.click()  # opened on purpose: the solution shows
     assert tab.locator("div.cell details").first.evaluate("d => d.open")
     assert tab.locator("div.cell details pre").first.is_visible()
 
@@ -407,10 +406,7 @@ def test_search_puts_the_right_page_first_with_a_snippet_of_its_text(served: str
 
 
 def test_search_finds_what_readers_type_for_a_glossary_term(served: str, tab: Any) -> None:
-    from tools.site.extension import search_synonyms
-
-    typed = search_synonyms()["内存"]
-    assert "显存" in typed
+    assert "显存" in search_synonyms()["内存"]
     pages = {page for page, _ in search(tab, served, "zh/", "内存")}
     assert "08_saved_tensor_hooks" in pages and {page for page, _ in search(tab, served, "zh/", "显存")} == pages
 
@@ -426,10 +422,9 @@ def test_each_notebook_page_launches_and_downloads_the_exercises_first(served: s
     for notebook in NOTEBOOKS:
         for lang in ("", "zh/"):
             path = f"{lang}{notebook}.ipynb"
-            expected = {"Colab": cloud.colab_url(path), "Kaggle": cloud.kaggle_url(path),
-                        "Binder": cloud.binder_url(path)}
             visit = visits[f"{lang}{notebook}.html"]
-            assert visit.launch == expected, f"{lang}{notebook}"
+            assert visit.launch == {"Colab": cloud.colab_url(path), "Kaggle": cloud.kaggle_url(path),
+                                    "Binder": cloud.binder_url(path)}, f"{lang}{notebook}"
             learner = "notebooks/" + (f"zh/{notebook}.ipynb" if lang else f"{notebook}.ipynb")
             assert visit.downloads == [served + learner, f"{served}{lang}_sources/{notebook}.ipynb"], visit.downloads
     assert not visits["index.html"].launch, "the landing page is no notebook"
