@@ -231,10 +231,10 @@ def test_notebook_12_attention_explorer_shows_the_chosen_head_and_where_the_repe
         attention_explorer({}, torch.tensor([5]), alt=explorer.alt)
     set_language("zh")                                               # the Chinese notebook: its controls in Chinese
     try:
-        in_chinese = attention_explorer(patterns, torch.tensor([5, 6]), alt=explorer.alt).widget()
+        in_chinese = attention_explorer(patterns, torch.tensor([5, 6]), alt=explorer.alt)
     finally:
         set_language(None)
-    assert [c.description for c in in_chinese.children[0].children] == ["层", "头", "序列"]
+    assert in_chinese.labels == {"layer": "层", "head": "头", "sequence": "序列"}   # the controls' descriptions
     plt.close("all")
 
 
