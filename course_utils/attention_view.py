@@ -59,7 +59,8 @@ def attention_explorer(patterns: Mapping[int, torch.Tensor], lengths: torch.Tens
                        value: Mapping[str, int] | None = None) -> FigureExplorer:
     """A :class:`~course_utils.widgets.FigureExplorer` of :func:`pattern_figure`: controls for ``layer`` (the keys of
     ``patterns``), ``head`` and ``sequence`` (every one cached). ``alt`` may name ``{layer}``, ``{head}``,
-    ``{sequence}``, ``{size}``, ``{repeat}`` and ``{start}``; ``value`` is the first choice.
+    ``{sequence}``, ``{size}``, ``{repeat}`` and ``{start}``; ``value`` is the first choice. The controls are labelled
+    in the course's language.
 
     Usage: ``attention_explorer(patterns, lengths, alt="...", value={"layer": 1, "head": 0, "sequence": 3})``
     """
@@ -72,4 +73,5 @@ def attention_explorer(patterns: Mapping[int, torch.Tensor], lengths: torch.Tens
     cached = dict(patterns)
     return FigureExplorer(
         lambda layer, head, sequence: pattern_figure(cached, lengths, layer, head, sequence), alt=alt,
-        controls={"layer": sorted(cached), "head": list(range(heads)), "sequence": list(range(batch))}, value=value)
+        controls={"layer": sorted(cached), "head": list(range(heads)), "sequence": list(range(batch))}, value=value,
+        labels={"layer": _("layer"), "head": _("head"), "sequence": _("sequence")})

@@ -26,6 +26,7 @@ from course_utils.attention_view import attention_explorer
 from course_utils.charts import checkpoint_bars, feature_histograms
 from course_utils.charts import graphs_per_call as graphs_chart
 from course_utils.hooks import UnknownLayerError, assert_no_hooks
+from course_utils.machinery.messages import set_language
 from course_utils.memory import checkpoint_memory
 from course_utils.recompiles import PATTERNS, graphs_per_call
 from course_utils.saliency import grad_cam
@@ -210,6 +211,7 @@ def test_notebook_12_attention_explorer_shows_the_chosen_head_and_where_the_repe
     assert isinstance(explorer, FigureExplorer)
     (layer, head, sequence), output = controls(explorer)
     assert [type(c).__name__ for c in (layer, head, sequence)] == ["SelectionSlider"] * 3
+    assert [c.description for c in (layer, head, sequence)] == ["layer", "head", "sequence"]
     assert alt_shown(output) == ("Layer 1, head 3, sequence 1: a 24 by 24 grid; the last 6 tokens repeat from "
                                  "position 18.")
     diagonal = shown(output)["data"]["text/html"]
@@ -224,6 +226,12 @@ def test_notebook_12_attention_explorer_shows_the_chosen_head_and_where_the_repe
         attention_explorer(patterns, torch.tensor([5]), alt=explorer.alt)
     with pytest.raises(ValueError, match="cached patterns"):
         attention_explorer({}, torch.tensor([5]), alt=explorer.alt)
+    set_language("zh")                                               # the Chinese notebook: its controls in Chinese
+    try:
+        in_chinese = attention_explorer(patterns, torch.tensor([5, 6]), alt=explorer.alt)
+    finally:
+        set_language(None)
+    assert in_chinese.labels == {"layer": "层", "head": "头", "sequence": "序列"}   # the controls' descriptions
     plt.close("all")
 
 
