@@ -17,9 +17,6 @@ _TARGETS = [6, 0, 3]
 _LAYER_INPUT_MISTAKE = N_("These are the Grad-CAM maps of the layer's input, not of its output: a forward hook is "
                           "called as hook(module, args, output), and args is what goes into the layer. Keep the "
                           "output, and register the tensor hook on it.")
-_LEFT = N_("A hook is left behind ({where}): remove it with its handle, in a finally block.")
-_X_CHANGED = N_("Your function changed the input x (its values, requires_grad or .grad): work on a copy and leave the "
-                "caller's tensor alone.")
 
 
 def _cam_net(inplace: bool, stride: int = 1) -> nn.Sequential:
@@ -69,8 +66,9 @@ def _other_classes(model: nn.Sequential, index: int, x: torch.Tensor) -> list[tu
 
 
 def _tidy(model: nn.Module, x: torch.Tensor, x_before: torch.Tensor) -> None:
-    require_no_hooks(model, _LEFT)
-    require_untouched(x, x_before, _X_CHANGED)
+    require_no_hooks(model, N_("A hook is left behind ({where}): remove it with its handle, in a finally block."))
+    require_untouched(x, x_before, N_("Your function changed the input x (its values, requires_grad or .grad): work "
+                                      "on a copy and leave the caller's tensor alone."))
 
 
 @exercise("06.1")
@@ -159,13 +157,11 @@ def _what_went_wrong(result: torch.Tensor, expected: torch.Tensor, model: nn.Seq
     rewritten = _split_truth(model, index + 1, x, _TARGETS)[1] if getattr(model[index + 1], "inplace", False) else None
     cells, channels = activation.shape[2] * activation.shape[3], activation.shape[1]
     fields = {"layer": repr(layer), "cells": cells, "channels": channels}
+    scaled = N_("Your maps are scaled: return the raw maps, after the ReLU and before any scaling or upsampling (step "
+                "3 of section 1 is for display only).")
     name_the_mistake(result, [
-        ((expected - low) / (high - low).clamp(min=1e-12), N_("Your maps are scaled: return the raw maps, after the "
-                                                              "ReLU and before any scaling or upsampling (step 3 of "
-                                                              "section 1 is for display only).")),
-        (expected / high.clamp(min=1e-12), N_("Your maps are scaled: return the raw maps, after the ReLU and before "
-                                              "any "
-                                              "scaling or upsampling (step 3 of section 1 is for display only).")),
+        ((expected - low) / (high - low).clamp(min=1e-12), scaled),
+        (expected / high.clamp(min=1e-12), scaled),
         (_cam(rectified, gradient), N_("At layer {layer} the ReLU after the layer works in place: the activation you "
                                        "kept was rectified after your hook ran. Keep a copy of it.")),
         *[(_cam(a, rewritten), N_("At layer {layer} you caught the gradient at the in-place ReLU's output, not at the "
