@@ -15,7 +15,6 @@ from course_utils.machinery.exercise_kit import *
 _HOOKS_STAY = N_("{count} hook(s) are still on the model: remove every hook before returning.")
 
 
-# -- 03.1: a forward pre-hook that standardises each sample ------------------------------------------------
 def _standardised(x: torch.Tensor) -> torch.Tensor:
     """The hand formula: each row minus its mean, divided by its population standard deviation."""
     centred = x - x.mean(dim=1, keepdim=True)
@@ -69,7 +68,6 @@ def _standardise_test(hook: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-# -- 03.2: a feature extractor that stays right with in-place layers ----------------------------------------
 @exercise("03.2")
 def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) -> Verdict:
     draw = generator(32)
@@ -141,20 +139,18 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
     return Verdict(True)
 
 
-# -- 03.3 (stretch): a call tracer that also sees a forward that raised --------------------------------------
 def _as_calls(calls: Any) -> list[tuple[Any, Any]] | None:
     """The tracer's calls as plain (name, shape tuple or None) pairs; None when they are not such pairs."""
     try:
-        calls = plain(calls)
+        calls = plain(calls)  # a torch.Size becomes a tuple
     except TypeError:
         return None
     if not isinstance(calls, (list, tuple)) or not all(isinstance(c, (list, tuple)) and len(c) == 2 for c in calls):
         return None
-    shapes = [tuple(shape) if isinstance(shape, torch.Size) else shape for _name, shape in calls]
     if not all(shape is None or isinstance(shape, tuple) and all(isinstance(d, int) and not isinstance(d, bool)
-                                                                for d in shape) for shape in shapes):
+                                                                for d in shape) for _name, shape in calls):
         return None  # an int, a tensor or a string instead of a shape
-    return [(name, shape) for (name, _shape), shape in zip(calls, shapes)]
+    return [(name, shape) for name, shape in calls]
 
 
 @exercise("03.3")
