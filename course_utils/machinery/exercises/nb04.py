@@ -71,8 +71,7 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     require(not torch.allclose(model[0].weight.grad, unchanged),
             N_("The gradient flowing back is unchanged: return the clamped gradients as a tuple, one entry per "
                "grad_input entry."))
-    require(torch.allclose(leaf.grad, first[0], atol=1e-5) and torch.allclose(model[0].weight.grad, first[1],
-                                                                               atol=1e-5),
+    require(same(leaf.grad, first[0]) and same(model[0].weight.grad, first[1]),
             N_("What reaches the layers further back is not grad_input clamped to [-1, 1] entry by entry (batch of "
                "5)."))
     require(all(torch.allclose(p.grad, g, atol=1e-5) for p, g in zip([model[2].weight, model[2].bias], last_params)),
