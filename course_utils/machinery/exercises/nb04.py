@@ -41,8 +41,7 @@ def _shapes_test(answer: Any) -> Verdict:
             "the transposed weight)."))
 
 
-def _backward_with(module: nn.Module, hook: Callable[..., Any], kind: str, run: Callable[[], torch.Tensor]) -> None:
-    register = module.register_full_backward_hook if kind == "full" else module.register_full_backward_pre_hook
+def _backward_with(register: Callable[..., Any], hook: Callable[..., Any], run: Callable[[], torch.Tensor]) -> None:
     with register(hook):
         run().backward()
 
@@ -62,7 +61,7 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     last_params = torch.autograd.grad(loss, [model[2].weight, model[2].bias], retain_graph=True)
     first = torch.autograd.grad(hidden, [leaf, model[0].weight], grad_outputs=at_input.clamp(-1.0, 1.0))
     leaf = x.clone().requires_grad_()
-    _backward_with(model[2], hook, "full", lambda: (model(leaf) * weights).sum())
+    _backward_with(model[2].register_full_backward_hook, hook, lambda: (model(leaf) * weights).sum())
     require_no_hooks(model, N_("Something registered another hook on the model."))
     unchanged = torch.autograd.grad((model[2](F.relu(model[0](x.clone().requires_grad_()))) * weights).sum(),
                                     model[0].weight)[0]
@@ -93,7 +92,8 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     # skip path -- the very same tensor. Only the Flatten's path is clamped.
     flatten, hidden = nn.Flatten(0, -1), (torch.randn(4, 6, generator=draw) * 3.0).requires_grad_()
     weights = torch.randn(24, generator=draw) * 4.0
-    _backward_with(flatten, hook, "full", lambda: ((flatten(hidden) + hidden.flatten()) * weights).sum())
+    _backward_with(flatten.register_full_backward_hook, hook,
+                   lambda: ((flatten(hidden) + hidden.flatten()) * weights).sum())
     require(torch.allclose(hidden.grad, weights.clamp(-1.0, 1.0).view(4, 6) + weights.view(4, 6), atol=1e-5),
             N_("On a Flatten in a residual (`flatten(h) + h.flatten()`) the skip path's gradient changed too: only the "
                "gradient through the hooked module may be clamped. Does your hook change a tensor PyTorch handed it "
@@ -117,7 +117,7 @@ def _cap_test(hook: Callable[..., Any]) -> Verdict:
     params, leaf = list(model.parameters()), x.clone().requires_grad_()
     expected = torch.autograd.grad(model(leaf), [leaf, *params], grad_outputs=_capped(weights))  # no hook
     leaf = x.clone().requires_grad_()
-    _backward_with(model[2], hook, "pre", lambda: (model(leaf) * weights).sum())
+    _backward_with(model[2].register_full_backward_pre_hook, hook, lambda: (model(leaf) * weights).sum())
     got = [leaf.grad] + [p.grad for p in params]
     require(all(g is not None for g in got), N_("Some gradients are missing: return a tuple holding the new "
                                                 "grad_output."))
@@ -136,7 +136,7 @@ def _cap_test(hook: Callable[..., Any]) -> Verdict:
     conv, images = nn.Conv2d(1, 2, 3), torch.randn(3, 1, 5, 5, generator=draw)
     scale = torch.randn(3, 2, 3, 3, generator=draw) * torch.tensor([4.0, 0.05, 1.0]).view(3, 1, 1, 1)
     on_conv = torch.autograd.grad(conv(images), conv.weight, grad_outputs=_capped(scale))[0]
-    _backward_with(conv, hook, "pre", lambda: (conv(images) * scale).sum())
+    _backward_with(conv.register_full_backward_pre_hook, hook, lambda: (conv(images) * scale).sum())
     require(torch.allclose(conv.weight.grad, on_conv, atol=1e-5),
             N_("On a Conv2d (4-D gradient) each sample's norm is taken over all its other entries (channels and "
                "positions together)."))
@@ -145,7 +145,7 @@ def _cap_test(hook: Callable[..., Any]) -> Verdict:
     layer, inputs = nn.Linear(4, 4), torch.randn(3, 4, generator=draw).requires_grad_()
     weights = torch.randn(3, 4, generator=draw) * 3.0
     residual = torch.autograd.grad(layer(inputs), inputs, grad_outputs=_capped(weights))[0] + weights
-    _backward_with(layer, hook, "pre", lambda: ((layer(inputs) + inputs) * weights).sum())
+    _backward_with(layer.register_full_backward_pre_hook, hook, lambda: ((layer(inputs) + inputs) * weights).sum())
     require(torch.allclose(inputs.grad, residual, atol=1e-5),
             N_("In a residual block (`layer(x) + x`) the skip path's gradient changed too: only the hooked layer's "
                "grad_output may be rescaled. Does your hook change a tensor PyTorch handed it in place? Return new "
