@@ -125,8 +125,7 @@ def _cap_test(hook: Callable[..., Any]) -> Verdict:
                                                           "must stay zero (never divide by a zero norm)."))
     plain_grad = torch.autograd.grad((model(x.clone().requires_grad_()) * weights).sum(), params[0])[0]
     require(not torch.allclose(params[0].grad, plain_grad),
-            N_("The gradients are unchanged: a backward pre-hook changes grad_output only by returning the new "
-               "tuple."))
+            N_("The gradients are unchanged: a backward pre-hook changes grad_output only by returning the new tuple."))
     clamped = torch.autograd.grad(model(x), params[0], grad_outputs=weights.clamp(-1.0, 1.0))[0]
     require(not torch.allclose(params[0].grad, clamped, atol=1e-5),
             N_("You clamped single entries; rescale each sample's whole gradient instead, so its direction is kept."))
