@@ -55,8 +55,7 @@ def _standardise_test(hook: Callable[..., Any]) -> Verdict:
     pair = Net(lambda m, x, shift: m.fc(x) + shift, fc=nn.Linear(5, 3))  # two positional inputs
     a = torch.randn(3, 5, generator=draw) * 3.0 - 1.0
     shift = torch.randn(3, 3, generator=draw)
-    with torch.no_grad():
-        expected = pair.fc(_standardised(a)) + shift
+    expected = (pair.fc(_standardised(a)) + shift).detach()
     with pair.register_forward_pre_hook(hook), torch.no_grad():
         try:
             got = pair(a, shift)
@@ -102,8 +101,7 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
     # both in-place writes, `+= x` and the ReLU, hit fc's output
     residual = Net(lambda m, x: m.act(m.fc(x).add_(x)), fc=nn.Linear(4, 4), act=nn.ReLU(inplace=True))
     x = torch.randn(5, 4, generator=draw)
-    with torch.no_grad():
-        fc_out = residual.fc(x)
+    fc_out = residual.fc(x).detach()
     got = extract(residual, x, ["fc"])
     require(not count_hooks(residual) and isinstance(got, dict) and "fc" in got,
             N_("On a second model the result was not a dict with the requested name, or hooks stayed."))

@@ -58,8 +58,7 @@ _CLASS_MISTAKES = {  # the ✗ of 06.1 and 06.2 for an answer explaining the wro
 def _other_classes(model: nn.Sequential, index: int, x: torch.Tensor) -> list[tuple[torch.Tensor, str]]:
     """The gradient at model[index] for the usual wrong choices of class, each with its ✗: each sample's top class,
     one of the targets for the whole batch, ``logits[:, targets]`` (all of them)."""
-    with torch.no_grad():
-        top = model(x).argmax(dim=1).tolist()
+    top = model(x).argmax(dim=1).tolist()
     choices = [("top", top, False)] + [("one", [target] * 3, False) for target in dict.fromkeys(_TARGETS)]
     return [(_split_truth(model, index, x, classes, every_column=every)[1], _CLASS_MISTAKES[name])
             for name, classes, every in choices + [("every", _TARGETS, True)] if every or classes != _TARGETS]
@@ -199,8 +198,7 @@ def _shared_block_net() -> nn.Module:
 
 def _per_call_truth(model: nn.Module, x: torch.Tensor, targets: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(activation, gradient) of each call of ``model.block``, computed without hooks."""
-    with torch.no_grad():
-        h = torch.relu(model.stem(x))
+    h = torch.relu(model.stem(x)).detach()
     first = model.block(h)
     second = model.block(torch.relu(first))
     logits = model.head(torch.relu(second).mean(dim=(2, 3)))
