@@ -20,8 +20,7 @@ def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
     require(torch.equal(probe, original), N_("Your hook changed `grad` in place. That is unsupported (section 5): "
                                              "return a new tensor instead."))
     # 2. on a batch graph whose intermediate gradient has entries inside and outside [-1, 1]
-    x = torch.randn(3, 5, generator=draw, requires_grad=True)
-    upstream = torch.randn(3, 5, generator=draw) * 3
+    x, upstream = randn(draw, 3, 5).requires_grad_(), randn(draw, 3, 5) * 3
     upstream[0, :4] = torch.tensor([-1.0, 1.0, 0.25, -0.5])  # on and inside the bounds: must pass unchanged
     z = x * 1.5
     z.register_hook(hook)  # z dies with this function: nothing to remove

@@ -53,8 +53,7 @@ def _standardise_test(hook: Callable[..., Any]) -> Verdict:
                 N_("The gradient does not flow back to the caller's tensor: build the new input with tensor operations "
                    "(no .data, .detach() or torch.no_grad())."))
     pair = Net(lambda m, x, shift: m.fc(x) + shift, fc=nn.Linear(5, 3))  # two positional inputs
-    a = torch.randn(3, 5, generator=draw) * 3.0 - 1.0
-    shift = torch.randn(3, 3, generator=draw)
+    a, shift = randn(draw, 3, 5) * 3.0 - 1.0, randn(draw, 3, 3)
     expected = (pair.fc(_standardised(a)) + shift).detach()
     with pair.register_forward_pre_hook(hook), torch.no_grad():
         try:

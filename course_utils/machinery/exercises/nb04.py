@@ -51,8 +51,7 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     draw = generator(42)
     torch.manual_seed(42)
     model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(inplace=True), nn.Linear(6, 3))
-    x = torch.randn(5, 4, generator=draw)
-    weights = torch.randn(5, 3, generator=draw) * 4.0  # large enough that some entries exceed 1
+    x, weights = randn(draw, 5, 4), randn(draw, 5, 3) * 4.0  # weights large enough that some entries exceed 1
     # Ground truth by plain autograd, no hook: the gradient at the hooked layer's input, clamped, sent further back.
     leaf = x.clone().requires_grad_()
     hidden = F.relu(model[0](leaf))
@@ -76,8 +75,7 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     require(all(torch.allclose(p.grad, g, atol=1e-5) for p, g in zip([model[2].weight, model[2].bias], last_params)),
             N_("The hooked layer's own parameter gradients changed: a full backward hook only replaces grad_input."))
     conv = nn.Conv2d(2, 3, 3)
-    images = (torch.randn(2, 2, 5, 5, generator=draw) * 3.0).requires_grad_()
-    scale = torch.randn(2, 3, 3, 3, generator=draw) * 5.0
+    images, scale = (randn(draw, 2, 2, 5, 5) * 3.0).requires_grad_(), randn(draw, 2, 3, 3, 3) * 5.0
     expected = torch.autograd.grad((conv(images) * scale).sum(), images)[0].clamp(-1.0, 1.0)
     with conv.register_full_backward_hook(hook):
         (conv(images) * scale).sum().backward()
