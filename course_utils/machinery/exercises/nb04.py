@@ -109,9 +109,8 @@ def _cap_test(hook: Callable[..., Any]) -> Verdict:
     draw = generator(43)
     torch.manual_seed(43)
     model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
-    x = torch.randn(4, 3, generator=draw)
     # d(loss)/d(output) is `weights` itself: per-sample norms 5, 0.5, 0 and 2.5.
-    weights = torch.tensor([[3.0, 4.0], [0.3, -0.4], [0.0, 0.0], [-1.5, 2.0]])
+    x, weights = randn(draw, 4, 3), torch.tensor([[3.0, 4.0], [0.3, -0.4], [0.0, 0.0], [-1.5, 2.0]])
     params, leaf = list(model.parameters()), x.clone().requires_grad_()
     expected = torch.autograd.grad(model(leaf), [leaf, *params], grad_outputs=_capped(weights))  # no hook
     leaf = x.clone().requires_grad_()

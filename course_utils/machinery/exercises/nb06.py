@@ -74,7 +74,6 @@ def _tidy(model: nn.Module, x: torch.Tensor, x_before: torch.Tensor) -> None:
 def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
     for layer, index in (("2", 2), ("4", 4)):
         model, x = _cam_net(inplace=False), _batch()
-        x_before = x.clone()
         activation, gradient = _split_truth(model, index, x, _TARGETS)
         with watch_hooks(model[index]) as seen:
             raw = channel_weights(model, layer, x, list(_TARGETS))
@@ -83,7 +82,7 @@ def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
                    "grad_output[0] the one at the layer's output."), shape=tuple(getattr(raw, "shape", ())))
         result = tensor_result(raw, (3, activation.shape[1]), Text(N_("one weight per sample and channel at layer "
                                                                       "{layer}"), layer=repr(layer)))
-        _tidy(model, x, x_before)
+        _tidy(model, x, _batch())  # x as it was drawn
         if same(result, gradient.mean(dim=(2, 3))):
             require("_backward_hooks" in seen.kinds,
                     N_("The right weights, but while the model ran, layer {layer} carried no full backward hook: catch "
@@ -112,7 +111,6 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
     # so a map upsampled to the input's size does not pass for the raw one
     for stride, layer, index in ((2, "2", 2), (2, "4", 4), (1, "2", 2), (1, "4", 4)):
         model, x = _cam_net(inplace=True, stride=stride), _batch()
-        x_before = x.clone()
         activation, gradient = _split_truth(model, index, x, _TARGETS)
         shape, input_shape = (3,) + tuple(activation.shape[-2:]), (3,) + tuple(x.shape[-2:])
         try:
@@ -134,7 +132,7 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
                  size=tuple(activation.shape[-2:]))
         result = tensor_result(raw, shape, Text(N_("one raw map per sample at layer {layer} (no upsampling)"),
                                                 layer=repr(layer)))
-        _tidy(model, x, x_before)
+        _tidy(model, x, _batch())  # x as it was drawn
         expected = _cam(activation, gradient)
         if same(result, expected):
             require(not seen.from_the_course,
