@@ -91,9 +91,8 @@ def _reversal_test(reverse: Callable[[torch.Tensor, float], Any]) -> Verdict:
     # x used directly and through the reversal; in the last case through `y + x`, whose backward hands the very same
     # gradient tensor to both paths: a hook that changes it in place would flip the direct path's gradient too
     for lam, intermediate, shared in ((0.5, False, False), (2.0, True, False), (1.5, True, True)):
-        leaf = torch.randn(5, 3, generator=draw, requires_grad=True)
+        leaf, a, b = randn(draw, 5, 3).requires_grad_(), randn(draw, 5, 3), randn(draw, 5, 3)
         x = leaf * 1.0 if intermediate else leaf
-        a, b = torch.randn(5, 3, generator=draw), torch.randn(5, 3, generator=draw)
         y = reverse(x, lam)
         require(isinstance(y, torch.Tensor), N_("reverse_grad returned {type}: return a tensor."),
                 type=type(y).__name__)
