@@ -20,8 +20,7 @@ def _clamp_test(hook: Callable[[torch.Tensor], Any]) -> Verdict:
     require(torch.equal(probe, original), N_("Your hook changed `grad` in place. That is unsupported (section 5): "
                                              "return a new tensor instead."))
     # 2. on a batch graph whose intermediate gradient has entries inside and outside [-1, 1]
-    x = torch.randn(3, 5, generator=draw, requires_grad=True)
-    upstream = torch.randn(3, 5, generator=draw) * 3
+    x, upstream = randn(draw, 3, 5).requires_grad_(), randn(draw, 3, 5) * 3
     upstream[0, :4] = torch.tensor([-1.0, 1.0, 0.25, -0.5])  # on and inside the bounds: must pass unchanged
     z = x * 1.5
     z.register_hook(hook)  # z dies with this function: nothing to remove
@@ -92,9 +91,8 @@ def _reversal_test(reverse: Callable[[torch.Tensor, float], Any]) -> Verdict:
     # x used directly and through the reversal; in the last case through `y + x`, whose backward hands the very same
     # gradient tensor to both paths: a hook that changes it in place would flip the direct path's gradient too
     for lam, intermediate, shared in ((0.5, False, False), (2.0, True, False), (1.5, True, True)):
-        leaf = torch.randn(5, 3, generator=draw, requires_grad=True)
+        leaf, a, b = randn(draw, 5, 3).requires_grad_(), randn(draw, 5, 3), randn(draw, 5, 3)
         x = leaf * 1.0 if intermediate else leaf
-        a, b = torch.randn(5, 3, generator=draw), torch.randn(5, 3, generator=draw)
         y = reverse(x, lam)
         require(isinstance(y, torch.Tensor), N_("reverse_grad returned {type}: return a tensor."),
                 type=type(y).__name__)

@@ -14,8 +14,7 @@ from course_utils.machinery.exercise_kit import *
 def _leak_test(measure: Callable[[torch.Tensor, torch.Tensor], Any]) -> Verdict:
     draw = generator(4)
     # shapes the learner has not seen: a batch of x broadcast against w
-    w = torch.randn(3, generator=draw, requires_grad=True)
-    x = torch.randn(5, 3, generator=draw)
+    w, x = randn(draw, 3).requires_grad_(), randn(draw, 5, 3)
     expected = 2 * (w.detach() * x).sum() * x.sum(dim=0)  # d/dw of (sum w*x)^2, by hand
     for stale, wrong in ((False, N_("measure(w, x) should still return the gradient that reached w.")),
                          (True, N_("When w already holds a gradient from an earlier backward, measure(w, x) returned "
@@ -70,8 +69,7 @@ def _predict_leaf(answer: Any) -> Verdict:
 @exercise("02.3")
 def _once_test(on_next_backward: Callable[[torch.Tensor, Callable[[torch.Tensor], Any]], Any]) -> Verdict:
     draw = generator(5)
-    x = torch.randn(4, 2, generator=draw, requires_grad=True)
-    a = torch.randn(4, 2, generator=draw)
+    x, a = randn(draw, 4, 2).requires_grad_(), randn(draw, 4, 2)
     z = torch.sin(x)
     loss, calls = (z * a).sum(), []
 

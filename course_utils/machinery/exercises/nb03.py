@@ -15,7 +15,6 @@ from course_utils.machinery.exercise_kit import *
 _HOOKS_STAY = N_("{count} hook(s) are still on the model: remove every hook before returning.")
 
 
-# -- 03.1: a forward pre-hook that standardises each sample ------------------------------------------------
 def _standardised(x: torch.Tensor) -> torch.Tensor:
     """The hand formula: each row minus its mean, divided by its population standard deviation."""
     centred = x - x.mean(dim=1, keepdim=True)
@@ -54,10 +53,8 @@ def _standardise_test(hook: Callable[..., Any]) -> Verdict:
                 N_("The gradient does not flow back to the caller's tensor: build the new input with tensor operations "
                    "(no .data, .detach() or torch.no_grad())."))
     pair = Net(lambda m, x, shift: m.fc(x) + shift, fc=nn.Linear(5, 3))  # two positional inputs
-    a = torch.randn(3, 5, generator=draw) * 3.0 - 1.0
-    shift = torch.randn(3, 3, generator=draw)
-    with torch.no_grad():
-        expected = pair.fc(_standardised(a)) + shift
+    a, shift = randn(draw, 3, 5) * 3.0 - 1.0, randn(draw, 3, 3)
+    expected = (pair.fc(_standardised(a)) + shift).detach()
     with pair.register_forward_pre_hook(hook), torch.no_grad():
         try:
             got = pair(a, shift)
@@ -69,7 +66,6 @@ def _standardise_test(hook: Callable[..., Any]) -> Verdict:
     return Verdict(True)
 
 
-# -- 03.2: a feature extractor that stays right with in-place layers ----------------------------------------
 @exercise("03.2")
 def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) -> Verdict:
     draw = generator(32)
@@ -104,8 +100,7 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
     # both in-place writes, `+= x` and the ReLU, hit fc's output
     residual = Net(lambda m, x: m.act(m.fc(x).add_(x)), fc=nn.Linear(4, 4), act=nn.ReLU(inplace=True))
     x = torch.randn(5, 4, generator=draw)
-    with torch.no_grad():
-        fc_out = residual.fc(x)
+    fc_out = residual.fc(x).detach()
     got = extract(residual, x, ["fc"])
     require(not count_hooks(residual) and isinstance(got, dict) and "fc" in got,
             N_("On a second model the result was not a dict with the requested name, or hooks stayed."))
@@ -141,20 +136,18 @@ def _extract_test(extract: Callable[[nn.Module, torch.Tensor, list[str]], Any]) 
     return Verdict(True)
 
 
-# -- 03.3 (stretch): a call tracer that also sees a forward that raised --------------------------------------
 def _as_calls(calls: Any) -> list[tuple[Any, Any]] | None:
     """The tracer's calls as plain (name, shape tuple or None) pairs; None when they are not such pairs."""
     try:
-        calls = plain(calls)
+        calls = plain(calls)  # a torch.Size becomes a tuple
     except TypeError:
         return None
     if not isinstance(calls, (list, tuple)) or not all(isinstance(c, (list, tuple)) and len(c) == 2 for c in calls):
         return None
-    shapes = [tuple(shape) if isinstance(shape, torch.Size) else shape for _name, shape in calls]
     if not all(shape is None or isinstance(shape, tuple) and all(isinstance(d, int) and not isinstance(d, bool)
-                                                                for d in shape) for shape in shapes):
+                                                                for d in shape) for _name, shape in calls):
         return None  # an int, a tensor or a string instead of a shape
-    return [(name, shape) for (name, _shape), shape in zip(calls, shapes)]
+    return [(name, shape) for name, shape in calls]
 
 
 @exercise("03.3")

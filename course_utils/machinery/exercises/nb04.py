@@ -41,8 +41,7 @@ def _shapes_test(answer: Any) -> Verdict:
             "the transposed weight)."))
 
 
-def _backward_with(module: nn.Module, hook: Callable[..., Any], kind: str, run: Callable[[], torch.Tensor]) -> None:
-    register = module.register_full_backward_hook if kind == "full" else module.register_full_backward_pre_hook
+def _backward_with(register: Callable[..., Any], hook: Callable[..., Any], run: Callable[[], torch.Tensor]) -> None:
     with register(hook):
         run().backward()
 
@@ -52,8 +51,7 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     draw = generator(42)
     torch.manual_seed(42)
     model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(inplace=True), nn.Linear(6, 3))
-    x = torch.randn(5, 4, generator=draw)
-    weights = torch.randn(5, 3, generator=draw) * 4.0  # large enough that some entries exceed 1
+    x, weights = randn(draw, 5, 4), randn(draw, 5, 3) * 4.0  # weights large enough that some entries exceed 1
     # Ground truth by plain autograd, no hook: the gradient at the hooked layer's input, clamped, sent further back.
     leaf = x.clone().requires_grad_()
     hidden = F.relu(model[0](leaf))
@@ -62,7 +60,7 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     last_params = torch.autograd.grad(loss, [model[2].weight, model[2].bias], retain_graph=True)
     first = torch.autograd.grad(hidden, [leaf, model[0].weight], grad_outputs=at_input.clamp(-1.0, 1.0))
     leaf = x.clone().requires_grad_()
-    _backward_with(model[2], hook, "full", lambda: (model(leaf) * weights).sum())
+    _backward_with(model[2].register_full_backward_hook, hook, lambda: (model(leaf) * weights).sum())
     require_no_hooks(model, N_("Something registered another hook on the model."))
     unchanged = torch.autograd.grad((model[2](F.relu(model[0](x.clone().requires_grad_()))) * weights).sum(),
                                     model[0].weight)[0]
@@ -71,15 +69,13 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     require(not torch.allclose(model[0].weight.grad, unchanged),
             N_("The gradient flowing back is unchanged: return the clamped gradients as a tuple, one entry per "
                "grad_input entry."))
-    require(torch.allclose(leaf.grad, first[0], atol=1e-5) and torch.allclose(model[0].weight.grad, first[1],
-                                                                               atol=1e-5),
+    require(same(leaf.grad, first[0]) and same(model[0].weight.grad, first[1]),
             N_("What reaches the layers further back is not grad_input clamped to [-1, 1] entry by entry (batch of "
                "5)."))
     require(all(torch.allclose(p.grad, g, atol=1e-5) for p, g in zip([model[2].weight, model[2].bias], last_params)),
             N_("The hooked layer's own parameter gradients changed: a full backward hook only replaces grad_input."))
     conv = nn.Conv2d(2, 3, 3)
-    images = (torch.randn(2, 2, 5, 5, generator=draw) * 3.0).requires_grad_()
-    scale = torch.randn(2, 3, 3, 3, generator=draw) * 5.0
+    images, scale = (randn(draw, 2, 2, 5, 5) * 3.0).requires_grad_(), randn(draw, 2, 3, 3, 3) * 5.0
     expected = torch.autograd.grad((conv(images) * scale).sum(), images)[0].clamp(-1.0, 1.0)
     with conv.register_full_backward_hook(hook):
         (conv(images) * scale).sum().backward()
@@ -94,7 +90,8 @@ def _clip_test(hook: Callable[..., Any]) -> Verdict:
     # skip path -- the very same tensor. Only the Flatten's path is clamped.
     flatten, hidden = nn.Flatten(0, -1), (torch.randn(4, 6, generator=draw) * 3.0).requires_grad_()
     weights = torch.randn(24, generator=draw) * 4.0
-    _backward_with(flatten, hook, "full", lambda: ((flatten(hidden) + hidden.flatten()) * weights).sum())
+    _backward_with(flatten.register_full_backward_hook, hook,
+                   lambda: ((flatten(hidden) + hidden.flatten()) * weights).sum())
     require(torch.allclose(hidden.grad, weights.clamp(-1.0, 1.0).view(4, 6) + weights.view(4, 6), atol=1e-5),
             N_("On a Flatten in a residual (`flatten(h) + h.flatten()`) the skip path's gradient changed too: only the "
                "gradient through the hooked module may be clamped. Does your hook change a tensor PyTorch handed it "
@@ -112,13 +109,12 @@ def _cap_test(hook: Callable[..., Any]) -> Verdict:
     draw = generator(43)
     torch.manual_seed(43)
     model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
-    x = torch.randn(4, 3, generator=draw)
     # d(loss)/d(output) is `weights` itself: per-sample norms 5, 0.5, 0 and 2.5.
-    weights = torch.tensor([[3.0, 4.0], [0.3, -0.4], [0.0, 0.0], [-1.5, 2.0]])
+    x, weights = randn(draw, 4, 3), torch.tensor([[3.0, 4.0], [0.3, -0.4], [0.0, 0.0], [-1.5, 2.0]])
     params, leaf = list(model.parameters()), x.clone().requires_grad_()
     expected = torch.autograd.grad(model(leaf), [leaf, *params], grad_outputs=_capped(weights))  # no hook
     leaf = x.clone().requires_grad_()
-    _backward_with(model[2], hook, "pre", lambda: (model(leaf) * weights).sum())
+    _backward_with(model[2].register_full_backward_pre_hook, hook, lambda: (model(leaf) * weights).sum())
     got = [leaf.grad] + [p.grad for p in params]
     require(all(g is not None for g in got), N_("Some gradients are missing: return a tuple holding the new "
                                                 "grad_output."))
@@ -126,8 +122,7 @@ def _cap_test(hook: Callable[..., Any]) -> Verdict:
                                                           "must stay zero (never divide by a zero norm)."))
     plain_grad = torch.autograd.grad((model(x.clone().requires_grad_()) * weights).sum(), params[0])[0]
     require(not torch.allclose(params[0].grad, plain_grad),
-            N_("The gradients are unchanged: a backward pre-hook changes grad_output only by returning the new "
-               "tuple."))
+            N_("The gradients are unchanged: a backward pre-hook changes grad_output only by returning the new tuple."))
     clamped = torch.autograd.grad(model(x), params[0], grad_outputs=weights.clamp(-1.0, 1.0))[0]
     require(not torch.allclose(params[0].grad, clamped, atol=1e-5),
             N_("You clamped single entries; rescale each sample's whole gradient instead, so its direction is kept."))
@@ -137,7 +132,7 @@ def _cap_test(hook: Callable[..., Any]) -> Verdict:
     conv, images = nn.Conv2d(1, 2, 3), torch.randn(3, 1, 5, 5, generator=draw)
     scale = torch.randn(3, 2, 3, 3, generator=draw) * torch.tensor([4.0, 0.05, 1.0]).view(3, 1, 1, 1)
     on_conv = torch.autograd.grad(conv(images), conv.weight, grad_outputs=_capped(scale))[0]
-    _backward_with(conv, hook, "pre", lambda: (conv(images) * scale).sum())
+    _backward_with(conv.register_full_backward_pre_hook, hook, lambda: (conv(images) * scale).sum())
     require(torch.allclose(conv.weight.grad, on_conv, atol=1e-5),
             N_("On a Conv2d (4-D gradient) each sample's norm is taken over all its other entries (channels and "
                "positions together)."))
@@ -146,7 +141,7 @@ def _cap_test(hook: Callable[..., Any]) -> Verdict:
     layer, inputs = nn.Linear(4, 4), torch.randn(3, 4, generator=draw).requires_grad_()
     weights = torch.randn(3, 4, generator=draw) * 3.0
     residual = torch.autograd.grad(layer(inputs), inputs, grad_outputs=_capped(weights))[0] + weights
-    _backward_with(layer, hook, "pre", lambda: ((layer(inputs) + inputs) * weights).sum())
+    _backward_with(layer.register_full_backward_pre_hook, hook, lambda: ((layer(inputs) + inputs) * weights).sum())
     require(torch.allclose(inputs.grad, residual, atol=1e-5),
             N_("In a residual block (`layer(x) + x`) the skip path's gradient changed too: only the hooked layer's "
                "grad_output may be rescaled. Does your hook change a tensor PyTorch handed it in place? Return new "

@@ -17,9 +17,6 @@ _TARGETS = [6, 0, 3]
 _LAYER_INPUT_MISTAKE = N_("These are the Grad-CAM maps of the layer's input, not of its output: a forward hook is "
                           "called as hook(module, args, output), and args is what goes into the layer. Keep the "
                           "output, and register the tensor hook on it.")
-_LEFT = N_("A hook is left behind ({where}): remove it with its handle, in a finally block.")
-_X_CHANGED = N_("Your function changed the input x (its values, requires_grad or .grad): work on a copy and leave the "
-                "caller's tensor alone.")
 
 
 def _cam_net(inplace: bool, stride: int = 1) -> nn.Sequential:
@@ -61,23 +58,22 @@ _CLASS_MISTAKES = {  # the ✗ of 06.1 and 06.2 for an answer explaining the wro
 def _other_classes(model: nn.Sequential, index: int, x: torch.Tensor) -> list[tuple[torch.Tensor, str]]:
     """The gradient at model[index] for the usual wrong choices of class, each with its ✗: each sample's top class,
     one of the targets for the whole batch, ``logits[:, targets]`` (all of them)."""
-    with torch.no_grad():
-        top = model(x).argmax(dim=1).tolist()
+    top = model(x).argmax(dim=1).tolist()
     choices = [("top", top, False)] + [("one", [target] * 3, False) for target in dict.fromkeys(_TARGETS)]
     return [(_split_truth(model, index, x, classes, every_column=every)[1], _CLASS_MISTAKES[name])
             for name, classes, every in choices + [("every", _TARGETS, True)] if every or classes != _TARGETS]
 
 
 def _tidy(model: nn.Module, x: torch.Tensor, x_before: torch.Tensor) -> None:
-    require_no_hooks(model, _LEFT)
-    require_untouched(x, x_before, _X_CHANGED)
+    require_no_hooks(model, N_("A hook is left behind ({where}): remove it with its handle, in a finally block."))
+    require_untouched(x, x_before, N_("Your function changed the input x (its values, requires_grad or .grad): work "
+                                      "on a copy and leave the caller's tensor alone."))
 
 
 @exercise("06.1")
 def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
     for layer, index in (("2", 2), ("4", 4)):
         model, x = _cam_net(inplace=False), _batch()
-        x_before = x.clone()
         activation, gradient = _split_truth(model, index, x, _TARGETS)
         with watch_hooks(model[index]) as seen:
             raw = channel_weights(model, layer, x, list(_TARGETS))
@@ -86,7 +82,7 @@ def _weights_test(channel_weights: Callable[..., Any]) -> Verdict:
                    "grad_output[0] the one at the layer's output."), shape=tuple(getattr(raw, "shape", ())))
         result = tensor_result(raw, (3, activation.shape[1]), Text(N_("one weight per sample and channel at layer "
                                                                       "{layer}"), layer=repr(layer)))
-        _tidy(model, x, x_before)
+        _tidy(model, x, _batch())  # x as it was drawn
         if same(result, gradient.mean(dim=(2, 3))):
             require("_backward_hooks" in seen.kinds,
                     N_("The right weights, but while the model ran, layer {layer} carried no full backward hook: catch "
@@ -115,7 +111,6 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
     # so a map upsampled to the input's size does not pass for the raw one
     for stride, layer, index in ((2, "2", 2), (2, "4", 4), (1, "2", 2), (1, "4", 4)):
         model, x = _cam_net(inplace=True, stride=stride), _batch()
-        x_before = x.clone()
         activation, gradient = _split_truth(model, index, x, _TARGETS)
         shape, input_shape = (3,) + tuple(activation.shape[-2:]), (3,) + tuple(x.shape[-2:])
         try:
@@ -137,7 +132,7 @@ def _two_hooks_test(grad_cam_two_hooks: Callable[..., Any]) -> Verdict:
                  size=tuple(activation.shape[-2:]))
         result = tensor_result(raw, shape, Text(N_("one raw map per sample at layer {layer} (no upsampling)"),
                                                 layer=repr(layer)))
-        _tidy(model, x, x_before)
+        _tidy(model, x, _batch())  # x as it was drawn
         expected = _cam(activation, gradient)
         if same(result, expected):
             require(not seen.from_the_course,
@@ -159,13 +154,11 @@ def _what_went_wrong(result: torch.Tensor, expected: torch.Tensor, model: nn.Seq
     rewritten = _split_truth(model, index + 1, x, _TARGETS)[1] if getattr(model[index + 1], "inplace", False) else None
     cells, channels = activation.shape[2] * activation.shape[3], activation.shape[1]
     fields = {"layer": repr(layer), "cells": cells, "channels": channels}
+    scaled = N_("Your maps are scaled: return the raw maps, after the ReLU and before any scaling or upsampling (step "
+                "3 of section 1 is for display only).")
     name_the_mistake(result, [
-        ((expected - low) / (high - low).clamp(min=1e-12), N_("Your maps are scaled: return the raw maps, after the "
-                                                              "ReLU and before any scaling or upsampling (step 3 of "
-                                                              "section 1 is for display only).")),
-        (expected / high.clamp(min=1e-12), N_("Your maps are scaled: return the raw maps, after the ReLU and before "
-                                              "any "
-                                              "scaling or upsampling (step 3 of section 1 is for display only).")),
+        ((expected - low) / (high - low).clamp(min=1e-12), scaled),
+        (expected / high.clamp(min=1e-12), scaled),
         (_cam(rectified, gradient), N_("At layer {layer} the ReLU after the layer works in place: the activation you "
                                        "kept was rectified after your hook ran. Keep a copy of it.")),
         *[(_cam(a, rewritten), N_("At layer {layer} you caught the gradient at the in-place ReLU's output, not at the "
@@ -203,8 +196,7 @@ def _shared_block_net() -> nn.Module:
 
 def _per_call_truth(model: nn.Module, x: torch.Tensor, targets: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(activation, gradient) of each call of ``model.block``, computed without hooks."""
-    with torch.no_grad():
-        h = torch.relu(model.stem(x))
+    h = torch.relu(model.stem(x)).detach()
     first = model.block(h)
     second = model.block(torch.relu(first))
     logits = model.head(torch.relu(second).mean(dim=(2, 3)))

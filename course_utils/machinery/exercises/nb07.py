@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -11,11 +12,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.machinery.exercise_kit import *
-
-
-def _conv_model() -> nn.Sequential:
-    torch.manual_seed(11)
-    return nn.Sequential(nn.Conv2d(2, 5, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(5, 6, 3, padding=1), nn.ReLU())
 
 
 def _by_hand(model: nn.Sequential, x: torch.Tensor, p: float | None, where: str = "input") -> torch.Tensor:
@@ -30,7 +26,10 @@ def _by_hand(model: nn.Sequential, x: torch.Tensor, p: float | None, where: str 
 
 @exercise("07.1")
 def _dropout_test(attach: Callable[[nn.Module, str, float], Any]) -> Verdict:
-    model, x = _conv_model(), torch.randn(8, 2, 6, 6, generator=generator(3))
+    torch.manual_seed(11)
+    model = nn.Sequential(nn.Conv2d(2, 5, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(5, 6, 3, padding=1),
+                          nn.ReLU())
+    x = torch.randn(8, 2, 6, 6, generator=generator(3))
     with torch.no_grad():
         before = model.eval()(x)  # computed before anything is attached: the eval-mode reference
     model.train()
@@ -71,10 +70,6 @@ def _dropout_test(attach: Callable[[nn.Module, str, float], Any]) -> Verdict:
     return Verdict(True)
 
 
-def _small_net() -> nn.Sequential:
-    return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
-
-
 def _accumulate(model: nn.Module, batches: list[torch.Tensor], after_each: Callable[[], None] | None = None
                 ) -> list[torch.Tensor]:
     for batch in batches:
@@ -87,9 +82,8 @@ def _accumulate(model: nn.Module, batches: list[torch.Tensor], after_each: Calla
 @exercise("07.2")
 def _per_parameter_norm_test(attach: Callable[[nn.Module, float], Any]) -> Verdict:
     torch.manual_seed(21)
-    reference_model, model, plain_model = _small_net(), _small_net(), _small_net()
-    model.load_state_dict(reference_model.state_dict())
-    plain_model.load_state_dict(reference_model.state_dict())
+    reference_model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    model, plain_model = copy.deepcopy(reference_model), copy.deepcopy(reference_model)
     draw = generator(4)
     batches = [torch.randn(5, 3, generator=draw) * 3 for _batch in range(3)]
     max_norm = 2.0  # some gradients start below it (left alone), others above (rescaled)
