@@ -439,10 +439,15 @@ def hooks_left(target: nn.Module | torch.Tensor) -> list[str]:
     return sorted(hook_report(target))
 
 
-def require_no_hooks(target: nn.Module | torch.Tensor, message: str, **fields: Any) -> None:
-    """:func:`fail` with ``message`` (fields ``{where}``: the first hook left; ``{count}``) when ``target`` has one."""
+_LEFT_BEHIND = N_("A hook is left behind ({where}): remove it with its handle, in a finally block or a with block.")
+
+
+def require_no_hooks(target: nn.Module | torch.Tensor, message: str = _LEFT_BEHIND, *, prefix: str = "",
+                     **fields: Any) -> None:
+    """:func:`fail` with ``message`` (fields ``{where}``: the first hook left, after ``prefix``; ``{count}``) when
+    ``target`` has one."""
     left = hooks_left(target)
-    require(not left, message, where=left[0] if left else "", count=count_hooks(target), **fields)
+    require(not left, message, where=prefix + left[0] if left else "", count=count_hooks(target), **fields)
 
 
 def require_untouched(tensor: torch.Tensor, before: torch.Tensor, message: str) -> None:

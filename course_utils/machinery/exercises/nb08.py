@@ -254,11 +254,8 @@ def _graph_truth(model: nn.Module, x: torch.Tensor, *, dedupe: bool = True, skip
     outputs: list[tuple[str, Any]] = []
     handles = [module.register_forward_hook(lambda m, args, out, name=name: outputs.append((name, out.grad_fn)))
                for name, module in model.named_modules() if name and not list(module.children())]
-    try:
+    with removing(handles):
         model(x)
-    finally:
-        for handle in handles:
-            handle.remove()
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     visited, seen, totals = set(), set(), dict[str, int]()
     for name, node in outputs:

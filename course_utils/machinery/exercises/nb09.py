@@ -218,7 +218,7 @@ def _undo_test(function: Callable[[torch.optim.Optimizer, float], Any]) -> Verdi
     batches = [torch.randn(5, 4, generator=generator(i)) for i in range(5)]
     trainings = {  # optimizer, and the batches that make a bad step: a huge gradient, or one nan entry
         N_("SGD with momentum"): (lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), {1: "huge", 3: "nan"}),
-        # Adam moves every element by about lr: normal steps whose norm is above max_change, no element's change is
+        # Adam moves every element by about lr: normal steps whose norm exceeds max_change, though no element's does
         "Adam": (lambda ps: torch.optim.Adam(ps, lr=0.3), {2: "nan"}),
     }
     for label, (make, bad) in trainings.items():

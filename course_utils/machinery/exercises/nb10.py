@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from course_utils.machinery.exercise_kit import *
 
@@ -168,10 +169,7 @@ def _trajectory(sizes: tuple[int, int]) -> list[dict[str, torch.Tensor]]:
         found.append(flat)
         step_by = flat["all"] if sizes != (6, 6) else (flat["rank0"] + flat["rank1"]) / 2
         with torch.no_grad():
-            offset = 0
-            for param in model.parameters():
-                param.sub_(0.1 * step_by[offset:offset + param.numel()].view_as(param))
-                offset += param.numel()
+            vector_to_parameters(parameters_to_vector(model.parameters()) - 0.1 * step_by, model.parameters())
     return found
 
 

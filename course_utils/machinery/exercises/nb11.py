@@ -127,11 +127,10 @@ def _keep_outputs_test(answer: Callable[..., Any]) -> Verdict:
     require(not still_alive, N_("After the loop {still_alive} of {total} input batches are still alive: what you kept "
                                 "holds the autograd graph (through its grad_fn), and the graph holds the batch."),
             still_alive=still_alive, total=len(sizes))
-    _filled_one(kept, len(names) * len(sizes), len(sizes), N_("After {count} forwards kept['{filled}'] holds all "
-                                                              "{total} tensors and the other list none: every hook "
-                                                              "appends under the same name. Which value of the loop "
-                                                              "variable does a hook defined in the loop see when it "
-                                                              "runs?"))
+    _filled_one(kept, len(names) * len(sizes), len(sizes),
+                N_("After {count} forwards kept['{filled}'] holds all {total} tensors and the other list none: every "
+                   "hook appends under the same name. Which value of the loop variable does a hook defined in the loop "
+                   "see when it runs?"))
     for name in names:
         require(isinstance(kept[name], list) and len(kept[name]) == len(sizes),
                 N_("kept['{name}'] has {got} tensors after {forwards} forwards; append one per forward."), name=name,

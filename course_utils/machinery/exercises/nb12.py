@@ -18,7 +18,6 @@ import torch
 from course_utils.machinery.exercise_kit import *
 from course_utils.transformer import InductionTransformer, generate, repeated_sequences
 
-_LEFT = N_("A hook is left behind ({where}): remove it with its handle, in a finally block or a with block.")
 _LEFT_AFTER_REMOVE = N_("After removing the handle you returned, a hook is still there ({where}): register one hook "
                         "and return its handle.")
 
@@ -131,7 +130,7 @@ def _cache_test(cache_residuals: Callable[..., Any]) -> Verdict:
         truth = _streams(model, tokens)
         with watch_hooks(model) as seen:
             result = cache_residuals(model, tokens)  # gradients on, as in a learner's session
-        require_no_hooks(model, _LEFT)
+        require_no_hooks(model)
         require(isinstance(result, (list, tuple)), N_("Return a list of tensors, the embedding stream first and then "
                                                       "one per block, got {type}."), type=type_name(result))
         result = list(result)
@@ -323,7 +322,7 @@ def _patch_test(patch_position: Callable[..., Any]) -> Verdict:
                         "which has {batch} entries here. In the block's output dimension 0 is the batch; the "
                         "positions are dimension 1."), error=f"IndexError: {error}", batch=clean.shape[0],
                      position=position)
-        require_no_hooks(model, _LEFT)
+        require_no_hooks(model)
         require(torch.equal(clean, clean_before) and torch.equal(corrupted, corrupted_before),
                 N_("Your function changed the clean or corrupted tokens: leave the caller's inputs alone."))
         result = tensor_result(raw, tuple(expected.shape), Text(N_("the logits of the patched run")))

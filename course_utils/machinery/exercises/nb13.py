@@ -18,13 +18,8 @@ import torch
 from course_utils.machinery.exercise_kit import *
 from course_utils.transformer import InductionTransformer
 
-_LEFT = N_("A hook is left behind ({where}): remove it with its handle, in a finally block or a with block.")
-
-
-def _require_no_hooks(model: torch.nn.Module, message: str) -> None:
-    """:func:`require_no_hooks` whose ``{where}`` names the module from the model down (``model._forward_hooks``)."""
-    left = hooks_left(model)
-    require(not left, message, where=f"model.{left[0]}" if left else "")
+# where a hook is left is named from the model down (``model._forward_hooks``)
+_require_no_hooks = functools.partial(require_no_hooks, prefix="model.")
 
 
 def _gpt2(n_layers: int, n_heads: int, seed: int, d_model: int = 32):
@@ -65,7 +60,7 @@ def _steer_test(steer_generation: Callable[..., Any]) -> Verdict:
         with model.transformer.h[0].register_forward_pre_hook(
                 lambda m, args, lengths=lengths: lengths.append(args[0].shape[1])):
             got = steer_generation(model, prompt, 6, layer, vector.clone(), start)
-        _require_no_hooks(model, _LEFT)
+        _require_no_hooks(model)
         require(max(lengths[1:], default=1) == 1, N_("Your generation ran the whole sequence at every step: generate "
                                                      "with the KV cache (generate()'s default), as the exercise asks."))
         truth = _generated(model, prompt, layer, vector, start)
@@ -173,7 +168,7 @@ def _gradients_test(attention_gradients: Callable[..., Any]) -> Verdict:
                      error=str(error).rstrip(". "))
         if hasattr(model, "_require_grads_hook"):  # transformers' own, from reentrant checkpointing
             model.disable_input_require_grads()
-        _require_no_hooks(model, _LEFT)
+        _require_no_hooks(model)
         require(sorted(kept, key=str) == list(range(n_layers))
                 and all(isinstance(v, torch.Tensor) for v in kept.values()),
                 N_("Expected one gradient per layer index 0..{last} ({mode}); got the keys {keys}."),
@@ -238,7 +233,7 @@ def _watch_test(watch_weight_norms: Callable[..., Any]) -> Verdict:
     require(len(norms) == 1 and abs(float(norms[0]) - plain.weight.detach().norm().item()) <= 1e-5,
             N_("On a module that accelerate never touched, expected one norm, then silence after remove(); got "
                "{got}."), got=[round(float(v), 3) for v in norms][:4])
-    require_no_hooks(plain, _LEFT)
+    require_no_hooks(plain)
     return Verdict(True)
 
 
@@ -287,7 +282,7 @@ def _attribution_test(head_attribution: Callable[..., Any]) -> Verdict:
         truth = _attribution(model, clean, corrupted, metric)
         given, modes = _mark_grads(model, marked), [module.training for module in model.modules()]
         got = head_attribution(model, clean, corrupted, metric)
-        _require_no_hooks(model, _LEFT)
+        _require_no_hooks(model)
         require([module.training for module in model.modules()] == modes,
                 N_("Your function changed the model's training mode (model.training was {was}): leave it as you found "
                    "it, since a hidden model.eval() or model.train() changes what the caller's next forward does."),
