@@ -215,9 +215,8 @@ def watching_hooks(enabled: bool = True, observe_only: bool = False) -> Iterator
     watches nothing (an exercise whose hooks ``torch.compile`` traces: a wrapper would be traced too).
 
     Usage: ``with watching_hooks(observe_only=True) as watch: validator(answer)``"""
-    watch = HookWatch(observe_only=observe_only)
+    watch = HookWatch(observe_only=observe_only, active=enabled)
     if not enabled:
-        watch.active = False
         yield watch
         return
 
