@@ -18,7 +18,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 
 from course_utils.machinery.messages import N_, _
-from course_utils.machinery.pins import in_checkout, read_pins, supported_ranges
+from course_utils.machinery.pins import CHECKOUT, in_checkout, read_pins, supported_ranges
 
 __all__ = ["SUPPORTED_NOTE", "SUPPORTED_PYTHONS", "Finding", "describe_range", "DoctorReport", "Route",
            "detect_route", "doctor"]
@@ -27,7 +27,6 @@ SUPPORTED_PYTHONS = ("3.11", "3.12", "3.13")
 """The Python versions the course runs on; pyproject.toml's requires-python and the Makefile's check say the same
 (tests/test_pins.py keeps them equal)."""
 
-_CHECKOUT = Path(__file__).resolve().parents[2]
 _KEY_PACKAGES = ("torch", "torchvision", "numpy", "matplotlib", "ipywidgets", "jupyterlab")
 # what doctor() says of a version inside the supported range that is not the lock's
 SUPPORTED_NOTE = N_("supported; the last digits of some numbers may differ from the stored outputs")
@@ -91,7 +90,7 @@ def detect_route(prefix: Path | str | None = None, base_prefix: Path | str | Non
     """
     prefix = Path(sys.prefix if prefix is None else prefix)
     base_prefix = Path(sys.base_prefix if base_prefix is None else base_prefix)
-    checkout = _CHECKOUT if checkout is None else Path(checkout)
+    checkout = CHECKOUT if checkout is None else Path(checkout)
     any_python = _("or {pythons}").format(pythons=", ".join(f"python{version}" for version in SUPPORTED_PYTHONS[1:]))
     open_lab = N_("then open the notebook in the JupyterLab that starts")
     if (prefix / "conda-meta").is_dir():
