@@ -78,14 +78,14 @@ def main() -> None:
     print(f"{'splitter':15} {'terms found on every page':>26} {'page hits found':>16} {'distinct words':>15} "
           f"{'cut all':>8}")
     for name, (words, seconds) in results.items():
-        complete = sum(truth[t] <= {p for p in truth[t] if t in words[p]} for t in terms)
-        found = sum(len({p for p in truth[t] if t in words[p]}) for t in terms)
+        complete = sum(all(t in words[p] for p in truth[t]) for t in terms)
+        found = sum(t in words[p] for t in terms for p in truth[t])
         distinct = len(set().union(*words.values()))
         print(f"{name:15} {complete:>14} of {len(terms):<3} ({complete / len(terms):4.0%}) {found:>7} "
               f"({found / hits:4.0%}) {distinct:>15} {seconds:>7.2f}s")
     for name in ("jieba", "jieba+glossary"):
         words = results[name][0]
-        missed = [t for t in terms if not truth[t] <= {p for p in truth[t] if t in words[p]}]
+        missed = [t for t in terms if not all(t in words[p] for p in truth[t])]
         print(f"missed on some page by {name}:", "、".join(missed) or "none")
 
 

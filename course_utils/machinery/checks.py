@@ -134,14 +134,13 @@ def _explain_error(error: BaseException) -> Verdict:
         return Verdict(False, Text(N_("Your code raised {error} (in {function}, line {line}{code})."), error=summary,
                                    function=frame.name, line=frame.lineno,
                                    code=f": `{frame.line.strip()}`" if frame.line else ""))
-    innermost = Path(frames[-1].filename).resolve() if frames else None
-    if innermost is not None and not str(innermost).startswith(str(_PACKAGE_DIR)):
-        return Verdict(False, Text(N_("PyTorch raised {error} while the check ran your code."), error=summary))
-    course = [frame for frame in frames if str(Path(frame.filename).resolve()).startswith(str(_PACKAGE_DIR))]
     where: Text | str = ""
-    if course:
-        relative = Path(course[-1].filename).resolve().relative_to(_PACKAGE_DIR.parent)
-        where = Text(N_(" (at {file}, line {line})"), file=relative.as_posix(), line=course[-1].lineno)
+    if frames:  # raised in the course's own code, or in a library it called
+        innermost = Path(frames[-1].filename).resolve()
+        if not innermost.is_relative_to(_PACKAGE_DIR):
+            return Verdict(False, Text(N_("PyTorch raised {error} while the check ran your code."), error=summary))
+        where = Text(N_(" (at {file}, line {line})"), file=innermost.relative_to(_PACKAGE_DIR.parent).as_posix(),
+                     line=frames[-1].lineno)
     return Verdict(False, Text(N_("The check failed with {error}{where}. {report}"), error=summary, where=where,
                                report=Text(COURSE_BUG_REPORT)), status=Status.COURSE_BUG)
 

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from course_utils.machinery.layout import NOTEBOOK_GLOB
+from course_utils.machinery.messages import LANGUAGES, N_, _, in_language, language
 
 __all__ = ["NOTEBOOKS_DIR", "NotebookInfo", "course_map", "course_map_markdown", "notebooks_folder"]
 
@@ -32,8 +33,6 @@ def notebooks_folder(lang: str = "en") -> Path:
 
     Usage: ``sorted(notebooks_folder().glob(NOTEBOOK_GLOB))``
     """
-    from course_utils.machinery.messages import LANGUAGES
-
     if lang not in LANGUAGES:
         raise ValueError(f"lang={lang!r} is not a language of the course: use one of {', '.join(LANGUAGES)}.")
     below = () if lang == "en" else (lang,)
@@ -72,17 +71,15 @@ def read_opening(path: Path) -> NotebookInfo:
     if not cells or cells[0].get("cell_type") != "markdown":
         raise ValueError(f"{path.name}: the first cell must be the markdown opening (title, objectives, time).")
     text = "".join(cells[0]["source"])  # a list of lines, or one string
-    patterns = (("title", _TITLE), ("learn", _LEARN), ("minutes", _MINUTES))
-    found = {name: pattern.search(text) for name, pattern in patterns}
+    found = {"title": _TITLE.search(text), "learn": _LEARN.search(text), "minutes": _MINUTES.search(text)}
     missing = [name for name, match in found.items() if match is None]
     if missing:
         raise ValueError(
             f"{path.name}: the opening cell lacks {', '.join(missing)} "
             "(expected '# Title', '**You will learn** ...' and '**Estimated time:** N min')."
         )
-    title, learn, minutes = found["title"], found["learn"], found["minutes"]
-    assert title and learn and minutes  # none is missing
-    return NotebookInfo(path.name, title.group(1), learn.group(1), int(minutes.group(1)))
+    title, learn, minutes = (match.group(1) for match in found.values() if match)
+    return NotebookInfo(path.name, title, learn, int(minutes))
 
 
 def course_map(notebooks_dir: Path | None = None) -> list[NotebookInfo]:
@@ -100,8 +97,6 @@ def course_map_markdown(notebooks_dir: Path | None = None, lang: str | None = No
 
     Usage: ``print(course_map_markdown(lang="zh"))``
     """
-    from course_utils.machinery.messages import N_, _, in_language, language
-
     lang = language() if lang is None else lang
     rows = course_map(notebooks_folder(lang) if notebooks_dir is None else notebooks_dir)
     with in_language(lang):

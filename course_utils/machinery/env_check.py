@@ -16,10 +16,9 @@ from importlib import metadata
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 from course_utils.machinery.messages import N_, _
-from course_utils.machinery.pins import in_checkout, read_pins, supported_ranges
+from course_utils.machinery.pins import CHECKOUT, in_checkout, read_pins, supported_ranges
 
 __all__ = ["SUPPORTED_NOTE", "SUPPORTED_PYTHONS", "Finding", "describe_range", "DoctorReport", "Route",
            "detect_route", "doctor"]
@@ -28,11 +27,9 @@ SUPPORTED_PYTHONS = ("3.11", "3.12", "3.13")
 """The Python versions the course runs on; pyproject.toml's requires-python and the Makefile's check say the same
 (tests/test_pins.py keeps them equal)."""
 
-_CHECKOUT = Path(__file__).resolve().parents[2]
 _KEY_PACKAGES = ("torch", "torchvision", "numpy", "matplotlib", "ipywidgets", "jupyterlab")
+# what doctor() says of a version inside the supported range that is not the lock's
 SUPPORTED_NOTE = N_("supported; the last digits of some numbers may differ from the stored outputs")
-"""What doctor() says of a version inside the supported range that is not the lock's (shown as
-``_(SUPPORTED_NOTE)``)."""
 _CONDA_ROUTE = "`conda env create -f environment.yml`, `conda activate pytorch-hooks-course`, `jupyter lab`"
 
 
@@ -66,10 +63,9 @@ class Route:
                                                                                command=self.new_python)
 
 
-def _supported_list(word: str = "or", prefix: str = "") -> str:
-    names = [f"{prefix}{version}" for version in SUPPORTED_PYTHONS]
+def _supported_list(word: str = "or") -> str:
     pattern = _("{versions} and {last}") if word == "and" else _("{versions} or {last}")
-    return pattern.format(versions=", ".join(names[:-1]), last=names[-1])
+    return pattern.format(versions=", ".join(SUPPORTED_PYTHONS[:-1]), last=SUPPORTED_PYTHONS[-1])
 
 
 def _same_path(a: Path, b: Path) -> bool:
@@ -94,7 +90,7 @@ def detect_route(prefix: Path | str | None = None, base_prefix: Path | str | Non
     """
     prefix = Path(sys.prefix if prefix is None else prefix)
     base_prefix = Path(sys.base_prefix if base_prefix is None else base_prefix)
-    checkout = _CHECKOUT if checkout is None else Path(checkout)
+    checkout = CHECKOUT if checkout is None else Path(checkout)
     any_python = _("or {pythons}").format(pythons=", ".join(f"python{version}" for version in SUPPORTED_PYTHONS[1:]))
     open_lab = N_("then open the notebook in the JupyterLab that starts")
     if (prefix / "conda-meta").is_dir():
@@ -179,22 +175,10 @@ def _check_python(route: Route) -> Finding:
     # The passing line names no version: stored outputs must be the same on every supported Python.
     version = _python_version()
     ok = version in SUPPORTED_PYTHONS
-    return Finding(
-        "Python",
-        ok,
-        (_("a supported version ({versions})").format(versions=_supported_list()) if ok
-         else _("{version}, the course supports {versions}").format(version=version, versions=_supported_list("and"))),
-        route.fix_python,
-    )
-
-
-def _in_range(have: str | None, wanted: SpecifierSet) -> bool:
-    if have is None:
-        return False
-    try:
-        return wanted.contains(Version(have), prereleases=True)
-    except InvalidVersion:
-        return False
+    detail = (_("a supported version ({versions})").format(versions=_supported_list()) if ok
+              else _("{version}, the course supports {versions}").format(version=version,
+                                                                          versions=_supported_list("and")))
+    return Finding("Python", ok, detail, route.fix_python)
 
 
 def describe_range(wanted: SpecifierSet) -> str:
@@ -229,7 +213,8 @@ def _check_versions(pins: dict[str, str] | None, ranges: dict[str, SpecifierSet]
         fix = route.fix_packages if name not in ranges else _range_fix(name, ranges[name], route)
         if have is not None and pinned is not None and have.split("+")[0] == pinned:
             detail, ok = pinned, True
-        elif name in ranges and _in_range(have, ranges[name]):
+        # (packaging >= 26, the course's floor: a version it cannot parse is in no range, not an error)
+        elif name in ranges and have is not None and ranges[name].contains(have, prereleases=True):
             detail, ok = f"{have}, {_(SUPPORTED_NOTE)}", True
             supported_others += [f"{name} {have}"] if name in others else []
         else:
@@ -239,30 +224,25 @@ def _check_versions(pins: dict[str, str] | None, ranges: dict[str, SpecifierSet]
             wrong += [(f"{name} {have or missing} ({want})", fix)] if name in others else []
         if name not in others:
             findings.append(Finding(name, ok, detail, "" if ok else fix))
+    label = _("other course packages") if pins is None else _("other pinned packages")
     if wrong:
         fix = wrong[0][1] if len({f for _text, f in wrong}) == 1 else route.fix_packages
-        findings.append(Finding(_("other course packages") if pins is None else _("other pinned packages"), False,
-                                "; ".join(text for text, _fix in wrong), fix))
+        findings.append(Finding(label, False, "; ".join(text for text, _fix in wrong), fix))
     elif pins is None:
-        findings.append(Finding(_("other course packages"), True,
-                                _("all {count} in the supported ranges").format(count=len(others))))
+        findings.append(Finding(label, True, _("all {count} in the supported ranges").format(count=len(others))))
+    elif supported_others:
+        findings.append(Finding(label, True, _("{packages}: {note}; the other {count} match requirements.txt").format(
+            packages=", ".join(supported_others), note=_(SUPPORTED_NOTE), count=len(others) - len(supported_others))))
     else:
-        findings.append(Finding(_("other pinned packages"), True, _("{packages}: {note}; the other {count} match "
-                                                                     "requirements.txt").format(
-            packages=", ".join(supported_others), note=_(SUPPORTED_NOTE), count=len(others) - len(supported_others))
-            if supported_others else _("all {count} match requirements.txt").format(count=len(others))))
+        findings.append(Finding(label, True, _("all {count} match requirements.txt").format(count=len(others))))
     return findings
 
 
 def _check_widgets_frontend(route: Route) -> Finding:
-    front_end = _installed("jupyterlab_widgets")
-    return Finding(
-        _("ipywidgets front end"),
-        front_end is not None,
-        (_("jupyterlab_widgets installed (widgets will render in JupyterLab)") if front_end
-         else _("jupyterlab_widgets missing")),
-        route.fix_widgets,
-    )
+    installed = _installed("jupyterlab_widgets") is not None
+    detail = (_("jupyterlab_widgets installed (widgets will render in JupyterLab)") if installed
+              else _("jupyterlab_widgets missing"))
+    return Finding(_("ipywidgets front end"), installed, detail, route.fix_widgets)
 
 
 def _check_kernel() -> Finding:

@@ -160,11 +160,8 @@ class OutputBudget:
             self._hide(text)
             return ""
         shown = text[: self.max_chars - self.chars]
-        if self.lines + shown.count("\n") > self.max_lines:
-            cut = -1
-            for _ in range(self.max_lines - self.lines):
-                cut = shown.index("\n", cut + 1)
-            shown = shown[: cut + 1]
+        if self.lines + shown.count("\n") > self.max_lines:  # the lines still allowed, each with its newline
+            shown = "\n".join(shown.split("\n")[: self.max_lines - self.lines]) + "\n"
         self.lines += shown.count("\n")
         self.chars += len(shown)
         self._hide(text[len(shown):])

@@ -103,11 +103,10 @@ def _same_values(now: torch.Tensor, before: torch.Tensor) -> bool:
 def _different(original: Any, replacement: Any) -> Text | None:
     """How ``replacement`` differs from the ``original`` output (or inputs) it replaced, in what a hook that only
     records must not change: the values, the shape, the graph. None when it would pass for the original (a clone)."""
-    pairs = list(zip(original, replacement)) if isinstance(original, tuple) and isinstance(replacement, (tuple, list)) \
-        else [(original, replacement)]
-    if isinstance(original, tuple) and isinstance(replacement, (tuple, list)) and len(original) != len(replacement):
+    in_parts = isinstance(original, tuple) and isinstance(replacement, (tuple, list))
+    if in_parts and len(original) != len(replacement):
         return Text(N_("{count} values in place of {expected}"), count=len(replacement), expected=len(original))
-    for before, after in pairs:
+    for before, after in zip(original, replacement) if in_parts else [(original, replacement)]:
         if not isinstance(before, torch.Tensor):
             continue
         if not isinstance(after, torch.Tensor):
@@ -215,9 +214,8 @@ def watching_hooks(enabled: bool = True, observe_only: bool = False) -> Iterator
     watches nothing (an exercise whose hooks ``torch.compile`` traces: a wrapper would be traced too).
 
     Usage: ``with watching_hooks(observe_only=True) as watch: validator(answer)``"""
-    watch = HookWatch(observe_only=observe_only)
+    watch = HookWatch(observe_only=observe_only, active=enabled)
     if not enabled:
-        watch.active = False
         yield watch
         return
 

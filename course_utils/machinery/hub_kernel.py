@@ -36,13 +36,6 @@ class NoDebuggerKernel(IPythonKernel):
                 "command": msg.get("command", ""), "message": DEBUGGER_OFF}
 
 
-def runs_this_environments_ipykernel(argv: list[str]) -> bool:
-    """Whether a kernel spec's command is ``python -m ipykernel_launcher ...`` with this environment's Python (which
-    can import course_utils); another environment's kernel is left as it is (a learner who installs one chooses)."""
-    return (len(argv) >= 3 and argv[0] in ("python", "python3", sys.executable)
-            and argv[1:3] == ["-m", "ipykernel_launcher"])
-
-
 class HubKernelSpecManager(KernelSpecManager):
     """The kernel specs, this environment's ipykernel one starting :class:`NoDebuggerKernel`, with no debugger.
 
@@ -50,7 +43,10 @@ class HubKernelSpecManager(KernelSpecManager):
 
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
         spec = super().get_kernel_spec(kernel_name)
-        if runs_this_environments_ipykernel(spec.argv) and KERNEL_CLASS_ARGUMENT not in spec.argv:
+        # `python -m ipykernel_launcher ...` with this environment's Python (which can import course_utils); another
+        # environment's kernel is left as it is (a learner who installs one chooses)
+        ours = spec.argv[1:3] == ["-m", "ipykernel_launcher"] and spec.argv[0] in ("python", "python3", sys.executable)
+        if ours and KERNEL_CLASS_ARGUMENT not in spec.argv:
             spec.argv = [*spec.argv, KERNEL_CLASS_ARGUMENT]
             spec.metadata = {**spec.metadata, "debugger": False}
         return spec

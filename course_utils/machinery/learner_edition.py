@@ -21,13 +21,11 @@ import json
 import re
 import textwrap
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+import nbformat
 
 from course_utils.machinery.layout import CHECK_CALL
 from course_utils.machinery.messages import N_, _, in_language
-
-if TYPE_CHECKING:
-    import nbformat
 
 __all__ = ["BEGIN", "END", "STUB_MESSAGE", "SolutionBlock", "learner_notebook", "solution_blocks", "stub_source"]
 
@@ -128,8 +126,6 @@ def learner_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     *Run All* goes on past an exercise not done yet. Markers in a markdown cell are an error. The stubs speak the
     notebook's language (``metadata.language_edition.lang``).
     """
-    import nbformat
-
     learner = nbformat.from_dict(notebook)
     with in_language(learner.metadata.get("language_edition", {}).get("lang")):
         for index, cell in enumerate(learner.cells):

@@ -17,6 +17,7 @@ import random
 import re
 import sys
 import warnings
+from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
@@ -67,10 +68,8 @@ def _configure_matplotlib(lang: str) -> None:
 def _short_tracebacks() -> None:
     """Errors print as ``Type: message`` only: stored error cells then hold no machine-specific file paths.
     (Run ``%xmode Context`` in a cell to get full tracebacks back while debugging.)"""
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython comes with ipykernel
-        return
+    from IPython import get_ipython  # installed with ipywidgets
+
     shell = get_ipython()
     if shell is not None and hasattr(shell, "InteractiveTB"):
         shell.InteractiveTB.set_mode(mode="Minimal")
@@ -142,10 +141,7 @@ def print_warnings() -> Iterator[list[warnings.WarningMessage]]:
         try:
             yield caught
         finally:
-            counts: dict[str, int] = {}
-            for item in caught:
-                line = f"{item.category.__name__}: {_clean_message(str(item.message))}"
-                counts[line] = counts.get(line, 0) + 1
+            counts = Counter(f"{item.category.__name__}: {_clean_message(str(item.message))}" for item in caught)
             for line, count in counts.items():
                 print(line if count == 1 else f"{line} [{count} times]")
 

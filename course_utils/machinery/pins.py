@@ -18,16 +18,16 @@ from packaging.utils import canonicalize_name
 from course_utils.machinery.messages import _
 
 __all__ = [
-    "DISTRIBUTION", "PYPROJECT_FILE", "REQUIREMENTS_FILE", "in_checkout", "installed_ranges", "parse_pins",
+    "CHECKOUT", "DISTRIBUTION", "PYPROJECT_FILE", "REQUIREMENTS_FILE", "in_checkout", "installed_ranges", "parse_pins",
     "parse_ranges", "read_pins", "supported_ranges",
 ]
 
 DISTRIBUTION = "course-utils"
 """The distribution name of course_utils (``[project] name`` in pyproject.toml)."""
 
-_CHECKOUT = Path(__file__).resolve().parents[2]
-REQUIREMENTS_FILE = _CHECKOUT / "requirements.txt"
-PYPROJECT_FILE = _CHECKOUT / "pyproject.toml"
+CHECKOUT = Path(__file__).resolve().parents[2]  # the course folder, where course_utils runs from a checkout
+REQUIREMENTS_FILE = CHECKOUT / "requirements.txt"
+PYPROJECT_FILE = CHECKOUT / "pyproject.toml"
 
 
 def in_checkout() -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Mapping
 
+from course_utils.machinery.course import course_map
 from course_utils.machinery.exercises import catalogue
 from course_utils.machinery.messages import _
 from course_utils.machinery.progress_record import ENV, read_record, record_path, recording_off, reset_record, summarise
@@ -62,8 +63,6 @@ def table(summary: Mapping[str, Mapping[str, list[str]]], titles: Mapping[str, s
 
 def _titles() -> dict[str, str]:
     try:
-        from course_utils.machinery.course import course_map
-
         return {row.file[:2]: row.file.removesuffix(".ipynb") for row in course_map()}
     except (OSError, ValueError):
         return {}

@@ -106,17 +106,9 @@ def parse_line(line: str) -> Attempt | None:
 
 def parse_lines(lines: Iterable[str]) -> tuple[list[Attempt], int]:
     """The well-formed attempts among ``lines``, and how many lines were not (a corrupt or foreign line)."""
-    found: list[Attempt] = []
-    bad = 0
-    for line in lines:
-        if not line.strip():
-            continue
-        attempt = parse_line(line)
-        if attempt is None:
-            bad += 1
-        else:
-            found.append(attempt)
-    return found, bad
+    parsed = [parse_line(line) for line in lines if line.strip()]
+    found = [attempt for attempt in parsed if attempt is not None]
+    return found, len(parsed) - len(found)
 
 
 def read_record(path: Path | None = None) -> tuple[list[Attempt], int]:
