@@ -35,7 +35,7 @@ import psutil
 import pytest
 from hub_client import XSRF_FIELD, flood_as
 from hubserver import ThrowAwayHub, private_clone
-from labserver import CHROMIUM, ROOT, SCREENSHOTS
+from labserver import ROOT, SCREENSHOTS, require_browser
 from learner_run import learner_run_problems
 
 from tools.hub.course_hub import free_port
@@ -76,16 +76,6 @@ def prune_learner_envs(folder: Path, keep: Path) -> list[Path]:
 BLOCK_AFTER, PER_ADDRESS, SIGNUPS_PER_ADDRESS, MEMORY_MAX, DISK_MAX, LOG_MAX = 3, 10, 10, "2.5G", "200M", 4 << 20
 
 
-def need_browser_and_root() -> None:
-    if not CHROMIUM.exists():
-        message = f"Chromium not found at {CHROMIUM}: install Debian's chromium (apt-get install chromium)."
-        if os.environ.get("COURSE_REQUIRE_BROWSER"):
-            pytest.fail(message)
-        pytest.skip(message)
-    if os.geteuid() != 0:
-        pytest.skip("the classroom tests need root: each learner is a separate system user (CI runs as root)")
-
-
 @dataclass
 class Learner:
     name: str
@@ -105,7 +95,9 @@ class Learner:
 def hub() -> Iterator[ThrowAwayHub]:
     """``make hub`` started from a ``git clone`` in a folder only root can read (mode 0700, as ``mktemp -d`` makes
     it), with its default state (``.hub`` in the clone)."""
-    need_browser_and_root()
+    require_browser()
+    if os.geteuid() != 0:
+        pytest.skip("the classroom tests need root: each learner is a separate system user (CI runs as root)")
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
@@ -1318,11 +1310,8 @@ def test_a_deleted_learners_name_cannot_be_claimed_and_remove_learner_archives_a
         instructor.page.goto(f"{hub.url}/hub/authorize")
         instructor.page.click(f"#authorize-{fay.name}")
         instructor.page.wait_for_selector(f"#authorize-{fay.name}:has-text('Unauthorize')", timeout=60_000)
-        page.goto(f"{hub.url}/hub/login")
-        xsrf = page.get_attribute("input[name=_xsrf]", "value")
-        response = page.request.post(f"{hub.url}/hub/login", form={"_xsrf": xsrf, "username": fay.name,
-                                                                   "password": fay.password}, max_redirects=0)
-        assert response.status == 302, f"fay's login: HTTP {response.status}"
+        response = hub.client("127.0.0.1").log_in(fay.name, fay.password)
+        assert response.status_code == 302, f"fay's login: HTTP {response.status_code}"
         assert fay.name in hub.learner_uids(), "the hub did not make fay's system account"
         (Path(pwd.getpwnam(fay.name).pw_dir) / "notes.txt").write_text("fay's work")
         status = instructor.page.evaluate("""async (name) => (await fetch('/hub/api/users/' + name, {method: 'DELETE',
