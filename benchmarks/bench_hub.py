@@ -33,7 +33,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import websocket_connect
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "browser"))
+sys.path[:0] = [str(ROOT / "tests" / "browser"), str(ROOT / "tests"), str(ROOT)]  # hubserver, hub_client, tools
 from hubserver import ThrowAwayHub  # noqa: E402
 
 NOTEBOOK = ROOT / "notebooks" / "05_guided_backprop.ipynb"

@@ -15,7 +15,9 @@ Usage::
 from __future__ import annotations
 
 import http.cookies
+import json
 import re
+import sqlite3
 import subprocess
 import time
 import urllib.request
@@ -47,8 +49,6 @@ def wait_until_healthy(url: str, process: subprocess.Popen, timeout: float, path
 
 def read_db(path: object, query: str, *args: object) -> list[tuple]:
     """Rows of ``query`` on the hub's SQLite database at ``path``, opened read-only."""
-    import sqlite3
-
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         return db.execute(query, args).fetchall()
 
@@ -151,8 +151,6 @@ print(json.dumps(results))
 def flood_as(user: str, base: str, host: str, what: str, name: str, count: int, source: str = "") -> list[list]:
     """Run :data:`FLOOD` as the system user ``user`` (``runuser``, with the system's Python). Usage:
     ``flood_as("mallory", "http://127.0.0.1:8081", "localhost:8000", "login", "instructor", 30)``"""
-    import json
-
     done = subprocess.run(["runuser", "-u", user, "--", "/usr/bin/python3", "-c", FLOOD, base, host, what, name,
                            str(count), source], capture_output=True, text=True, timeout=600, cwd="/")
     if done.returncode:

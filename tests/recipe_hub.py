@@ -21,6 +21,7 @@ import contextlib
 import os
 import sys
 import threading
+import unittest.mock
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,18 +63,9 @@ def tljh_config(c: Any, install_prefix: str = "/opt/tljh", course: Path = ROOT) 
     c.SystemdSpawner.username_template = "jupyter-{USERNAME}"
     c.JupyterHub.services = [{"name": "cull-idle", "admin": True,
                               "command": ["python", "-m", "jupyterhub_idle_culler"]}]
-    environment = {"PYTORCH_HOOKS_COURSE": str(course), "TLJH_INSTALL_PREFIX": install_prefix}
-    saved = {key: os.environ.get(key) for key in environment}
-    os.environ.update(environment)
-    try:
-        source = DEPLOY / "tljh" / "jupyterhub_config.d" / "course.py"
+    source = DEPLOY / "tljh" / "jupyterhub_config.d" / "course.py"
+    with unittest.mock.patch.dict(os.environ, PYTORCH_HOOKS_COURSE=str(course), TLJH_INSTALL_PREFIX=install_prefix):
         exec(compile(source.read_text(), str(source), "exec"), {"get_config": lambda: c})
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     return c
 
 

@@ -4,8 +4,12 @@ the hub works around. Attacked over HTTP: tests/test_deploy_configs.py (recipes,
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import os
 import re
+import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -68,9 +72,6 @@ class Handler(SimpleNamespace):
 
 
 def test_the_client_is_who_connected_and_only_the_hubs_own_proxy_says_otherwise() -> None:
-    import os
-    import socket
-
     assert course_auth._proc_net_address(("127.0.0.1", 8000)) == "0100007F:1F40"  # as /proc/net/tcp writes it
     with socket.create_server(("127.0.0.1", 0)) as server, socket.create_connection(server.getsockname()) as _mine:
         accepted, _ = server.accept()
@@ -94,8 +95,6 @@ def test_a_socket_another_user_closed_is_never_the_hubs_own() -> None:
     """Attack N1 (2026-11-29): a learner sends her request with a made-up CLIENT_HEADER and closes her socket at once;
     closed (FIN_WAIT2), /proc/net/tcp lists it with uid 0, the hub's own. It is ``uid:?``, never the hub's own proxy
     nor 127.0.0.1. (Before: ``("127.0.0.1", True)``, so the hub believed her header.)"""
-    import socket
-
     "127.0.0.1".encode("idna")  # the codec socket uses, imported before the child cannot read the standard library
     with socket.create_server(("127.0.0.1", 0)) as server:
         server.settimeout(30)
@@ -137,8 +136,6 @@ def authenticator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ign
     """The course's authenticator on an in-memory JupyterHub database, with ann approved (password "ann-password")
     and the instructor made from the password file. Hashes made here cost 2^4 rounds, not bcrypt's 2^12 (0.2 s
     each): what is tested is who may log in, not bcrypt."""
-    import functools
-
     import bcrypt
     from jupyterhub import orm
 
@@ -217,8 +214,6 @@ def test_a_browser_that_logged_in_is_never_locked_out_by_anybody_else(authentica
     """OWASP's device cookies: ann logs in from her browser; then mallory's wrong passwords, from ann's address too,
     block ann's name and spend the address's budget: a new browser with ann's right password is refused, hers logs
     in. Her browser has a budget of its own: three wrong passwords from it, and it waits like any other."""
-    import time
-
     ann: dict[str, str] = {}
     assert login(authenticator, "ann", "ann-password", "10.0.0.6", ann)[0] == "ann"
     assert ann, "no device cookie for ann's browser"
@@ -243,9 +238,6 @@ def test_right_passwords_spend_the_budget_and_a_client_checks_one_at_a_time(auth
     """Attack N4: a loop of a learner's own right password (login, change-password) costs the hub a bcrypt each,
     with no budget, many at once. Each check spends the client's budget, and its checks run one at a time.
     (Before: right passwords were free, and three checks from one client ran together.)"""
-    import threading
-    import time
-
     running, most, lock = 0, 0, threading.Lock()
     matches = course_auth._password_matches
 
@@ -275,8 +267,6 @@ def test_a_new_password_is_hashed_off_the_event_loop_once(authenticator, monkeyp
     its real cost). The course's pages hash it off the loop (a ticker that wakes every 10 ms keeps ticking), then
     NativeAuthenticator's create_user and change_password store that hash, not a second one; the browser that signed
     up gets the name's device cookie."""
-    import time
-
     import bcrypt
 
     real_cost = b"$2b$12$" + b"e7eA/JBcGv7lxgI.sTiEYe"  # a bcrypt salt of cost 12, as bcrypt.gensalt() makes
@@ -368,8 +358,6 @@ def test_upstream_still_does_what_the_hub_works_around() -> None:
     """The hub's two patches and its subclasses of NativeAuthenticator's handlers (tools/hub/__init__.py) exist
     because the pinned versions do what this reads from their source. When one of these fails, upstream has changed:
     drop (or redo) the part of the hub that works around it."""
-    import inspect
-
     from configurable_http_proxy import cli, handlers
     from jupyterhub.handlers.base import BaseHandler
     from nativeauthenticator import handlers as native

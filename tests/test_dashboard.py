@@ -6,12 +6,13 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import pwd
 from pathlib import Path
 
 import pytest
 from traitlets.config import Config
 
-from course_utils.machinery.progress_record import Attempt
+from course_utils.machinery.progress_record import Attempt, record
 from tools.hub import dashboard
 
 NOW = datetime.datetime(2026, 11, 25, 12, 0, 0, tzinfo=datetime.UTC)
@@ -100,10 +101,6 @@ def test_the_service_is_registered_for_admins_only() -> None:
 
 def test_under_tljh_the_record_a_learner_checks_into_is_the_one_shown(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    import pwd
-
-    from course_utils.machinery.progress_record import record
-
     home = tmp_path / "jupyter-ada"
     folder = home / "pytorch-hooks-learner"  # nbgitpuller's clone: the learner's notebooks, no workspace manifest
     folder.mkdir(parents=True)

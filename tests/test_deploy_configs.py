@@ -7,22 +7,31 @@ published learner edition); what cannot (repo2docker, Docker, systemd, Kubernete
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import functools
 import json
+import logging
 import os
+import pwd
 import re
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import recipe_hub  # tests/
 import requests
-import yaml
 from hub_client import flood_as, wait_until_healthy
+from recipe_hub import load
+from traitlets.config import Config
 
 from course_utils.machinery.pins import parse_pins, read_pins
 from tools.hub import course_auth, course_hub, course_proxy, dashboard, isolation, publish_learner_edition
@@ -37,10 +46,6 @@ ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces, cgroups, m
 pytestmark = [pytest.mark.filterwarnings("ignore:'locale.getdefaultlocale' is deprecated:DeprecationWarning",
                                          "ignore:The shared database session:DeprecationWarning"),
               pytest.mark.reads("requirements.txt", "environment.yml", "binder/*", "deploy/*")]  # make check
-
-
-def load(path: Path) -> dict:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 # --- make hub: never an open hub, never learners exposed ---------------------------------------------------------
@@ -71,11 +76,9 @@ def test_make_hub_settings_have_their_defaults_and_refuse_what_would_expose_lear
     assert isolation.parse_size("2.5G") == int(2.5 * 2**30) and isolation.parse_size("800M") == 800 * 2**20
 
 
-def built_config(tmp_path: Path, as_root: bool):  # type: ignore[no-untyped-def]
-    from traitlets.config import Config
-
-    c = Config()
-    s = course_hub.Settings(state=str(tmp_path / "state"), as_root=as_root, learner_python=sys.executable)
+def built_config(tmp_path: Path, **settings: Any) -> tuple[Config, course_hub.Settings]:
+    """make hub's configuration with ``settings``, its state under ``tmp_path``."""
+    c, s = Config(), course_hub.Settings(state=str(tmp_path / "state"), learner_python=sys.executable, **settings)
     course_hub.configure(c, s)
     return c, s
 
@@ -85,7 +88,7 @@ def test_make_hub_configuration(tmp_path: Path, as_root: bool) -> None:
     from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
     from nativeauthenticator import NativeAuthenticator
 
-    c, s = built_config(tmp_path, as_root)
+    c, s = built_config(tmp_path, as_root=as_root)
     assert c.JupyterHub.bind_url == "http://127.0.0.1:8000" and c.JupyterHub.hub_ip == "127.0.0.1"
     assert issubclass(c.JupyterHub.authenticator_class, NativeAuthenticator)
     assert c.NativeAuthenticator.open_signup is False and c.Authenticator.admin_users == {"instructor"}
@@ -187,8 +190,6 @@ def test_a_learners_files_in_the_shared_temporary_folders_are_removed_and_nobody
 
 
 def test_make_hub_refuses_a_port_in_use_with_a_clear_message_and_keeps_its_state_private(tmp_path: Path) -> None:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
@@ -212,15 +213,7 @@ def test_make_lab_and_every_learners_server_turn_off_the_git_pull_page() -> None
 
 
 def test_a_room_in_chinese_gets_the_chinese_workspace_and_messages(tmp_path: Path) -> None:
-    import asyncio
-    import logging
-    from types import SimpleNamespace
-
-    from traitlets.config import Config
-
-    c = Config()
-    s = course_hub.Settings(state=str(tmp_path / "state"), as_root=False, learner_python=sys.executable, lang="zh")
-    course_hub.configure(c, s)
+    c, _ = built_config(tmp_path, as_root=False, lang="zh")
     assert c.Spawner.environment["COURSE_LANG"] == "zh"
     spawner = SimpleNamespace(user=SimpleNamespace(name="ann"), log=logging.getLogger("test"))
     asyncio.run(c.Spawner.pre_spawn_hook(spawner))
@@ -270,8 +263,6 @@ def test_binder_postbuild_is_strict_installs_course_utils_and_prepares_the_learn
 def tljh_config(monkeypatch: pytest.MonkeyPatch, course: Path = ROOT, prefix: str = "/opt/tljh"):  # type: ignore[no-untyped-def]
     """deploy/tljh/config.yaml and jupyterhub_config.d/course.py as TLJH applies them (tests/recipe_hub.py), with the
     course cloned at ``course``."""
-    from traitlets.config import Config
-
     monkeypatch.setattr(sys, "path", list(sys.path))  # course.py puts the clone on it
     return recipe_hub.tljh_config(Config(), install_prefix=prefix, course=course)
 
@@ -343,11 +334,6 @@ def test_tljh_gives_each_learner_a_home_of_its_own_size(tmp_path: Path, monkeypa
     """Issue 41.5 on TLJH: the recipe's pre-spawn hook, run as TLJH's hub runs it (root; TLJH's own ensure_user made
     the account, as tljh/user.py does: useradd --create-home), gives the learner's home a filesystem of DISK_MAX
     (16M here): the learner writing 20 MB there is refused, "No space left on device"."""
-    import asyncio
-    import pwd
-    import tempfile
-    from types import SimpleNamespace
-
     homes = Path(tempfile.mkdtemp(prefix="course-tljh-homes-"))  # a folder the learner may pass through
     homes.chmod(0o755)
     stub = tmp_path / "stub" / "tljh"  # TLJH's tljh.user, as it is, with the homes in that folder
@@ -412,8 +398,6 @@ def test_the_recipes_load_the_course_sign_in_from_the_module_make_hub_uses(tmp_p
     """Both recipes end with tools/hub/course_auth.py's authenticator and settings, the ones make hub runs: TLJH
     imports it from the course's clone, Z2JH mounts that very file (helm --set-file) beside its configuration.
     deploy/ holds no copy of it, nor of the approval page."""
-    from traitlets.config import Config
-
     native = course_auth.course_authenticator_class()
     monkeypatch.setattr(sys, "path", list(sys.path))
     for name, c, state in (("tljh", tljh_config(monkeypatch), recipe_hub.TLJH_STATE),
@@ -470,8 +454,6 @@ def test_a_recipe_hub_withstands_the_sign_in_attacks(recipe: str, tmp_path: Path
     The hub makes its password hashes with 2^4 bcrypt rounds instead of 2^12 (0.2 s each): who gets in does not
     depend on the cost; make hub's attack tests keep the real one.
     """
-    import functools
-
     import bcrypt
 
     monkeypatch.setattr(sys, "path", list(sys.path))
@@ -580,8 +562,6 @@ def test_a_recipes_learner_server_pulls_nothing_a_link_asks(recipe: str, tmp_pat
     Spawner.args, the chart's KubeSpawner.args), is asked with its owner's token what a classmate's link asks:
     nbgitpuller's /git-pull/api, another repository, a targetpath out of the workspace. It has no such page (404) and
     pulls nothing. (Before: it cloned the repository there, on that GET.)"""
-    from traitlets.config import Config
-
     c = tljh_config(monkeypatch) if recipe == "tljh" else recipe_hub.z2jh_config(Config())
     args = c.Spawner.args.get_value([]) if recipe == "tljh" else c.KubeSpawner.args
     repo, work = tmp_path / "theirs", tmp_path / "home" / "workspace"

@@ -19,23 +19,16 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from hub_client import HubClient, read_db, wait_until_healthy
 
+from tools.hub.course_hub import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
-VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def private_clone(dest: Path) -> Path:
@@ -218,11 +211,3 @@ class ThrowAwayHub:
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
 
-
-if __name__ == "__main__":  # a quick manual check: start, print the URL and the admin password, stop on Enter
-    with ThrowAwayHub() as hub:
-        hub.start()
-        print(hub.url, hub.admin, hub.admin_password)
-        input("Enter stops it. ")
-        print(hub.stop() or "stopped cleanly")
-    sys.exit(0)

@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,10 +33,12 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
-from hub_client import flood_as
+from hub_client import XSRF_FIELD, flood_as
 from hubserver import ThrowAwayHub, private_clone
-from labserver import CHROMIUM, ROOT, SCREENSHOTS
+from labserver import ROOT, SCREENSHOTS, require_browser
 from learner_run import learner_run_problems
+
+from tools.hub.course_hub import free_port
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.hub]
 
@@ -74,22 +76,12 @@ def prune_learner_envs(folder: Path, keep: Path) -> list[Path]:
 BLOCK_AFTER, PER_ADDRESS, SIGNUPS_PER_ADDRESS, MEMORY_MAX, DISK_MAX, LOG_MAX = 3, 10, 10, "2.5G", "200M", 4 << 20
 
 
-def need_browser_and_root() -> None:
-    if not CHROMIUM.exists():
-        message = f"Chromium not found at {CHROMIUM}: install Debian's chromium (apt-get install chromium)."
-        if os.environ.get("COURSE_REQUIRE_BROWSER"):
-            pytest.fail(message)
-        pytest.skip(message)
-    if os.geteuid() != 0:
-        pytest.skip("the classroom tests need root: each learner is a separate system user (CI runs as root)")
-
-
 @dataclass
 class Learner:
     name: str
     password: str
-    context: object = None
-    page: object = None
+    context: Any = None
+    page: Any = None
     notes: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -103,7 +95,9 @@ class Learner:
 def hub() -> Iterator[ThrowAwayHub]:
     """``make hub`` started from a ``git clone`` in a folder only root can read (mode 0700, as ``mktemp -d`` makes
     it), with its default state (``.hub`` in the clone)."""
-    need_browser_and_root()
+    require_browser()
+    if os.geteuid() != 0:
+        pytest.skip("the classroom tests need root: each learner is a separate system user (CI runs as root)")
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
@@ -194,11 +188,10 @@ def room(hub: ThrowAwayHub, chromium) -> Iterator[Room]:  # type: ignore[no-unty
     yield Room(hub, chromium, learners, instructor, outside)
     for learner in [instructor, *learners.values()]:
         if learner.context is not None:
-            learner.context.close()  # type: ignore[attr-defined]
+            learner.context.close()
 
 
 def test_the_hub_listens_on_loopback_only(hub: ThrowAwayHub) -> None:
-
     listening = []
     for proc in hub.processes():
         try:
@@ -239,16 +232,25 @@ def test_a_wrong_password_or_an_unapproved_learner_gets_no_server(room: Room) ->
         assert not found, f"{learner.name} got {found} without logging in"
 
 
-def run_in_own_kernel(hub: ThrowAwayHub, learner: Learner) -> nbformat.NotebookNode:
-    """The learner's own NOTEBOOK, each code cell run in order in the kernel their JupyterLab page opened, as
-    Shift+Enter runs it (an error does not stop the next); the notebook with its outputs."""
+@contextlib.contextmanager
+def kernel_client(connection: str) -> Iterator[Any]:
+    """A client of the kernel of the connection file ``connection``, its channels open for the ``with`` block."""
     from jupyter_client import BlockingKernelClient
 
-    notebook = nbformat.read(learner.home / "workspace" / NOTEBOOK, 4)
-    client = BlockingKernelClient(connection_file=connection_file(process_of(hub, learner, "ipykernel")))
+    client = BlockingKernelClient(connection_file=connection)
     client.load_connection_file()
     client.start_channels()
     try:
+        yield client
+    finally:
+        client.stop_channels()
+
+
+def run_in_own_kernel(hub: ThrowAwayHub, learner: Learner) -> nbformat.NotebookNode:
+    """The learner's own NOTEBOOK, each code cell run in order in the kernel their JupyterLab page opened, as
+    Shift+Enter runs it (an error does not stop the next); the notebook with its outputs."""
+    notebook = nbformat.read(learner.home / "workspace" / NOTEBOOK, 4)
+    with kernel_client(connection_file(process_of(hub, learner, "ipykernel"))) as client:
         for count, cell in enumerate((c for c in notebook.cells if c.cell_type == "code" and c.source.strip()), 1):
             outputs: list = []
             client.execute_interactive(cell.source, allow_stdin=False, timeout=300,
@@ -256,8 +258,6 @@ def run_in_own_kernel(hub: ThrowAwayHub, learner: Learner) -> nbformat.NotebookN
                 kept.append(nbformat.v4.output_from_msg(message)) if message["header"]["msg_type"] in
                 ("stream", "error", "execute_result", "display_data") else None))
             cell.outputs, cell.execution_count = outputs, count
-    finally:
-        client.stop_channels()
     return notebook
 
 
@@ -272,8 +272,8 @@ def at_work(room: Room) -> Room:
         learner.context, learner.page = new_page(room.browser, room.outside)
         log_in(learner.page, hub, learner.name, learner.password)
     for learner in three:
-        learner.page.wait_for_url(re.compile(rf".*/user/{learner.name}/lab.*"), timeout=240_000)  # type: ignore[attr-defined]
-        learner.page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]', timeout=180_000)  # type: ignore[attr-defined]
+        learner.page.wait_for_url(re.compile(rf".*/user/{learner.name}/lab.*"), timeout=240_000)
+        learner.page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]', timeout=180_000)
     room.notes["logged_in"] = time.monotonic() - started
     for learner in three:
         copy = learner.home / "workspace" / NOTEBOOK
@@ -296,7 +296,7 @@ def test_three_learners_log_in_at_once_and_run_the_first_notebook_in_their_own_w
         problems = learner_run_problems(run, stored)
         assert not problems, f"{learner.name}'s run of {NOTEBOOK}:\n" + "\n".join(problems)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    three[0].page.screenshot(path=str(SCREENSHOTS / "hub_ann.png"))  # type: ignore[attr-defined]
+    three[0].page.screenshot(path=str(SCREENSHOTS / "hub_ann.png"))
     print(f"\nthree learners: logged in and servers up in {room.notes['logged_in']:.0f} s, "
           f"{NOTEBOOK} run in {time.monotonic() - started:.0f} s in all")
     assert not room.outside, f"requests left the machine: {room.outside[:5]}"
@@ -325,7 +325,7 @@ def test_a_learner_cannot_open_another_learners_files_through_the_hub_nor_on_dis
     secret_b, secret_a = f"bob-secret-{secrets.token_hex(8)}", f"ann-secret-{secrets.token_hex(8)}"
     for learner, secret in ((bob, secret_b), (ann, secret_a)):
         as_learner(learner.name, f"printf %s {secret} > {learner.home / 'workspace' / 'secret.txt'}")
-    page = ann.context.new_page()  # type: ignore[attr-defined]
+    page = ann.context.new_page()
     try:
         own = page.goto(f"{hub.user_url(ann.name)}/files/secret.txt")
         assert own.status == 200 and secret_a in page.content(), "ann cannot read her own file: the rest proves nothing"
@@ -416,11 +416,6 @@ def run_in_kernel(hub: ThrowAwayHub, learner: Learner, code: str, timeout: float
                   connection: str | None = None) -> str:
     """Run ``code`` in the learner's own kernel (their notebook page's, or ``connection``'s), as their next cell
     would run, and return what it printed; fail on an error."""
-    from jupyter_client import BlockingKernelClient
-
-    client = BlockingKernelClient(connection_file=connection or connection_file(process_of(hub, learner, "ipykernel")))
-    client.load_connection_file()
-    client.start_channels()
     printed: list[str] = []
     errors: list[str] = []
 
@@ -431,11 +426,9 @@ def run_in_kernel(hub: ThrowAwayHub, learner: Learner, code: str, timeout: float
         elif kind == "error":
             errors.append("\n".join(content["traceback"])[-2000:])
 
-    try:
+    with kernel_client(connection or connection_file(process_of(hub, learner, "ipykernel"))) as client:
         reply = client.execute_interactive(code, store_history=False, allow_stdin=False, timeout=timeout,
                                            output_hook=collect)
-    finally:
-        client.stop_channels()
     assert reply["content"]["status"] == "ok" and not errors, \
         f"in {learner.name}'s kernel: {errors or reply['content']}"
     return "".join(printed)
@@ -489,10 +482,10 @@ def test_the_instructor_sees_the_room_and_a_learner_cannot(at_work: Room) -> Non
     assert "stuck on 01.1 (2 of" in page.inner_text("#stuck")
     header = page.inner_text("#room thead")
     assert "01.1" in header and "11.8" in header
-    bob.page.goto(url)  # type: ignore[attr-defined]
-    bob.page.wait_for_load_state()  # type: ignore[attr-defined]
-    text = bob.page.inner_text("body")  # type: ignore[attr-defined]
-    assert "403" in text and bob.page.locator("#room").count() == 0, text[:500]  # type: ignore[attr-defined]
+    bob.page.goto(url)
+    bob.page.wait_for_load_state()
+    text = bob.page.inner_text("body")
+    assert "403" in text and bob.page.locator("#room").count() == 0, text[:500]
 
 
 def test_a_page_a_learner_serves_cannot_act_with_another_learners_or_the_instructors_cookies(at_work: Room) -> None:
@@ -510,7 +503,7 @@ def test_a_page_a_learner_serves_cannot_act_with_another_learners_or_the_instruc
     seen = []
     for victim in (instructor, ann):
         for link in (f"{hub.url}/user/{bob.name}{path}", f"{hub.user_url(bob.name)}{path}"):
-            page = victim.context.new_page()  # type: ignore[attr-defined]
+            page = victim.context.new_page()
             try:
                 response = page.goto(link)
                 if page.query_selector("#out") is None:  # the hub did not serve bob's page to this victim at all
@@ -546,7 +539,7 @@ def test_the_hub_answers_only_on_its_own_host(at_work: Room) -> None:
     room = at_work
     hub, bob, instructor = room.hub, room.learners["bob"], room.instructor
     bob_host = f"{bob.name}.localhost:{hub.port}"
-    page = instructor.context.new_page()  # type: ignore[attr-defined]
+    page = instructor.context.new_page()
     try:
         response = page.goto(f"http://{bob_host}/hub/login?next=%2Fhub%2Fauthorize")
         assert page.url.startswith(f"{hub.url}/hub/"), f"the instructor stayed on {page.url}"
@@ -576,7 +569,7 @@ def test_a_page_cannot_approve_or_discard_a_sign_up_for_the_instructor(at_work: 
     hub, bob, eve, instructor = room.hub, room.learners["bob"], room.learners["eve"], room.instructor
     assert hub.db("select is_authorized from users_info where username = ?", eve.name) == [(0,)]
     path = plant_static_page(bob, "csrf.html", CSRF_PAGE.replace("HUB", hub.url).replace("EVE", eve.name))
-    page = instructor.context.new_page()  # type: ignore[attr-defined]
+    page = instructor.context.new_page()
     try:
         def form_post(response) -> bool:  # type: ignore[no-untyped-def]
             return response.request.method == "POST" and response.url.endswith(f"/hub/authorize/{eve.name}")
@@ -600,17 +593,25 @@ def listening(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def process_of(hub: ThrowAwayHub, learner: Learner, needle: str, wait: float = 120):  # type: ignore[no-untyped-def]
-    """The learner's process whose command line holds ``needle`` (waiting ``wait`` seconds at most for it)."""
+def wait_for(ready: Callable[[], object], seconds: float, failure: str) -> None:
+    """Ask ``ready()`` every 0.2 s until it is true; fail with ``failure`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.2)
 
-    uid, deadline = hub.learner_uids()[learner.name], time.monotonic() + wait
-    while True:
-        for proc in psutil.process_iter(["uids", "cmdline"]):
-            if proc.info["uids"] and proc.info["uids"].real == uid and needle in " ".join(proc.info["cmdline"] or []):
-                return proc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no process of {learner.name} with {needle!r}")
-        time.sleep(0.5)
+
+def processes_of(hub: ThrowAwayHub, learner: Learner, needle: str) -> list[psutil.Process]:
+    """The learner's processes whose command line holds ``needle``."""
+    uid = hub.learner_uids()[learner.name]
+    return [proc for proc in psutil.process_iter(["uids", "cmdline"])
+            if proc.info["uids"] and proc.info["uids"].real == uid and needle in " ".join(proc.info["cmdline"] or [])]
+
+
+def process_of(hub: ThrowAwayHub, learner: Learner, needle: str) -> psutil.Process:
+    """The learner's first process whose command line holds ``needle`` (waiting two minutes at most for one)."""
+    wait_for(lambda: processes_of(hub, learner, needle), 120, f"no process of {learner.name} with {needle!r}")
+    return processes_of(hub, learner, needle)[0]
 
 
 def test_temporary_files_and_compile_caches_are_private_to_each_learner(at_work: Room) -> None:
@@ -711,10 +712,8 @@ def eavesdrop(hub: ThrowAwayHub, victim: Learner, spy: Learner,
 
     infos = [json.loads(Path(connection).read_text()) for connection in connections]
     endpoints = [iopub_endpoint(info) for info in infos]
-    deadline = time.monotonic() + 60
-    while not all(Path(e[len("ipc://"):]).is_socket() for e in endpoints if e.startswith("ipc://")):
-        assert time.monotonic() < deadline, f"no sockets at {endpoints}"
-        time.sleep(0.2)
+    wait_for(lambda: all(Path(e[len("ipc://"):]).is_socket() for e in endpoints if e.startswith("ipc://")), 60,
+             f"no sockets at {endpoints}")
     python = process_of(hub, victim, "ipykernel").cmdline()[0]  # the learners' Python (it has zmq)
     spy_process = subprocess.Popen(
         ["runuser", "-u", spy.name, "--", python, "-c", EAVESDROP, str(hub.learner_uids()[victim.name]),
@@ -765,16 +764,11 @@ def test_another_learner_subscribing_to_a_kernel_hears_nothing(at_work: Room) ->
     room = at_work
     hub, ann, bob = room.hub, room.learners["ann"], room.learners["bob"]
     sub_folder = ann.home / "workspace" / "complete"
-    started = ann.page.evaluate(START_SESSION, [f"/user/{ann.name}", f"complete/{NOTEBOOK}"])  # type: ignore[attr-defined]
+    started = ann.page.evaluate(START_SESSION, [f"/user/{ann.name}", f"complete/{NOTEBOOK}"])
     assert started["status"] == 201, started
     try:
-        kernels = []
-        deadline = time.monotonic() + 120
-        while len(kernels) < 2:
-            assert time.monotonic() < deadline, "ann's second kernel did not start"
-            kernels = [p for p in psutil.process_iter(["uids", "cmdline"]) if p.info["uids"] and p.info["uids"].real
-                       == hub.learner_uids()[ann.name] and "ipykernel" in " ".join(p.info["cmdline"] or [])]
-            time.sleep(0.2)
+        wait_for(lambda: len(processes_of(hub, ann, "ipykernel")) >= 2, 120, "ann's second kernel did not start")
+        kernels = processes_of(hub, ann, "ipykernel")
         assert {Path(k.cwd()) for k in kernels} == {ann.home / "workspace", sub_folder}, [k.cwd() for k in kernels]
         connections = [connection_file(kernel) for kernel in kernels]
         heard, heard_by_root, tried = eavesdrop(hub, ann, bob, connections)
@@ -790,7 +784,7 @@ def test_another_learner_subscribing_to_a_kernel_hears_nothing(at_work: Room) ->
         print(f"\nbob subscribed to ann's TCP ports {tried['ports']} and her kernels' IOPub sockets: heard nothing; "
               f"root heard {sum(map(len, heard_by_root))} message(s) on the same sockets")
     finally:
-        ann.page.evaluate(STOP_SESSION, [f"/user/{ann.name}", started["body"]["id"]])  # type: ignore[attr-defined]
+        ann.page.evaluate(STOP_SESSION, [f"/user/{ann.name}", started["body"]["id"]])
 
 
 # Run as the attacker: every TCP port the victim (uid argv[1]) listens on, spoken to on 127.0.0.1 as a debugger
@@ -869,15 +863,10 @@ def test_no_learner_can_attach_a_debugger_to_another_learners_kernel(at_work: Ro
     kernel does not offer the debugger (course_utils/machinery/hub_kernel.py) and refuses the requests. The proof
     that bob's attack works where a debugpy listens: ann's own process that calls debugpy.listen(), which bob
     attaches to and runs code in, as ann."""
-    from jupyter_client import BlockingKernelClient
-
     room = at_work
     hub, ann, bob = room.hub, room.learners["ann"], room.learners["bob"]
     kernel = process_of(hub, ann, "ipykernel")
-    client = BlockingKernelClient(connection_file=connection_file(kernel))
-    client.load_connection_file()
-    client.start_channels()
-    try:
+    with kernel_client(connection_file(kernel)) as client:
         features = client.kernel_info(reply=True, timeout=60)["content"].get("supported_features", [])
         answers = []
         for seq, (command, arguments) in enumerate((
@@ -889,8 +878,6 @@ def test_no_learner_can_attach_a_debugger_to_another_learners_kernel(at_work: Ro
                                                            "arguments": arguments})
             client.control_channel.send(message)
             answers.append(client.control_channel.get_msg(timeout=60)["content"])
-    finally:
-        client.stop_channels()
     attacked = attach_as(hub, bob, ann, kernel.cmdline()[0])
     python = kernel.cmdline()[0]
     own = subprocess.Popen(  # ann's own debugpy, as if she had called it in a terminal: the attack's proof
@@ -1113,8 +1100,6 @@ def test_a_classmates_link_makes_a_learners_server_pull_nothing(at_work: Room) -
     bob's repository over ~/.local/share/jupyter/kernels/python3, and her next kernel ran his command as her.)"""
     from urllib.parse import quote
 
-    from hubserver import free_port
-
     room = at_work
     hub, ann, bob = room.hub, room.learners["ann"], room.learners["bob"]
     served = Path(tempfile.mkdtemp(prefix="course-link-"))
@@ -1137,12 +1122,9 @@ def test_a_classmates_link_makes_a_learners_server_pull_nothing(at_work: Room) -
                                "127.0.0.1", "--directory", str(served), str(port)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     target = ann.home / ".local/share/jupyter/kernels/python3"
-    page = ann.context.new_page()  # type: ignore[attr-defined]
+    page = ann.context.new_page()
     try:
-        deadline = time.monotonic() + 60
-        while not listening(port):
-            assert time.monotonic() < deadline, "bob's server did not start"
-            time.sleep(0.2)
+        wait_for(lambda: listening(port), 60, "bob's server did not start")
         link = (f"{hub.url}/hub/user-redirect/git-pull?repo={quote(f'http://127.0.0.1:{port}/{LINK_REPO}', safe='')}"
                 f"&branch=main&depth=0&targetpath={quote('../.local/share/jupyter/kernels/python3', safe='')}"
                 f"&urlpath={quote(f'lab/tree/{NOTEBOOK}', safe='')}")
@@ -1164,9 +1146,9 @@ def test_a_classmates_link_makes_a_learners_server_pull_nothing(at_work: Room) -
 def log_in_again(learner: Learner, hub: ThrowAwayHub) -> int:
     """The learner's browser logs out of the hub (as when a session ends: the device cookie of its last login stays)
     and posts their right password to the login form; the status (302: logged in)."""
-    request = learner.context.request  # type: ignore[attr-defined]
+    request = learner.context.request
     form = request.get(f"{hub.url}/hub/logout").text()  # which ends on the login form
-    xsrf = re.search(r'name="_xsrf"\s+value="([^"]+)"', form).group(1)  # type: ignore[union-attr]
+    xsrf = XSRF_FIELD.search(form).group(1)  # type: ignore[union-attr]
     return request.post(f"{hub.url}/hub/login", form={"_xsrf": xsrf, "username": learner.name,
                                                       "password": learner.password}, max_redirects=0).status
 
@@ -1325,18 +1307,15 @@ def test_a_deleted_learners_name_cannot_be_claimed_and_remove_learner_archives_a
     leftovers: list[Path] = []
     try:
         assert "sent to the admin" in sign_up(page, hub, fay)
-        instructor.page.goto(f"{hub.url}/hub/authorize")  # type: ignore[attr-defined]
-        instructor.page.click(f"#authorize-{fay.name}")  # type: ignore[attr-defined]
-        instructor.page.wait_for_selector(f"#authorize-{fay.name}:has-text('Unauthorize')", timeout=60_000)  # type: ignore[attr-defined]
-        page.goto(f"{hub.url}/hub/login")
-        xsrf = page.get_attribute("input[name=_xsrf]", "value")
-        response = page.request.post(f"{hub.url}/hub/login", form={"_xsrf": xsrf, "username": fay.name,
-                                                                   "password": fay.password}, max_redirects=0)
-        assert response.status == 302, f"fay's login: HTTP {response.status}"
+        instructor.page.goto(f"{hub.url}/hub/authorize")
+        instructor.page.click(f"#authorize-{fay.name}")
+        instructor.page.wait_for_selector(f"#authorize-{fay.name}:has-text('Unauthorize')", timeout=60_000)
+        response = hub.client("127.0.0.1").log_in(fay.name, fay.password)
+        assert response.status_code == 302, f"fay's login: HTTP {response.status_code}"
         assert fay.name in hub.learner_uids(), "the hub did not make fay's system account"
         (Path(pwd.getpwnam(fay.name).pw_dir) / "notes.txt").write_text("fay's work")
         status = instructor.page.evaluate("""async (name) => (await fetch('/hub/api/users/' + name, {method: 'DELETE',
-            headers: {'X-XSRFToken': window.jhdata.xsrf_token}})).status""", fay.name)  # type: ignore[attr-defined]
+            headers: {'X-XSRFToken': window.jhdata.xsrf_token}})).status""", fay.name)
         assert status == 204, f"deleting fay in the hub: HTTP {status}"
         assert fay.name in (hub.state / "private" / "retired-names").read_text().split(), "fay's name was not retired"
         claimant = Learner(fay.name, secrets.token_urlsafe(10))
@@ -1378,8 +1357,6 @@ def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room)
     Ctrl-C must end the process, free the port and remove her files (and no file of anybody else: root's file beside
     them stays)."""
     room = at_work
-    from hubserver import free_port
-
     hub, ann = room.hub, room.learners["ann"]
     port = free_port()
     server = process_of(hub, ann, "jupyterhub.singleuser")
@@ -1395,10 +1372,7 @@ def test_ctrl_c_stops_the_hub_and_every_learner_server_and_kernel(at_work: Room)
          "import os, time\nwhile True:\n    time.sleep(0.003)\n    os.fork() and os._exit(0)"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while not listening(port):
-            assert time.monotonic() < deadline, "ann's squatter did not start"
-            time.sleep(0.2)
+        wait_for(lambda: listening(port), 60, "ann's squatter did not start")
         before = hub.processes()
         kernels = [p for p in before if "ipykernel" in " ".join(p.cmdline())]  # type: ignore[attr-defined]
         servers = [p for p in before if "jupyterhub.singleuser" in " ".join(p.cmdline())]  # type: ignore[attr-defined]
