@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from course_utils.machinery.layout import CHECK_CALL, NOTEBOOK_GLOB, SETTINGS
-from tools.repo import ROOT, GitError, changes, committed, with_region
+from tools.repo import ROOT, GitError, changes, committed, notebook_text, with_region
 
 NOTEBOOKS = ROOT / "notebooks"
 README = ROOT / "README.md"
@@ -85,8 +85,7 @@ def readme_with_course_map(text: str) -> str:
 
 def write_course_map() -> None:
     text = README.read_text(encoding="utf-8")
-    new = readme_with_course_map(text)
-    if new != text:
+    if (new := readme_with_course_map(text)) != text:
         README.write_text(new, encoding="utf-8")
 
 
@@ -270,8 +269,7 @@ def exercises_to_define() -> list[str]:
     """:func:`undefined_exercises` for the course's English notebooks."""
     from course_utils.machinery.exercises import MODULES, catalogue
 
-    checked = {path.name: [f"{m[1]}.{m[2]}" for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
-                           if cell["cell_type"] == "code" for m in _CHECK_ID.finditer("".join(cell["source"]))]
+    checked = {path.name: [f"{m[1]}.{m[2]}" for m in _CHECK_ID.finditer(notebook_text(path, "code"))]
                for path in english_notebooks()}
     return undefined_exercises(checked, catalogue(), MODULES)
 
@@ -377,7 +375,7 @@ def _module_leftovers(orphans: list[str]) -> list[str]:
     exports = check._exports(modules)
     teaching = {f"course_utils.{path.stem}" for path in ROOT.glob("course_utils/*.py") if path.stem != "__init__"}
     orphan = {f"course_utils.machinery.exercises.{Path(path).stem}" for path in orphans}
-    users = [check.notebook_code(path) for path in english_notebooks()] + [
+    users = [notebook_text(path, "code") for path in english_notebooks()] + [
         code for name, code in sources.items() if name.startswith("course_utils.") and name not in teaching | orphan]
     used: set[str] = set()
     while more := {name for name in teaching - used if any(check.imports(code, name, exports)
