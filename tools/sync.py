@@ -173,16 +173,15 @@ def run_steps(steps: list[Step], stamps: dict[str, dict], problems: list[str]) -
     return done
 
 
-_INSTALL = re.compile(r"^# --- cloud install \(.*?# --- end of the cloud install ---\n*", re.DOTALL | re.MULTILINE)
-
-
 def _code_cells(text: str) -> dict[str, dict]:
     return {cell["id"]: cell for cell in json.loads(text)["cells"] if cell["cell_type"] == "code"}
 
 
 def _code(cell: dict) -> str:
-    source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-    return _INSTALL.sub("", source)
+    """A code cell's code without the generated install (which prints nothing)."""
+    from tools.cloud_badges import INSTALL_BLOCK
+
+    return INSTALL_BLOCK.sub("", "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"])
 
 
 def cells_to_refresh(current: str, committed_text: str | None) -> list[str]:
