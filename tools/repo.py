@@ -1,8 +1,9 @@
 """The checkout the tools work on: its root, what changed in it according to git (read here, once, for ``make sync``
-and ``make check`` alike), and the regions of its Markdown files that a generator owns.
+and ``make check`` alike), the regions of its Markdown files that a generator owns, and its notebooks' code or prose.
 
 Usage: ``changes()`` -> ``{"notebooks/02_hook_lifecycle.ipynb": "M", "notes.md": "?"}``; ``changes("main")``;
-``with_region(text, "course-map", table, "README.md")``; ``notebook_text(path, "code")``
+``with_region(text, "course-map", table, "README.md")``;
+``notebook_text(ROOT / "notebooks" / "01_tensor_hooks.ipynb", "code")``
 """
 
 from __future__ import annotations
