@@ -80,11 +80,15 @@ def course_notebooks(lang: str = "en") -> list[Path]:
 
 
 # -- learner edition ------------------------------------------------------------------------------------------
+def write_learner(notebooks: list[Path], folder: Path) -> list[Path]:
+    """The learner edition of each of ``notebooks``, written into ``folder`` (``make learner``, the website)."""
+    for path in notebooks:
+        nbformat.write(learner_notebook(nbformat.read(path, as_version=4)), folder / path.name)
+    return [folder / path.name for path in notebooks]
+
+
 def build_learner(out: Path, edition: Edition = Edition()) -> list[Path]:
-    target = edition.folder(out, "learner")
-    for path in edition.notebooks():
-        nbformat.write(learner_notebook(nbformat.read(path, as_version=4)), target / path.name)
-    return [target / path.name for path in edition.notebooks()]
+    return write_learner(edition.notebooks(), edition.folder(out, "learner"))
 
 
 def slides_exporter() -> Any:

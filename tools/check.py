@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from course_utils.machinery.layout import EXERCISE_ID, NOTEBOOK_GLOB, SETTINGS
-from tools.repo import ROOT, changes, committed, region
+from tools.repo import ROOT, changes, committed, notebook_text, region
 
 PLAN_ENV = "COURSE_CHECK_PLAN"  # the plan, as JSON, for the plugin below (inherited by xdist's workers)
 COURSE_MAP_NOTEBOOK = "00"  # its stored output shows the course map
@@ -98,11 +98,6 @@ def importers(changed: set[str], sources: dict[str, str], exports: dict[tuple[st
     return affected
 
 
-def notebook_code(path: Path) -> str:
-    return "\n".join("".join(cell["source"]) for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
-                     if cell["cell_type"] == "code")
-
-
 # -- the plan ---------------------------------------------------------------------------------------------------------
 @dataclass
 class Plan:
@@ -144,7 +139,7 @@ def plan(changed: dict[str, str], base: str | None = None) -> Plan:
         result.nbval.add(COURSE_MAP_NOTEBOOK)
     modules = python_modules()
     sources = {name: path.read_text(encoding="utf-8") for name, path in modules.items()}
-    notebooks = {path.stem: notebook_code(path) for path in sorted((ROOT / "notebooks").glob(NOTEBOOK_GLOB))}
+    notebooks = {path.stem: notebook_text(path, "code") for path in sorted((ROOT / "notebooks").glob(NOTEBOOK_GLOB))}
     by_path = {str(path.relative_to(ROOT)): name for name, path in modules.items()}
     changed_modules = {by_path.get(path) or ".".join(Path(path).with_suffix("").parts) for path in changed
                        if path in by_path or (path.endswith(".py") and path.startswith(("course_utils/", "tools/")))}

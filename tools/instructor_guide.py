@@ -23,9 +23,8 @@ from pathlib import Path
 from course_utils.machinery.course import NOTEBOOKS_DIR, NotebookInfo, course_map
 from course_utils.machinery.layout import EXERCISE_ID
 from course_utils.machinery.messages import N_, _, in_language
-from tools.repo import with_region
+from tools.repo import ROOT, notebook_text, with_region
 
-ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "notebooks" / "instructor_guide.md"
 TIMINGS = Path(__file__).resolve().parent / "notebook_timings.json"
 
@@ -87,10 +86,6 @@ def _stem(info: NotebookInfo) -> str:
     return info.file.removesuffix(".ipynb")
 
 
-def _by_number(notebooks: Sequence[NotebookInfo]) -> dict[str, NotebookInfo]:
-    return {info.file[:2]: info for info in notebooks}
-
-
 def duration(minutes: int) -> str:
     """``210`` -> ``"3 h 30 min"``; ``45`` -> ``"45 min"`` (in the language of the messages now)."""
     hours, rest = divmod(minutes, 60)
@@ -129,14 +124,9 @@ def _sections(numbers: Sequence[int]) -> str:
     return (_("sections {numbers}") if len(numbers) > 1 else _("section {numbers}")).format(numbers=_ranges(numbers))
 
 
-def _markdown(path: Path) -> str:
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-
-
 def notebook_sections(path: Path) -> list[int]:
     """The numbers of a notebook's ``## N · Title`` sections."""
-    return [int(n) for n in re.findall(r"^##\s+(\d+)\s+·", _markdown(path), re.MULTILINE)]
+    return [int(n) for n in re.findall(r"^##\s+(\d+)\s+·", notebook_text(path, "markdown"), re.MULTILINE)]
 
 
 def posed_exercises(path: Path) -> list[tuple[int | None, str, bool]]:
@@ -145,7 +135,7 @@ def posed_exercises(path: Path) -> list[tuple[int | None, str, bool]]:
     (under ``## Exercises``), the one :data:`EXERCISE_SECTIONS` gives, else None."""
     found: list[tuple[int | None, str, bool]] = []
     section: int | None = 0
-    for line in _markdown(path).splitlines():
+    for line in notebook_text(path, "markdown").splitlines():
         if heading := re.match(r"##\s+(\d+)\s+·", line):
             section = int(heading[1])
         elif line.startswith("## ") and section:
@@ -202,7 +192,7 @@ def _block_row(block: Block, notebooks: dict[str, NotebookInfo], left_out: list[
 
 def agenda_table(blocks: Sequence[Block], notebooks: Sequence[NotebookInfo], folder: Path) -> tuple[list[str], int]:
     """Markdown rows (time, block) with start times computed from the durations; and the total minutes."""
-    by_number = _by_number(notebooks)
+    by_number = {info.file[:2]: info for info in notebooks}
     named = {b.notebook for b in blocks}
     left_out = [f"`{_stem(info)}`" for number, info in by_number.items() if number not in named]
     lines = [_("| time | block |"), "|---|---|"]

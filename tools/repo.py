@@ -1,12 +1,14 @@
 """The checkout the tools work on: its root, what changed in it according to git (read here, once, for ``make sync``
-and ``make check`` alike), and the regions of its Markdown files that a generator owns.
+and ``make check`` alike), the regions of its Markdown files that a generator owns, and its notebooks' code or prose.
 
 Usage: ``changes()`` -> ``{"notebooks/02_hook_lifecycle.ipynb": "M", "notes.md": "?"}``; ``changes("main")``;
-``with_region(text, "course-map", table, "README.md")``
+``with_region(text, "course-map", table, "README.md")``;
+``notebook_text(ROOT / "notebooks" / "01_tensor_hooks.ipynb", "code")``
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -45,6 +47,12 @@ def committed(path: str, revision: str = "HEAD") -> str | None:
         return git("show", f"{revision}:{path}")
     except GitError:
         return None
+
+
+def notebook_text(path: Path, cell_type: str) -> str:
+    """The sources of a notebook's ``cell_type`` cells (``"code"``, ``"markdown"``), one after another."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == cell_type)
 
 
 def region(name: str) -> re.Pattern[str]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from course_utils.machinery.layout import CHECK_CALL, NOTEBOOK_GLOB, SETTINGS
-from tools.repo import ROOT, GitError, changes, committed, with_region
+from tools.repo import ROOT, GitError, changes, committed, notebook_text, with_region
 
 NOTEBOOKS = ROOT / "notebooks"
 README = ROOT / "README.md"
@@ -85,8 +85,7 @@ def readme_with_course_map(text: str) -> str:
 
 def write_course_map() -> None:
     text = README.read_text(encoding="utf-8")
-    new = readme_with_course_map(text)
-    if new != text:
+    if (new := readme_with_course_map(text)) != text:
         README.write_text(new, encoding="utf-8")
 
 
@@ -174,16 +173,15 @@ def run_steps(steps: list[Step], stamps: dict[str, dict], problems: list[str]) -
     return done
 
 
-_INSTALL = re.compile(r"^# --- cloud install \(.*?# --- end of the cloud install ---\n*", re.DOTALL | re.MULTILINE)
-
-
 def _code_cells(text: str) -> dict[str, dict]:
     return {cell["id"]: cell for cell in json.loads(text)["cells"] if cell["cell_type"] == "code"}
 
 
 def _code(cell: dict) -> str:
-    source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-    return _INSTALL.sub("", source)
+    """A code cell's code without the generated install (which prints nothing)."""
+    from tools.cloud_badges import INSTALL_BLOCK
+
+    return INSTALL_BLOCK.sub("", "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"])
 
 
 def cells_to_refresh(current: str, committed_text: str | None) -> list[str]:
@@ -270,8 +268,7 @@ def exercises_to_define() -> list[str]:
     """:func:`undefined_exercises` for the course's English notebooks."""
     from course_utils.machinery.exercises import MODULES, catalogue
 
-    checked = {path.name: [f"{m[1]}.{m[2]}" for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
-                           if cell["cell_type"] == "code" for m in _CHECK_ID.finditer("".join(cell["source"]))]
+    checked = {path.name: [f"{m[1]}.{m[2]}" for m in _CHECK_ID.finditer(notebook_text(path, "code"))]
                for path in english_notebooks()}
     return undefined_exercises(checked, catalogue(), MODULES)
 
@@ -377,7 +374,7 @@ def _module_leftovers(orphans: list[str]) -> list[str]:
     exports = check._exports(modules)
     teaching = {f"course_utils.{path.stem}" for path in ROOT.glob("course_utils/*.py") if path.stem != "__init__"}
     orphan = {f"course_utils.machinery.exercises.{Path(path).stem}" for path in orphans}
-    users = [check.notebook_code(path) for path in english_notebooks()] + [
+    users = [notebook_text(path, "code") for path in english_notebooks()] + [
         code for name, code in sources.items() if name.startswith("course_utils.") and name not in teaching | orphan]
     used: set[str] = set()
     while more := {name for name in teaching - used if any(check.imports(code, name, exports)

@@ -53,9 +53,8 @@ def sh(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]
 
 
 def find_python(given: str | None) -> str:
-    candidates = [given] if given else [os.environ.get("COURSE_COMPAT_PYTHON", ""), f"python{COLAB_PYTHON}",
-                                        *sorted(map(str,
-                                                    Path.home().glob(f".pyenv/versions/{COLAB_PYTHON}*/bin/python3")))]
+    pyenv = sorted(map(str, Path.home().glob(f".pyenv/versions/{COLAB_PYTHON}*/bin/python3")))
+    candidates = [given] if given else [os.environ.get("COURSE_COMPAT_PYTHON", ""), f"python{COLAB_PYTHON}", *pyenv]
     for candidate in filter(None, candidates):
         try:
             out = subprocess.run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],

@@ -193,9 +193,8 @@ def add(lang: str, part_name: str, files: list[Path]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("missing")
-    sub.add_parser("compile")
-    sub.add_parser("verify")
+    for command in ("missing", "compile", "verify"):
+        sub.add_parser(command)
     adding = sub.add_parser("add")
     adding.add_argument("part")
     adding.add_argument("files", nargs="+", type=Path)

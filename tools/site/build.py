@@ -23,12 +23,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
-
 from course_utils.machinery import cloud
 from course_utils.machinery.layout import NOTEBOOK_GLOB
-from course_utils.machinery.learner_edition import learner_notebook
 from course_utils.machinery.messages import LANGUAGES
+from tools.build_editions import write_learner
 from tools.site.extension import glossary_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,11 +140,7 @@ def write_learner_editions(edition: Edition) -> list[Path]:
     """The learner edition of each notebook, in ``notebooks/`` of the site (``notebooks/zh/`` for Chinese)."""
     folder = edition.out / "notebooks" / ("" if edition.lang == "en" else edition.lang)
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for path in sorted(edition.notebooks.glob(NOTEBOOK_GLOB)):
-        nbformat.write(learner_notebook(nbformat.read(path, as_version=4)), folder / path.name)
-        written.append(folder / path.name)
-    return written
+    return write_learner(sorted(edition.notebooks.glob(NOTEBOOK_GLOB)), folder)
 
 
 def sphinx_command(edition: Edition) -> list[str]:

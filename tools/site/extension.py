@@ -253,13 +253,10 @@ def language_switch(app: Sphinx, pagename: str, templatename: str, context: dict
     as BCP 47 writes it (``zh-CN``; Sphinx's ``language`` is ``zh_CN``)."""
     lang = edition(app.config)
     words = WORDS[lang]
-    context["language"] = str(app.config.language).replace("_", "-")
     context["default_mode"] = "auto"  # the reader's light or dark preference (the theme logs an error without it)
-    context["course_twin_url"] = twin_url(pagename, lang)
-    context["course_twin_label"] = words["twin"]
-    context["course_twin_lang"] = words["twin_lang"]
-    context["course_twin_title"] = words["twin_title"]
-    context["course_home_label"] = words["home"]
+    context.update(language=str(app.config.language).replace("_", "-"), course_twin_url=twin_url(pagename, lang),
+                   course_twin_label=words["twin"], course_twin_lang=words["twin_lang"],
+                   course_twin_title=words["twin_title"], course_home_label=words["home"])
     context["metatags"] = context.get("metatags", "") + (
         f'\n<link rel="alternate" hreflang="{words["twin_lang"]}" href="{context["course_twin_url"]}">')
 
