@@ -20,22 +20,13 @@ from typing import Any
 
 import nbformat
 import pytest
-from labserver import (
-    ROOT,
-    SCREENSHOTS,
-    Lab,
-    LabPage,
-    NotebookFailed,
-    Traffic,
-    course_notebooks,
-    evaluate,
-    run_all,
-    wait_for,
-)
+from labserver import ROOT, SCREENSHOTS, Lab, LabPage, NotebookFailed, Traffic, evaluate, run_all, wait_for
 from learner_run import EXPECTED_ERROR_TAG, STUB_TAG, learner_run_problems
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-NOTEBOOKS = course_notebooks()
+from tools.build_editions import course_notebooks
+
+NOTEBOOKS = [path.name for path in course_notebooks()]
 GRAD_CAM = "06_grad_cam.ipynb"  # its saliency explorer is tested on the same run
 LIFECYCLE = "02_hook_lifecycle.ipynb"  # its replay stepper (a FigureExplorer) is driven on the same run
 # Last resort: a test that hangs anyway is interrupted (signal method: the fixtures still stop server and browser).
