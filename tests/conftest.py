@@ -4,6 +4,7 @@ two workers finish together (``work_unit``)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -68,8 +69,10 @@ def notebook_seconds() -> dict[str, float]:
     return {f"{stem}.ipynb": float(value) for stem, value in seconds.items()}
 
 
-def jupyterlab_halves(seconds: dict[str, float]) -> dict[str, int]:
+@functools.cache
+def jupyterlab_halves() -> dict[str, int]:
     """Half 1 or 2 for each notebook: longest first, each to the half with less time so far."""
+    seconds = notebook_seconds()
     totals = {1: 0.0, 2: 0.0}
     half = {}
     for name in sorted(seconds, key=lambda n: (-seconds[n], n)):
@@ -79,22 +82,16 @@ def jupyterlab_halves(seconds: dict[str, float]) -> dict[str, int]:
     return half
 
 
-_HALVES: dict[str, int] | None = None
-
-
 def work_unit(nodeid: str) -> str:
     """The unit a test belongs to: its file (the static maths pages: the editions' file), or
     ``tests/browser/test_jupyterlab.py@1`` / ``@2``."""
-    global _HALVES
     file = nodeid.split("::", 1)[0]
     if file != JUPYTERLAB:
         return SAME_UNIT.get(file, file)
-    if _HALVES is None:
-        _HALVES = jupyterlab_halves(notebook_seconds())
     if "[" in nodeid:
-        return f"{file}@{_HALVES.get(nodeid.rsplit('[', 1)[1].rstrip(']'), 2)}"
+        return f"{file}@{jupyterlab_halves().get(nodeid.rsplit('[', 1)[1].rstrip(']'), 2)}"
     if "explorer" in nodeid:  # with 06, whose run it reuses
-        return f"{file}@{_HALVES.get('06_grad_cam.ipynb', 1)}"
+        return f"{file}@{jupyterlab_halves().get('06_grad_cam.ipynb', 1)}"
     return f"{file}@2"
 
 

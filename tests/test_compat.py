@@ -24,14 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.reads("tools/compat/*.json", "tools/compat/*.txt")
 
 
-def notebook(*cells: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    return new_notebook(cells=list(cells))
-
-
-def stderr(text: str) -> nbformat.NotebookNode:
-    return new_output("stream", name="stderr", text=text)
-
-
 def test_deprecations_from_torch_or_course_code_are_debt_and_others_are_not() -> None:
     lines = (
         "/x/site-packages/torch/nn/modules/module.py:12: FutureWarning: `foo` is deprecated\n  foo()\n"
@@ -40,7 +32,8 @@ def test_deprecations_from_torch_or_course_code_are_debt_and_others_are_not() ->
         "/x/site-packages/jupyter_client/session.py:203: DeprecationWarning: datetime.utcnow() is deprecated\n"
         "/x/site-packages/torch/foo.py:1: UserWarning: not a deprecation\n"
     )
-    debt, other = execute.warnings_seen(notebook(new_code_cell("x", outputs=[stderr(lines)])))
+    stderr = new_output("stream", name="stderr", text=lines)
+    debt, other = execute.warnings_seen(new_notebook(cells=[new_code_cell("x", outputs=[stderr])]))
     assert [line.split(": ", 2)[1] for line in debt] == ["FutureWarning", "DeprecationWarning", "DeprecationWarning"]
     assert "module.py:12" in debt[0] and "456.py:3" in debt[1] and "saliency.py:9" in debt[2]
     assert len(other) == 1 and "session.py:203" in other[0]
@@ -57,7 +50,7 @@ def test_a_teaching_run_fails_on_an_unexpected_error_a_failed_check_or_a_silent_
         new_code_cell("check('01.2', g)", outputs=[failed], metadata={"tags": ["solution"]}),
         new_code_cell("check('01.3', h)", outputs=[], metadata={"tags": ["solution"]}),
     ]
-    problems = execute.teaching_problems(notebook(*cells))
+    problems = execute.teaching_problems(new_notebook(cells=cells))
     assert problems[0].startswith("cell 0 raised AssertionError")
     assert not any(p.startswith(("cell 1 ", "cell 2")) for p in problems)
     assert any(p.startswith("cell 3: a check failed") for p in problems)
@@ -102,7 +95,7 @@ def test_the_runner_loads_once_when_the_workers_ask_for_it_at_once(monkeypatch: 
 def test_a_job_runs_through_the_course_runner_and_judge_loaded_by_path(tmp_path: Path) -> None:
     """As in the compat environment, where the checkout is not importable: both modules are loaded by path."""
     path = tmp_path / "nb.ipynb"
-    nbformat.write(notebook(new_code_cell("print('✗ Exercise 01.2: not yet.')")), path)
+    nbformat.write(new_notebook(cells=[new_code_cell("print('✗ Exercise 01.2: not yet.')")]), path)
     judge = execute.load(ROOT / "tests" / "learner_run.py")
     label, problems, notes, warnings, _ = execute.run_job(("nb (teaching)", str(path), str(path), "teaching"), judge,
                                                           cell_timeout=60, notebook_timeout=120)

@@ -4,14 +4,10 @@ generation with the KV cache -- for the shipped model and for other sizes, with 
 
 from __future__ import annotations
 
-import tomllib
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn as nn
 import transformers
-from packaging.requirements import Requirement
 
 from course_utils.hf_model import gpt2_config, gpt2_state_dict, induction_gpt2, to_gpt2
 from course_utils.hooks import assert_no_hooks
@@ -23,6 +19,7 @@ from course_utils.transformer import (
     induction_transformer,
     repeated_sequences,
 )
+from tests.test_pins import COLAB, declared
 
 LOGIT_BOUND = 1e-4  # float32 kernels differ (Conv1D's addmm vs F.linear, eager softmax vs SDPA): measured 1.4e-5
 
@@ -121,12 +118,10 @@ def test_generate_with_the_kv_cache_continues_the_repeat_as_the_course_model_doe
 
 def test_the_hf_extra_admits_colab_s_versions_and_the_lock() -> None:
     # a learner's `pip install "course-utils[hf]"` on Colab replaces none of its transformers, accelerate, peft
-    root = Path(__file__).resolve().parent.parent
-    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    extra = project["optional-dependencies"]["hf"]
-    colab = parse_pins((root / "tools" / "compat" / "colab-packages.txt").read_text(encoding="utf-8").splitlines())
+    extra = declared()["hf"]
+    colab = parse_pins(COLAB.read_text(encoding="utf-8").splitlines())
     lock = read_pins()
-    for requirement in map(Requirement, extra):
+    for requirement in extra:
         assert requirement.specifier.contains(colab[requirement.name]), (requirement, colab[requirement.name])
         assert requirement.specifier.contains(lock[requirement.name]), (requirement, lock[requirement.name])
-    assert sorted(Requirement(line).name for line in extra) == ["accelerate", "peft", "transformers"]
+    assert sorted(requirement.name for requirement in extra) == ["accelerate", "peft", "transformers"]

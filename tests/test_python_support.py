@@ -25,16 +25,12 @@ MAKE = shutil.which("make")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
-def makefile_pythons() -> tuple[str, ...]:
-    match = re.search(r"^PYTHONS := (.+)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.MULTILINE)
-    assert match, "the Makefile names its supported Pythons in one line: PYTHONS := 3.11 3.12 3.13"
-    return tuple(match.group(1).split())
-
-
 def test_requires_python_the_makefile_and_doctor_agree() -> None:
     requires = SpecifierSet(PYPROJECT["project"]["requires-python"])
     allowed = tuple(f"3.{minor}" for minor in range(6, 20) if requires.contains(f"3.{minor}.0"))
-    assert allowed == SUPPORTED_PYTHONS == makefile_pythons() == ("3.11", "3.12", "3.13")
+    makefile = re.search(r"^PYTHONS := (.+)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.MULTILINE)
+    assert makefile, "the Makefile names its supported Pythons in one line: PYTHONS := 3.11 3.12 3.13"
+    assert allowed == SUPPORTED_PYTHONS == tuple(makefile.group(1).split()) == ("3.11", "3.12", "3.13")
     classifiers = {c.rsplit(" :: ", 1)[1] for c in PYPROJECT["project"]["classifiers"] if "Python :: 3." in c}
     assert classifiers == set(SUPPORTED_PYTHONS)
 
@@ -58,8 +54,7 @@ def test_the_build_backend_range_holds_the_pinned_setuptools() -> None:
             assert "--check-build-dependencies" in line, line
 
 
-# --- the Makefile, run for real (make -n prints without running; the checks run with fake Pythons)
-# ---------------------
+# --- the Makefile, run for real (make -n prints without running; the checks run with fake Pythons) -----------------
 
 
 def fake_python(folder: Path, version: tuple[int, int]) -> Path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import pytest
 import torch
 import torch.nn as nn
@@ -93,24 +95,23 @@ def test_arguments_are_validated_clearly() -> None:
         clip_grad_value_hooks(model, 1.0, mode="norm")  # type: ignore[arg-type]
 
 
-def gradients_after(model: nn.Module, batches: list[torch.Tensor], clip: str | None,
+def gradients_after(model: nn.Module, batches: list[torch.Tensor], clip: str,
                     limit: float = 0.05) -> list[torch.Tensor]:
+    """Clipped by the hooks of mode ``clip``, or (``"each"``) by ``clip_grad_value_`` after each batch's backward."""
     model.zero_grad(set_to_none=True)
-    if clip is None:
+    hooks = nullcontext() if clip == "each" else clip_grad_value_hooks(model, limit, mode=clip)  # type: ignore[arg-type]
+    with hooks:
         for batch in batches:
             model(batch).square().sum().backward()
-        torch.nn.utils.clip_grad_value_(model.parameters(), limit)
-    else:
-        with clip_grad_value_hooks(model, limit, mode=clip):  # type: ignore[arg-type]
-            for batch in batches:
-                model(batch).square().sum().backward()
+            if clip == "each":
+                torch.nn.utils.clip_grad_value_(model.parameters(), limit)
     return [p.grad.clone() for p in model.parameters()]
 
 
 def test_clipping_hooks_equal_clip_grad_value_for_one_backward_under_accumulation_only_post_accumulate() -> None:
     model = cnn()
     batch = [torch.randn(4, 1, 14, 14)]
-    reference = gradients_after(model, batch, None)
+    reference = gradients_after(model, batch, "each")
     for mode in ("post_accumulate", "tensor"):
         assert all(torch.equal(a, b) for a, b in zip(gradients_after(model, batch, mode), reference))
     batches = [torch.randn(4, 1, 14, 14, generator=torch.Generator().manual_seed(i)) for i in range(3)]
@@ -118,11 +119,7 @@ def test_clipping_hooks_equal_clip_grad_value_for_one_backward_under_accumulatio
     post = gradients_after(model, batches, "post_accumulate", limit)
     tensor = gradients_after(model, batches, "tensor", limit)
     # the post-accumulate hook equals clip_grad_value_ called after every backward of the accumulation
-    model.zero_grad(set_to_none=True)
-    for batch in batches:
-        model(batch).square().sum().backward()
-        torch.nn.utils.clip_grad_value_(model.parameters(), limit)
-    every_step = [p.grad.clone() for p in model.parameters()]
+    every_step = gradients_after(model, batches, "each", limit)
     assert all(torch.equal(a, b) for a, b in zip(post, every_step))
     assert all(g.abs().max() <= limit for g in post)
     assert max((a - b).abs().max().item() for a, b in zip(tensor, every_step)) > 0

@@ -58,8 +58,7 @@ def test_guided_backprop_equals_captum_on_relu_models(name: str, batch: int) -> 
     x = torch.randn(batch, 3, 64, 64, generator=torch.Generator().manual_seed(batch))
     targets = [3, 17, 250, 999][:batch]
     ours = guided_backprop(model, x, targets)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # captum's note that it sets hooks
+    with warnings.catch_warnings(action="ignore"):  # captum's note that it sets hooks
         reference = GuidedBackprop(model).attribute(x, target=targets)
     assert (ours - reference).abs().max() <= 1e-6 * reference.abs().max()
     assert not torch.allclose(ours, vanilla_gradient(model, x, targets))
@@ -110,8 +109,7 @@ def test_guided_backprop_on_a_reused_relu6_equals_an_independent_reference() -> 
     expected = vanilla_gradient(reference, x, [1, 3])
     assert torch.allclose(ours, expected, atol=1e-6)
     assert not torch.allclose(ours, vanilla_gradient(model, x, [1, 3]), atol=1e-4)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(action="ignore"):
         captum = GuidedBackprop(model).attribute(x, target=[1, 3])
     assert torch.allclose(captum, vanilla_gradient(model, x, [1, 3]))  # captum guides nn.ReLU only
 
@@ -146,8 +144,7 @@ def test_functional_relus_warn_and_can_be_caught(in_place: bool) -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.fc(self.act(self.conv(x)).mean(dim=(2, 3)))
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings.catch_warnings(action="error"):
         caught = guided_backprop(model, x, 1, functional=True)
     assert torch.allclose(caught, guided_backprop(WithModule(), x, 1), atol=1e-7)
     assert not torch.allclose(caught, plain)

@@ -21,10 +21,6 @@ def _sizes() -> dict[str, int]:
     return {name: len(hooks) for name, hooks in global_hook_dicts().items()}
 
 
-def _grew(before: dict[str, int]) -> set[str]:
-    return {name for name, size in _sizes().items() if size > before.get(name, 0)}
-
-
 def test_every_global_hook_is_seen() -> None:
     module = nn.modules.module
     registrations = {
@@ -46,7 +42,7 @@ def test_every_global_hook_is_seen() -> None:
         handle = register()
         try:
             dotted = f"torch.nn.modules.{name}" if name.startswith("module.") else f"torch.optim.{name}"
-            assert _grew(before) == {dotted}, name
+            assert {grown for grown, size in _sizes().items() if size > before.get(grown, 0)} == {dotted}, name
             assert (dotted in global_hook_dicts(modules=False)) is name.startswith("optimizer.")
         finally:
             handle.remove()

@@ -68,12 +68,8 @@ def _snippets() -> list[tuple[str, str]]:
     return found
 
 
-def _defined(path: Path) -> set[str]:
-    """The names a module defines at its top level (functions, classes, assignments, imports)."""
-    return _bound_at_top(ast.parse(path.read_text(encoding="utf-8")))
-
-
 def _bound_at_top(tree: ast.Module) -> set[str]:
+    """The names a module defines at its top level (functions, classes, assignments, imports)."""
     names = set()
     for statement in tree.body:
         if isinstance(statement, ast.If):  # TYPE_CHECKING or a fallback import
@@ -92,7 +88,7 @@ def _bound_at_top(tree: ast.Module) -> set[str]:
 
 
 MODULES = modules(skip=("exercises", "hub"))
-DEFINED = {name: _defined(path) for name, path in MODULES.items()}
+DEFINED = {name: _bound_at_top(ast.parse(path.read_text(encoding="utf-8"))) for name, path in MODULES.items()}
 PUBLIC = {name for names in DEFINED.values() for name in names if not name.startswith("_")}  # the course's names
 SNIPPETS = _snippets()
 

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import quote, urlparse
 
 import nbformat
+import psutil
 import pytest
 from chromium_path import CHROMIUM
 from learner_run import cell_problem
@@ -52,11 +53,6 @@ def require_browser(*tools: tuple[Path, str]) -> None:
         pytest.skip(message)
 
 
-def course_notebooks() -> list[str]:
-    """Every course notebook, ``notebooks/NN_*.ipynb``, in teaching order (new ones are picked up by themselves)."""
-    return sorted(path.name for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-
-
 def serve_workspace(dest: Path) -> Path:
     """A learner's workspace in ``dest`` as ``make lab`` makes it: the learner edition (stubs, no outputs, so nothing
     can pass on a stored output) and ``complete/``."""
@@ -80,28 +76,24 @@ class Lab:
     _shutting_down: list[threading.Thread] = field(default_factory=list, repr=False)
 
     def api(self, path: str, method: str = "GET", timeout: float = 10) -> Any:
-        request = urllib.request.Request(
-            f"{self.url}{path}", method=method, headers={"Authorization": f"token {self.token}"}
-        )
+        request = urllib.request.Request(f"{self.url}{path}", method=method,
+                                         headers={"Authorization": f"token {self.token}"})
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
         return json.loads(body) if body else None
 
-    def sessions(self, path: str | None = None) -> list[dict[str, Any]]:
-        """The server's sessions, or only those of the notebook at ``path`` (relative to the served folder)."""
-        return [s for s in self.api("/api/sessions") if path is None or s["path"] == path]
-
-    def shut_down(self, path: str | None = None) -> None:
-        """End the sessions (and kernels) of the notebook at ``path``, or all of them, so kernels do not pile up."""
-        for session in self.sessions(path):
-            with contextlib.suppress(urllib.error.HTTPError):  # already gone
-                self.api(f"/api/sessions/{session['id']}", method="DELETE", timeout=30)
+    def sessions(self, path: str) -> list[dict[str, Any]]:
+        """The sessions of the notebook at ``path`` (relative to the served folder)."""
+        return [s for s in self.api("/api/sessions") if s["path"] == path]
 
     def shut_down_later(self, path: str) -> None:
-        """``shut_down(path)`` in a thread: a kernel takes seconds to exit, the next notebook need not wait."""
+        """End the sessions (and kernels) of the notebook at ``path`` so kernels do not pile up; in a thread: a kernel
+        takes seconds to exit, the next notebook need not wait."""
         def shut_down() -> None:
             with contextlib.suppress(OSError):  # the server stops its remaining kernels anyway
-                self.shut_down(path)
+                for session in self.sessions(path):
+                    with contextlib.suppress(urllib.error.HTTPError):  # already gone
+                        self.api(f"/api/sessions/{session['id']}", method="DELETE", timeout=30)
 
         thread = threading.Thread(target=shut_down, name=f"shut down {path}", daemon=True)
         thread.start()
@@ -113,27 +105,10 @@ class Lab:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
-def _children(pid: int) -> list[tuple[int, str]]:
-    """(pid, start time) of the processes whose parent is ``pid`` (the kernels a Jupyter server started)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) == pid:
-                found.append((int(stat.parent.name), fields[19]))
-    return found
-
-
-def _same_process(pid: int, start: str) -> bool:
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19] == start
-    return False
-
-
 def _stop(server: subprocess.Popen[bytes]) -> None:
     """Stop a server started by ``jupyterlab()``, then any kernel of it that outlived it (kernels run in their own
     session, so the server's process group does not hold them)."""
-    kernels = _children(server.pid)
+    kernels = psutil.Process(server.pid).children() if server.poll() is None else []  # unreaped: its pid is its own
     with contextlib.suppress(ProcessLookupError):
         os.killpg(server.pid, signal.SIGTERM)  # the server shuts its kernels down on SIGTERM
     try:
@@ -142,13 +117,10 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pid, signal.SIGKILL)
         server.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while any(_same_process(*kernel) for kernel in kernels) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    for pid, start in kernels:
-        if _same_process(pid, start):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)  # a kernel is its session's leader: its own children go too
+    _gone, alive = psutil.wait_procs(kernels, timeout=10)
+    for kernel in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(kernel.pid, signal.SIGKILL)  # a kernel is its session's leader: its own children go too
 
 
 def _die_with_parent() -> None:
@@ -175,16 +147,11 @@ def jupyterlab(base: Path, root: Path, attempts: int = 3, start_timeout: float =
     (settings / "overrides.json").write_text(json.dumps({
         "@jupyterlab/apputils-extension:notification": {"checkForUpdates": False, "fetchNews": "false"},
     }))
-    config = base / "config"
-    config.mkdir(exist_ok=True)
-    lab_config = {"LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}}
-    for name in ("jupyter_lab_config.json", "jupyter_server_config.json"):
-        (config / name).write_text(json.dumps(lab_config))
     runtime = base / "runtime"
     env = dict(os.environ)
     env.pop("JUPYTER_PORT", None)
     env.update({
-        "JUPYTER_CONFIG_DIR": str(config),
+        "JUPYTER_CONFIG_DIR": str(base / "config"),  # none of the user's Jupyter configuration
         "JUPYTER_RUNTIME_DIR": str(runtime),
         "JUPYTERLAB_SETTINGS_DIR": str(base / "user-settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
@@ -194,7 +161,8 @@ def jupyterlab(base: Path, root: Path, attempts: int = 3, start_timeout: float =
     command = [
         sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", "--port=0", "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", f"--LabApp.app_settings_dir={settings}",
-        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")
@@ -206,30 +174,27 @@ def jupyterlab(base: Path, root: Path, attempts: int = 3, start_timeout: float =
         try:
             lab = _wait_until_serving(server, runtime / f"jpserver-{server.pid}.json", log_path, token, root,
                                       start_timeout)
-            if lab is None:  # lost the port race: try again
-                if attempt == attempts:
-                    raise RuntimeError(f"JupyterLab found no free port {attempts} times; see {log_path}")
-                continue
-            if lab is False:
-                raise RuntimeError(f"JupyterLab did not start within {start_timeout:.0f} s; see {log_path}")
-            try:
-                yield lab
-            finally:
-                lab.wait_shut_down()
-            return
+            if lab is not None:
+                try:
+                    yield lab
+                finally:
+                    lab.wait_shut_down()
+                return
         finally:
             _stop(server)
+    raise RuntimeError(f"JupyterLab found no free port {attempts} times; see {log_path}")
 
 
 def _wait_until_serving(server: subprocess.Popen[bytes], info: Path, log: Path, token: str, root: Path,
-                        timeout: float) -> Lab | None | bool:
-    """The Lab once it answers; None if the server exited because its port was taken; False on any other failure."""
+                        timeout: float) -> Lab | None:
+    """The Lab once it answers; None if the server exited because its port was taken (start it again)."""
     deadline = time.monotonic() + timeout
     lab: Lab | None = None
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            text = log.read_text(errors="replace")
-            return None if re.search(r"port \d+ is (not available|already in use)", text) else False
+            if re.search(r"port \d+ is (not available|already in use)", log.read_text(errors="replace")):
+                return None
+            break
         if lab is None and info.exists():
             with contextlib.suppress(ValueError, OSError):  # the file may be half written
                 port = json.loads(info.read_text())["port"]
@@ -239,11 +204,11 @@ def _wait_until_serving(server: subprocess.Popen[bytes], info: Path, log: Path, 
                 lab.api("/api/status", timeout=5)
                 return lab
             except urllib.error.HTTPError:  # our URL answers with another server: impossible with port_retries=0
-                return False
+                break
             except OSError:
                 pass
         time.sleep(0.25)
-    return False
+    raise RuntimeError(f"JupyterLab did not start within {timeout:.0f} s; see {log}")
 
 
 # -- a notebook in the page ------------------------------------------------------------------------------------------

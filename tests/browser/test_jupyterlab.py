@@ -20,22 +20,13 @@ from typing import Any
 
 import nbformat
 import pytest
-from labserver import (
-    ROOT,
-    SCREENSHOTS,
-    Lab,
-    LabPage,
-    NotebookFailed,
-    Traffic,
-    course_notebooks,
-    evaluate,
-    run_all,
-    wait_for,
-)
+from labserver import ROOT, SCREENSHOTS, Lab, LabPage, NotebookFailed, Traffic, evaluate, run_all, wait_for
 from learner_run import EXPECTED_ERROR_TAG, STUB_TAG, learner_run_problems
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-NOTEBOOKS = course_notebooks()
+from tools.build_editions import course_notebooks
+
+NOTEBOOKS = [path.name for path in course_notebooks()]
 GRAD_CAM = "06_grad_cam.ipynb"  # its saliency explorer is tested on the same run
 LIFECYCLE = "02_hook_lifecycle.ipynb"  # its replay stepper (a FigureExplorer) is driven on the same run
 # Last resort: a test that hangs anyway is interrupted (signal method: the fixtures still stop server and browser).
@@ -108,7 +99,6 @@ def check_saved_run(lab: Lab, notebook: Opened) -> None:
     ran = wait_for(saved_run, 30, f"{name} to be saved with its outputs")
     problems = learner_run_problems(ran, nbformat.read(ROOT / "notebooks" / name, 4))
     assert not problems, f"{name}, learner edition in JupyterLab:\n" + "\n".join(problems)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.keyboard.press("Control+End")
     page.screenshot(path=str(SCREENSHOTS / f"{Path(name).stem}.png"))
 
@@ -143,7 +133,6 @@ def drive_the_replay_stepper(notebook: Opened) -> None:
     wait_for(lambda: (image.get_attribute("alt") or "").startswith("Step 8 of 9"), 60,
              "the replay to step back to step 8 (its alt text to say so)")
     assert "the ringed dot fires now: post-accumulate hook on x" in image.get_attribute("alt")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     stepper.screenshot(path=str(SCREENSHOTS / "02_replay.png"))
 
 
@@ -167,7 +156,6 @@ def test_saliency_explorer_reacts_to_the_keyboard(grad_cam: Opened) -> None:
     photo.click()
     photo.select_option(index=1)  # a click on the dropdown, then a choice
     wait_for(lambda: image.get_attribute("src") != shown_before, 60, "the explorer to show the new photo")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     explorer.screenshot(path=str(SCREENSHOTS / "06_explorer.png"))
     grad_cam.assert_stayed_local()
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -39,7 +39,12 @@ RAW_TEXT = """() => {
 RAW_MATH = re.compile(r"\$[^$\s][^$\n]*\$|\\\(|\\\[|\\(?:partial|sum|frac|alpha|cdot|max)\b")
 
 
-def fixture_notebook() -> nbformat.NotebookNode:
+@pytest.fixture(scope="module")
+def site(course_editions: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the course's slides (built once for the run, tests/conftest.py), plus the fixture notebook rendered
+    by the same exporter."""
+    out = tmp_path_factory.mktemp("static")
+    shutil.copytree(course_editions / "slides", out / "slides", symlinks=True)
     nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nb.cells = [
         new_markdown_cell("# 99 · Maths\n\nInline $\\partial y / \\partial A_c$ and $x = [1,1,1]$; a variable `$HOME` "
@@ -49,32 +54,15 @@ def fixture_notebook() -> nbformat.NotebookNode:
         new_markdown_cell("## Second slide\n\n| rule | gradient |\n|---|---|\n"
                           "| guided | $\\max(g, 0) \\cdot [x > 0]$ |"),
     ]
-    return nb
-
-
-@pytest.fixture(scope="module")
-def site(course_editions: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the course's slides (built once for the run, tests/conftest.py), plus the fixture notebook rendered
-    by the same exporter."""
-    out = tmp_path_factory.mktemp("static")
-    shutil.copytree(course_editions / "slides", out / "slides", symlinks=True)
-    nb = fixture_notebook()
     body, _ = build_editions.slides_exporter().from_notebook_node(build_editions.with_slide_boundaries(nb))
     (out / "slides" / "fixture.slides.html").write_text(body, encoding="utf-8")
     return out
 
 
-@dataclass
-class Visit:
-    maths: int
-    errors: int
-    raw: list[str]
-    outside: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-    script_errors: list[str] = field(default_factory=list)
-
-
-def visit(chromium, page_path: Path, *, slides: bool = False) -> Visit:  # type: ignore[no-untyped-def]
+def visit(chromium: Any, page_path: Path, *, slides: bool = False) -> int:
+    """Open ``page_path``; assert it stayed offline and clean (no failed request, script error, KaTeX parse error or
+    formula source left as text); return how many formulas KaTeX typeset."""
+    name = page_path.name
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     outside: list[str] = []
@@ -96,25 +84,21 @@ def visit(chromium, page_path: Path, *, slides: bool = False) -> Visit:  # type:
         raw = RAW_MATH.findall(page.evaluate(RAW_TEXT))
     finally:
         context.close()
-    return Visit(maths, errors, raw, outside, failed, script_errors)
+    assert not outside, f"{name} contacted the network: {outside[:5]}"
+    assert not failed, f"{name}: requests failed (a missing local file?): {failed[:5]}"
+    assert not script_errors, f"{name}: script errors: {script_errors[:3]}"
+    assert errors == 0, f"{name}: {errors} formula(s) KaTeX could not parse (class katex-error)"
+    assert not raw, f"{name}: formula source left as text: {raw[:5]}"
+    return maths
 
 
-def assert_offline_and_clean(result: Visit, name: str) -> None:
-    assert not result.outside, f"{name} contacted the network: {result.outside[:5]}"
-    assert not result.failed, f"{name}: requests failed (a missing local file?): {result.failed[:5]}"
-    assert not result.script_errors, f"{name}: script errors: {result.script_errors[:3]}"
-    assert result.errors == 0, f"{name}: {result.errors} formula(s) KaTeX could not parse (class katex-error)"
-    assert not result.raw, f"{name}: formula source left as text: {result.raw[:5]}"
-
-
-def test_the_fixture_formulas_are_typeset_and_code_keeps_its_dollars(site: Path, chromium) -> None:  # type: ignore[no-untyped-def]
+def test_the_fixture_formulas_are_typeset_and_code_keeps_its_dollars(site: Path, chromium: Any) -> None:
     page = site / "slides/fixture.slides.html"
     text = page.read_text(encoding="utf-8")
     assert "mathjax" not in text.lower(), "the page still refers to MathJax"
     assert not re.findall(r'<script[^>]+src="https?:', text), "a script is loaded from the web"
-    result = visit(chromium, page, slides=True)
-    assert result.maths == 4, result  # two inline, one display, one in the table
-    assert_offline_and_clean(result, page.name)
+    maths = visit(chromium, page, slides=True)
+    assert maths == 4, f"{maths} typeset formulas"  # two inline, one display, one in the table
 
 
 def _has_maths(path: Path) -> bool:
@@ -123,12 +107,11 @@ def _has_maths(path: Path) -> bool:
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_course_decks_render_their_formulas_offline(site: Path, chromium, notebook: Path) -> None:  # type: ignore[no-untyped-def]
+def test_course_decks_render_their_formulas_offline(site: Path, chromium: Any, notebook: Path) -> None:
     page = site / "slides" / f"{notebook.stem}.slides.html"
-    result = visit(chromium, page, slides=True)
+    maths = visit(chromium, page, slides=True)
     if _has_maths(notebook):
-        assert result.maths > 0, f"{page.name}: no typeset formula"
-    assert_offline_and_clean(result, page.name)
+        assert maths > 0, f"{page.name}: no typeset formula"
 
 
 def test_katex_is_vendored_with_its_licence() -> None:
@@ -141,11 +124,11 @@ def test_katex_is_vendored_with_its_licence() -> None:
         "a WOFF2 font named by katex.min.css is missing"
 
 
-def test_the_cheatsheet_deck_page_is_listed_offline_and_links_the_decks(site: Path, chromium) -> None:  # type: ignore[no-untyped-def]
+def test_the_cheatsheet_deck_page_is_listed_offline_and_links_the_decks(site: Path, chromium: Any) -> None:
     index = (site / "slides" / "index.html").read_text(encoding="utf-8")
     assert 'href="hooks_cheatsheet.html"' in index
-    assert_offline_and_clean(visit(chromium, site / "slides" / "index.html"), "slides/index.html")
-    assert_offline_and_clean(visit(chromium, site / "slides" / "hooks_cheatsheet.html"), "slides/hooks_cheatsheet.html")
+    visit(chromium, site / "slides" / "index.html")
+    visit(chromium, site / "slides" / "hooks_cheatsheet.html")
     slides = (site / "slides" / "hooks_cheatsheet.html").read_text(encoding="utf-8")
     assert ".ipynb" not in slides and len(re.findall(r'href="\d\d_\w+\.slides\.html"', slides)) >= 20
     assert all((site / "slides" / name).exists() for name in re.findall(r'href="(\d\d_\w+\.slides\.html)"', slides))
