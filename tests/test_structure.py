@@ -1,5 +1,6 @@
 """How the code hangs together: no import cycle in course_utils and tools, the file names written once
-(course_utils/machinery/layout.py, mirrored by the Makefile), the tools a package that edits no sys.path."""
+(course_utils/machinery/layout.py, mirrored by the Makefile), the tools a package that edits no sys.path; the
+hub benchmark finds the tests' hub it drives."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import ast
 import graphlib
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,12 @@ def test_the_tools_are_a_package_that_edits_no_sys_path() -> None:
     make_lines = [line.strip() for line in (ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
                   if line.startswith("\t") and re.search(r"\$\(PY\) tools/", line)]
     assert not make_lines, f"the Makefile runs the tools as modules: {make_lines}"
+
+
+@pytest.mark.reads("benchmarks/*.py", "tests/*.py", "tests/browser/hubserver.py")
+def test_the_hub_benchmark_finds_what_it_imports() -> None:
+    """bench_hub.py drives the tests' throw-away hub (tests/browser/hubserver.py); it once failed at import when
+    hubserver began importing tests/hub_client.py, and nothing noticed."""
+    run = subprocess.run([sys.executable, "benchmarks/bench_hub.py", "--help"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.startswith("usage:"), run.stderr
