@@ -72,6 +72,7 @@ def test_a_changed_tool_runs_its_tests_and_no_notebook() -> None:
     assert "tests/test_sync.py" in chosen.whole and not chosen.nbval and not chosen.touched
     assert check.plan({"tests/test_check.py": "M"}).whole == {"tests/test_check.py"}
     assert "tests/test_sync.py" in check.plan({"tools/no_longer_here.py": "D", "tools/sync.py": "D"}).whole
+    assert not check.plan({"tools/i18n/messages.py": "M"}).nbval, "course_utils' docstrings name it; no import"
 
 
 def test_the_plugin_keeps_the_share_of_the_change_and_leaves_out_what_builds_the_whole_course(

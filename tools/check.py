@@ -86,6 +86,12 @@ def _from_imports(code: str) -> tuple[tuple[str, frozenset[str]], ...]:
     return tuple((match[1], frozenset(re.findall(r"\w+", match[2]))) for match in _FROM_IMPORT.finditer(code))
 
 
+def _below(name: str, module: str) -> bool:
+    """Whether ``name`` is the installed package and ``module`` a tool: course_utils never imports tools (the wheel
+    has none, tests/test_install.py), so a docstring of course_utils naming a tool is no import."""
+    return name.startswith("course_utils") and module.startswith("tools")
+
+
 def importers(changed: set[str], sources: dict[str, str], exports: dict[tuple[str, str], set[str]],
               packages: frozenset[str] = frozenset()) -> set[str]:
     """The changed modules and every source (module, test or notebook, by name) that imports one of them, directly
@@ -93,7 +99,7 @@ def importers(changed: set[str], sources: dict[str, str], exports: dict[tuple[st
     are lazy), so ``packages`` are not counted as importers here."""
     affected, new = set(changed), set(changed)
     while new := {name for name, code in sources.items() if name not in affected and name not in packages
-                  and any(imports(code, module, exports) for module in new)}:
+                  and any(imports(code, module, exports) for module in new if not _below(name, module))}:
         affected |= new
     return affected
 
