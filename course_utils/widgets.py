@@ -27,6 +27,7 @@ import torch.nn as nn
 from course_utils.figures import figure_output
 from course_utils.hooks import resolve_layers
 from course_utils.images import Style, crop_photo, saliency_to_image, show_heatmap, to_input
+from course_utils.machinery.messages import _
 from course_utils.saliency import grad_cam, guided_backprop, guided_grad_cam, vanilla_gradient
 
 __all__ = ["METHODS", "FigureExplorer", "SaliencyExplorer", "control_for"]
@@ -298,11 +299,11 @@ class SaliencyExplorer:
 
         if self._box is not None:
             return self._box
-        photo = widgets.Dropdown(options=list(self.photos), value=self.state["photo"], description="photo")
+        photo = widgets.Dropdown(options=list(self.photos), value=self.state["photo"], description=_("photo"))
         target = widgets.Dropdown(options=self.class_options(self.state["photo"]), value=self.state["target"],
-                                  description="class")
-        layer = widgets.Dropdown(options=self.layers, value=self.state["layer"], description="layer")
-        method = widgets.Dropdown(options=list(METHODS), value=self.state["method"], description="method")
+                                  description=_("class"))
+        layer = widgets.Dropdown(options=self.layers, value=self.state["layer"], description=_("layer"))
+        method = widgets.Dropdown(options=list(METHODS), value=self.state["method"], description=_("method"))
         output = widgets.Output()
 
         def redraw() -> None:

@@ -153,6 +153,14 @@ def test_notebook_06_saliency_explorer_redraws_with_alt_text() -> None:
     photo.value = "b"
     assert ex.state["photo"] == "b" and target.value == ex.class_options("b")[0][1]
     assert "on 'b'" in alt_shown(output)
+    assert [c.description for c in (photo, target, layer, method)] == ["photo", "class", "layer", "method"]
+    set_language("zh")                                               # the Chinese notebook: its controls in Chinese
+    try:
+        in_chinese = saliency_explorer().widget()
+    finally:
+        set_language(None)
+    (photo, target), (layer, method) = in_chinese.children[0].children, in_chinese.children[1].children
+    assert [c.description for c in (photo, target, layer, method)] == ["照片", "类别", "层", "方法"]
     assert_no_hooks(ex.model)
 
 
