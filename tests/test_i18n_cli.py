@@ -83,6 +83,7 @@ def test_a_lagging_fork_adds_a_message_once_and_it_shows_in_english(locale: Path
         sync.messages_to_do())
 
     assert messages.add("zh", "nb99.po", [code, texts]) == 3
+    assert "\n#: " not in (locale / "zh" / "nb99.po").read_text(encoding="utf-8"), "no reference to go stale"
     assert new not in messages.unlisted("zh"), "make sync would ask for the add again"
     assert new in messages.missing("zh"), "python -m tools.i18n.messages missing no longer lists it"
     assert messages.to_write("zh") == {"nb99.po": [new, "A new task.", "A hint."]}

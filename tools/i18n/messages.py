@@ -168,7 +168,7 @@ def _shown(path: Path) -> Path:
 
 def add(lang: str, part_name: str, files: list[Path]) -> int:
     """Append the messages of ``files`` that no part translates yet to the part ``part_name`` (``nb03.po``: anything
-    else is a ``ValueError``), with an empty msgstr."""
+    else is a ``ValueError``), with an empty msgstr; no ``#:`` references, which go stale (``missing`` says where)."""
     if Path(part_name).name != part_name or not part_name.endswith(".po") or part_name == ".po":
         raise ValueError(f"the part is a PO file's name in {_shown(LOCALE / lang)}, such as nb03.po or "
                          f"tools.po; got {part_name!r}")
@@ -179,14 +179,14 @@ def add(lang: str, part_name: str, files: list[Path]) -> int:
     catalog = read_part(path) if path.exists() else Catalog(locale=lang, domain="course", fuzzy=False)
     already, _problems = merged(lang)
     added = 0
-    for msgid, where in source_messages(files).items():
+    for msgid in source_messages(files):
         if msgid in already or msgid in catalog:
             continue
-        catalog.add(msgid, "", locations=[(w.rsplit(":", 1)[0], int(w.rsplit(":", 1)[1])) for w in where])
+        catalog.add(msgid, "")
         added += 1
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as handle:
-        write_po(handle, catalog, width=0, omit_header=True)
+        write_po(handle, catalog, width=0, omit_header=True, no_location=True)
     return added
 
 
