@@ -27,7 +27,7 @@ import torch.nn as nn
 from course_utils.figures import figure_output
 from course_utils.hooks import resolve_layers
 from course_utils.images import Style, crop_photo, saliency_to_image, show_heatmap, to_input
-from course_utils.machinery.messages import _
+from course_utils.machinery.messages import N_, _
 from course_utils.saliency import grad_cam, guided_backprop, guided_grad_cam, vanilla_gradient
 
 __all__ = ["METHODS", "FigureExplorer", "SaliencyExplorer", "control_for"]
@@ -162,6 +162,15 @@ class FigureExplorer:
 METHODS = ("Grad-CAM", "Guided Backprop", "Guided Grad-CAM", "vanilla gradient")
 """The methods the explorer offers (layer-free methods ignore the layer choice)."""
 
+_METHOD_NAMES = {"Guided Backprop": N_("Guided Backprop"), "vanilla gradient": N_("vanilla gradient")}
+"""The methods whose names the course translates (Grad-CAM keeps its name in every language)."""
+
+
+def _method_name(method: str) -> str:
+    """``method`` (one of :data:`METHODS`) as the dropdown, the title and the alt text show it, in the course's
+    language; the state and the code keep the English value."""
+    return _(_METHOD_NAMES[method]) if method in _METHOD_NAMES else method
+
 
 class SaliencyExplorer:
     """Explore saliency maps of one model: choose the photo, the class (from the photo's top-k), the layer and
@@ -271,7 +280,8 @@ class SaliencyExplorer:
     def draw(self, ax: Any) -> None:
         """Draw the current map on a matplotlib axis."""
         s = self.state
-        title = f"{s['method']} · {self.categories[s['target']]}" + (f" · {s['layer']}" if self.uses_layer() else "")
+        name = _method_name(s["method"])
+        title = f"{name} · {self.categories[s['target']]}" + (f" · {s['layer']}" if self.uses_layer() else "")
         result = self.saliency()
         if result.dim() == 2:
             show_heatmap(ax, crop_photo(self.photos[s["photo"]]), result, title)
@@ -288,8 +298,9 @@ class SaliencyExplorer:
         if key not in self._figures:
             figure = Figure(figsize=(4, 4))
             self.draw(figure.subplots())
-            self._figures[key] = figure_output(figure, self.alt, method=s["method"], label=self.categories[s["target"]],
-                                               layer=key[2] or "-", photo=s["photo"])
+            self._figures[key] = figure_output(figure, self.alt, method=_method_name(s["method"]),
+                                               label=self.categories[s["target"]], layer=key[2] or "-",
+                                               photo=s["photo"])
         return self._figures[key]
 
     # -- the widget -----------------------------------------------------------------------------------------------
@@ -303,7 +314,8 @@ class SaliencyExplorer:
         target = widgets.Dropdown(options=self.class_options(self.state["photo"]), value=self.state["target"],
                                   description=_("class"))
         layer = widgets.Dropdown(options=self.layers, value=self.state["layer"], description=_("layer"))
-        method = widgets.Dropdown(options=list(METHODS), value=self.state["method"], description=_("method"))
+        method = widgets.Dropdown(options=[(_method_name(m), m) for m in METHODS], value=self.state["method"],
+                                  description=_("method"))
         output = widgets.Output()
 
         def redraw() -> None:

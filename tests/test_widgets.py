@@ -154,13 +154,20 @@ def test_notebook_06_saliency_explorer_redraws_with_alt_text() -> None:
     assert ex.state["photo"] == "b" and target.value == ex.class_options("b")[0][1]
     assert "on 'b'" in alt_shown(output)
     assert [c.description for c in (photo, target, layer, method)] == ["photo", "class", "layer", "method"]
+    assert [label for label, _ in method.options] == list(METHODS)
     set_language("zh")                                               # the Chinese notebook: its controls in Chinese
     try:
-        in_chinese = saliency_explorer().widget()
+        chinese_explorer = saliency_explorer()
+        in_chinese = chinese_explorer.widget()
+        (photo, target), (layer, method) = in_chinese.children[0].children, in_chinese.children[1].children
+        assert [c.description for c in (photo, target, layer, method)] == ["照片", "类别", "层", "方法"]
+        assert list(method.options) == [("Grad-CAM", "Grad-CAM"), ("导向反向传播", "Guided Backprop"),
+                                        ("Guided Grad-CAM", "Guided Grad-CAM"), ("普通梯度", "vanilla gradient")]
+        method.value = "vanilla gradient"                            # the value stays the English key the code compares
+        assert chinese_explorer.state["method"] == "vanilla gradient"
+        assert alt_shown(in_chinese.children[2]).startswith("普通梯度 map of")   # the alt template is the caller's
     finally:
         set_language(None)
-    (photo, target), (layer, method) = in_chinese.children[0].children, in_chinese.children[1].children
-    assert [c.description for c in (photo, target, layer, method)] == ["照片", "类别", "层", "方法"]
     assert_no_hooks(ex.model)
 
 
