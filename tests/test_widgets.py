@@ -27,6 +27,7 @@ from course_utils.charts import checkpoint_bars, feature_histograms
 from course_utils.charts import graphs_per_call as graphs_chart
 from course_utils.hooks import UnknownLayerError, assert_no_hooks
 from course_utils.machinery.messages import set_language
+from course_utils.machinery.notebook import _configure_matplotlib
 from course_utils.memory import checkpoint_memory
 from course_utils.recompiles import PATTERNS, graphs_per_call
 from course_utils.saliency import grad_cam
@@ -157,15 +158,17 @@ def test_notebook_06_saliency_explorer_redraws_with_alt_text() -> None:
     assert [label for label, _ in method.options] == list(METHODS)
     set_language("zh")                                               # the Chinese notebook: its controls in Chinese
     try:
-        chinese_explorer = saliency_explorer()
-        in_chinese = chinese_explorer.widget()
-        (photo, target), (layer, method) = in_chinese.children[0].children, in_chinese.children[1].children
-        assert [c.description for c in (photo, target, layer, method)] == ["照片", "类别", "层", "方法"]
-        assert list(method.options) == [("Grad-CAM", "Grad-CAM"), ("导向反向传播", "Guided Backprop"),
-                                        ("Guided Grad-CAM", "Guided Grad-CAM"), ("普通梯度", "vanilla gradient")]
-        method.value = "vanilla gradient"                            # the value stays the English key the code compares
-        assert chinese_explorer.state["method"] == "vanilla gradient"
-        assert alt_shown(in_chinese.children[2]).startswith("普通梯度 map of")   # the alt template is the caller's
+        with plt.rc_context():
+            _configure_matplotlib("zh")                          # and its fonts: the title is drawn in Chinese
+            chinese_explorer = saliency_explorer()
+            in_chinese = chinese_explorer.widget()
+            (photo, target), (layer, method) = in_chinese.children[0].children, in_chinese.children[1].children
+            assert [c.description for c in (photo, target, layer, method)] == ["照片", "类别", "层", "方法"]
+            assert list(method.options) == [("Grad-CAM", "Grad-CAM"), ("导向反向传播", "Guided Backprop"),
+                                            ("Guided Grad-CAM", "Guided Grad-CAM"), ("普通梯度", "vanilla gradient")]
+            method.value = "vanilla gradient"                    # the value stays the English key the code compares
+            assert chinese_explorer.state["method"] == "vanilla gradient"
+            assert alt_shown(in_chinese.children[2]).startswith("普通梯度 map of")   # the alt template is the caller's
     finally:
         set_language(None)
     assert_no_hooks(ex.model)
