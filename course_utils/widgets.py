@@ -162,7 +162,8 @@ class FigureExplorer:
 METHODS = ("Grad-CAM", "Guided Backprop", "Guided Grad-CAM", "vanilla gradient")
 """The methods the explorer offers (layer-free methods ignore the layer choice)."""
 
-_METHOD_NAMES = {"Guided Backprop": N_("Guided Backprop"), "vanilla gradient": N_("vanilla gradient")}
+_METHOD_NAMES = {"Guided Backprop": N_("Guided Backprop"), "Guided Grad-CAM": N_("Guided Grad-CAM"),
+                 "vanilla gradient": N_("vanilla gradient")}
 """The methods whose names the course translates (Grad-CAM keeps its name in every language)."""
 
 

@@ -165,7 +165,7 @@ def test_notebook_06_saliency_explorer_redraws_with_alt_text() -> None:
             (photo, target), (layer, method) = in_chinese.children[0].children, in_chinese.children[1].children
             assert [c.description for c in (photo, target, layer, method)] == ["照片", "类别", "层", "方法"]
             assert list(method.options) == [("Grad-CAM", "Grad-CAM"), ("导向反向传播", "Guided Backprop"),
-                                            ("Guided Grad-CAM", "Guided Grad-CAM"), ("普通梯度", "vanilla gradient")]
+                                            ("导向 Grad-CAM", "Guided Grad-CAM"), ("普通梯度", "vanilla gradient")]
             method.value = "vanilla gradient"                    # the value stays the English key the code compares
             assert chinese_explorer.state["method"] == "vanilla gradient"
             assert alt_shown(in_chinese.children[2]).startswith("普通梯度 map of")   # the alt template is the caller's
