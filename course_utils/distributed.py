@@ -8,8 +8,8 @@ ended (terminate, then kill) and the rendezvous port closed before it returns or
   workers connect: no port is picked, closed and bound again later, so two runs at once cannot race for it.
 - **The network.** Workers bind gloo to the loopback interface (``GLOO_SOCKET_IFNAME``, set in the worker only).
 - **Output.** A worker's stdout and stderr go to a log file; a failure names its rank, with traceback and log tail.
-- **Start-up.** Workers fork from a *forkserver* that imported torch once (about 3 CPU-seconds saved per worker);
-  where there is none (Windows), each worker is ``spawn``-ed.
+- **Start-up.** Workers fork from a *forkserver* that imported torch and ``torch._dynamo`` once (about 5 CPU-seconds
+  saved per worker); where there is none (Windows), each worker is ``spawn``-ed.
 - **The function** must be importable by name (e.g. from ``course_utils.comm_hooks``): a fresh process cannot see a
   notebook cell's functions. ``local=`` runs one more function, which may come from a notebook, as rank 0 here.
 
@@ -40,6 +40,7 @@ from typing import Any
 __all__ = ["WorkerError", "WorkerTimeout", "loopback_interface", "run_workers", "single_process_group"]
 
 _POLL_S = 0.02
+_GROUPS_HELD: list[Any] = []  # a worker's process group, never released (see _worker_main)
 _FAILURE_GRACE_S = 5.0  # how long the other ranks get to report after one failed, so the first failure is found
 _END_GRACE_S = 3.0
 _LOG_TAIL_CHARS = 2000
@@ -85,7 +86,8 @@ def _check_function(fn: Callable[..., Any]) -> None:
 
 
 # What the forkserver imports once, so that each worker forked from it starts without importing torch again.
-_PRELOAD = ["torch", "torch.distributed", "course_utils.distributed"]
+# torch._dynamo too: DistributedDataParallel.__init__ imports it (2 CPU-s a worker otherwise).
+_PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "course_utils.distributed"]
 
 
 def _context() -> Any:
@@ -310,7 +312,11 @@ def _worker_main(folder: str, rank: int) -> int:
         torch.set_num_threads(1)
         store = dist.TCPStore("127.0.0.1", job["port"], job["world_size"] + 1, is_master=False,
                               timeout=datetime.timedelta(seconds=job["timeout"]))
-        with _joined(store, rank, job["world_size"], job["timeout"]):
+        with _joined(store, rank, job["world_size"], job["timeout"]) as group:
+            # Held until the worker exits (os._exit: no destructor runs): else the last reference may go on one of
+            # gloo's own threads (a finished future's callback), whose destructor then joins that very thread and
+            # aborts the worker ("Resource deadlock avoided").
+            _GROUPS_HELD.append(group)
             try:
                 value = job["fn"](rank, job["world_size"], *job["args"])
             except BaseException:

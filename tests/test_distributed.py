@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -68,9 +69,11 @@ def exit_hard(rank: int, world_size: int, folder: str) -> None:
 
 
 def parent_of_worker(rank: int, world_size: int) -> dict:
-    """The worker's parent process: its pid and whether torch's library is already loaded in it."""
+    """The worker's parent process: its pid and whether torch's library is already loaded in it; whether this worker
+    started with torch._dynamo imported (DistributedDataParallel imports it)."""
     maps = Path(f"/proc/{os.getppid()}/maps")
-    return {"ppid": os.getppid(), "torch_loaded": "libtorch_cpu" in maps.read_text() if maps.exists() else None}
+    return {"ppid": os.getppid(), "torch_loaded": "libtorch_cpu" in maps.read_text() if maps.exists() else None,
+            "dynamo_loaded": "torch._dynamo" in sys.modules}
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------------
@@ -200,12 +203,12 @@ def test_local_rank_zero_joins_the_group_with_the_workers(tmp_path: Path, ports:
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc (Linux)")
 def test_workers_fork_from_a_server_that_imported_torch_once(ports: list[int], launched: list[int]) -> None:
     """The workers' parent is the forkserver, not this process, and it has torch loaded: a worker does not import
-    torch again (about 3 CPU-seconds each); both runs' workers come from the same server."""
+    torch or torch._dynamo again (about 5 CPU-seconds each); both runs' workers come from the same server."""
     first = run_workers(parent_of_worker, world_size=2, timeout=60)
     second = run_workers(parent_of_worker, world_size=2, timeout=60)
     parents = {r["ppid"] for r in first + second}
     assert len(parents) == 1 and os.getpid() not in parents, parents
-    assert all(r["torch_loaded"] for r in first + second)
+    assert all(r["torch_loaded"] and r["dynamo_loaded"] for r in first + second)
     assert len(launched) == 4 and not any(_alive(pid) for pid in launched)
 
 
