@@ -413,14 +413,17 @@ def _judge_finished(path: str, cells: list[dict[str, Any]], final: dict[int, dic
                                  + (f"\nstderr: {cell['stderr']}" if cell["stderr"] else ""), cells)
 
 
-def run_all(page: Any, path: str, timeout: float = 300, stall: float = 120, stopped: float = 3,
+def run_all(page: Any, path: str, timeout: float = 300, stall: float = 120, stopped: float = 10,
             interval: float = 0.5) -> list[dict[str, Any]]:
     """Run All in the open notebook ``path``, as a learner catching up does; return its code cells' final state.
 
     Run All is started, not awaited, and the cells polled every ``interval`` s. ``NotebookFailed`` names the
     notebook, the cell index (nbformat's) and the error as soon as a cell fails as ``learner_run.cell_problem`` does
     not allow, when Run All stopped with cells not run (kernel idle, nothing running for ``stopped`` s: an untagged
-    cell raised), when the kernel dies, when no cell finishes for ``stall`` s, or after ``timeout`` s.
+    cell raised), when the kernel dies, when no cell finishes for ``stall`` s, or after ``timeout`` s. (``stopped``
+    was 3 s: twice, under a load of 10 and in a cold make test beside other work, the page showed the kernel idle with
+    nothing running for over 3 s between cells 48 and 51 of notebook 03, where nothing fails: it passed in every
+    other run.)
     """
     evaluate(page, _RUN_ALL, path)
     start = last_progress = time.monotonic()
