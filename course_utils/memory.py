@@ -41,7 +41,7 @@ code compares it; :func:`layer_label` shows it in the course's language)."""
 
 def layer_label(layer: str) -> str:
     """A layer name of the log as a table shows it: :data:`OUTSIDE` in the course's language, a module's name as it
-    is. Usage: ``print(layer_label(record.layer))``"""
+    is. Usage: ``layer_label(OUTSIDE)  # "(outside any layer)"; in Chinese "（不在任何层内）"``"""
     return _(OUTSIDE) if layer == OUTSIDE else layer
 
 

@@ -61,6 +61,12 @@ class HookEvent:
     kind: str
     target: str
 
+    @property
+    def kind_label(self) -> str:
+        """The hook kind in the course's language, as the table and the figure show it (``kind`` stays English: code
+        compares it). Usage: ``HookEvent(1, "backward", "tensor hook", "z").kind_label  # in Chinese "张量钩子"``"""
+        return _(self.kind)
+
 
 @dataclass
 class _NodeWatch:
@@ -208,7 +214,7 @@ class HookTimeline:
             return _("(no hook fired)")
         # Laid out by display width: in Chinese the passes and the hook kinds are translated (the events keep the
         # English, which code compares), and a Chinese character takes two columns.
-        kinds = {e.kind: _(e.kind) for e in self.events}
+        kinds = {e.kind: e.kind_label for e in self.events}
         head = (_("pass"), _("hook"))
         passes = max(width(text) for text in (head[0], _("forward"), _("backward")))
         hooks = max(width(text) for text in (head[1], *(kinds[e.kind] for e in self.events)))

@@ -179,4 +179,6 @@ def test_the_table_in_chinese_names_passes_and_kinds_in_chinese_lined_up_by_disp
     for word in (1, 2, 3):
         assert len({width(line[:line.index(line.split()[word])]) for line in lines}) == 1
     assert [event.kind for event in timeline.events] == ["tensor hook", "post-accumulate hook"]  # the data stays
+    with in_language("zh"):  # notebook 02's replay names the firing hook in its alt text
+        assert [event.kind_label for event in timeline.events] == ["张量钩子", "梯度累加后钩子"]
     assert empty == "（没有钩子被触发）"
