@@ -143,12 +143,18 @@ def test_hooks_removed_when_the_body_raises_and_bad_targets_are_explained() -> N
     timeline.stop()
 
 
-def test_plot_and_table() -> None:
+def tensor_hook_then_leaf() -> HookTimeline:
+    """small_graph's backward pass recorded with z's tensor hook and w's accumulation only."""
     x, w, z, loss = small_graph()
     with HookTimeline() as timeline:
         timeline.watch_tensor(z, "z")
         timeline.watch_leaf(w, "w")
         loss.backward()
+    return timeline
+
+
+def test_plot_and_table() -> None:
+    timeline = tensor_hook_then_leaf()
     figure = timeline.plot()
     labels = [tick.get_text() for tick in figure.axes[0].get_yticklabels()]
     assert labels == ["tensor hook", "post-accumulate hook"]
@@ -165,11 +171,7 @@ def test_plot_and_table() -> None:
 
 
 def test_the_table_in_chinese_names_passes_and_kinds_in_chinese_lined_up_by_display_width() -> None:
-    x, w, z, loss = small_graph()
-    with HookTimeline() as timeline:
-        timeline.watch_tensor(z, "z")
-        timeline.watch_leaf(w, "w")
-        loss.backward()
+    timeline = tensor_hook_then_leaf()
     with in_language("zh"):
         lines = timeline.table().splitlines()
         empty = HookTimeline().table()
