@@ -95,12 +95,13 @@ def checkpoint_bars(memory: Mapping[int, tuple[int, int]], forwards: Mapping[int
 def graphs_per_call(counts: Mapping[str, Sequence[int]], chosen: str, title: str = "") -> tuple[Any, dict[str, Any]]:
     """Graphs dynamo has built after each call, one line per pattern (``counts``: pattern -> totals after call 1,
     2, ...), the chosen pattern drawn bold. Values: ``calls``, ``graphs`` (the chosen pattern's total after the last
-    call), ``per_call`` (its totals, comma-separated)."""
+    call), ``per_call`` (its totals, comma-separated), ``pattern`` (the chosen pattern's name in the course's language,
+    as the legend shows it)."""
     figure, ax = _figure(6.0, 3.2)
     for pattern, totals in counts.items():
         calls = range(1, len(totals) + 1)
         bold = pattern == chosen
-        ax.plot(calls, totals, marker="o", lw=2.5 if bold else 1.0, alpha=1.0 if bold else 0.35, label=pattern)
+        ax.plot(calls, totals, marker="o", lw=2.5 if bold else 1.0, alpha=1.0 if bold else 0.35, label=_(pattern))
     ax.set_xlabel(_("call"))
     ax.set_ylabel(_("graphs built so far"))
     ax.set_xticks(range(1, max(len(t) for t in counts.values()) + 1))
@@ -109,4 +110,5 @@ def graphs_per_call(counts: Mapping[str, Sequence[int]], chosen: str, title: str
     if title:
         ax.set_title(title, fontsize=10)
     totals = list(counts[chosen])
-    return figure, {"calls": len(totals), "graphs": totals[-1], "per_call": ", ".join(map(str, totals))}
+    return figure, {"calls": len(totals), "graphs": totals[-1], "per_call": ", ".join(map(str, totals)),
+                    "pattern": _(chosen)}

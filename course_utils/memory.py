@@ -29,12 +29,20 @@ import torch.nn as nn
 
 from course_utils._torch_internals import storage_key
 from course_utils.hooks import HookRegistry
+from course_utils.machinery.messages import N_, _
 
-__all__ = ["SavedRecord", "SavedTensorLog", "checkpoint_memory", "saved_tensor_hooks_active", "storage_key",
-           "tensor_bytes"]
+__all__ = ["SavedRecord", "SavedTensorLog", "checkpoint_memory", "layer_label", "saved_tensor_hooks_active",
+           "storage_key", "tensor_bytes"]
 
-OUTSIDE = "(outside any layer)"
-"""The layer name given to tensors saved while no leaf module of the model was running."""
+OUTSIDE = N_("(outside any layer)")
+"""The layer name given to tensors saved while no leaf module of the model was running (English in every language:
+code compares it; :func:`layer_label` shows it in the course's language)."""
+
+
+def layer_label(layer: str) -> str:
+    """A layer name of the log as a table shows it: :data:`OUTSIDE` in the course's language, a module's name as it
+    is. Usage: ``layer_label(OUTSIDE)  # "(outside any layer)"; in Chinese "（不在任何层内）"``"""
+    return _(OUTSIDE) if layer == OUTSIDE else layer
 
 
 def tensor_bytes(tensor: torch.Tensor) -> int:

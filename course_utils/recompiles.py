@@ -19,7 +19,9 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-__all__ = ["PATTERNS", "Pattern", "graphs_per_call"]
+from course_utils.machinery.messages import N_, _
+
+__all__ = ["PATTERNS", "Pattern", "graphs_per_call", "pattern_options"]
 
 
 def _scale_by(factor: float) -> Callable[..., torch.Tensor]:
@@ -52,12 +54,21 @@ class Pattern:
 
 
 PATTERNS: dict[str, Pattern] = {
-    "a fresh hook, a new number each call": Pattern(_fresh_hook_new_number),
-    "a fresh hook, the same number each call": Pattern(_fresh_hook_same_number),
-    "hooks never removed (case 3)": Pattern(_fresh_hook_same_number, removed=False),
-    "no hook": Pattern(_no_hook),
+    N_("a fresh hook, a new number each call"): Pattern(_fresh_hook_new_number),
+    N_("a fresh hook, the same number each call"): Pattern(_fresh_hook_same_number),
+    N_("hooks never removed (case 3)"): Pattern(_fresh_hook_same_number, removed=False),
+    N_("no hook"): Pattern(_no_hook),
 }
-"""The ways of using a hook that :func:`graphs_per_call` compares, by name."""
+"""The ways of using a hook that :func:`graphs_per_call` compares, by name (English in every language: code passes
+the name; :func:`pattern_options` and the chart show it in the course's language)."""
+
+
+def pattern_options() -> list[tuple[str, str]]:
+    """:data:`PATTERNS` as an explorer's options: ``(the name in the course's language, the name)`` pairs.
+
+    Usage: ``pattern_options()[-1]  # ("no hook", "no hook"); in Chinese ("没有钩子", "no hook")``
+    """
+    return [(_(name), name) for name in PATTERNS]
 
 
 def graphs_per_call(pattern: str, calls: int = 4) -> list[int]:

@@ -38,6 +38,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from course_utils._torch_internals import storage_key
 from course_utils.hooks import HookRegistry, LayerSpec, UnknownLayerError, resolve_layers
+from course_utils.machinery.messages import _
 
 __all__ = [
     "ActivationRecorder",
@@ -124,15 +125,16 @@ class _Entry:
     def read(self, what: str) -> torch.Tensor:
         if self.overwritten_by is not None:
             raise OverwrittenActivationError(
-                f"{what} was overwritten in place by {self.overwritten_by} after it was recorded. "
-                f"Use ActivationRecorder(..., on_overwrite='clone') (the default) to keep a copy, "
-                f"or make the layer that writes in place non-inplace."
+                _("{what} was overwritten in place by {operator} after it was recorded. Use "
+                  "ActivationRecorder(..., on_overwrite='clone') (the default) to keep a copy, or make the layer that "
+                  "writes in place non-inplace.").format(what=what, operator=self.overwritten_by)
             )
         if self.tensor._version != self.version:
             raise OverwrittenActivationError(
-                f"{what} was changed in place after it was recorded (its version counter moved from "
-                f"{self.version} to {self.tensor._version}), probably after the recorder was closed. "
-                f"Read it before changing the model's output in place, or record with clone=True."
+                _("{what} was changed in place after it was recorded (its version counter moved from {before} to "
+                  "{after}), probably after the recorder was closed. Read it before changing the model's output in "
+                  "place, or record with clone=True.").format(what=what, before=self.version,
+                                                              after=self.tensor._version)
             )
         return self.tensor
 
@@ -411,8 +413,9 @@ class ActivationRecorder:
                 f"record one of its sub-layers that returns a tensor."
             )
         if isinstance(call.output, (tuple, list)):
-            return type(call.output)(entry.read(f"Output {i} of {name!r}") for i, entry in enumerate(call.output))
-        return call.output.read(f"The output of {name!r}")
+            return type(call.output)(entry.read(_("Output {i} of {name}").format(i=i, name=repr(name)))
+                                     for i, entry in enumerate(call.output))
+        return call.output.read(_("The output of {name}").format(name=repr(name)))
 
     def input(self, name: str, index: int = 0) -> torch.Tensor:
         """The recorded positional input ``index`` of one call (needs ``inputs=True``)."""
@@ -422,7 +425,7 @@ class ActivationRecorder:
         if entry is None:
             raise IndexError(
                 f"Layer {name!r} got {len(call.inputs)} positional input(s); input {index} is not a tensor.")
-        return entry.read(f"Input {index} of {name!r}")
+        return entry.read(_("Input {index} of {name}").format(index=index, name=repr(name)))
 
     def gradient(self, name: str) -> torch.Tensor:
         """The gradient of the loss with respect to one call's output (needs ``gradients=True`` and a backward)."""

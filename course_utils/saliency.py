@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from course_utils.hooks import HookRegistry, LayerSpec, resolve_layers
+from course_utils.machinery.messages import _
 
 __all__ = [
     "Target",
@@ -197,14 +198,11 @@ def guided_backprop(
         finally:
             hooks.remove()
     if guided[0] == 0:
-        hint = "" if functional else " If forward() uses F.relu/torch.relu, pass functional=True."
-        warnings.warn(
-            f"guided_backprop guided no activation: {type(model).__name__} ran no "
-            f"{'/'.join(k.__name__ for k in kinds)} "
-            f"module, so the result is the plain (vanilla) gradient.{hint}",
-            UserWarning,
-            stacklevel=2,
-        )
+        warning = _("guided_backprop guided no activation: {model} ran no {kinds} module, so the result is the plain "
+                    "(vanilla) gradient.").format(model=type(model).__name__, kinds="/".join(k.__name__ for k in kinds))
+        if not functional:
+            warning = _("{warning} If forward() uses F.relu/torch.relu, pass functional=True.").format(warning=warning)
+        warnings.warn(warning, UserWarning, stacklevel=2)
     return gradient.to(x.device)
 
 

@@ -27,7 +27,7 @@ import torch.nn as nn
 import torch.nn.modules.module as module_globals
 
 from course_utils.hooks import HookRegistry, LayerSpec, resolve_layers
-from course_utils.machinery.messages import N_, _
+from course_utils.machinery.messages import N_, _, ljust, width
 
 __all__ = ["HookEvent", "HookTimeline", "KIND_ORDER"]
 
@@ -60,6 +60,12 @@ class HookEvent:
     phase: str
     kind: str
     target: str
+
+    @property
+    def kind_label(self) -> str:
+        """The hook kind in the course's language, as the table and the figure show it (``kind`` stays English: code
+        compares it). Usage: ``HookEvent(1, "backward", "tensor hook", "z").kind_label  # in Chinese "张量钩子"``"""
+        return _(self.kind)
 
 
 @dataclass
@@ -205,10 +211,16 @@ class HookTimeline:
     def table(self) -> str:
         """A plain-text table of the events (stable: no ids, no timings)."""
         if not self.events:
-            return "(no hook fired)"
-        width = max(len(event.kind) for event in self.events)
-        lines = [f"{'#':>3}  {'pass':<8}  {'hook':<{width}}  on"]
-        lines += [f"{e.step:>3}  {e.phase:<8}  {e.kind:<{width}}  {e.target}" for e in self.events]
+            return _("(no hook fired)")
+        # Laid out by display width: in Chinese the passes and the hook kinds are translated (the events keep the
+        # English, which code compares), and a Chinese character takes two columns.
+        kinds = {e.kind: e.kind_label for e in self.events}
+        head = (_("pass"), _("hook"))
+        passes = max(width(text) for text in (head[0], _("forward"), _("backward")))
+        hooks = max(width(text) for text in (head[1], *(kinds[e.kind] for e in self.events)))
+        lines = [f"{'#':>3}  {ljust(head[0], passes)}  {ljust(head[1], hooks)}  " + _("on")]
+        lines += [f"{e.step:>3}  {ljust(_(e.phase), passes)}  {ljust(kinds[e.kind], hooks)}  {e.target}"
+                  for e in self.events]
         return "\n".join(lines)
 
     def _xlabel(self, colours: dict[str, str]) -> str:

@@ -8,7 +8,15 @@ import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
 
 from course_utils.hooks import count_hooks
-from course_utils.memory import OUTSIDE, SavedTensorLog, saved_tensor_hooks_active, storage_key, tensor_bytes
+from course_utils.machinery.messages import in_language
+from course_utils.memory import (
+    OUTSIDE,
+    SavedTensorLog,
+    layer_label,
+    saved_tensor_hooks_active,
+    storage_key,
+    tensor_bytes,
+)
 
 
 def _mlp() -> nn.Sequential:
@@ -46,6 +54,10 @@ def test_without_a_model_everything_is_outside() -> None:
     with SavedTensorLog() as log:
         (a * a).sum()
     assert log.by_layer() == {OUTSIDE: 12}       # a saved twice by mul: one storage
+    with in_language("zh"):                      # the key stays English (code compares it); a table shows the label
+        assert log.records[0].layer == OUTSIDE == "(outside any layer)"
+        assert [layer_label(name) for name in ("(outside any layer)", "fc1")] == ["（不在任何层内）", "fc1"]
+    assert layer_label(OUTSIDE) == "(outside any layer)"
 
 
 def test_a_freed_address_is_not_taken_for_a_duplicate() -> None:

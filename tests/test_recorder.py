@@ -13,6 +13,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 from torchvision.models.feature_extraction import create_feature_extractor, get_graph_node_names
 
 from course_utils.hooks import UnknownLayerError, assert_no_hooks
+from course_utils.machinery.messages import in_language
 from course_utils.memory import SavedTensorLog, saved_tensor_hooks_active
 from course_utils.recorder import ActivationRecorder, LayerNeverRanError, NoGradientError, OverwrittenActivationError
 
@@ -211,6 +212,8 @@ def test_keep_last_and_keep_all_and_writes_after_closing() -> None:
         out.mul_(2)  # after the recorder closed: only the version counter can tell
     with pytest.raises(OverwrittenActivationError, match="version counter"):
         last.output("0")
+    with in_language("zh"), pytest.raises(OverwrittenActivationError, match="^'0' 的输出在被记录之后被原地修改了"):
+        last.output("0")
 
 
 def test_inputs_model_mode_and_caller_tensors_untouched() -> None:
@@ -286,6 +289,8 @@ def test_mappings_read_one_entry_per_access_and_a_bad_entry_spoils_only_its_key(
         assert torch.equal(fifth, model[5](rec.input("5")))
     with pytest.raises(OverwrittenActivationError, match="aten.relu_"):
         outputs["0"]  # the in-place ReLU wrote into Linear 0's output: only this key raises
+    with in_language("zh"), pytest.raises(OverwrittenActivationError, match=r"^'0' 的输出在被记录之后被 aten.relu_"):
+        outputs["0"]  # notebook 03 prints this message in the Chinese edition
     with torch.no_grad():  # the ReLU's own input was rewritten by it, so rebuild it from layer 0's recorded input
         assert torch.equal(outputs["1"], torch.relu(model[0](rec.input("0"))))
     assert len(outputs) == 42 and list(outputs)[:3] == ["0", "1", "2"] and "41" in outputs

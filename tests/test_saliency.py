@@ -19,6 +19,7 @@ from captum.attr import GuidedBackprop
 from course_utils.hooks import assert_no_hooks
 from course_utils.libraries import captum_grad_cam as captum_cam
 from course_utils.libraries import pytorch_grad_cam as library_cam
+from course_utils.machinery.messages import in_language
 from course_utils.saliency import (
     element_wise_cam,
     grad_cam,
@@ -135,6 +136,9 @@ def test_functional_relus_warn_and_can_be_caught(in_place: bool) -> None:
     with pytest.warns(UserWarning, match="guided no activation.*functional=True"):
         plain = guided_backprop(model, x, 1)
     assert torch.equal(plain, vanilla_gradient(model, x, 1))
+    with in_language("zh"), pytest.warns(UserWarning, match="^guided_backprop 没有对任何激活函数做导向：FunctionalNet "
+                                                             "没有运行任何 ReLU/ReLU6 模块.*请传入 functional=True。$"):
+        guided_backprop(model, x, 1)  # notebook 05 prints it in the Chinese edition
 
     class WithModule(nn.Module):  # the same network, written with an nn.ReLU module
         def __init__(self) -> None:

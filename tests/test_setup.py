@@ -7,6 +7,7 @@ import warnings
 import pytest
 import torch
 
+from course_utils.machinery.messages import in_language
 from course_utils.machinery.notebook import environment_line, print_warnings, setup_notebook
 
 
@@ -19,6 +20,8 @@ def test_setup_is_deterministic_and_single_threaded() -> None:
     # No Python version: stored outputs are the same on every supported Python (3.11-3.13).
     assert line == "torch 2.14.1 | torchvision 0.29.1 | CPU, 1 thread | seed 3"
     assert "+" not in line  # no build suffix (cu130 / cpu): the same line on every build
+    with in_language("zh"):  # the Chinese notebooks' first output: the words in Chinese, the versions as they are
+        assert setup_notebook(seed=3) == "torch 2.14.1 | torchvision 0.29.1 | CPU，1 个线程 | 随机种子 3"
 
 
 def test_thread_count_is_a_parameter_and_one_is_the_default() -> None:

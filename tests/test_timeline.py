@@ -11,6 +11,7 @@ import torch
 import torch.nn as nn
 
 from course_utils.hooks import assert_no_hooks, count_hooks
+from course_utils.machinery.messages import in_language, width
 from course_utils.timeline import HookTimeline
 
 
@@ -142,12 +143,18 @@ def test_hooks_removed_when_the_body_raises_and_bad_targets_are_explained() -> N
     timeline.stop()
 
 
-def test_plot_and_table() -> None:
+def tensor_hook_then_leaf() -> HookTimeline:
+    """small_graph's backward pass recorded with z's tensor hook and w's accumulation only."""
     x, w, z, loss = small_graph()
     with HookTimeline() as timeline:
         timeline.watch_tensor(z, "z")
         timeline.watch_leaf(w, "w")
         loss.backward()
+    return timeline
+
+
+def test_plot_and_table() -> None:
+    timeline = tensor_hook_then_leaf()
     figure = timeline.plot()
     labels = [tick.get_text() for tick in figure.axes[0].get_yticklabels()]
     assert labels == ["tensor hook", "post-accumulate hook"]
@@ -161,3 +168,19 @@ def test_plot_and_table() -> None:
     figure = timeline.plot()
     assert figure.axes[0].get_xlabel() == "firing order (blue: forward pass, red: backward pass)"
     assert_no_hooks(model)
+
+
+def test_the_table_in_chinese_names_passes_and_kinds_in_chinese_lined_up_by_display_width() -> None:
+    timeline = tensor_hook_then_leaf()
+    with in_language("zh"):
+        lines = timeline.table().splitlines()
+        empty = HookTimeline().table()
+    assert [line.split() for line in lines] == [["#", "传播", "钩子", "挂在"], ["1", "反向", "张量钩子", "z"],
+                                                ["2", "反向", "梯度累加后钩子", "w"]]
+    # Every column starts at the same display column on every line (a Chinese character takes two).
+    for word in (1, 2, 3):
+        assert len({width(line[:line.index(line.split()[word])]) for line in lines}) == 1
+    assert [event.kind for event in timeline.events] == ["tensor hook", "post-accumulate hook"]  # the data stays
+    with in_language("zh"):  # notebook 02's replay names the firing hook in its alt text
+        assert [event.kind_label for event in timeline.events] == ["张量钩子", "梯度累加后钩子"]
+    assert empty == "（没有钩子被触发）"

@@ -29,7 +29,7 @@ from course_utils.hooks import UnknownLayerError, assert_no_hooks
 from course_utils.machinery.messages import set_language
 from course_utils.machinery.notebook import _configure_matplotlib
 from course_utils.memory import checkpoint_memory
-from course_utils.recompiles import PATTERNS, graphs_per_call
+from course_utils.recompiles import PATTERNS, graphs_per_call, pattern_options
 from course_utils.saliency import grad_cam
 from course_utils.widgets import METHODS, WIDGET_VIEW, FigureExplorer, SaliencyExplorer
 from tests.test_timeline import watched_backward
@@ -205,11 +205,12 @@ def test_notebook_11_pattern_chooser_counts_the_graphs_of_each_pattern() -> None
             measured[pattern] = graphs_per_call(pattern, calls=3)
         return graphs_chart(measured, pattern)
 
-    chooser = FigureExplorer(graphs_for, controls={"pattern": list(PATTERNS)},
+    chooser = FigureExplorer(graphs_for, controls={"pattern": pattern_options()}, labels={"pattern": "hook pattern"},
                              value={"pattern": "a fresh hook, a new number each call"},
                              alt="Graphs built after each of {calls} calls for the pattern '{pattern}': {per_call}.")
     (dropdown,), output = controls(chooser)
     assert type(dropdown).__name__ == "Dropdown"  # long labels: a list, not buttons
+    assert dropdown.description == "hook pattern" and [label for label, _ in dropdown.options] == list(PATTERNS)
     assert alt_shown(output).endswith(": 1, 2, 2.")
     dropdown.value = "hooks never removed (case 3)"
     assert alt_shown(output).endswith("'hooks never removed (case 3)': 1, 2, 3.")
@@ -217,6 +218,56 @@ def test_notebook_11_pattern_chooser_counts_the_graphs_of_each_pattern() -> None
     assert alt_shown(output).endswith("'no hook': 1, 1, 1.")
     with pytest.raises(ValueError, match="Unknown pattern"):
         graphs_per_call("a hook in a hat")
+    set_language("zh")                      # the Chinese notebook: the names in Chinese, the values the same keys
+    try:
+        with plt.rc_context():
+            _configure_matplotlib("zh")         # and its fonts: the legend is drawn in Chinese
+            in_chinese = FigureExplorer(lambda pattern: graphs_chart(measured, pattern),
+                                        controls={"pattern": pattern_options()}, value={"pattern": "no hook"},
+                                        alt="每次调用之后已经构建的图的数量，模式“{pattern}”：{per_call}。")
+            (dropdown,), output = controls(in_chinese)
+            assert [label for label, _ in dropdown.options] == [
+                "每次调用一个新钩子，读取新数字", "每次调用一个新钩子，读取相同数字", "钩子从不移除（病例 3）",
+                "没有钩子"]
+            assert alt_shown(output) == "每次调用之后已经构建的图的数量，模式“没有钩子”：1, 1, 1。"
+            assert in_chinese.state == {"pattern": "no hook"}
+            figure, _values = graphs_chart(measured, "no hook")
+            assert [text.get_text() for text in figure.axes[0].get_legend().get_texts()] == [
+                "每次调用一个新钩子，读取新数字", "钩子从不移除（病例 3）", "没有钩子"]
+    finally:
+        set_language(None)
+    plt.close("all")
+
+
+def _explorers(notebook: Path) -> list[tuple[str, set[str], dict[str, str]]]:
+    """Each ``FigureExplorer(...)`` a notebook's code builds: its cell id, its controls' names and its labels."""
+    import ast
+    import json
+
+    found = []
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
+        for node in ast.walk(ast.parse(source)) if "FigureExplorer(" in source else ():
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "FigureExplorer":
+                given = {keyword.arg: keyword.value for keyword in node.keywords}
+                names = {key.value for key in given["controls"].keys}  # type: ignore[attr-defined]
+                labels = ast.literal_eval(given["labels"]) if "labels" in given else {}
+                found.append((cell["id"], names, labels))
+    return found
+
+
+@pytest.mark.reads("notebooks/*.ipynb", "notebooks/zh/*.ipynb")
+def test_every_notebook_explorer_labels_its_controls_in_the_notebooks_language() -> None:
+    """A control shows its name unless the notebook labels it: the Chinese notebooks' labels are Chinese."""
+    import unicodedata
+
+    for english in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for language, notebook in (("en", english), ("zh", english.parent / "zh" / english.name)):
+            for cell, names, labels in _explorers(notebook):
+                assert set(labels) == names, f"{notebook.name} {cell}: label every control ({sorted(names)})"
+                if language == "zh":
+                    assert all(any(unicodedata.east_asian_width(char) == "W" for char in label)
+                               for label in labels.values()), f"zh {notebook.name} {cell}: {labels}"
 
 
 def test_notebook_12_attention_explorer_shows_the_chosen_head_and_where_the_repeat_starts() -> None:

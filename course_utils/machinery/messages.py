@@ -19,6 +19,7 @@ import functools
 import gettext
 import importlib.resources
 import os
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,7 @@ from typing import Any
 from course_utils.machinery.layout import SETTINGS
 
 __all__ = ["LANGUAGES", "DOMAIN", "_", "N_", "Text", "language", "set_language", "in_language", "catalogue",
-           "in_every_language"]
+           "in_every_language", "width", "ljust", "rjust"]
 
 LANGUAGES: tuple[str, ...] = SETTINGS.languages  # course_utils/course.toml
 DOMAIN = "course"
@@ -106,6 +107,22 @@ def _(message: str) -> str:
 def N_(message: str) -> str:
     """Mark ``message`` for translation without translating it now (strings defined at import time)."""
     return message
+
+
+def width(text: str) -> int:
+    """Columns ``text`` takes in a monospaced font (a Chinese character takes two): what a table of translated words
+    is laid out by."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
+def ljust(text: str, columns: int) -> str:
+    """``text`` padded with spaces on the right to ``columns`` display columns (:func:`width`)."""
+    return text + " " * max(0, columns - width(text))
+
+
+def rjust(text: str, columns: int) -> str:
+    """``text`` padded with spaces on the left to ``columns`` display columns (:func:`width`)."""
+    return " " * max(0, columns - width(text)) + text
 
 
 @dataclass(frozen=True, init=False)

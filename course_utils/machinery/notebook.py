@@ -87,8 +87,9 @@ def environment_line(seed: int | None = None) -> str:
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - torchvision is pinned
         vision = ""
     threads = torch.get_num_threads()
-    line = f"torch {torch_version}{vision} | CPU, {threads} thread{'s' if threads != 1 else ''}"
-    return line if seed is None else f"{line} | seed {seed}"
+    cpu = (_("CPU, {threads} thread") if threads == 1 else _("CPU, {threads} threads")).format(threads=threads)
+    line = f"torch {torch_version}{vision} | {cpu}"
+    return line if seed is None else f"{line} | " + _("seed {seed}").format(seed=seed)
 
 
 def setup_notebook(seed: int = 0, *, threads: int = 1, lang: str | None = None) -> str:

@@ -10,12 +10,11 @@ Usage::
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping
 
 from course_utils.machinery.course import course_map
 from course_utils.machinery.exercises import catalogue
-from course_utils.machinery.messages import _
+from course_utils.machinery.messages import _, ljust, rjust
 from course_utils.machinery.progress_record import ENV, read_record, record_path, recording_off, reset_record, summarise
 
 __all__ = ["Progress", "progress"]
@@ -29,25 +28,12 @@ class Progress(dict):
         """progress() already printed the table."""
 
 
-def _width(text: str) -> int:
-    """Columns ``text`` takes in a monospaced font (a Chinese character takes two)."""
-    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
-
-
-def _left(text: str, width: int) -> str:
-    return text + " " * max(0, width - _width(text))
-
-
-def _right(text: str, width: int) -> str:
-    return " " * max(0, width - _width(text)) + text
-
-
 def table(summary: Mapping[str, Mapping[str, list[str]]], titles: Mapping[str, str]) -> str:
     """The table :func:`progress` prints: one row per notebook (its title from ``titles``, by number), then the total.
 
     Usage: ``print(table(summarise(attempts, catalogue()), {"01": "01_tensor_hooks"}))``
     """
-    header = (_left(_("notebook"), 32), _right(_("done"), 5), _right(_("tried"), 6), _right(_("not started"), 12),
+    header = (ljust(_("notebook"), 32), rjust(_("done"), 5), rjust(_("tried"), 6), rjust(_("not started"), 12),
               _("still open"))
     lines = [" ".join(header[:4]) + "   " + header[4]]
     for number, row in summary.items():
@@ -57,7 +43,7 @@ def table(summary: Mapping[str, Mapping[str, list[str]]], titles: Mapping[str, s
         lines.append(f"{title:32} {counts}   {still_open}")
     done = sum(len(row["done"]) for row in summary.values())
     total = sum(len(ids) for row in summary.values() for ids in row.values())
-    lines.append(_left(_("all"), 32) + f" {done:>5} " + _("of {total} exercises done").format(total=total))
+    lines.append(ljust(_("all"), 32) + f" {done:>5} " + _("of {total} exercises done").format(total=total))
     return "\n".join(lines)
 
 
