@@ -175,7 +175,7 @@ def test_the_table_in_chinese_names_passes_and_kinds_in_chinese_lined_up_by_disp
     with in_language("zh"):
         lines = timeline.table().splitlines()
         empty = HookTimeline().table()
-    assert [line.split() for line in lines] == [["#", "传播", "钩子", "挂在"], ["1", "反向", "张量钩子", "z"],
+    assert [line.split() for line in lines] == [["#", "传播", "钩子", "对象"], ["1", "反向", "张量钩子", "z"],
                                                 ["2", "反向", "梯度累加后钩子", "w"]]
     # Every column starts at the same display column on every line (a Chinese character takes two).
     for word in (1, 2, 3):
