@@ -227,8 +227,8 @@ def test_notebook_11_pattern_chooser_counts_the_graphs_of_each_pattern() -> None
                                         alt="每次调用之后已经构建的图的数量，模式“{pattern}”：{per_call}。")
             (dropdown,), output = controls(in_chinese)
             assert [label for label, _ in dropdown.options] == [
-                "每次调用都注册一个新钩子，读取新数字", "每次调用都注册一个新钩子，读取相同数字", "钩子从不移除（病例 3）",
-                "没有钩子"]
+                "每次调用都注册一个新钩子，读取新数字", "每次调用都注册一个新钩子，读取相同数字",
+                "钩子从不移除（病例 3）", "没有钩子"]
             assert alt_shown(output) == "每次调用之后已经构建的图的数量，模式“没有钩子”：1, 1, 1。"
             assert in_chinese.state == {"pattern": "no hook"}
             figure, _values = graphs_chart(measured, "no hook")
