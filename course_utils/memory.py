@@ -3,9 +3,12 @@
 Inside ``with SavedTensorLog(model) as log:`` every tensor an operation saves for backward passes through a ``pack``
 hook (``torch.autograd.graph.saved_tensors_hooks``) that records its shape, dtype and bytes (``numel *
 element_size``, exact, not the process's RSS); forward pre-hooks on the model's leaf modules tell which layer ran.
-A storage is counted once, by the first layer that saves it; tensors sharing storage with a parameter (``Linear``
-saves ``weight.t()``) are listed with ``parameter=True`` and not counted. Pack returns ``tensor.detach()``, unpack
-returns it unchanged: the computation does not change. Every hook goes when the block ends, also when it raises.
+A storage is counted once, by the first layer that saves it (a record of a storage saved again names that layer:
+``first_saved_by``); tensors sharing storage with a parameter (``Linear`` saves ``weight.t()``) are listed with
+``parameter=True``, those sharing storage with a buffer (``BatchNorm2d`` saves its ``running_mean`` and
+``running_var``) with ``buffer=True``, and neither is counted: the model keeps them anyway. Pack returns
+``tensor.detach()``, unpack returns it unchanged: the computation does not change. Every hook goes when the block
+ends, also when it raises.
 
 Usage::
 
@@ -60,19 +63,27 @@ def saved_tensor_hooks_active() -> bool:
 
 @dataclass(frozen=True)
 class SavedRecord:
-    """One tensor an operation saved for backward."""
+    """One tensor an operation saved for backward. ``first_saved_by``: the layer whose earlier record holds the same
+    storage (``None``: the first record of it); ``parameter`` / ``buffer``: it lives in a parameter / a buffer of the
+    model."""
 
     layer: str
     shape: tuple[int, ...]
     dtype: torch.dtype
     nbytes: int
-    duplicate: bool
+    first_saved_by: str | None
     parameter: bool
+    buffer: bool
+
+    @property
+    def duplicate(self) -> bool:
+        """Its storage was saved before (by ``first_saved_by``), and counted there."""
+        return self.first_saved_by is not None
 
     @property
     def counted(self) -> bool:
-        """Counted as memory: neither a storage already counted nor a parameter's."""
-        return not (self.duplicate or self.parameter)
+        """Counted as memory: not a storage already counted, nor a parameter's or a buffer's (the model keeps them)."""
+        return not (self.duplicate or self.parameter or self.buffer)
 
 
 class SavedTensorLog:
@@ -86,8 +97,9 @@ class SavedTensorLog:
             raise TypeError(f"SavedTensorLog takes an nn.Module (or nothing); got {type(model).__name__}.")
         self.model = model
         self.records: list[SavedRecord] = []
-        self._seen: dict[tuple[str, int], weakref.ref[torch.Tensor]] = {}
+        self._seen: dict[tuple[str, int], tuple[weakref.ref[torch.Tensor], str]] = {}  # -> (kept, its layer)
         self._parameters: set[tuple[str, int] | None] = set()
+        self._buffers: set[tuple[str, int] | None] = set()
         self._stack: list[str] = []
         self._module_hooks = HookRegistry(model)
         self._hooks: contextlib.ExitStack | None = None
@@ -97,13 +109,15 @@ class SavedTensorLog:
         key = storage_key(tensor)
         layer = self._stack[-1] if self._stack else OUTSIDE
         earlier = self._seen.get(key) if key is not None else None  # None: no memory of its own (an empty tensor)
-        duplicate = earlier is not None and earlier() is not None  # a freed storage's address can be reused
+        # a freed storage's address can be reused: an earlier record whose tensor is gone was another storage
+        first_saved_by = earlier[1] if earlier is not None and earlier[0]() is not None else None
         parameter = key is not None and key in self._parameters
-        self.records.append(
-            SavedRecord(layer, tuple(tensor.shape), tensor.dtype, tensor_bytes(tensor), duplicate, parameter))
+        buffer = key is not None and key in self._buffers
+        self.records.append(SavedRecord(layer, tuple(tensor.shape), tensor.dtype, tensor_bytes(tensor), first_saved_by,
+                                        parameter, buffer))
         kept = tensor.detach()
-        if key is not None and not duplicate:
-            self._seen[key] = weakref.ref(kept)
+        if key is not None and first_saved_by is None:
+            self._seen[key] = (weakref.ref(kept), layer)
         return kept
 
     @staticmethod
@@ -132,6 +146,7 @@ class SavedTensorLog:
         self._hooks = hooks
         if self.model is not None:
             self._parameters = {storage_key(p) for p in self.model.parameters()}
+            self._buffers = {storage_key(b) for b in self.model.buffers()}
             for name, module in self.model.named_modules():
                 if name and not list(module.children()):
                     self._module_hooks.adopt(module.register_forward_pre_hook(self._enter_layer(name)))
@@ -159,7 +174,7 @@ class SavedTensorLog:
 
     @property
     def naive_bytes(self) -> int:
-        """What a count of every pack call would say (duplicates and parameter views included)."""
+        """What a count of every pack call would say (duplicates, parameters and buffers included)."""
         return sum(record.nbytes for record in self.records)
 
     def __repr__(self) -> str:

@@ -1,4 +1,5 @@
-"""course_utils.memory: SavedTensorLog counts what autograd saves, per layer, each storage once, parameters aside."""
+"""course_utils.memory: SavedTensorLog counts what autograd saves, per layer, each storage once, parameters and buffers
+aside."""
 
 from __future__ import annotations
 
@@ -31,8 +32,9 @@ def test_counts_each_storage_once_and_skips_parameter_views() -> None:
     # by hand: the Linear saves x (4x5 floats); the ReLU saves its output (4x7), which the last Linear saves again
     assert log.by_layer() == {"0": 4 * 4 * 5, "1": 4 * 4 * 7, "2": 0}
     assert log.total_bytes == 4 * (4 * 5 + 4 * 7)
-    kinds = [(r.layer, r.duplicate, r.parameter) for r in log.records]
-    assert kinds == [("0", False, False), ("1", False, False), ("2", True, False), ("2", False, True)]
+    kinds = [(r.layer, r.first_saved_by, r.parameter) for r in log.records]
+    assert kinds == [("0", None, False), ("1", None, False), ("2", "1", False), ("2", None, True)]
+    assert [r.duplicate for r in log.records] == [False, False, True, False]  # the ReLU's output, saved again by "2"
     assert log.naive_bytes == log.total_bytes + 4 * 4 * 7 + 4 * 3 * 7
 
 
@@ -47,6 +49,21 @@ def test_gradients_are_unchanged_and_hooks_are_gone() -> None:
     loss.backward()
     assert all(torch.equal(p.grad, e) for p, e in zip(model.parameters(), expected))
     assert not saved_tensor_hooks_active() and count_hooks(model) == 0
+
+
+def test_buffers_are_listed_like_parameters_and_not_counted() -> None:
+    """BatchNorm2d saves its input, its running mean and variance (buffers), its weight (a parameter), then the mean
+    and inverse standard deviation of the batch: only the input and the batch's two statistics are new memory."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Conv2d(1, 3, 3), nn.BatchNorm2d(3)), torch.randn(2, 1, 6, 6)
+    with SavedTensorLog(model) as log:
+        model(x).sum().backward()
+    batch_norm = [(r.shape, r.parameter, r.buffer) for r in log.records if r.layer == "1"]
+    assert sorted(batch_norm) == sorted([((2, 3, 4, 4), False, False), ((3,), False, True), ((3,), False, True),
+                                         ((3,), True, False), ((3,), False, False), ((3,), False, False)])
+    assert [r.buffer for r in log.records if r.layer == "0"] == [False, False]  # the conv's input, weight
+    assert log.by_layer() == {"0": 4 * 2 * 6 * 6, "1": 4 * (2 * 3 * 4 * 4 + 3 + 3)}
+    assert log.naive_bytes == log.total_bytes + 4 * 3 * 1 * 3 * 3 + 2 * 4 * 3 + 4 * 3  # conv weight, buffers, bn weight
 
 
 def test_without_a_model_everything_is_outside() -> None:
