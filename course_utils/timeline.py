@@ -213,7 +213,9 @@ class HookTimeline:
         if not self.events:
             return _("(no hook fired)")
         # Laid out by display width: in Chinese the passes and the hook kinds are translated (the events keep the
-        # English, which code compares), and a Chinese character takes two columns.
+        # English, which code compares), and a Chinese character takes two columns. The column heads are one-word
+        # messages with no context: the course uses "pass", "hook" and "on" nowhere else, so their one entry is this
+        # table's (tests/test_messages.py lists the short messages that more than one module shares).
         kinds = {e.kind: e.kind_label for e in self.events}
         head = (_("pass"), _("hook"))
         passes = max(width(text) for text in (head[0], _("forward"), _("backward")))

@@ -82,6 +82,27 @@ def test_every_message_has_a_chinese_entry_and_course_mo_is_compiled() -> None:
                                           f"true):\n{listed}"), stacklevel=2)
 
 
+# A message has one entry in the catalogue wherever it is used (the course marks no msgctxt). Each short message
+# below is used by more than one module, and each use means the same thing, so one translation serves them all:
+# "layer" (attention_view's and widgets' control, 层), "none" (07's chart of checkpoint segments and nb07's "found
+# {found}", 无), "no hook" (recompiles' pattern and nb11's "found", 没有钩子), the hook kinds (hook_watch's messages
+# and timeline's lanes), "notebook" (progress's and cloud_badges' column head, 笔记本).
+SHARED_SHORT_MESSAGES = {"layer", "none", "no hook", "tensor hook", "forward hook", "forward pre-hook",
+                         "backward pre-hook", "notebook"}
+
+
+def test_a_short_message_shared_by_modules_means_the_same_in_each() -> None:
+    """A one- or two-word message (the timeline's column heads "pass", "hook", "on"; "all"; "none") is ambiguous in
+    English: a second module that marks the same word gets the first one's translation. The shared ones were read
+    and mean the same in every use (SHARED_SHORT_MESSAGES); a new one fails here until it is read too, and where it
+    means something else it gets a longer, unambiguous msgid."""
+    shared = {msgid for msgid, where in catalogue_tool.source_messages().items()
+              if re.fullmatch(r"\(?[A-Za-z][\w-]*( [\w-]+)?\)?", msgid)
+              and len({place.rsplit(":", 1)[0] for place in where}) > 1}
+    new, gone = sorted(shared - SHARED_SHORT_MESSAGES), sorted(SHARED_SHORT_MESSAGES - shared)
+    assert not new and not gone, f"read where these are used: newly shared {new}, no longer shared {gone}"
+
+
 def test_no_message_is_marked_inside_an_f_string() -> None:
     """Babel's extractor does not look inside f-strings: ``f"{_('done')}"`` would never reach the catalogue (and
     never be translated) while the completeness test stays green."""

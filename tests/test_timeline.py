@@ -6,12 +6,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
 import torch.nn as nn
 
 from course_utils.hooks import assert_no_hooks, count_hooks
 from course_utils.machinery.messages import in_language, width
+from course_utils.machinery.notebook import _configure_matplotlib
 from course_utils.timeline import HookTimeline
 
 
@@ -184,3 +186,20 @@ def test_the_table_in_chinese_names_passes_and_kinds_in_chinese_lined_up_by_disp
     with in_language("zh"):  # notebook 02's replay names the firing hook in its alt text
         assert [event.kind_label for event in timeline.events] == ["张量钩子", "梯度累加后钩子"]
     assert empty == "（没有钩子被触发）"
+
+
+def test_the_node_lanes_in_chinese_use_the_glossary_terms() -> None:
+    """The grad_fn kinds read 节点预钩子 / 节点钩子 (GLOSSARY.md), as notebook 02's prose names them; the target column
+    already shows the grad_fn."""
+    timeline = watched_backward()[3]
+    with in_language("zh"), plt.rc_context():
+        _configure_matplotlib("zh")  # the Chinese notebook's fonts: the lanes are drawn in Chinese
+        labels = [event.kind_label for event in timeline.events]
+        table = timeline.table().splitlines()
+        figure = timeline.plot()
+        lanes = [tick.get_text() for tick in figure.axes[0].get_yticklabels()]
+        plt.close(figure)
+    assert labels == ["张量钩子", "retain_grad", "节点预钩子", "节点钩子", "梯度累加后钩子"]
+    assert table[3].split() == ["3", "反向", "节点预钩子", "z.grad_fn", "(MulBackward0)"]
+    assert "节点钩子" in lanes and "节点预钩子" in lanes
+    assert [event.kind for event in timeline.events][2:4] == ["grad_fn pre-hook", "grad_fn hook"]  # compared: English
