@@ -97,6 +97,8 @@ def graphs_per_call(counts: Mapping[str, Sequence[int]], chosen: str, title: str
     2, ...), the chosen pattern drawn bold. Values: ``calls``, ``graphs`` (the chosen pattern's total after the last
     call), ``per_call`` (its totals, comma-separated), ``pattern`` (the chosen pattern's name in the course's language,
     as the legend shows it)."""
+    from matplotlib.ticker import MaxNLocator
+
     figure, ax = _figure(6.0, 3.2)
     for pattern, totals in counts.items():
         calls = range(1, len(totals) + 1)
@@ -106,6 +108,7 @@ def graphs_per_call(counts: Mapping[str, Sequence[int]], chosen: str, title: str
     ax.set_ylabel(_("graphs built so far"))
     ax.set_xticks(range(1, max(len(t) for t in counts.values()) + 1))
     ax.set_ylim(0, max(max(t) for t in counts.values()) + 1)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # it counts graphs: no 0.5 tick
     ax.legend(fontsize=8, loc="upper left")
     if title:
         ax.set_title(title, fontsize=10)

@@ -216,6 +216,8 @@ def test_notebook_11_pattern_chooser_counts_the_graphs_of_each_pattern() -> None
     assert alt_shown(output).endswith("'hooks never removed (case 3)': 1, 2, 3.")
     dropdown.value = "no hook"
     assert alt_shown(output).endswith("'no hook': 1, 1, 1.")
+    figure, _values = graphs_chart({"no hook": [1, 1, 1]}, "no hook")
+    assert list(figure.axes[0].get_yticks()) == [0, 1, 2]  # it counts graphs: whole numbers only (no 0.5, 1.5)
     with pytest.raises(ValueError, match="Unknown pattern"):
         graphs_per_call("a hook in a hat")
     set_language("zh")                      # the Chinese notebook: the names in Chinese, the values the same keys

@@ -33,6 +33,7 @@ import functools
 import inspect
 import os
 import re
+import reprlib
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, MutableSequence, MutableSet, Sequence
 from dataclasses import dataclass, field
@@ -318,20 +319,24 @@ def as_float_tensor(answer: Any) -> torch.Tensor:
 
 
 # -- validators of predictions and choices ---------------------------------------------------------------------
-def expect_tensor(expected: Sequence[float] | float | torch.Tensor, hint: str, *, atol: float = 1e-4
-                  ) -> Callable[[Any], Verdict]:
+def expect_tensor(expected: Sequence[float] | float | torch.Tensor, hint: str, *, atol: float = 1e-4,
+                  form: str = "") -> Callable[[Any], Verdict]:
     """Validator: numbers equal to ``expected`` within ``atol``; else the ✗ ``hint`` (marked with ``N_()``)."""
-    return expect_live_value(lambda: torch.as_tensor(expected, dtype=torch.float32), hint, atol=atol)
+    return expect_live_value(lambda: torch.as_tensor(expected, dtype=torch.float32), hint, atol=atol, form=form)
 
 
-def expect_live_value(compute: Callable[[], torch.Tensor], hint: str, *, atol: float = 1e-4
+def expect_live_value(compute: Callable[[], torch.Tensor], hint: str, *, atol: float = 1e-4, form: str = ""
                       ) -> Callable[[Any], Verdict]:
-    """Validator: numbers equal (within ``atol``) to what ``compute()`` gets from a live run."""
+    """Validator: numbers equal (within ``atol``) to what ``compute()`` gets from a live run. An answer that is not
+    numbers (None, a string) gets the ✗ ``form`` (marked with ``N_()``: what the answer is, ``{answer}`` filled
+    with the learner's), or without one the kit's message about its type."""
 
     def validate(answer: Any) -> Verdict:
         try:
             value = as_float_tensor(answer)
         except Refusal as refusal:
+            if form:
+                return Verdict(False, _(form).format(answer=reprlib.repr(answer)))
             return Verdict(False, f"{refusal.text} {_(hint)}".strip() if answer is None else refusal.text)
         target = torch.as_tensor(compute(), dtype=torch.float32).detach()
         if value.shape != target.shape:

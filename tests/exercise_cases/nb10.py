@@ -72,7 +72,9 @@ CASES = {
              "        else:\n            running[0] += frac", "data-dependent control flow"),  # a Python if on a tensor
         ),
     ),
-    "10.2": Cases(right=[3, torch.tensor(3.0)], wrong=[(1, "graph compiled so far"), (2, "graph compiled so far")]),
+    "10.2": Cases(right=[3, torch.tensor(3.0)], wrong=[(1, "graph compiled so far"), (2, "graph compiled so far"),
+                                                       ("3", "Answer with a whole number"),  # a string, not a type error
+                                                       (None, "Answer with a whole number")]),
     "10.3": Cases(
         right=[answer("""
                    def weighted_mean_hook(state, bucket):  # fills a new tensor, returns a new tensor

@@ -170,6 +170,8 @@ CASES = {
             (("            norms[name] = []\n", "                norms[name].append(output.norm().item())"),
              ("", "                return norms.setdefault(name, []).append(output.norm().item()) or norms[name]"),
              "returned a list, not a tensor"),  # setdefault's list comes back as the output
+            ("                norms[name].append(output.norm().item())",  # outputs and gradients stay the same
+             "                return norms[name].append(output.norm().item()) or output * 1", "case 5"),
             ("output.norm()", "a[0].norm()", "output, per forward"),
             ("output.norm().item()", "output.norm()", "Python floats"),  # keeps a graph per forward
         ),

@@ -217,6 +217,8 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
     result = answer(model)
     require(isinstance(result, tuple) and len(result) == 2, N_("Return a pair (norms, handles)."))
     norms, handles = result
+    hooks = [(name, module, hook, key in module._forward_hooks_with_kwargs)  # asked at the end what they return
+             for name, module in model.named_modules() for key, hook in module._forward_hooks.items()]
     with removing(handles):
         outputs = [model(batch) for batch in batches]
     require_no_hooks(model, N_("Removing your handles left hooks on the model: return every handle."))
@@ -252,7 +254,30 @@ def _norms_test(answer: Callable[..., Any]) -> Verdict:
                    "graph alive."), name=name, type=type(got[0]).__name__ if got else "")
         require(all(abs(float(g) - v) <= 1e-4 for g, v in zip(got, values)),
                 N_("norms['{name}'] is not the L2 norm of that layer's output, per forward."), name=name)
+    _require_returns_none(model, hooks, batches[0])
     return Verdict(True)
+
+
+def _require_returns_none(model: nn.Module, hooks: list[tuple[str, nn.Module, Callable[..., Any], bool]],
+                          x: torch.Tensor) -> None:
+    """Each of ``hooks`` (the learner's forward hooks, gone from ``model`` by now), called once more with what its
+    module got and gave for ``x``, returns None: a hook that returns an equal tensor (``... or o * 1``) or the
+    output itself changes no number, yet replaces the output (case 5)."""
+    seen: dict[nn.Module, tuple[Any, Any]] = {}
+
+    def record(module: nn.Module, args: Any, output: Any) -> None:
+        seen.setdefault(module, (args, output))
+
+    with removing([module.register_forward_hook(record) for module in model.modules()]):
+        model(x)
+    for name, module, hook, with_kwargs in hooks:
+        args, output = seen[module]
+        returned = hook(module, args, {}, output) if with_kwargs else hook(module, args, output)
+        require(returned is None,
+                N_("Your hook on `{name}` returns a {type}, not None. Go back to case 5: what does PyTorch do with "
+                   "what a forward hook returns? Your outputs only look unchanged because what the hook returns has "
+                   "the output's values. Look at what your hook returns."),
+                name=name or type(model).__name__, type=Text(type(returned).__name__))
 
 
 def _layer_models() -> list[tuple[nn.Module, torch.Tensor, str, str]]:
