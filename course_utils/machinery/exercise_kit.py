@@ -294,8 +294,15 @@ def as_whole_number(value: Any) -> int | None:
     return int(value)
 
 
-def as_float_tensor(answer: Any) -> torch.Tensor:
-    """A learner's numbers (tensor, number, list, numpy array) as a float32 CPU tensor; :func:`fail` otherwise."""
+def as_float_tensor(answer: Any, *, form: str = "") -> torch.Tensor:
+    """A learner's numbers (tensor, number, list, numpy array) as a float32 CPU tensor; :func:`fail` otherwise: with
+    ``form`` where given (marked with ``N_()``: what form a prediction's answer takes, never the answer itself;
+    ``{answer}`` filled with the learner's), else with the kit's message about the answer's type."""
+    if form:
+        try:
+            return as_float_tensor(answer)
+        except Refusal:
+            fail(form, answer=reprlib.repr(answer))
     if answer is None:
         fail(N_("You passed None: is that .grad still empty, or did the hook not run?"))
     if isinstance(answer, np.ndarray):
@@ -328,16 +335,16 @@ def expect_tensor(expected: Sequence[float] | float | torch.Tensor, hint: str, *
 def expect_live_value(compute: Callable[[], torch.Tensor], hint: str, *, atol: float = 1e-4, form: str = ""
                       ) -> Callable[[Any], Verdict]:
     """Validator: numbers equal (within ``atol``) to what ``compute()`` gets from a live run. An answer that is not
-    numbers (None, a string) gets the ✗ ``form`` (marked with ``N_()``: what the answer is, ``{answer}`` filled
-    with the learner's), or without one the kit's message about its type."""
+    numbers (None, a string) gets the ✗ ``form`` (see :func:`as_float_tensor`), or without one the kit's message
+    about its type."""
 
     def validate(answer: Any) -> Verdict:
         try:
-            value = as_float_tensor(answer)
+            value = as_float_tensor(answer, form=form)
         except Refusal as refusal:
-            if form:
-                return Verdict(False, _(form).format(answer=reprlib.repr(answer)))
-            return Verdict(False, f"{refusal.text} {_(hint)}".strip() if answer is None else refusal.text)
+            if answer is None and not form:
+                return Verdict(False, f"{refusal.text} {_(hint)}".strip())
+            return Verdict(False, refusal.text)
         target = torch.as_tensor(compute(), dtype=torch.float32).detach()
         if value.shape != target.shape:
             if value.numel() != target.numel():

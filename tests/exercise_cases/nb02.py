@@ -65,7 +65,9 @@ CASES = {
     ),
     "02.2": Cases(
         right=[(11, 22), torch.tensor([11.0, 22.0])],
-        wrong=[([11.0, 33.0], "only the new contribution"), ([10.0, 20.0], "first number is off"), (22, "two numbers")],
+        wrong=[([11.0, 33.0], "only the new contribution"), ([10.0, 20.0], "first number is off"), (22, "two numbers"),
+               ("11, 22", "Answer with a list of two numbers"),  # a string, not the kit's type error
+               (None, "Answer with a list of two numbers")],  # not 'is that .grad still empty?'
     ),
     "02.3": Cases(
         right=[answer(ONCE),

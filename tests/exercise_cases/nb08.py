@@ -66,7 +66,8 @@ CASES = {
     "08.1": Cases(right=[[1, 2], (1.0, 2.0), torch.tensor([1, 2])],
                   wrong=[([2, 2], "Too many pack calls"), ([1, 1], "unpack count is too low"), ([0, 0], "Too few pack"),
                          ([1, 3], "unpack count is too high"), ("1, 2", "a list of two numbers"),
-                         ([2, 4], "not every operation keeps a tensor")]),
+                         ([2, 4], "not every operation keeps a tensor"),
+                         (None, "Answer with a list of two numbers")]),  # not 'is that .grad still empty?'
     "08.2": Cases(
         right=[answer(HALF, **USES),
                answer("""

@@ -54,7 +54,9 @@ def _live_leaf_run() -> list[float]:
 
 @exercise("02.2")
 def _predict_leaf(answer: Any) -> Verdict:
-    value, truth = as_float_tensor(answer), torch.tensor(_live_leaf_run())
+    value = as_float_tensor(answer, form=N_("Answer with a list of two numbers, [d.grad after the first backward, "
+                                            "after the second]; got {answer}."))
+    truth = torch.tensor(_live_leaf_run())
     require(value.numel() == 2, N_("Answer with two numbers, [after the first backward, after the second]; got "
                                    "{count}."), count=value.numel())
     value = value.reshape(2)
