@@ -55,7 +55,7 @@ def _live_leaf_run() -> list[float]:
 @exercise("02.2")
 def _predict_leaf(answer: Any) -> Verdict:
     value = as_float_tensor(answer, form=N_("Answer with a list of two numbers, [d.grad after the first backward, "
-                                            "after the second]; got {answer}."))
+                                            "after the second]; got {answer}, not a list of numbers."))
     truth = torch.tensor(_live_leaf_run())
     require(value.numel() == 2, N_("Answer with two numbers, [after the first backward, after the second]; got "
                                    "{count}."), count=value.numel())

@@ -48,7 +48,7 @@ def _pack_unpack_calls() -> tuple[float, float]:
 @exercise("08.1")
 def _predict_calls(answer: Any) -> Verdict:
     value = as_float_tensor(answer, form=N_("Answer with a list of two numbers, [pack calls, unpack calls]; "
-                                            "got {answer}."))
+                                            "got {answer}, not a list of numbers."))
     require(value.numel() == 2, N_("Answer with two numbers, [pack calls, unpack calls]; got {count}."),
             count=value.numel())
     (pack, unpack), (truth_pack, truth_unpack) = value.reshape(2).tolist(), _pack_unpack_calls()

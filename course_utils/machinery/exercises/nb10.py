@@ -137,7 +137,8 @@ def _graphs_compiled() -> torch.Tensor:
 _predict_graphs = exercise("10.2")(expect_live_value(
     _graphs_compiled, N_("Go through the three calls with C2 and C3 in mind: at each call, is there a graph compiled "
                          "so far whose guards still hold?"), atol=0.0,
-    form=N_("Answer with a whole number, how many graphs dynamo compiles in all over the three calls; got {answer}.")))
+    form=N_("Answer with a whole number: how many graphs dynamo compiles in all over the three calls; got {answer}, "
+            "not a number.")))
 
 
 # -- 10.3 and 10.4: DDP communication hooks in a real two-rank group ---------------------------------------------

@@ -275,8 +275,8 @@ def _require_returns_none(model: nn.Module, hooks: list[tuple[str, nn.Module, Ca
         returned = hook(module, args, {}, output) if with_kwargs else hook(module, args, output)
         require(returned is None,
                 N_("Your hook on `{name}` returns a {type}, not None. Go back to case 5: what does PyTorch do with "
-                   "what a forward hook returns? Your outputs only look unchanged because what the hook returns has "
-                   "the output's values. Look at what your hook returns."),
+                   "what a forward hook returns? Your outputs stay the same only because what your hook returns has "
+                   "the output's values."),
                 name=name or type(model).__name__, type=Text(type(returned).__name__))
 
 
